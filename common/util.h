@@ -1,0 +1,56 @@
+/* Small ownership helpers shared by all parts: scope-bound cleanup and explicit hand-over. */
+#pragma once
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A pointer or fd declared with these is released when it leaves scope; steal_* hands ownership on. */
+#define cleanup_free __attribute__((cleanup(util_freep)))
+#define cleanup_fd __attribute__((cleanup(util_closep)))
+
+static inline void util_freep(void *p)
+{
+	free(*(void **)p);
+}
+
+static inline void util_closep(int *fd)
+{
+	if (*fd >= 0) {
+		int saved = errno;
+		close(*fd);
+		errno = saved;
+	}
+	*fd = -1;
+}
+
+static inline void *util_steal_pointer(void *pp)
+{
+	void **p = pp;
+	void *v = *p;
+	*p = NULL;
+	return v;
+}
+#define steal_pointer(pp) util_steal_pointer(pp)
+
+static inline int steal_fd(int *fd)
+{
+	int v = *fd;
+	*fd = -1;
+	return v;
+}
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Copies at most size-1 bytes and always terminates; returns strlen(src) so callers detect truncation. */
+static inline size_t util_strlcpy(char *dst, const char *src, size_t size)
+{
+	size_t n = strlen(src);
+	if (size) {
+		size_t c = n < size - 1 ? n : size - 1;
+		memcpy(dst, src, c);
+		dst[c] = '\0';
+	}
+	return n;
+}

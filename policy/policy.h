@@ -1,0 +1,187 @@
+/* sluice policy library: parse, layer, compile and match egress policies.
+ *
+ * A policy answers "may this session reach host H on port P (with method M)?". It is built from
+ * layers, strongest first: organisation (/etc/sluice), user, project, command line. Any layer may
+ * allow or deny; deny beats allow in every layer; an organisation `ceiling` caps what every layer
+ * can allow, so a lower layer can only narrow what the organisation permits. Every decision names
+ * the rule (file:line:col) that made it.
+ *
+ * Thread-safety: a compiled `struct policy` is immutable and may be shared read-only by any number
+ * of threads and sessions; it is reference counted.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define POLICY_HOST_MAX 253   /* canonical name, without trailing dot */
+#define POLICY_LABEL_MAX 63
+#define POLICY_WHERE_MAX 512  /* "file:line:col" of a rule */
+#define POLICY_ERR_MAX 1024
+
+enum policy_layer {
+	POLICY_LAYER_ORG = 0,
+	POLICY_LAYER_USER,
+	POLICY_LAYER_PROJECT,
+	POLICY_LAYER_CLI,
+	POLICY_LAYER_COUNT,
+};
+
+enum policy_verdict {
+	POLICY_DENY = 0,
+	POLICY_ALLOW,
+	POLICY_ASK, /* outside the policy, but the policy asks for interactive approval */
+};
+
+/* HTTP methods as a bit set; a rule with no methods matches every method. */
+enum policy_method {
+	POLICY_M_GET = 1u << 0,
+	POLICY_M_HEAD = 1u << 1,
+	POLICY_M_POST = 1u << 2,
+	POLICY_M_PUT = 1u << 3,
+	POLICY_M_DELETE = 1u << 4,
+	POLICY_M_PATCH = 1u << 5,
+	POLICY_M_OPTIONS = 1u << 6,
+	POLICY_M_CONNECT = 1u << 7,
+	POLICY_M_TRACE = 1u << 8,
+	POLICY_M_OTHER = 1u << 9, /* any method not named above */
+};
+
+/* A load or parse error: where and what. `file` is empty for errors with no file. */
+struct policy_error {
+	char file[256];
+	unsigned line, col; /* 1-based; 0 when unknown */
+	char msg[POLICY_ERR_MAX];
+};
+
+/* Writes "file:line:col: msg" (or just msg) into buf; returns buf. */
+const char *policy_error_format(const struct policy_error *err, char *buf, size_t len);
+
+/* Options a policy may set. Across layers: a feature is on if any layer turns it on and no
+ * organisation layer forbids it ("direct": false in /etc/sluice pins it off). */
+struct policy_options {
+	bool direct;      /* DNS-learned direct flows (see DESIGN.md) */
+	bool transparent; /* redirect TCP 80/443 to the proxy */
+	bool ask;         /* unmatched requests become POLICY_ASK instead of POLICY_DENY */
+	unsigned ask_timeout_s;
+};
+
+struct policy_rule; /* opaque; owned by its policy */
+
+struct policy_decision {
+	enum policy_verdict verdict;
+	const struct policy_rule *rule; /* borrowed from the policy; NULL when no rule matched */
+	/* Human-readable: which rule decided and why, e.g.
+	 * "allowed by /etc/sluice/policy.json:12:5 (*.npmjs.org, ports 443)" or
+	 * "denied: no rule allows example.com:443 (default deny)". */
+	char reason[POLICY_ERR_MAX];
+};
+
+/* ---- canonical host names ---- */
+
+enum policy_canon_err {
+	POLICY_CANON_OK = 0,
+	POLICY_CANON_EMPTY,
+	POLICY_CANON_TOO_LONG,       /* name over 253 bytes */
+	POLICY_CANON_LABEL_TOO_LONG, /* a label over 63 bytes */
+	POLICY_CANON_EMPTY_LABEL,    /* "a..b", leading dot, or more than one trailing dot */
+	POLICY_CANON_BAD_CHAR,       /* NUL, control byte, space or punctuation */
+	POLICY_CANON_BAD_HYPHEN,     /* label starts or ends with '-' */
+	POLICY_CANON_BAD_IDNA,       /* invalid punycode (xn--) or unconvertible UTF-8 */
+	POLICY_CANON_IP_LITERAL,     /* the name is an IPv4/IPv6 literal (in any spelling) */
+};
+
+const char *policy_canon_strerror(enum policy_canon_err e);
+
+/* Canonicalises a host name of `len` bytes (which may contain NULs: they are rejected): lower
+ * case, one trailing dot removed, UTF-8 converted to its IDNA A-label, xn-- labels checked to
+ * round-trip, length limits enforced. Writes the canonical name to out (POLICY_HOST_MAX + 1 bytes).
+ * Names that parse as an IPv4 address in any inet_aton spelling (127.1, 0x7f.1, 2130706433) or as
+ * an IPv6 literal return POLICY_CANON_IP_LITERAL: callers handle addresses with policy_decide_addr. */
+enum policy_canon_err policy_canon_host(const char *in, size_t len, char out[POLICY_HOST_MAX + 1]);
+
+/* Parses an IP literal in any spelling the C library would accept (inet_aton forms for IPv4,
+ * "[v6]" or bare v6). Returns 0 and fills *ss, or -EINVAL. */
+int policy_parse_ip_literal(const char *in, size_t len, struct sockaddr_storage *ss);
+
+/* Parses a method name; 0 if the name is not an HTTP token. */
+unsigned policy_method_from_name(const char *name, size_t len);
+
+/* ---- building a policy ---- */
+
+struct policy_builder;
+
+struct policy_builder *policy_builder_new(void);
+void policy_builder_free(struct policy_builder *b); /* NULL is a no-op */
+
+/* Directory searched for named presets (borrowed string). Default: $SLUICE_PRESET_DIR, else the
+ * installed preset directory, else the source tree's policy/presets. */
+void policy_builder_set_preset_dir(struct policy_builder *b, const char *dir);
+
+/* Adds a JSON (with comments) policy file or, for *.txt / *.list, a plain domain list. */
+int policy_builder_add_file(struct policy_builder *b, enum policy_layer layer, const char *path,
+			    struct policy_error *err);
+/* Adds JSON text as if read from a file named `name`. */
+int policy_builder_add_json(struct policy_builder *b, enum policy_layer layer, const char *name,
+			    const char *text, size_t len, struct policy_error *err);
+/* Adds a named preset (npm, pypi, crates, go, maven, rubygems, debian, github, registries). */
+int policy_builder_add_preset(struct policy_builder *b, enum policy_layer layer, const char *name,
+			      struct policy_error *err);
+/* Adds one allow (or deny) pattern "HOST[:PORT[,PORT...]]" from the command line; `origin`
+ * (e.g. "--allow") is what decisions quote. */
+int policy_builder_add_pattern(struct policy_builder *b, enum policy_layer layer, const char *pattern,
+			       bool deny, const char *origin, struct policy_error *err);
+/* Turns options on from the command line. */
+void policy_builder_set_options(struct policy_builder *b, const struct policy_options *opts);
+
+/* Compiles everything added so far. Returns a new policy (refcount 1) or NULL with *err set. */
+struct policy *policy_builder_compile(struct policy_builder *b, struct policy_error *err);
+
+/* Loads the standard layers for a user: /etc/sluice/policy.json and /etc/sluice/policy.d/\*.json
+ * (org), $XDG_CONFIG_HOME/sluice/policy.json (user), PROJECT/.sluice/policy.json (project).
+ * Missing files are skipped; `project_dir` and `home` may be NULL. Org files that are not owned by
+ * root or are group/world-writable are refused (an org policy anyone can edit caps nothing). */
+int policy_builder_add_standard_layers(struct policy_builder *b, const char *sysconfdir, const char *home,
+				       const char *project_dir, struct policy_error *err);
+
+struct policy *policy_ref(struct policy *p);
+void policy_unref(struct policy *p); /* NULL is a no-op */
+
+const struct policy_options *policy_get_options(const struct policy *p);
+size_t policy_rule_count(const struct policy *p);
+
+/* ---- decisions ---- */
+
+/* Decides for a canonical host name (from policy_canon_host), a port and a method bit
+ * (0 = unknown/none: only rules without a method list match). O(length of host). */
+void policy_decide(const struct policy *p, const char *canon_host, uint16_t port, unsigned method,
+		   struct policy_decision *out);
+
+/* Decides for a destination address after resolution (or an IP literal the client named).
+ * Addresses in loopback, private, link-local (incl. 169.254.169.254), CGNAT, multicast,
+ * unspecified, reserved, or IPv4-embedded-in-IPv6 ranges are denied unless a CIDR rule allows them;
+ * other addresses are allowed when `named` is true (the name was already allowed), else only by a
+ * CIDR rule. CIDR deny rules beat everything. */
+void policy_decide_addr(const struct policy *p, const struct sockaddr *sa, uint16_t port, bool named,
+			struct policy_decision *out);
+
+/* True if the address is in one of the forbidden ranges above (independent of any policy). */
+bool policy_addr_is_forbidden(const struct sockaddr *sa);
+
+/* "file:line:col" of a rule; "" for NULL. */
+const char *policy_rule_where(const struct policy_rule *r);
+/* The rule's pattern as written, canonicalised ("*.npmjs.org", "10.0.0.0/8"). */
+const char *policy_rule_pattern(const struct policy_rule *r);
+bool policy_rule_is_deny(const struct policy_rule *r);
+enum policy_layer policy_rule_layer(const struct policy_rule *r);
+
+const char *policy_layer_name(enum policy_layer layer);
+const char *policy_verdict_name(enum policy_verdict v); /* "allow", "deny", "ask" */
+
+/* ---- serialisation (sluiced hands a compiled policy to the proxy engine) ---- */
+
+/* Writes the policy as JSON that policy_builder_add_json reloads into an equal policy, each rule
+ * keeping its original "file:line:col". Returns a malloced NUL-terminated string or NULL. */
+char *policy_serialize(const struct policy *p);

@@ -1,0 +1,77 @@
+# TAP helpers for shell tests (sourced). Each check is one TAP line; the script's exit status is non-zero
+# if any check failed. `skip_all` turns into a failure when SLUICE_NO_SKIP is set (CI), so a missing
+# capability can never hide behind a skip.
+tap_n=0
+tap_failed=0
+
+# check DESC CMD...: runs CMD, "ok" when it exits 0.
+check() {
+	local desc=$1; shift
+	tap_n=$((tap_n + 1))
+	if "$@"; then
+		echo "ok $tap_n - $desc"
+	else
+		echo "not ok $tap_n - $desc"
+		tap_failed=$((tap_failed + 1))
+	fi
+}
+
+# check_not DESC CMD...: "ok" when CMD fails.
+check_not() {
+	local desc=$1; shift
+	tap_n=$((tap_n + 1))
+	if "$@"; then
+		echo "not ok $tap_n - $desc"
+		tap_failed=$((tap_failed + 1))
+	else
+		echo "ok $tap_n - $desc"
+	fi
+}
+
+# check_eq DESC EXPECTED ACTUAL
+check_eq() {
+	tap_n=$((tap_n + 1))
+	if [ "$2" = "$3" ]; then
+		echo "ok $tap_n - $1"
+	else
+		echo "not ok $tap_n - $1"
+		echo "#   expected: $2"
+		echo "#   actual:   $3"
+		tap_failed=$((tap_failed + 1))
+	fi
+}
+
+# check_match DESC REGEX TEXT (grep -E)
+check_match() {
+	tap_n=$((tap_n + 1))
+	if printf '%s' "$3" | grep -Eq -- "$2"; then
+		echo "ok $tap_n - $1"
+	else
+		echo "not ok $tap_n - $1"
+		echo "#   wanted /$2/ in:"
+		printf '%s\n' "$3" | head -n 20 | sed 's/^/#     /'
+		tap_failed=$((tap_failed + 1))
+	fi
+}
+
+diag() { echo "# $*"; }
+
+skip_all() {
+	if [ -n "${SLUICE_NO_SKIP:-}" ]; then
+		echo "not ok 1 - required capability missing: $*"
+		echo "1..1"
+		exit 1
+	fi
+	echo "1..0 # SKIP $*"
+	exit 77
+}
+
+done_testing() {
+	echo "1..$tap_n"
+	[ "$tap_failed" -eq 0 ]
+	exit $?
+}
+
+# Paths for tests: the build dir holds the binaries, the source dir the data.
+: "${SLUICE_BUILD_DIR:?run through meson test}"
+: "${SLUICE_SOURCE_DIR:?run through meson test}"

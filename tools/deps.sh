@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages in tools/debian-packages.txt that are missing. Idempotent; needs root
+# only when something is missing.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+mapfile -t want < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$here/debian-packages.txt" | awk '{print $1}')
+[ "$#" -gt 0 ] && want+=("$@")
+missing=()
+for p in "${want[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ "${#missing[@]}" -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+	echo "sluice: missing Debian packages: ${missing[*]}" >&2
+	echo "sluice: run this script as root, or: sudo apt-get install ${missing[*]}" >&2
+	exit 1
+fi
+echo "sluice: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
