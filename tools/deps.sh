@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages in tools/debian-packages.txt that are missing. Idempotent; needs root
-# only when something is missing.
+# only when something is missing. `deps.sh` installs the build, test and demo groups; `deps.sh --bench`
+# also the benchmark peers (squid, tinyproxy, ...), which are only needed by tools/bench-*.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-mapfile -t want < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$here/debian-packages.txt" | awk '{print $1}')
+groups='build|test'
+if [ "${1:-}" = "--bench" ]; then groups='build|test|bench'; shift; fi
+# The list is split into groups by lines "@group NAME".
+mapfile -t want < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$here/debian-packages.txt" |
+	awk -v g="^($groups)\$" '$1 == "@group" { on = ($2 ~ g); next } on { print $1 }')
 [ "$#" -gt 0 ] && want+=("$@")
 missing=()
 for p in "${want[@]}"; do
