@@ -174,7 +174,7 @@ enum policy_canon_err policy_canon_host(const char *in, size_t len, char out[POL
 		/* UTF-8 name: IDNA2008 (non-transitional, NFC) to its A-label form. 4x for the UTF-8 input
 		 * bound: anything longer cannot give a legal A-label anyway. */
 		char *tmp = NULL, *alabel = NULL;
-		if (len > 4 * POLICY_HOST_MAX)
+		if (len > (size_t)4 * POLICY_HOST_MAX)
 			return POLICY_CANON_TOO_LONG;
 		tmp = strndup(in, len);
 		if (!tmp)
