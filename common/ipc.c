@@ -50,7 +50,7 @@ static void ipc_buf_put(struct ipc_buf *b, uint16_t attr, size_t len, const void
 	if (!b->buf || b->overflow)
 		return;
 	if (len > UINT16_MAX - MNL_ATTR_HDRLEN ||
-	    !mnl_attr_put_check(b->buf, IPC_MSG_MAX, attr, len, data))
+	    !mnl_attr_put_check((struct nlmsghdr *)b->buf, IPC_MSG_MAX, attr, len, data))
 		b->overflow = true;
 }
 

@@ -59,12 +59,12 @@ static void conn_close(struct netd *d, struct netd_conn *c)
 	bool embedded = c->embedded;
 
 	/* the launcher went away: its attached sessions end with it; pending replies are dropped */
-	for (struct netd_session *s = d->sessions, *next; s; s = next) {
+	for (struct netd_sess *s = d->sessions, *next; s; s = next) {
 		next = s->next;
 		if (s->replier == c)
 			s->replier = NULL;
 		if (s->owner == c)
-			netd_session_close(d, s);
+			netd_sess_close(d, s);
 	}
 	if (c->prev)
 		c->prev->next = c->next;
@@ -81,14 +81,14 @@ static void conn_close(struct netd *d, struct netd_conn *c)
 		event_base_loopexit(d->base, NULL);
 }
 
-static int send_session(struct netd *d, int fd, uint32_t seq, const struct netd_session *s)
+static int send_session(struct netd *d, int fd, uint32_t seq, const struct netd_sess *s)
 {
 	char a4[46], g4[46], a6[46], g6[46], resolv[NETD_RESOLV_MAX + 1];
 	struct ipc_buf b;
 	int r;
 
-	netd_session_addrs(d, s, a4, g4, a6, g6);
-	netd_session_resolv(d, resolv, sizeof resolv);
+	netd_sess_addrs(d, s, a4, g4, a6, g6);
+	netd_sess_resolv(d, resolv, sizeof resolv);
 	if ((r = ipc_buf_init(&b, NETD_MSG_SESSION, seq)) < 0)
 		return r;
 	ipc_buf_put_str(&b, NETD_A_ID, s->id);
@@ -116,7 +116,7 @@ static int send_session(struct netd *d, int fd, uint32_t seq, const struct netd_
 	return r;
 }
 
-void netd_conn_session_ready(struct netd *d, struct netd_session *s, int err, const char *msg)
+void netd_conn_session_ready(struct netd *d, struct netd_sess *s, int err, const char *msg)
 {
 	struct netd_conn *c = s->replier;
 	uint32_t seq = s->reply_seq;
@@ -129,7 +129,7 @@ void netd_conn_session_ready(struct netd *d, struct netd_session *s, int err, co
 			netd_send_error(c->fd, seq, err, msg ? msg : strerror(-err));
 		if (c && s->owner == c)
 			c->state = NETD_CS_OPEN;
-		netd_session_close(d, s);
+		netd_sess_close(d, s);
 		return;
 	}
 	if (c && send_session(d, c->fd, seq, s) < 0)
@@ -138,8 +138,8 @@ void netd_conn_session_ready(struct netd *d, struct netd_session *s, int err, co
 
 static void handle_open(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 {
-	struct netd_session_req req = {0};
-	struct netd_session *s;
+	struct netd_sess_req req = {0};
+	struct netd_sess *s;
 	char err[NETD_ERRMSG_MAX + 1];
 	int r;
 
@@ -164,7 +164,7 @@ static void handle_open(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 		netd_send_error(c->fd, m->seq, EPERM, "audit_log is only honoured in embedded mode");
 		return;
 	}
-	r = netd_session_open(d, &req, &s, err, sizeof err);
+	r = netd_sess_open(d, &req, &s, err, sizeof err);
 	if (r < 0) {
 		netd_send_error(c->fd, m->seq, r, err);
 		return;
@@ -180,7 +180,7 @@ static void handle_open(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 
 static void handle_list(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 {
-	for (struct netd_session *s = d->sessions; s; s = s->next) {
+	for (struct netd_sess *s = d->sessions; s; s = s->next) {
 		if (c->uid != 0 && s->uid != c->uid)
 			continue;
 		if (send_session(d, c->fd, m->seq, s) < 0)
@@ -191,7 +191,7 @@ static void handle_list(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 
 static void handle_end(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 {
-	struct netd_session *s = netd_session_find(d, ipc_get_str(m, NETD_A_ID));
+	struct netd_sess *s = netd_sess_find(d, ipc_get_str(m, NETD_A_ID));
 
 	/* the same answer for "no such session" and "not yours": ids of others are not probed */
 	if (!s || (c->uid != 0 && s->uid != c->uid)) {
@@ -200,7 +200,7 @@ static void handle_end(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 	}
 	if (s->owner)
 		s->owner->state = NETD_CS_OPEN;
-	netd_session_close(d, s);
+	netd_sess_close(d, s);
 	ipc_send_empty(c->fd, NETD_MSG_OK, m->seq);
 }
 

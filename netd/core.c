@@ -113,7 +113,7 @@ static struct in6_addr slot_addr6(const struct netd *d, unsigned slot)
 	return a;
 }
 
-void netd_session_addrs(const struct netd *d, const struct netd_session *s, char a4[46], char g4[46], char a6[46],
+void netd_sess_addrs(const struct netd *d, const struct netd_sess *s, char a4[46], char g4[46], char a6[46],
 			char g6[46])
 {
 	inet_ntop(AF_INET, &s->addr4, a4, 46);
@@ -125,7 +125,7 @@ void netd_session_addrs(const struct netd *d, const struct netd_session *s, char
 	}
 }
 
-void netd_session_resolv(const struct netd *d, char *buf, size_t len)
+void netd_sess_resolv(const struct netd *d, char *buf, size_t len)
 {
 	char g4[46];
 
@@ -134,9 +134,9 @@ void netd_session_resolv(const struct netd *d, char *buf, size_t len)
 	snprintf(buf, len, "# written by sluice: the session's DNS proxy\nnameserver %s\noptions edns0 trust-ad\n", g4);
 }
 
-struct netd_session *netd_session_find(struct netd *d, const char *id)
+struct netd_sess *netd_sess_find(struct netd *d, const char *id)
 {
-	for (struct netd_session *s = d->sessions; s; s = s->next)
+	for (struct netd_sess *s = d->sessions; s; s = s->next)
 		if (strcmp(s->id, id) == 0)
 			return s;
 	return NULL;
@@ -195,7 +195,7 @@ static void recon_dead(unsigned slot, const char *rec, void *arg)
 	}
 	if (netd_link_delete(d->rtnl, ifn) == 0)
 		log_info("removed stale link %s (session %s)", ifn, id);
-	if (strcmp(ns, "-") != 0 && valid_netns_path(d, ns) && netd_netns_remove(ns) == 0)
+	if (strcmp(ns, "-") != 0 && valid_netns_path(d, ns) && netd_ns_bind_remove(ns) == 0)
 		log_info("removed stale network namespace %s", ns);
 	rc->removed++;
 }
@@ -267,7 +267,7 @@ static int netd_reconcile(struct netd *d, char *err, size_t errlen)
 			if (de->d_name[0] == '.')
 				continue;
 			snprintf(p, sizeof p, "%s/%s", d->netns_dir, de->d_name);
-			if (netd_netns_remove(p) == 0) {
+			if (netd_ns_bind_remove(p) == 0) {
 				log_info("removed stale network namespace %s", p);
 				rc.removed++;
 			}
@@ -483,7 +483,7 @@ void netd_free(struct netd *d)
 	d->stopping = true;
 	netd_control_free(d);
 	while (d->sessions)
-		netd_session_close(d, d->sessions);
+		netd_sess_close(d, d->sessions);
 	netd_nflog_free(d->nflog);
 	netd_engine_free(d->engine);
 	for (int i = 0; i < 3; i++) {
@@ -518,7 +518,7 @@ static unsigned count_uid(const struct netd *d, uid_t uid)
 {
 	unsigned n = 0;
 
-	for (const struct netd_session *s = d->sessions; s; s = s->next)
+	for (const struct netd_sess *s = d->sessions; s; s = s->next)
 		n += s->uid == uid;
 	return n;
 }
@@ -542,7 +542,7 @@ static int check_netns(struct netd *d, int fd, uid_t uid, struct stat *st, char 
 		snprintf(err, errlen, "refusing to wire the host's own network namespace");
 		return -EPERM;
 	}
-	for (struct netd_session *s = d->sessions; s; s = s->next)
+	for (struct netd_sess *s = d->sessions; s; s = s->next)
 		if (s->ns_dev == st->st_dev && s->ns_ino == st->st_ino) {
 			snprintf(err, errlen, "that network namespace already has session %s", s->id);
 			return -EBUSY;
@@ -589,10 +589,10 @@ static char *compile_policy(struct netd *d, const char *json, uid_t uid, char *e
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	/* the organisation layer is read by sluiced itself; a non-root client's policy is loaded one
-	 * layer below it, so it can narrow but never widen what /etc/sluice allows */
+	/* the organisation layer is read by sluiced itself; the client's policy is loaded at the user
+	 * layer below it (docs/policy.md), so it can narrow but never widen what /etc/sluice allows */
 	if (policy_builder_add_standard_layers(b, d->cfg.sysconfdir, NULL, NULL, &pe) < 0 ||
-	    policy_builder_add_json(b, uid == 0 ? POLICY_LAYER_ORG : POLICY_LAYER_USER, "session policy", json,
+	    policy_builder_add_json(b, POLICY_LAYER_USER, "session policy", json,
 				    strlen(json), &pe) < 0 ||
 	    !(p = policy_builder_compile(b, &pe))) {
 		snprintf(err, errlen, "policy rejected: %s", policy_error_format(&pe, buf, sizeof buf));
@@ -607,7 +607,7 @@ out:
 	return out;
 }
 
-static void session_free(struct netd_session *s)
+static void session_free(struct netd_sess *s)
 {
 	if (!s)
 		return;
@@ -619,7 +619,7 @@ static void session_free(struct netd_session *s)
 	free(s);
 }
 
-static void session_nft_view(const struct netd *d, const struct netd_session *s, struct netd_nft_session *v)
+static void session_nft_view(const struct netd *d, const struct netd_sess *s, struct netd_nft_session *v)
 {
 	v->ifname = s->ifname;
 	v->addr4 = &s->addr4;
@@ -631,7 +631,7 @@ static void session_nft_view(const struct netd *d, const struct netd_session *s,
 }
 
 /* Undoes whatever of the wiring exists (each step tolerates "already gone"). */
-static void session_unwire(struct netd *d, struct netd_session *s, bool nft_added)
+static void session_unwire(struct netd *d, struct netd_sess *s, bool nft_added)
 {
 	struct netd_nft_session v;
 	char err[256];
@@ -649,17 +649,17 @@ static void session_unwire(struct netd *d, struct netd_session *s, bool nft_adde
 	if (s->netns_path) {
 		close(s->netns_fd);
 		s->netns_fd = -1;
-		if ((r = netd_netns_remove(s->netns_path)) < 0)
+		if ((r = netd_ns_bind_remove(s->netns_path)) < 0)
 			log_warnx("removing %s: %s", s->netns_path, strerror(-r));
 	}
 	netd_lease_release(d->lease_dir, s->slot, s->lease_fd);
 	s->lease_fd = -1;
 }
 
-int netd_session_open(struct netd *d, const struct netd_session_req *req, struct netd_session **out, char *err,
+int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_sess **out, char *err,
 		      size_t errlen)
 {
-	struct netd_session *s = calloc(1, sizeof *s);
+	struct netd_sess *s = calloc(1, sizeof *s);
 	struct netd_nft_session v;
 	struct netd_link_cfg lc = {0};
 	struct nl_sock *sess_nl = NULL;
@@ -716,7 +716,7 @@ int netd_session_open(struct netd *d, const struct netd_session_req *req, struct
 			goto fail_early;
 		}
 		snprintf(path, sizeof path, "%s/%s", d->netns_dir, name);
-		if ((r = netd_netns_create(d->netns_dir, path, d->host_netns_fd, err, errlen)) < 0)
+		if ((r = netd_ns_bind_create(d->netns_dir, path, d->host_netns_fd, err, errlen)) < 0)
 			goto fail_early;
 		s->netns_path = strdup(path);
 		s->netns_fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -724,7 +724,7 @@ int netd_session_open(struct netd *d, const struct netd_session_req *req, struct
 			r = -errno ? -errno : -ENOMEM;
 			snprintf(err, errlen, "opening %s: %s", path, strerror(-r));
 			if (!s->netns_path) {
-				netd_netns_remove(path);
+				netd_ns_bind_remove(path);
 				goto fail_early;
 			}
 			goto fail;
@@ -791,7 +791,7 @@ fail_early:
 	return r;
 }
 
-void netd_session_close(struct netd *d, struct netd_session *s)
+void netd_sess_close(struct netd *d, struct netd_sess *s)
 {
 	if (s->prev)
 		s->prev->next = s->next;

@@ -71,7 +71,7 @@ static int open_audit(const struct netd *d, char *err, size_t errlen)
 	return fd;
 }
 
-static void engine_send_add(struct netd *d, struct netd_session *s)
+static void engine_send_add(struct netd *d, struct netd_sess *s)
 {
 	struct netd_engine *e = d->engine;
 	char a4[46], g4[46], a6[46], g6[46];
@@ -80,7 +80,7 @@ static void engine_send_add(struct netd *d, struct netd_session *s)
 
 	if (!e || !e->ready)
 		return; /* sent when the engine (re)starts */
-	netd_session_addrs(d, s, a4, g4, a6, g6);
+	netd_sess_addrs(d, s, a4, g4, a6, g6);
 	s->engine_seq = next_seq(e);
 	if (ipc_buf_init(&b, NETD_ENG_SESSION_ADD, s->engine_seq) < 0)
 		return;
@@ -100,13 +100,13 @@ static void engine_send_add(struct netd *d, struct netd_session *s)
 		log_warnx("engine: sending session %s: %s", s->id, strerror(-r));
 }
 
-void netd_engine_session_add(struct netd *d, struct netd_session *s)
+void netd_engine_session_add(struct netd *d, struct netd_sess *s)
 {
 	s->engine_ok = false;
 	engine_send_add(d, s);
 }
 
-void netd_engine_session_remove(struct netd *d, const struct netd_session *s)
+void netd_engine_session_remove(struct netd *d, const struct netd_sess *s)
 {
 	struct netd_engine *e = d->engine;
 	struct ipc_buf b;
@@ -215,7 +215,7 @@ static void engine_died(struct netd *d, const char *why)
 
 	log_warnx("proxy engine %s; sessions fail closed until it is back", why);
 	engine_reap(e);
-	for (struct netd_session *s = d->sessions; s; s = s->next)
+	for (struct netd_sess *s = d->sessions; s; s = s->next)
 		s->engine_seq = 0;
 	if (d->stopping)
 		return;
@@ -261,12 +261,12 @@ static void engine_read_cb(evutil_socket_t fd, short what, void *arg)
 			e->ready = true;
 			e->failures = 0;
 			log_info("proxy engine %d running", (int)e->pid);
-			for (struct netd_session *s = d->sessions; s; s = s->next)
+			for (struct netd_sess *s = d->sessions; s; s = s->next)
 				engine_send_add(d, s);
 		} else if (m.type == NETD_ENG_RESULT) {
 			uint32_t en = ipc_get_u32(&m, NETD_A_ERRNO, 0);
 
-			for (struct netd_session *s = d->sessions; s; s = s->next) {
+			for (struct netd_sess *s = d->sessions; s; s = s->next) {
 				if (s->engine_seq != m.seq)
 					continue;
 				s->engine_seq = 0;

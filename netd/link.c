@@ -405,7 +405,7 @@ static int make_shared_dir(const char *dir)
 	return 0;
 }
 
-int netd_netns_create(const char *dir, const char *path, int host_netns_fd, char *err, size_t errlen)
+int netd_ns_bind_create(const char *dir, const char *path, int host_netns_fd, char *err, size_t errlen)
 {
 	int fd, r;
 
@@ -437,7 +437,7 @@ int netd_netns_create(const char *dir, const char *path, int host_netns_fd, char
 	return r;
 }
 
-int netd_netns_remove(const char *path)
+int netd_ns_bind_remove(const char *path)
 {
 	int r = 0;
 

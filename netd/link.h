@@ -48,5 +48,5 @@ int netd_pool_check(struct nl_sock *host, const struct in_addr *pool4, unsigned 
 
 /* Named network namespaces: `path` becomes a bind mount of a fresh netns (like `ip netns add`);
  * the directory is made a shared mount point first. */
-int netd_netns_create(const char *dir, const char *path, int host_netns_fd, char *err, size_t errlen);
-int netd_netns_remove(const char *path);
+int netd_ns_bind_create(const char *dir, const char *path, int host_netns_fd, char *err, size_t errlen);
+int netd_ns_bind_remove(const char *path);

@@ -53,8 +53,8 @@ void netd_config_defaults(struct netd_config *c);
 int netd_config_pool4(struct netd_config *c, const char *s, char *err, size_t errlen);
 int netd_config_pool6(struct netd_config *c, const char *s, char *err, size_t errlen);
 
-struct netd_session {
-	struct netd_session *next, *prev; /* list in struct netd */
+struct netd_sess {
+	struct netd_sess *next, *prev; /* list in struct netd */
 	char id[NETD_ID_BUF];
 	char ifname[16];
 	unsigned slot;
@@ -96,7 +96,7 @@ struct netd {
 	int listen_fds[3];            /* owned: HTTP, DNS UDP, DNS TCP on the gateway address(es) */
 	int listen_fds6[3];
 	unsigned nlisten;
-	struct netd_session *sessions; /* owned list */
+	struct netd_sess *sessions; /* owned list */
 	unsigned nsessions;
 	struct netd_engine *engine;    /* owned */
 	struct netd_nflog *nflog;      /* owned */
@@ -112,7 +112,7 @@ int netd_new(struct netd **out, const struct netd_config *cfg, bool reconcile, c
 void netd_free(struct netd *d);
 
 /* The request of a session (ATTACH or CREATE), after the control layer checked the message. */
-struct netd_session_req {
+struct netd_sess_req {
 	int netns_fd;          /* takes ownership (also on error); -1 for CREATE */
 	const char *name;      /* CREATE: netns name or NULL */
 	const char *command;   /* borrowed */
@@ -124,21 +124,21 @@ struct netd_session_req {
 
 /* Validates and wires a session. On success *out is the session (replied to once the engine
  * acknowledged it, see netd_conn_session_ready). */
-int netd_session_open(struct netd *d, const struct netd_session_req *r, struct netd_session **out, char *err,
+int netd_sess_open(struct netd *d, const struct netd_sess_req *r, struct netd_sess **out, char *err,
 		      size_t errlen);
-void netd_session_close(struct netd *d, struct netd_session *s);
-struct netd_session *netd_session_find(struct netd *d, const char *id);
+void netd_sess_close(struct netd *d, struct netd_sess *s);
+struct netd_sess *netd_sess_find(struct netd *d, const char *id);
 
 /* Reply content for a session. */
-void netd_session_resolv(const struct netd *d, char *buf, size_t len);
-void netd_session_addrs(const struct netd *d, const struct netd_session *s, char a4[46], char g4[46], char a6[46],
+void netd_sess_resolv(const struct netd *d, char *buf, size_t len);
+void netd_sess_addrs(const struct netd *d, const struct netd_sess *s, char a4[46], char g4[46], char a6[46],
 			char g6[46]);
 
 /* Engine (engine.c): parent side. */
 int netd_engine_start(struct netd *d, char *err, size_t errlen);
 void netd_engine_free(struct netd_engine *e);
-void netd_engine_session_add(struct netd *d, struct netd_session *s);
-void netd_engine_session_remove(struct netd *d, const struct netd_session *s);
+void netd_engine_session_add(struct netd *d, struct netd_sess *s);
+void netd_engine_session_remove(struct netd *d, const struct netd_sess *s);
 void netd_engine_audit_drop(struct netd *d, const char *src, uint16_t sport, const char *dst, uint16_t dport,
 			    uint8_t proto);
 void netd_engine_reopen_log(struct netd *d);
@@ -152,7 +152,7 @@ int netd_control_listen(struct netd *d, char *err, size_t errlen);
  * event loop is stopped. */
 int netd_control_adopt(struct netd *d, int fd, uid_t uid, pid_t pid);
 /* The engine acknowledged (or refused: err != 0) a session: sends the deferred reply. */
-void netd_conn_session_ready(struct netd *d, struct netd_session *s, int err, const char *msg);
+void netd_conn_session_ready(struct netd *d, struct netd_sess *s, int err, const char *msg);
 void netd_control_free(struct netd *d);
 
 /* NFLOG (nflog.c). */

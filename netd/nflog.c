@@ -24,7 +24,7 @@ struct netd_nflog {
 
 static int nflog_cfg(struct mnl_socket *nl, uint16_t group, int attr, const void *data, size_t len)
 {
-	char buf[MNL_SOCKET_BUFFER_SIZE];
+	char buf[8192];
 	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
 	struct nfgenmsg *nfg;
 	uint32_t seq = (uint32_t)random();

@@ -33,6 +33,7 @@
 #endif
 
 #define NFT_MAX_CMDS 64
+#define NFT_RECV_BUF 65536
 
 /* nft's datatype ids, so `nft list ruleset` shows our sets readably. */
 enum { T_IPADDR = 7, T_IP6ADDR = 8, T_INET_PROTO = 12, T_INET_SERVICE = 13, T_IFNAME = 41 };
@@ -183,7 +184,7 @@ static int batch_talk(struct netd_nft *n, char *err, size_t errlen)
 {
 	static mnl_cb_t ctl_cb[NLMSG_MIN_TYPE] = {[NLMSG_ERROR] = ack_cb};
 	struct ack_state st = {.n = n};
-	char buf[MNL_SOCKET_BUFFER_SIZE];
+	char buf[NFT_RECV_BUF];
 	int fd = mnl_socket_get_fd(n->nl);
 	int r = 0;
 
@@ -230,7 +231,7 @@ static int batch_talk(struct netd_nft *n, char *err, size_t errlen)
 			snprintf(err, errlen, "reading nftables acknowledgements: %s", strerror(-r));
 			goto out;
 		}
-		mnl_cb_run2(buf, (size_t)len, 0, n->portid, NULL, NULL, ctl_cb, MNL_ARRAY_SIZE(ctl_cb));
+		mnl_cb_run2(buf, (size_t)len, 0, n->portid, NULL, &st, ctl_cb, MNL_ARRAY_SIZE(ctl_cb));
 	}
 	if (st.err) {
 		r = st.err;
@@ -758,7 +759,7 @@ static int prune_msg_cb(const struct nlmsghdr *nlh, void *data)
 
 static int dump_set(struct netd_nft *n, const char *set, struct prune_state *st)
 {
-	char buf[MNL_SOCKET_BUFFER_SIZE];
+	char buf[NFT_RECV_BUF];
 	struct nftnl_set *s = nftnl_set_alloc();
 	struct nlmsghdr *nlh;
 	uint32_t seq = n->seq++;
