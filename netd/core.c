@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -498,8 +499,16 @@ void netd_free(struct netd *d)
 		netd_lease_scan(d->lease_dir, NULL, count_live, &others);
 		if (netd_nft_gateway_del(d->nft, &d->gw4, d->cfg.v6 ? &d->gw6 : NULL, err, sizeof err) < 0)
 			log_warnx("%s", err);
-		if (others == 0 && netd_nft_destroy(d->nft, err, sizeof err) < 0)
-			log_warnx("%s", err);
+		if (others == 0) {
+			/* the last instance leaves nothing behind: table, state directories, the netns mount */
+			if (netd_nft_destroy(d->nft, err, sizeof err) < 0)
+				log_warnx("%s", err);
+			if (!d->cfg.embedded) {
+				umount2(d->netns_dir, MNT_DETACH);
+				rmdir(d->netns_dir);
+			}
+			rmdir(d->lease_dir);
+		}
 	}
 	if (d->gw_lease_fd >= 0)
 		close(d->gw_lease_fd);

@@ -1,13 +1,14 @@
 /* Test driver for netd/client.h (what the launcher does), used by the netd lab tests and the
  * benchmark:
  *   netd-testclient attach NETNS_PATH POLICY_FILE [COMMAND]  open a session, print its reply as
- *       key=value lines, keep it until stdin reaches EOF, then close it
+ *       key=value lines, keep it until SIGTERM/SIGINT/SIGUSR1, then close it
  *   netd-testclient many N NETNS_DIR POLICY_FILE             open sessions for N netns files named
- *       NETNS_DIR/n0..n{N-1}, print "setup_us=..." per session, hold until stdin EOF, close all and
- *       print "teardown_us=..." per session
+ *       NETNS_DIR/n0..n{N-1}, print "setup_us=..." per session, hold until a signal as above, close
+ *       all and print "close_us=..." per session
  *   netd-testclient create NAME POLICY_FILE | list | end ID */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,12 +43,21 @@ static void print_reply(const struct netd_session_reply *r)
 	fflush(stdout);
 }
 
-static void wait_stdin(void)
-{
-	char c;
+static volatile sig_atomic_t stop;
 
-	while (read(0, &c, 1) > 0)
-		;
+static void on_signal(int sig)
+{
+	stop = 1;
+}
+
+/* Holds until one of the signals installed in main arrives. */
+static void hold(void)
+{
+	sigset_t none;
+
+	sigemptyset(&none);
+	while (!stop)
+		sigsuspend(&none);
 }
 
 static long long now_us(void)
@@ -67,7 +77,18 @@ static void list_cb(const struct netd_session_entry *e, void *arg)
 int main(int argc, char **argv)
 {
 	char err[1024];
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigset_t block;
 
+	/* block the stop signals outside sigsuspend so none is lost between the check and the wait */
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &block, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
 	if (argc >= 4 && strcmp(argv[1], "attach") == 0) {
 		struct netd_session_request req = {0};
 		struct netd_session_reply rep;
@@ -89,7 +110,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		print_reply(&rep);
-		wait_stdin();
+		hold();
 		netd_session_close(s);
 		return 0;
 	}
@@ -127,7 +148,7 @@ int main(int argc, char **argv)
 			ok++;
 		}
 		fflush(stdout);
-		wait_stdin();
+		hold();
 		for (int i = ok - 1; i >= 0; i--) {
 			long long t0 = now_us();
 			char e2[256];

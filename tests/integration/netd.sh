@@ -1,0 +1,250 @@
+#!/usr/bin/env bash
+# sluiced in the lab: a session reaches the proxy and DNS on its gateway and nothing else; spoofed sources
+# are dropped; the proxy is unreachable from other interfaces; 50 concurrent sessions are unique and not
+# cross-wired; named namespaces; unprivileged callers; protocol abuse; kill -9 + restart leaves no residue
+# and the sessions fail closed; embedded mode. (Until the proxy engine is linked, sluiced serves the netd test
+# listener, which answers "session=<id>" for the session it identified from the source address.)
+. "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
+. "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
+lab_enter "$@"
+_lab_need curl nft "$LAB_PYTHON" setpriv
+
+B=$SLUICE_BUILD_DIR
+SLUICED=$B/netd/sluiced
+CLIENT=$B/tests/integration/netd-testclient
+RUN=/run/sluice
+AUDIT=$LAB_DIR/audit.log
+POOL4=100.64.0.0/16 POOL6=2001:db8:100::/64
+GW4=100.64.0.1 GW6=2001:db8:100::1
+export SLUICE_RUN_DIR=$RUN
+
+lab_internet_up
+lab_lan_up
+lab_forward on # only sluice's rules stand between a session and the rest
+
+POLICY=$LAB_DIR/tmp/policy.json
+echo '{ "allow": ["registry.test", "allowed.test"] }' >"$POLICY"
+chmod 0644 "$POLICY"
+
+start_sluiced() {
+	lab_bg sluiced "$SLUICED" --run-dir "$RUN" --audit-log "$AUDIT" --pool4 "$POOL4" --pool6 "$POOL6" \
+		--upstream-dns "$LAB_DNS" --sysconfdir "$LAB_DIR/etc-sluice" -v
+	local i
+	for i in $(seq 100); do
+		[ -S "$RUN/control.sock" ] && grep -q "proxy engine .* running" "$(lab_log sluiced)" && return 0
+		sleep 0.05
+	done
+	return 1
+}
+mkdir -p "$LAB_DIR/etc-sluice"
+
+# session NAME: a netns NAME attached through the client, which holds it until it gets SIGTERM.
+declare -A HOLD
+session() {
+	local name=$1 out=$LAB_DIR/state/$1.reply
+	ip netns add "$name" || return 1
+	"$CLIENT" attach "/run/netns/$name" "$POLICY" "test $name" </dev/null >"$out" 2>&1 &
+	HOLD[$name]=$!
+	local i
+	for i in $(seq 100); do grep -q '^proxy_port=' "$out" && return 0; sleep 0.05; done
+	cat "$out" | sed 's/^/# /'
+	return 1
+}
+end_session() {
+	kill -TERM "${HOLD[$1]}" && wait "${HOLD[$1]}"
+	unset "HOLD[$1]"
+}
+# eventually CMD...: CMD succeeds within 10 s (teardown is asynchronous to the client's close)
+eventually() {
+	local i
+	for i in $(seq 200); do "$@" && return 0; sleep 0.05; done
+	return 1
+}
+no_sl_links_but() { [ "$(ip -o link | grep -c ' sl-')" -eq "$1" ]; }
+reply() { sed -n "s/^$2=//p" "$LAB_DIR/state/$1.reply"; }
+
+# proxy NS URL: body of a GET through nothing but the given URL (the test listener answers directly)
+get() { lab_exec "$1" curl -s -m 2 --connect-timeout 1 --noproxy '*' "$2"; }
+reaches() { lab_exec "$1" curl -s -o /dev/null -m 2 --connect-timeout 1 --noproxy '*' "$2"; }
+# dnsq NS SERVER udp|tcp: the RCODE of an answer to "registry.test A", or "timeout"
+dnsq() {
+	lab_exec "$1" "$LAB_PYTHON" - "$2" "$3" <<-'PY'
+		import socket, struct, sys
+		srv, proto = sys.argv[1], sys.argv[2]
+		fam = socket.AF_INET6 if ":" in srv else socket.AF_INET
+		q = struct.pack(">HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0) + b"\x08registry\x04test\x00\x00\x01\x00\x01"
+		try:
+		    if proto == "udp":
+		        s = socket.socket(fam, socket.SOCK_DGRAM); s.settimeout(1.5); s.sendto(q, (srv, 53)); r = s.recv(512)
+		    else:
+		        s = socket.socket(fam, socket.SOCK_STREAM); s.settimeout(1.5); s.connect((srv, 53))
+		        s.sendall(struct.pack(">H", len(q)) + q); r = s.recv(514)[2:]
+		    print("rcode=%d" % (r[3] & 15) if r[:2] == q[:2] and r[2] & 0x80 else "bad")
+		except OSError:
+		    print("timeout")
+	PY
+}
+
+check "sluiced starts" start_sluiced
+check "session s1 opens" session s1
+check "session s2 opens" session s2
+ID1=$(reply s1 id) ID2=$(reply s2 id)
+A1=$(reply s1 addr4) A2=$(reply s2 addr4) A1_6=$(reply s1 addr6)
+check_eq "s1's gateway is the shared gateway" "$GW4" "$(reply s1 gw4)"
+check_match "s1 gets an address from the pool" '^100\.64\.' "$A1"
+check_match "s1 gets an IPv6 address from the pool" '^2001:db8:100::' "$A1_6"
+check "s1's eth0 carries its address" lab_exec s1 sh -c "ip -o addr show dev eth0 | grep -q ' $A1/32'"
+check "lo is up in s1" lab_exec s1 sh -c "ip -o link show lo | grep -q ',UP'"
+
+# what a session may reach
+check_eq "s1 reaches the proxy on the gateway, identified as itself" "sluice-test-engine session=$ID1" \
+	"$(get s1 "http://$GW4:3128/")"
+check_eq "s1 reaches the proxy over IPv6" "sluice-test-engine session=$ID1" "$(get s1 "http://[$GW6]:3128/")"
+check_eq "s2 reaches the proxy, identified as itself" "sluice-test-engine session=$ID2" "$(get s2 "http://$GW4:3128/")"
+check_eq "s1 reaches DNS on the gateway (UDP)" "rcode=0" "$(dnsq s1 "$GW4" udp)"
+check_eq "s1 reaches DNS on the gateway (TCP)" "rcode=0" "$(dnsq s1 "$GW4" tcp)"
+check_eq "s1 reaches DNS on the gateway (IPv6 UDP)" "rcode=0" "$(dnsq s1 "$GW6" udp)"
+
+# and nothing else
+lab_bg hostsvc "$LAB_PYTHON" -m http.server --bind 0.0.0.0 8081
+lab_bg hostsvc6 "$LAB_PYTHON" -m http.server --bind :: 8082
+lab_bg s2svc -n s2 "$LAB_PYTHON" -m http.server --bind 0.0.0.0 8083
+check "the host service answers locally" lab_wait_port host 127.0.0.1 8081
+check "the service in s2 answers inside s2" lab_wait_port s2 "$A2" 8083
+check_not "s1 cannot reach a host service on the gateway address" reaches s1 "http://$GW4:8081/"
+check_not "s1 cannot reach a host service on the host's LAN address" reaches s1 "http://$LAB_LAN_HOST4:8081/"
+check_not "s1 cannot reach a host service over IPv6" reaches s1 "http://[$GW6]:8082/"
+check_not "s1 cannot reach another session" reaches s1 "http://$A2:8083/"
+check_not "s1 cannot reach the LAN" reaches s1 "http://$LAB_LAN4/"
+check_not "s1 cannot reach the internet directly" reaches s1 "http://$LAB_ALLOWED4/"
+check_not "s1 cannot reach the internet directly (IPv6)" reaches s1 "http://[$LAB_ALLOWED6]/"
+check_eq "s1 cannot use the internet's DNS server directly" "timeout" "$(dnsq s1 "$LAB_DNS" udp)"
+check "the internet saw none of it" sh -c "! lab_http_requests inet 2>/dev/null | grep -q '$A1'"
+sleep 0.3
+check_match "the drop of s1 -> internet is in the audit log" \
+	"\"session\":\"$ID1\",\"protocol\":\"drop\",\"src\":\"$A1\",\"sport\":[0-9]+,\"dst\":\"$LAB_ALLOWED4\",\"port\":80" \
+	"$(cat "$AUDIT")"
+
+# anti-spoofing: a source address that is not the session's own
+lab_exec s1 ip addr add 100.64.200.200/32 dev eth0
+lab_exec s1 ip addr add "$A2/32" dev eth0
+check_not "a spoofed source cannot reach the proxy" \
+	lab_exec s1 curl -s -o /dev/null -m 2 --connect-timeout 1 --interface 100.64.200.200 "http://$GW4:3128/"
+check_not "s2's address used from s1 cannot reach the proxy" \
+	lab_exec s1 curl -s -o /dev/null -m 2 --connect-timeout 1 --interface "$A2" "http://$GW4:3128/"
+check "the spoofed packets were counted" sh -c "nft list chain inet sluice session_in | grep sluice-spoof | grep -vq 'packets 0 '"
+lab_exec s1 ip addr del 100.64.200.200/32 dev eth0
+lab_exec s1 ip addr del "$A2/32" dev eth0
+
+# the proxy and DNS ports are closed to every other interface
+check_not "the proxy is unreachable from the host itself" \
+	curl -s -o /dev/null -m 2 --connect-timeout 1 "http://$GW4:3128/"
+lab_exec lan ip route add "$GW4/32" via "$LAB_LAN_HOST4" 2>/dev/null
+check_not "the proxy is unreachable from the LAN" reaches lan "http://$GW4:3128/"
+check_eq "DNS on the gateway is unreachable from the LAN" "timeout" "$(dnsq lan "$GW4" udp)"
+
+# ending a session removes it
+end_session s2
+check "s2's link is gone after its launcher closed" eventually sh -c "! ip -o link | grep -q 'sl-$ID2'"
+check_not "s2's elements are gone" sh -c "nft list set inet sluice src4 | grep -q 'sl-$ID2'"
+check_not "s2 lost its network" lab_exec s2 ip link show eth0
+
+# 50 concurrent sessions
+mkdir -p "$LAB_DIR/ns50"
+for i in $(seq 0 49); do ip netns add "m$i"; ln -s "/run/netns/m$i" "$LAB_DIR/ns50/n$i"; done
+"$CLIENT" many 50 "$LAB_DIR/ns50" "$POLICY" </dev/null >"$LAB_DIR/state/many.out" 2>&1 &
+MANY_PID=$!
+for i in $(seq 200); do [ "$(grep -c '^setup_us=' "$LAB_DIR/state/many.out")" -ge 50 ] && break; sleep 0.05; done
+check_eq "50 sessions opened" 50 "$(grep -c 'addr4=100' "$LAB_DIR/state/many.out")"
+check_eq "50 unique ids" 50 "$(grep -o 'id=[0-9a-f]*' "$LAB_DIR/state/many.out" | sort -u | wc -l)"
+check_eq "50 unique addresses" 50 "$(grep -o 'addr4=[0-9.]*' "$LAB_DIR/state/many.out" | sort -u | wc -l)"
+bad=0
+for i in $(seq 0 49); do
+	line=$(grep " live=$i " "$LAB_DIR/state/many.out")
+	id=${line#*id=} id=${id%% *} addr=${line##*addr4=}
+	lab_exec "m$i" sh -c "ip -o addr show dev eth0 | grep -q ' $addr/32'" || { bad=$((bad + 1)); continue; }
+	[ "$(get "m$i" "http://$GW4:3128/")" = "sluice-test-engine session=$id" ] || bad=$((bad + 1))
+done
+check_eq "each of the 50 sessions has its own address and is identified as itself" 0 "$bad"
+check_eq "sluicectl-style list shows 51 sessions" 51 "$("$CLIENT" list | wc -l)"
+kill -TERM "$MANY_PID"
+wait "$MANY_PID"
+check "closing the 50 removed their links" eventually no_sl_links_but 1
+
+# named namespaces for other backends
+check "a named namespace is created" sh -c "'$CLIENT' create web1 '$POLICY' >'$LAB_DIR/state/web1.out'"
+WID=$(sed -n 's/^id=//p' "$LAB_DIR/state/web1.out")
+check_eq "its path is under /run/sluice/netns" "$RUN/netns/web1" "$(sed -n 's/^netns=//p' "$LAB_DIR/state/web1.out")"
+check_eq "a process joining it reaches the proxy" "sluice-test-engine session=$WID" \
+	"$(nsenter --net="$RUN/netns/web1" curl -s -m 2 --noproxy '*' "http://$GW4:3128/")"
+check "it outlives the creating connection and is listed" sh -c "'$CLIENT' list | grep -q '^$WID .*$RUN/netns/web1'"
+check_not "a second one with the same name is refused" "$CLIENT" create web1 "$POLICY"
+
+# unprivileged callers
+NOBODY="setpriv --reuid=65534 --regid=65534 --clear-groups"
+cp "$POLICY" "$LAB_DIR/tmp/upolicy.json" && chmod 0644 "$LAB_DIR/tmp/upolicy.json"
+out=$($NOBODY "$CLIENT" attach /run/netns/m0 "$LAB_DIR/tmp/upolicy.json" 2>&1 </dev/null)
+check_match "an unprivileged user cannot wire a namespace that is not theirs" "does not belong|Permission denied" "$out"
+out=$($NOBODY "$CLIENT" attach /proc/self/ns/net "$LAB_DIR/tmp/upolicy.json" 2>&1 </dev/null)
+check_match "nor the host's namespace" "host's own|does not belong" "$out"
+$NOBODY unshare --user --map-root-user --net sh -c \
+	"'$CLIENT' attach /proc/self/ns/net '$LAB_DIR/tmp/upolicy.json' userns-test >'$LAB_DIR/tmp/u.out' 2>&1 &
+	 for i in \$(seq 100); do grep -q proxy_port= '$LAB_DIR/tmp/u.out' && break; sleep 0.05; done
+	 curl -s -m 2 --noproxy '*' http://$GW4:3128/ >'$LAB_DIR/tmp/u.curl'; kill %1; wait" </dev/null
+check_match "an unprivileged user wires their own namespace and reaches the proxy" "session=[0-9a-f]+" \
+	"$(cat "$LAB_DIR/tmp/u.curl")"
+check_match "an unprivileged user lists only their own sessions" '^$' "$($NOBODY "$CLIENT" list)"
+out=$($NOBODY "$CLIENT" end "$WID" 2>&1)
+check_match "an unprivileged user cannot end root's session" "no such session of yours" "$out"
+
+# protocol abuse: garbage, truncated and oversized records; the daemon drops the client and carries on
+for payload in garbage short huge badtype; do
+	"$LAB_PYTHON" - "$RUN/control.sock" "$payload" <<-'PY'
+		import socket, struct, sys
+		s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET); s.connect(sys.argv[1])
+		k = sys.argv[2]
+		if k == "garbage": m = b"\xff" * 100
+		elif k == "short": m = struct.pack("=IHHII", 64, 1, 0, 1, 0)
+		elif k == "huge": m = struct.pack("=IHHII", 200000, 1, 0, 1, 0) + b"x" * 199984
+		else: m = struct.pack("=IHHII", 16, 99, 0, 1, 0)
+		try: s.send(m); s.recv(2048)
+		except OSError: pass
+	PY
+done
+check "sluiced still answers after malformed messages" "$CLIENT" list
+
+# kill -9 mid-session, restart: zero residue, and the sessions fail closed meanwhile
+check "session k1 opens" session k1
+IDK=$(reply k1 id)
+check_eq "k1 reaches the proxy" "sluice-test-engine session=$IDK" "$(get k1 "http://$GW4:3128/")"
+kill -9 "$(lab_pid sluiced)"
+sleep 0.3
+
+check_not "with sluiced dead, k1 cannot reach the proxy (fail closed)" reaches k1 "http://$GW4:3128/"
+check_not "with sluiced dead, k1 cannot reach the internet" reaches k1 "http://$LAB_ALLOWED4/"
+check "the engine died with sluiced" sh -c "! pgrep -f sluiced-engine >/dev/null && ! pgrep -x sluiced >/dev/null"
+lab_stop sluiced >/dev/null 2>&1
+check "sluiced restarts" start_sluiced
+check_eq "no sl-* link survives the restart" "" "$(ip -o link | grep ' sl-')"
+check_eq "no session elements survive" "" "$(nft -j list set inet sluice src4 | grep -o '"elem"')$(nft -j list set inet sluice svc4 | grep -o '"elem"')"
+check_eq "no named namespace survives" "" "$(ls -A "$RUN/netns" 2>/dev/null)"
+check_eq "only the new daemon's gateway lease is left" "1" "$(ls -A "$RUN/leases")"
+check_not "k1 has lost its network" lab_exec k1 ip link show eth0
+end_session k1
+lab_stop sluiced
+check_eq "after a clean stop no sluice table is left" "" "$(nft list ruleset | grep -v '^$')"
+check_eq "after a clean stop /run/sluice is empty" "" "$(ls -A "$RUN")"
+check_eq "after a clean stop no sl-* link is left" "" "$(ip -o link | grep ' sl-')"
+
+# embedded mode: no daemon, root caller
+check "an embedded session opens without sluiced" session e1
+IDE=$(reply e1 id)
+check_eq "the embedded session reaches its proxy" "sluice-test-engine session=$IDE" \
+	"$(get e1 "http://$(reply e1 gw4):3128/")"
+end_session e1
+check "the embedded helper left no link" eventually no_sl_links_but 0
+check_eq "the embedded helper left no nft table" "" "$(nft list ruleset | grep -v '^$')"
+out=$($NOBODY "$CLIENT" attach /run/netns/m1 "$LAB_DIR/tmp/upolicy.json" 2>&1 </dev/null)
+check_match "an unprivileged user without sluiced is told how to start it" "systemctl start sluiced" "$out"
+
+done_testing
