@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -162,6 +163,14 @@ bad:
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	{
+		/* each session holds a connection, a namespace and a lease fd */
+		struct rlimit rl;
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+			rl.rlim_cur = rl.rlim_max;
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
+	}
 	r = netd_new(&d, &cfg, true, err, sizeof err);
 	if (r < 0) {
 		fprintf(stderr, "sluiced: %s\n", err);

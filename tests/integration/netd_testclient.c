@@ -5,10 +5,14 @@
  *   netd-testclient many N NETNS_DIR POLICY_FILE             open sessions for N netns files named
  *       NETNS_DIR/n0..n{N-1}, print "setup_us=..." per session, hold until a signal as above, close
  *       all and print "close_us=..." per session
+ *   netd-testclient bench LIVE SAMPLES NETNS_DIR POLICY_FILE    open LIVE sessions (netns n0..), then
+ *       SAMPLES times open one more and end it (END is answered after teardown), printing
+ *       "live=LIVE setup_us=... teardown_us=..." per sample
  *   netd-testclient create NAME POLICY_FILE | list | end ID */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +83,13 @@ int main(int argc, char **argv)
 	char err[1024];
 	struct sigaction sa = {.sa_handler = on_signal};
 	sigset_t block;
+	struct rlimit rl;
+
+	/* a session is one connection: many sessions need many fds */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
 
 	/* block the stop signals outside sigsuspend so none is lost between the check and the wait */
 	sigemptyset(&block);
@@ -160,6 +171,55 @@ int main(int argc, char **argv)
 		free(json);
 		free(ss);
 		return ok == n ? 0 : 1;
+	}
+	if (argc == 6 && strcmp(argv[1], "bench") == 0) {
+		int live = atoi(argv[2]), samples = atoi(argv[3]);
+		struct netd_session **ss = calloc((size_t)live + 1, sizeof *ss);
+		char *json = load_policy(argv[5]);
+
+		if (!ss || !json || live < 0 || samples <= 0)
+			return 1;
+		for (int i = 0; i < live + samples; i++) {
+			struct netd_session_request req = {0};
+			struct netd_session_reply rep;
+			struct netd_session *s;
+			char path[4096];
+			long long t0, t1, t2;
+
+			snprintf(path, sizeof path, "%s/n%d", argv[4], i);
+			req.netns_fd = open(path, O_RDONLY | O_CLOEXEC);
+			if (req.netns_fd < 0) {
+				fprintf(stderr, "netd-testclient: %s: %s\n", path, strerror(errno));
+				return 1;
+			}
+			req.command = "bench";
+			req.policy_json = json;
+			t0 = now_us();
+			s = netd_session_open(&req, &rep, err, sizeof err);
+			t1 = now_us();
+			close(req.netns_fd);
+			if (!s) {
+				fprintf(stderr, "netd-testclient: session %d: %s\n", i, err);
+				return 1;
+			}
+			if (i < live) {
+				ss[i] = s;
+				continue;
+			}
+			if (netd_session_end(rep.id, err, sizeof err) < 0) {
+				fprintf(stderr, "netd-testclient: end: %s\n", err);
+				return 1;
+			}
+			t2 = now_us();
+			netd_session_close(s);
+			printf("live=%d setup_us=%lld teardown_us=%lld\n", live, t1 - t0, t2 - t1);
+		}
+		fflush(stdout);
+		for (int i = 0; i < live; i++)
+			netd_session_close(ss[i]);
+		free(ss);
+		free(json);
+		return 0;
 	}
 	if (argc == 4 && strcmp(argv[1], "create") == 0) {
 		struct netd_session_reply rep;
