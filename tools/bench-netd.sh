@@ -57,7 +57,7 @@ baseline() {
 
 echo "# sluiced session setup/teardown vs. the CLI tools, $SAMPLES samples each, $(nproc) CPUs"
 printf '%-6s | %-44s | %-44s\n' live "sluiced setup" "sluiced teardown"
-for live in 1 100 1000; do
+for live in ${LIVES:-1 100 1000}; do # LIVES="..." picks other levels
 	"$CLIENT" bench "$live" "$SAMPLES" "$LAB_DIR/ns" "$POLICY" >"$LAB_DIR/sl.$live" 2>"$LAB_DIR/sl.$live.err" ||
 		{ echo "# bench at $live live sessions failed: $(tail -n 3 "$LAB_DIR/sl.$live.err")"; continue; }
 	echo "live=$live sluiced setup: $(stats "$LAB_DIR/sl.$live" setup_us); teardown: $(stats "$LAB_DIR/sl.$live" teardown_us)"
@@ -68,10 +68,10 @@ for live in 1 100 1000; do
 	baseline "$live"
 	echo "live=$live CLI     setup: $(stats "$LAB_DIR/base.$live" setup_us); teardown: $(stats "$LAB_DIR/base.$live" teardown_us)"
 	if [ "$live" = 1000 ]; then
-		echo "# with 1000 live sessions: $(ip -o link | grep -c ' sl-') sl-* links, $(nft list set inet sluice src4 | grep -o 'sl-' | wc -l) anti-spoofing elements"
+		echo "# with 1000 live sessions: $(ip -o link 2>/dev/null | grep -c ' sl-') sl-* links, $(nft list set inet sluice src4 | grep -o 'sl-' | wc -l) anti-spoofing elements"
 		echo "# session 999 reaches the proxy: $(ip netns exec n999 curl -s -m 2 --noproxy '*' http://100.64.0.1:3128/ | head -c 60)"
 	fi
 	kill -TERM "$hp"; wait "$hp"
-	for i in $(seq 400); do [ "$(ip -o link | grep -c ' sl-')" -eq 0 ] && break; sleep 0.05; done
+	for i in $(seq 400); do [ "$(ip -o link 2>/dev/null | grep -c ' sl-')" -eq 0 ] && break; sleep 0.05; done
 done
 lab_stop sluiced
