@@ -61,6 +61,7 @@ int netd_nflog_parse_packet(const uint8_t *p, size_t len, struct netd_drop *d)
 
 struct attrs {
 	const struct nlattr *tb[NFULA_MAX + 1];
+	const char *end; /* nlh + nlmsg_len: libmnl walks up to the *aligned* length, which can be past it */
 };
 
 static int attr_cb(const struct nlattr *a, void *data)
@@ -68,6 +69,8 @@ static int attr_cb(const struct nlattr *a, void *data)
 	struct attrs *at = data;
 	uint16_t t = mnl_attr_get_type(a);
 
+	if ((const char *)a + a->nla_len > at->end)
+		return MNL_CB_ERROR;
 	if (t <= NFULA_MAX)
 		at->tb[t] = a;
 	return MNL_CB_OK;
@@ -86,6 +89,7 @@ int netd_nflog_parse_msg(const void *nlmsg, size_t len, struct netd_drop *d)
 		return -ENOENT;
 	if (nlh->nlmsg_len < MNL_NLMSG_HDRLEN + MNL_ALIGN(sizeof(struct nfgenmsg)))
 		return -EBADMSG;
+	at.end = (const char *)nlh + nlh->nlmsg_len;
 	if (mnl_attr_parse(nlh, sizeof(struct nfgenmsg), attr_cb, &at) != MNL_CB_OK)
 		return -EBADMSG;
 	pl = at.tb[NFULA_PAYLOAD];
