@@ -14,7 +14,7 @@ child_lab() {
 	lab_forward on
 	lab_bg sleeper sleep 300
 	local got
-	got=$(lab_exec c1 curl -sS -m 5 http://registry.test/ | jq -r .client.addr)
+	got=$(lab_exec c1 curl -sS -m 5 -4 http://registry.test/ | jq -r .client.addr)
 	[ "$got" = 100.127.1.1 ] || { echo "child: curl from the session failed (got '$got')"; exit 1; }
 	echo "child-lab $LAB_DIR"
 }
@@ -43,12 +43,12 @@ lab_enter "$@"
 self=$(readlink -f "$0")
 outer() { nsenter --net=/proc/$$/fd/7 --mount=/proc/$$/fd/8 -- "$@"; }
 # snapshot: what a lab must never change in the outer namespaces. (Only what a lab could leave: other
-# programs on the machine change the rest of /run while this test runs.)
+# programs on the machine change the rest of /run while this test runs, e.g. create an empty /run/netns.)
 snapshot() {
 	outer "$BASH" -c 'echo "netns: $(ip netns list | tr "\n" " ")"
 		echo "links: $(ip -o link | awk -F": " "{ print \$2 }" | sort | tr "\n" " ")"
-		echo "run/netns: $(ls -A /run/netns 2>&1 | tr "\n" " ")"
-		echo "run: $(ls -d /run/lab-* /run/mount 2>&1 | tr "\n" " ")"'
+		echo "run/netns: $(ls -A /run/netns 2>/dev/null | tr "\n" " ")"
+		echo "run/lab-*: $(ls -d /run/lab-* 2>/dev/null | tr "\n" " ")"'
 }
 # procs_with DIR: processes anywhere on the machine whose command line mentions DIR (a child lab's
 # LAB_DIR: its dnsmasq and web servers have it in their arguments). Builtins only, so the search itself
@@ -232,7 +232,8 @@ check "lab_wait_port: dnsmasq's TCP port" lab_wait_port s1 "$LAB_DNS" 53 2
 check_eq "this lab changed nothing outside" "$before" "$(snapshot)"
 out=$(outer "$BASH" "$self" --child-exit 7<&- 8<&- 2>&1)
 rc=$?
-check_eq "child lab (normal exit) ran" "0 child-ok" "$rc $(tail -n 1 <<<"$out")"
+check_eq "child lab (normal exit) ran" "0 child-ok" "$rc $(grep -x child-ok <<<"$out")"
+[ "$rc" = 0 ] || sed 's/^/# child: /' <<<"$out"
 child_dir=$(sed -n 's/^child-lab //p' <<<"$out")
 check_match "child lab reported its LAB_DIR" '^/run/lab-[0-9a-f]{8}$' "$child_dir"
 check_eq "child lab (normal exit): no residue in the outer namespaces" "$before" "$(snapshot)"
@@ -245,8 +246,8 @@ deadline=$(($(_lab_now_ms) + 15000))
 until grep -qx child-ready "$TMPDIR/hang.out" || [ "$(_lab_now_ms)" -ge "$deadline" ] || ! kill -0 "$hang" 2>/dev/null; do
 	sleep 0.05
 done
-check "child lab (killed): came up" grep -qx child-ready "$TMPDIR/hang.out" ||
-	sed 's/^/# child: /' "$TMPDIR/hang.out"
+check "child lab (killed): came up" grep -qx child-ready "$TMPDIR/hang.out"
+grep -qx child-ready "$TMPDIR/hang.out" || sed 's/^/# child: /' "$TMPDIR/hang.out"
 child_dir=$(sed -n 's/^child-lab //p' "$TMPDIR/hang.out")
 check_eq "child lab running: the outer namespaces are untouched" "$before" "$(snapshot)"
 check_match "child lab running: its processes are visible (so the next checks mean something)" '[0-9]' \
