@@ -179,7 +179,7 @@ lab_defer() {
 # _lab_alive PID: the process exists and is not a zombie.
 _lab_alive() {
 	local stat
-	[ -r "/proc/$1/stat" ] && read -r stat <"/proc/$1/stat" 2>/dev/null || return 1
+	read -r stat 2>/dev/null <"/proc/$1/stat" || return 1
 	stat=${stat##*) }
 	[ "${stat%% *}" != Z ]
 }
@@ -223,7 +223,7 @@ lab_down() {
 	done
 	if [ "${#strays[@]}" -gt 0 ]; then
 		for p in "${strays[@]}"; do
-			read -r line <"/proc/$p/comm" 2>/dev/null && echo "# lab: stopping stray process $p ($line)"
+			read -r line 2>/dev/null <"/proc/$p/comm" && echo "# lab: stopping stray process $p ($line)"
 		done
 		_lab_kill_wait 1 "${strays[@]}"
 	fi
