@@ -222,7 +222,8 @@ lab_bg napper sleep 300
 nap=$(lab_pid napper)
 check "lab_bg: the process runs" kill -0 "$nap"
 lab_stop napper
-check_eq "lab_stop: TERM, reaped, exit status 143" "143 gone" "$? $(kill -0 "$nap" 2>/dev/null && echo alive || echo gone)"
+check_eq "lab_stop: TERM, reaped, exit status 143" "143 gone" \
+	"$LAB_STOP_STATUS $(kill -0 "$nap" 2>/dev/null && echo alive || echo gone)"
 t0=$(_lab_now_ms)
 check_not "lab_wait_port fails when nothing listens" lab_wait_port host "$LAB_ALLOWED4" 9 1
 check "lab_wait_port gives up within its bound" test $(($(_lab_now_ms) - t0)) -lt 2500
