@@ -2,3 +2,4 @@
 #pragma once
 
 int ctl_policy(int argc, char **argv);
+int ctl_log(int argc, char **argv);

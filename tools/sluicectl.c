@@ -12,6 +12,8 @@ static void usage(FILE *f)
 		   "commands:\n"
 		   "  policy check FILE...          validate policy files\n"
 		   "  policy explain HOST[:PORT]    which rule decides, and why\n"
+		   "  log [-f] [--session ID] [--denied] [--json]   show the audit log\n"
+		   "  log verify [FILE...]          check the audit log's hash chain\n"
 		   "  version                       print the version\n"
 		   "Run `sluicectl COMMAND --help` for a command's options.\n");
 }
@@ -33,6 +35,8 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "policy") == 0)
 		return ctl_policy(argc - 1, argv + 1);
+	if (strcmp(argv[1], "log") == 0)
+		return ctl_log(argc - 1, argv + 1);
 	fprintf(stderr, "sluicectl: unknown command \"%s\"\n", argv[1]);
 	usage(stderr);
 	return 2;
