@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "lease.h"
 #include "link.h"
 #include "log.h"
@@ -40,7 +41,7 @@ void netd_config_defaults(struct netd_config *c)
 	util_strlcpy(c->run_dir, NETD_DEFAULT_RUN_DIR, sizeof c->run_dir);
 	util_strlcpy(c->audit_log, NETD_DEFAULT_AUDIT_LOG, sizeof c->audit_log);
 	util_strlcpy(c->upstream_dns, "127.0.0.53", sizeof c->upstream_dns);
-	util_strlcpy(c->sysconfdir, "/etc/sluice", sizeof c->sysconfdir);
+	util_strlcpy(c->sysconfdir, SLUICE_SYSCONFDIR, sizeof c->sysconfdir);
 	netd_config_pool4(c, NETD_DEFAULT_POOL4, err, sizeof err);
 	netd_config_pool6(c, NETD_DEFAULT_POOL6, err, sizeof err);
 	c->v6 = true;
