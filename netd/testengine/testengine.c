@@ -253,13 +253,14 @@ int proxy_engine_audit_drop(struct proxy_engine *e, const struct sockaddr *src, 
 	const char *id = te_find(e, src);
 	int n;
 
+	/* the field names and order of the engine's records, so the same tests read both */
 	te_addr(src, s, sizeof s, &sp);
 	te_addr(dst, d, sizeof d, &dp);
 	n = snprintf(line, sizeof line,
-		     "{\"time\":%lld,\"session\":\"%s\",\"protocol\":\"drop\",\"src\":\"%s\",\"sport\":%u,"
-		     "\"dst\":\"%s\",\"port\":%u,\"ipproto\":%d,\"decision\":\"deny\"}\n",
-		     (long long)time(NULL), id ? id : "", s, sp, d, dp, ipproto);
-	if (n < 0 || write(e->audit_fd, line, (size_t)n) != n)
+		     "{\"time\":%lld,\"session\":\"%s\",\"protocol\":\"drop\",\"host\":\"%s\",\"port\":%u,"
+		     "\"method\":\"ip-%d\",\"decision\":\"deny\",\"reason\":\"packet from %s:%u dropped\"}\n",
+		     (long long)time(NULL), id ? id : "", d, dp, ipproto, s, sp);
+	if (n < 0 || n >= (int)sizeof line || write(e->audit_fd, line, (size_t)n) != n)
 		return -EIO;
 	return 0;
 }

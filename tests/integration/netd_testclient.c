@@ -113,6 +113,7 @@ int main(int argc, char **argv)
 		}
 		req.command = argc > 4 ? argv[4] : "netd-testclient";
 		req.policy_json = json;
+		req.audit_log = getenv("NETD_TEST_AUDIT_LOG"); /* embedded mode only */
 		s = netd_session_open(&req, &rep, err, sizeof err);
 		close(req.netns_fd);
 		free(json);
