@@ -32,6 +32,30 @@
 #define NSFS_MAGIC 0x6e736673
 #endif
 
+/* The host's first resolver from /etc/resolv.conf (the engine resolves for the sessions like the host
+ * does); 127.0.0.53 when there is none. */
+static void default_upstream(char *buf, size_t len)
+{
+	FILE *f = fopen("/etc/resolv.conf", "re");
+	char line[256], addr[64];
+	struct in6_addr a6;
+	struct in_addr a4;
+
+	util_strlcpy(buf, "127.0.0.53", len);
+	if (!f)
+		return;
+	while (fgets(line, sizeof line, f)) {
+		if (sscanf(line, " nameserver %63s", addr) != 1)
+			continue;
+		addr[strcspn(addr, "%")] = '\0'; /* no scoped link-local resolvers */
+		if (inet_pton(AF_INET, addr, &a4) == 1 || inet_pton(AF_INET6, addr, &a6) == 1) {
+			util_strlcpy(buf, addr, len);
+			break;
+		}
+	}
+	fclose(f);
+}
+
 void netd_config_defaults(struct netd_config *c)
 {
 	struct passwd *pw;
@@ -40,7 +64,7 @@ void netd_config_defaults(struct netd_config *c)
 	memset(c, 0, sizeof *c);
 	util_strlcpy(c->run_dir, NETD_DEFAULT_RUN_DIR, sizeof c->run_dir);
 	util_strlcpy(c->audit_log, NETD_DEFAULT_AUDIT_LOG, sizeof c->audit_log);
-	util_strlcpy(c->upstream_dns, "127.0.0.53", sizeof c->upstream_dns);
+	default_upstream(c->upstream_dns, sizeof c->upstream_dns);
 	util_strlcpy(c->sysconfdir, SLUICE_SYSCONFDIR, sizeof c->sysconfdir);
 	netd_config_pool4(c, NETD_DEFAULT_POOL4, err, sizeof err);
 	netd_config_pool6(c, NETD_DEFAULT_POOL6, err, sizeof err);

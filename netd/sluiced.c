@@ -28,7 +28,7 @@ static void usage(FILE *f)
 		"  --pool6 CIDR|none    IPv6 session pool (default " NETD_DEFAULT_POOL6 ")\n"
 		"  --proxy-port N       proxy port on the gateway (default 3128)\n"
 		"  --dns-port N         DNS port on the gateway (default 53)\n"
-		"  --upstream-dns A[#P] resolver the engine uses (default 127.0.0.53)\n"
+		"  --upstream-dns A[#P] resolver the engine uses (default: first nameserver of /etc/resolv.conf)\n"
 		"  --nflog-group N      NFLOG group for dropped packets (default 2110)\n"
 		"  --user USER          unprivileged user of the proxy engine (default sluice, else nobody)\n"
 		"  --max-per-uid N      sessions per unprivileged user (default 64)\n"
