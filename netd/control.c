@@ -176,6 +176,9 @@ static void handle_open(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 	s->reply_seq = m->seq;
 	if (s->engine_ok)
 		netd_conn_session_ready(d, s, 0, NULL);
+	else if (netd_engine_down_reason(d))
+		/* the engine is down (failing to start, or restarting): fail now, and closed */
+		netd_conn_session_ready(d, s, -EHOSTDOWN, netd_engine_down_reason(d));
 }
 
 static void handle_list(struct netd *d, struct netd_conn *c, struct ipc_msg *m)

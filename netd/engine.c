@@ -34,6 +34,7 @@ struct netd_engine {
 	bool ready;
 	uint32_t seq;
 	unsigned failures;           /* consecutive deaths before READY, for back-off */
+	char last_err[NETD_ERRMSG_MAX + 1]; /* why it is down, for clients */
 	time_t drop_window;
 	unsigned drops_in_window, drops_suppressed;
 };
@@ -43,6 +44,13 @@ static int engine_spawn(struct netd *d, char *err, size_t errlen);
 bool netd_engine_running(const struct netd *d)
 {
 	return d->engine && d->engine->ready;
+}
+
+const char *netd_engine_down_reason(const struct netd *d)
+{
+	if (!d->engine || d->engine->ready || d->engine->failures == 0)
+		return NULL; /* running, or starting for the first time */
+	return d->engine->last_err[0] ? d->engine->last_err : "the proxy engine is restarting";
 }
 
 static uint32_t next_seq(struct netd_engine *e)
@@ -214,6 +222,8 @@ static void engine_died(struct netd *d, const char *why)
 	struct timeval tv = {0, 200000};
 
 	log_warnx("proxy engine %s; sessions fail closed until it is back", why);
+	if (!e->last_err[0] || e->ready)
+		snprintf(e->last_err, sizeof e->last_err, "the proxy engine %s and is restarting", why);
 	engine_reap(e);
 	for (struct netd_sess *s = d->sessions; s; s = s->next)
 		s->engine_seq = 0;
@@ -253,13 +263,18 @@ static void engine_read_cb(evutil_socket_t fd, short what, void *arg)
 		}
 		if (m.type == NETD_ENG_READY) {
 			if (ipc_get_u32(&m, NETD_A_ERRNO, 0)) {
-				log_warnx("proxy engine could not start: %s", ipc_get_str(&m, NETD_A_ERRMSG));
+				const char *why = ipc_get_str(&m, NETD_A_ERRMSG);
+
+				snprintf(e->last_err, sizeof e->last_err, "the proxy engine cannot start: %s",
+					 why ? why : "unknown error");
+				log_warnx("%s", e->last_err);
 				ipc_msg_clear(&m);
 				engine_died(d, "failed to start");
 				return;
 			}
 			e->ready = true;
 			e->failures = 0;
+			e->last_err[0] = '\0';
 			log_info("proxy engine %d running", (int)e->pid);
 			for (struct netd_sess *s = d->sessions; s; s = s->next)
 				engine_send_add(d, s);

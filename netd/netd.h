@@ -143,6 +143,8 @@ void netd_engine_audit_drop(struct netd *d, const char *src, uint16_t sport, con
 			    uint8_t proto);
 void netd_engine_reopen_log(struct netd *d);
 bool netd_engine_running(const struct netd *d);
+/* NULL while the engine runs or starts for the first time; else why it is down. */
+const char *netd_engine_down_reason(const struct netd *d);
 /* Child side (engine_child.c): runs the engine in a forked child over sock; returns an exit code. */
 int netd_engine_child_main(int sock);
 

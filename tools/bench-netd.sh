@@ -20,8 +20,9 @@ POLICY=$LAB_DIR/tmp/policy.json
 echo '{ "allow": ["registry.test"] }' >"$POLICY"
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
+lab_internet_up >/dev/null # the engine needs its upstream resolver
 lab_bg sluiced "$SLUICE_BUILD_DIR/netd/sluiced" --run-dir /run/sluice --audit-log "$LAB_DIR/audit.log" \
-	--pool4 100.64.0.0/16 --pool6 2001:db8:100::/64
+	--pool4 100.64.0.0/16 --pool6 2001:db8:100::/64 --upstream-dns "$LAB_DNS"
 for i in $(seq 200); do "$CLIENT" list >/dev/null 2>&1 && break; sleep 0.05; done
 
 max=$((1000 + SAMPLES))
