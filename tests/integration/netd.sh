@@ -166,6 +166,14 @@ lab_exec lan ip route add "$GW4/32" via "$LAB_LAN_HOST4" 2>/dev/null
 check_not "the proxy is unreachable from the LAN" reaches lan "http://$GW4:3128/"
 check_eq "DNS on the gateway is unreachable from the LAN" "timeout" "$(dnsq lan "$GW4" udp)"
 
+# the engine dies: sluiced restarts it and registers the live sessions again
+EPID=$(pgrep -P "$(lab_pid sluiced)" | head -n 1)
+check "the engine runs as an unprivileged user" test "$(stat -c %u "/proc/$EPID")" != 0
+kill -9 "$EPID"
+check "sluiced notices the engine's death" eventually grep -q "proxy engine .*exited" "$(lab_log sluiced)"
+check "the restarted engine serves s1 again" eventually via_proxy s1 "$GW4" "$ID1"
+check_not "and s1 still cannot reach the internet directly" reaches s1 "http://$LAB_ALLOWED4/"
+
 # ending a session removes it
 end_session s2
 check "s2's link is gone after its launcher closed" eventually sh -c "! ip -o link | grep -q 'sl-$ID2'"
