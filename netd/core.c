@@ -23,6 +23,7 @@
 
 #include "config.h"
 #include "lease.h"
+#include "reaper.h"
 #include "link.h"
 #include "log.h"
 #include "policy.h"
@@ -438,6 +439,12 @@ int netd_new(struct netd **out, const struct netd_config *cfg, bool reconcile, c
 		snprintf(err, errlen, "opening route netlink: %s", strerror(-r));
 		goto fail;
 	}
+	d->reaper = netd_reaper_new(d->lease_dir, &e);
+	if (!d->reaper) {
+		r = e;
+		snprintf(err, errlen, "starting the link reaper: %s", strerror(-r));
+		goto fail;
+	}
 	d->nft = netd_nft_new(&e);
 	if (!d->nft) {
 		r = e;
@@ -510,6 +517,8 @@ void netd_free(struct netd *d)
 	netd_control_free(d);
 	while (d->sessions)
 		netd_sess_close(d, d->sessions);
+	netd_reaper_free(d->reaper); /* every link of an ended session is gone after this */
+	d->reaper = NULL;
 	netd_nflog_free(d->nflog);
 	netd_engine_free(d->engine);
 	for (int i = 0; i < 3; i++) {
@@ -664,17 +673,15 @@ static void session_nft_view(const struct netd *d, const struct netd_sess *s, st
 	v->dns_port = d->cfg.dns_port;
 }
 
-/* Undoes whatever of the wiring exists (each step tolerates "already gone"). */
+/* Undoes whatever of the wiring exists (each step tolerates "already gone"). The set elements go first:
+ * from then on the interface only drops (every sl-* interface is filtered). The link deletion, which
+ * costs the kernel RCU grace periods, then runs on the reaper thread, which releases the lease after it. */
 static void session_unwire(struct netd *d, struct netd_sess *s, bool nft_added)
 {
 	struct netd_nft_session v;
 	char err[256];
 	int r;
 
-	/* the link first: once it is gone nothing can use the elements */
-	r = netd_link_delete(d->rtnl, s->ifname);
-	if (r < 0 && r != -ENODEV)
-		log_warnx("deleting link %s: %s", s->ifname, strerror(-r));
 	if (nft_added) {
 		session_nft_view(d, s, &v);
 		if (netd_nft_session_del(d->nft, &v, err, sizeof err) < 0)
@@ -686,6 +693,13 @@ static void session_unwire(struct netd *d, struct netd_sess *s, bool nft_added)
 		if ((r = netd_ns_bind_remove(s->netns_path)) < 0)
 			log_warnx("removing %s: %s", s->netns_path, strerror(-r));
 	}
+	if (s->lease_fd >= 0 && d->reaper && netd_reaper_push(d->reaper, s->ifname, s->slot, s->lease_fd) == 0) {
+		s->lease_fd = -1;
+		return;
+	}
+	r = netd_link_delete(d->rtnl, s->ifname);
+	if (r < 0 && r != -ENODEV)
+		log_warnx("deleting link %s: %s", s->ifname, strerror(-r));
 	netd_lease_release(d->lease_dir, s->slot, s->lease_fd);
 	s->lease_fd = -1;
 }

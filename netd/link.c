@@ -249,6 +249,38 @@ int netd_link_delete(struct nl_sock *host, const char *name)
 	return r < 0 ? nlerr(r) : 0;
 }
 
+/* RTM_NEWLINK/RTM_DELLINK addressed by name or by group, built by hand: libnl's link API insists on an
+ * ifindex or name for deletion, and group deletion is what batches the kernel's grace periods. */
+static int link_msg(struct nl_sock *sk, int type, const char *name, uint32_t group)
+{
+	struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC};
+	struct nl_msg *m = nlmsg_alloc_simple(type, NLM_F_REQUEST | NLM_F_ACK);
+	int r = -ENOMEM;
+
+	if (!m)
+		return r;
+	if (nlmsg_append(m, &ifi, sizeof ifi, NLMSG_ALIGNTO) < 0 || (name && nla_put_string(m, IFLA_IFNAME, name) < 0) ||
+	    nla_put_u32(m, IFLA_GROUP, group) < 0)
+		goto out;
+	r = nl_send_auto(sk, m);
+	if (r >= 0)
+		r = nl_wait_for_ack(sk);
+	r = r < 0 ? nlerr(r) : 0;
+out:
+	nlmsg_free(m);
+	return r;
+}
+
+int netd_link_set_group(struct nl_sock *host, const char *name, uint32_t group)
+{
+	return link_msg(host, RTM_NEWLINK, name, group);
+}
+
+int netd_link_delete_group(struct nl_sock *host, uint32_t group)
+{
+	return link_msg(host, RTM_DELLINK, NULL, group);
+}
+
 struct prefix_walk {
 	const char *prefix;
 	void (*fn)(const char *name, void *arg);

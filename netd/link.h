@@ -37,6 +37,11 @@ int netd_link_host_up(struct nl_sock *host, const struct netd_link_cfg *c, char 
 int netd_link_session_up(struct nl_sock *sess, const struct netd_link_cfg *c, char *err, size_t errlen);
 /* Deletes a link by name; -ENODEV if absent. Deleting one veth end deletes both. */
 int netd_link_delete(struct nl_sock *host, const char *name);
+/* Moves a link into interface group `group`; deletes every link of a group in one request (the kernel
+ * then waits for one set of RCU grace periods for all of them). */
+#define NETD_DOOMED_GROUP 0x5c1ce0u
+int netd_link_set_group(struct nl_sock *host, const char *name, uint32_t group);
+int netd_link_delete_group(struct nl_sock *host, uint32_t group);
 /* Calls fn for every link whose name starts with prefix. */
 int netd_link_foreach_prefix(struct nl_sock *host, const char *prefix,
 			     void (*fn)(const char *name, void *arg), void *arg);

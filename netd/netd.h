@@ -19,6 +19,7 @@ struct event;
 struct nl_sock;
 struct netd_engine;
 struct netd_nflog;
+struct netd_reaper;
 struct netd_conn;
 
 #define NETD_DEFAULT_RUN_DIR "/run/sluice"
@@ -100,6 +101,7 @@ struct netd {
 	unsigned nsessions;
 	struct netd_engine *engine;    /* owned */
 	struct netd_nflog *nflog;      /* owned */
+	struct netd_reaper *reaper;    /* owned: deferred link deletion */
 	bool stopping;
 	void *control; /* owned by control.c */
 };

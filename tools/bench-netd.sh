@@ -62,6 +62,9 @@ for live in ${LIVES:-1 100 1000}; do # LIVES="..." picks other levels
 	"$CLIENT" bench "$live" "$SAMPLES" "$LAB_DIR/ns" "$POLICY" >"$LAB_DIR/sl.$live" 2>"$LAB_DIR/sl.$live.err" ||
 		{ echo "# bench at $live live sessions failed: $(tail -n 3 "$LAB_DIR/sl.$live.err")"; continue; }
 	echo "live=$live sluiced setup: $(stats "$LAB_DIR/sl.$live" setup_us); teardown: $(stats "$LAB_DIR/sl.$live" teardown_us)"
+	t0=$EPOCHREALTIME
+	for i in $(seq 2400); do [ "$(ip -o link 2>/dev/null | grep -c ' sl-')" -eq 0 ] && break; sleep 0.05; done
+	echo "# the $live sessions' links were deleted $(awk "BEGIN{printf \"%.1f\", $EPOCHREALTIME - $t0}") s after their launchers closed"
 	# the CLI baseline while the same number of sessions is live
 	"$CLIENT" many "$live" "$LAB_DIR/ns" "$POLICY" >"$LAB_DIR/hold.$live" 2>&1 &
 	hp=$!
