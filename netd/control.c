@@ -19,6 +19,7 @@
 #include "util.h"
 
 #define CONTROL_MAX_CONNS 4096
+#define CONTROL_MAX_CONNS_PER_UID 256 /* for unprivileged users: one user cannot starve the others */
 
 struct netd_conn {
 	struct netd_conn *next, *prev;
@@ -267,6 +268,18 @@ static int conn_add(struct netd *d, int fd, uid_t uid, pid_t pid, bool embedded)
 	if (!ctl || ctl->nconns >= CONTROL_MAX_CONNS) {
 		close(fd);
 		return -ENOMEM;
+	}
+	if (uid != 0) {
+		unsigned n = 0;
+
+		for (struct netd_conn *o = ctl->conns; o; o = o->next)
+			n += o->uid == uid;
+		if (n >= CONTROL_MAX_CONNS_PER_UID) {
+			log_warnx("control: uid %u has %u connections (the limit); refusing another", (unsigned)uid, n);
+			netd_send_error(fd, 0, EUSERS, "too many connections to sluiced for this user");
+			close(fd);
+			return -EUSERS;
+		}
 	}
 	c = calloc(1, sizeof *c);
 	if (!c) {

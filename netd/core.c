@@ -19,6 +19,7 @@
 #include <sys/mount.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -571,9 +572,12 @@ static unsigned count_uid(const struct netd *d, uid_t uid)
  * only have sluiced wire a namespace the user created. */
 static int check_netns(struct netd *d, int fd, uid_t uid, struct stat *st, char *err, size_t errlen)
 {
+	struct statfs sfs;
 	int type;
 
-	if (fstat(fd, st) < 0 || (type = ioctl(fd, NS_GET_NSTYPE)) < 0) {
+	/* nsfs first: an ioctl number means something else on a device or socket */
+	if (fstatfs(fd, &sfs) < 0 || sfs.f_type != NSFS_MAGIC || fstat(fd, st) < 0 ||
+	    (type = ioctl(fd, NS_GET_NSTYPE)) < 0) {
 		snprintf(err, errlen, "the fd passed is not a namespace");
 		return -EINVAL;
 	}
