@@ -210,6 +210,19 @@ check "a process joining it reaches the proxy" via_proxy "$RUN/netns/web1" "$GW4
 check "it outlives the creating connection and is listed" sh -c "'$CLIENT' list | grep -q '^$WID .*$RUN/netns/web1'"
 check_not "a second one with the same name is refused" "$CLIENT" create web1 "$POLICY"
 
+# what a client passes as its namespace is checked
+check_match "a regular file is refused as a namespace" "not a namespace" \
+	"$("$CLIENT" attach "$POLICY" "$POLICY" 2>&1 </dev/null)"
+check_match "a mount namespace is refused" "not a network namespace" \
+	"$("$CLIENT" attach /proc/self/ns/mnt "$POLICY" 2>&1 </dev/null)"
+check_match "sluiced's own namespace is refused, even for root" "host's own" \
+	"$("$CLIENT" attach /proc/self/ns/net "$POLICY" 2>&1 </dev/null)"
+check_match "a namespace that already has a session is refused" "already has session" \
+	"$("$CLIENT" attach /run/netns/s1 "$POLICY" 2>&1 </dev/null)"
+echo '{ "allow": ["*"] }' >"$LAB_DIR/tmp/bad.json"
+check_match "sluiced re-validates the policy a client sends" "policy rejected: .*session policy" \
+	"$(NETD_TEST_RAW_POLICY=1 "$CLIENT" attach /run/netns/m2 "$LAB_DIR/tmp/bad.json" 2>&1 </dev/null)"
+
 # unprivileged callers
 NOBODY="setpriv --reuid=65534 --regid=65534 --clear-groups"
 cp "$POLICY" "$LAB_DIR/tmp/upolicy.json" && chmod 0644 "$LAB_DIR/tmp/upolicy.json"
