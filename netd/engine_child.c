@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <grp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,7 @@ struct child {
 	int lfd[CHILD_MAX_LISTENERS]; /* owned until the engine takes them */
 	int lkind[CHILD_MAX_LISTENERS];
 	unsigned nl;
+	pid_t parent;                 /* sluiced */
 };
 
 /* "addr", "addr#port" or "[v6]:port" style is not accepted: one spelling, addr[#port] */
@@ -71,7 +73,7 @@ static int parse_sockaddr(const char *s, uint16_t defport, struct sockaddr_stora
 	return -EINVAL;
 }
 
-static int drop_privileges(uid_t uid, gid_t gid)
+static int drop_privileges(uid_t uid, gid_t gid, pid_t parent)
 {
 	struct rlimit rl;
 	uid_t ru, eu, su;
@@ -89,6 +91,10 @@ static int drop_privileges(uid_t uid, gid_t gid)
 		return -errno;
 	if (getresuid(&ru, &eu, &su) < 0 || ru != uid || eu != uid || su != uid || setuid(0) == 0)
 		return -EPERM;
+	/* a credential change clears the parent-death signal: set it again, and make sure the parent did
+	 * not die in between */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
+		return -ESRCH;
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	return 0;
 }
@@ -268,7 +274,7 @@ static int child_init(struct child *c)
 				send_result(c, NETD_ENG_READY, 0, EINVAL, "START before CONFIG");
 				return -EINVAL;
 			}
-			if ((r = drop_privileges(c->uid, c->gid)) < 0) {
+			if ((r = drop_privileges(c->uid, c->gid, c->parent)) < 0) {
 				snprintf(err, sizeof err, "dropping privileges to uid %u: %s", (unsigned)c->uid,
 					 strerror(-r));
 				send_result(c, NETD_ENG_READY, 0, r, err);
@@ -300,7 +306,7 @@ static int child_init(struct child *c)
 
 int netd_engine_child_main(int sock)
 {
-	struct child c = {.sock = sock, .audit_fd = -1};
+	struct child c = {.sock = sock, .audit_fd = -1, .parent = getppid()};
 	int rc = 1;
 
 	for (int i = 0; i < CHILD_MAX_LISTENERS; i++)
