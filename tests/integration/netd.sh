@@ -288,6 +288,15 @@ check_eq "after a clean stop no sluice table is left" "" "$(nft list ruleset | g
 check_eq "after a clean stop /run/sluice is empty" "" "$(ls -A "$RUN")"
 check_eq "after a clean stop no sl-* link is left" "" "$(ip -o link | grep ' sl-')"
 
+# start-up refusals: a pool colliding with the host's routes, a second sluiced
+out=$("$SLUICED" --run-dir "$RUN" --audit-log "$AUDIT" --pool4 192.0.2.0/24 --pool6 none 2>&1)
+check_match "a pool that collides with a host route is refused, naming it" "collides with .*192\.0\.2\.0/24 on lan0" "$out"
+check_eq "the refused start left no table" "" "$(nft list ruleset | grep -v '^$')"
+check "sluiced starts again" start_sluiced
+out=$("$SLUICED" --run-dir "$RUN" --audit-log "$AUDIT" --pool4 "$POOL4" --pool6 "$POOL6" 2>&1)
+check_match "a second sluiced is refused" "another sluiced is already running" "$out"
+lab_stop sluiced
+
 # embedded mode: no daemon, root caller
 check "an embedded session opens without sluiced" session e1
 IDE=$(reply e1 id)
