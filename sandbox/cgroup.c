@@ -341,13 +341,20 @@ bool sb_cgroup_active(const struct sb_cgroup *cg)
 	return false;
 }
 
-int sb_cgroup_attach(struct sb_cgroup *cg, pid_t pid, char *err, size_t errlen)
+int sb_cgroup_v2_fd(const struct sb_cgroup *cg)
+{
+	if (!cg || !cg->v2)
+		return -1;
+	return open(cg->v2, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
+int sb_cgroup_attach(struct sb_cgroup *cg, pid_t pid, bool v2_done, char *err, size_t errlen)
 {
 	char v[32];
 	int r;
 
 	snprintf(v, sizeof v, "%d", (int)pid);
-	if (cg->v2 && (r = write_str(cg->v2, "cgroup.procs", v)) < 0) {
+	if (cg->v2 && !v2_done && (r = write_str(cg->v2, "cgroup.procs", v)) < 0) {
 		snprintf(err, errlen, "cannot move the session into %s: %s", cg->v2, strerror(-r));
 		return r;
 	}

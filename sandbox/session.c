@@ -9,6 +9,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <linux/sched.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
@@ -39,7 +40,7 @@ static int prepare_outside(struct sb_session *s, struct sb_go *go, char *err, si
 	if (s->userns && (r = sb_ns_write_idmaps(s->init_pid, s->cfg->uid, s->cfg->gid, err, errlen)) < 0)
 		return r;
 	if (sb_cgroup_active(s->cg)) {
-		if ((r = sb_cgroup_attach(s->cg, s->init_pid, err, errlen)) < 0)
+		if ((r = sb_cgroup_attach(s->cg, s->init_pid, s->born_in_cgroup, err, errlen)) < 0)
 			return r;
 		go->cgroup_ns = 1;
 	}
@@ -101,6 +102,31 @@ static int wait_session(struct sb_session *s, const sigset_t *set, bool *timed_o
 	}
 }
 
+/* A fork-like clone into the new namespaces: the child is the sandbox's pid 1. With a v2
+ * session cgroup, clone3 places it there at birth (CLONE_INTO_CGROUP), which avoids the cost of
+ * migrating a running task; older kernels fall back to clone and a write to cgroup.procs. */
+static pid_t clone_init(struct sb_session *s)
+{
+	unsigned long flags = (unsigned long)sb_ns_clone_flags(s);
+	cleanup_fd int cgfd = sb_cgroup_v2_fd(s->cg);
+
+	if (cgfd >= 0) {
+		struct clone_args ca = {
+			.flags = flags | CLONE_INTO_CGROUP,
+			.exit_signal = SIGCHLD,
+			.cgroup = (uint64_t)cgfd,
+		};
+		pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof ca);
+		if (pid >= 0) {
+			s->born_in_cgroup = true;
+			return pid;
+		}
+		if (errno != ENOSYS && errno != E2BIG && errno != EINVAL)
+			return -1;
+	}
+	return (pid_t)syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, NULL);
+}
+
 static void teardown(struct sb_session *s, bool ran)
 {
 	char err[SB_ERR_MAX];
@@ -152,8 +178,7 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 	sigaddset(&set, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &set, &s.saved_mask);
 
-	/* A fork-like clone into the new namespaces: the child is the sandbox's pid 1. */
-	pid_t pid = (pid_t)syscall(SYS_clone, (unsigned long)(sb_ns_clone_flags(&s) | SIGCHLD), NULL, NULL, NULL, NULL);
+	pid_t pid = clone_init(&s);
 	if (pid < 0) {
 		int e = errno;
 		snprintf(err, sizeof err, "cannot create the sandbox namespaces: %s%s", strerror(e),

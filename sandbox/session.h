@@ -35,6 +35,7 @@ struct sb_session {
 	struct sb_netsess *net;    /* owned (launcher side) */
 	pid_t init_pid;            /* the sandbox's pid 1, as seen by the launcher */
 	int sync_fd;               /* owned; socketpair end (launcher's or init's) */
+	bool born_in_cgroup;       /* init was cloned straight into the v2 session cgroup */
 	sigset_t saved_mask;       /* the launcher's signal mask before it blocked the forwarded set */
 };
 
@@ -92,7 +93,10 @@ int sb_seccomp_load(char *err, size_t errlen);
 /* ---- cgroup.c (launcher side) ---- */
 int sb_cgroup_new(const struct sb_limits *lim, const char *id, bool privileged, struct sb_cgroup **out,
 		  char *err, size_t errlen);
-int sb_cgroup_attach(struct sb_cgroup *cg, pid_t pid, char *err, size_t errlen);
+/* Moves pid into the session's cgroups (v2_done: it was born in the v2 one, CLONE_INTO_CGROUP). */
+int sb_cgroup_attach(struct sb_cgroup *cg, pid_t pid, bool v2_done, char *err, size_t errlen);
+/* An fd on the session's v2 cgroup directory for clone3(CLONE_INTO_CGROUP), or -1. */
+int sb_cgroup_v2_fd(const struct sb_cgroup *cg);
 bool sb_cgroup_active(const struct sb_cgroup *cg);
 void sb_cgroup_kill_all(struct sb_cgroup *cg);
 void sb_cgroup_free(struct sb_cgroup *cg); /* kills what is left and removes the cgroups; NULL ok */
