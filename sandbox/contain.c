@@ -45,6 +45,20 @@ static int step_wait_go(struct sb_session *s, struct sb_go *go, char *err, size_
 	return 0;
 }
 
+/* The sandbox gets its own process group: kill(0, ...) from inside must reach neither the launcher
+ * nor the shell that started it (a process group spans pid namespaces). The launcher makes this
+ * group the terminal's foreground group when it owns the terminal. */
+static int step_process_group(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
+{
+	(void)s;
+	(void)go;
+	if (setpgid(0, 0) < 0) {
+		snprintf(err, errlen, "setpgid: %s", strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
 static int step_cgroup_ns(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
 {
 	(void)s;
@@ -111,6 +125,7 @@ static int step_seccomp(struct sb_session *s, struct sb_go *go, char *err, size_
 
 static const struct sb_step sb_steps[] = {
 	{ "parent death signal", step_die_with_parent },
+	{ "process group", step_process_group },
 	{ "launcher handshake", step_wait_go },
 	{ "cgroup namespace", step_cgroup_ns },
 	{ "hostname", step_hostname },

@@ -102,6 +102,35 @@ static int wait_session(struct sb_session *s, const sigset_t *set, bool *timed_o
 	}
 }
 
+/* When the launcher is the terminal's foreground job, hand the foreground to the sandbox's process
+ * group (so ^C and reads from the terminal reach the command) and take it back at the end. */
+static void tty_give(struct sb_session *s)
+{
+	s->tty_fd = -1;
+	if (!isatty(STDIN_FILENO) || tcgetpgrp(STDIN_FILENO) != getpgrp())
+		return;
+	sigset_t ttou, old;
+	sigemptyset(&ttou);
+	sigaddset(&ttou, SIGTTOU);
+	sigprocmask(SIG_BLOCK, &ttou, &old);
+	if (tcsetpgrp(STDIN_FILENO, s->init_pid) == 0)
+		s->tty_fd = STDIN_FILENO;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+static void tty_take_back(struct sb_session *s)
+{
+	if (s->tty_fd < 0)
+		return;
+	sigset_t ttou, old;
+	sigemptyset(&ttou);
+	sigaddset(&ttou, SIGTTOU);
+	sigprocmask(SIG_BLOCK, &ttou, &old);
+	tcsetpgrp(s->tty_fd, getpgrp());
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	s->tty_fd = -1;
+}
+
 /* A fork-like clone into the new namespaces: the child is the sandbox's pid 1. With a v2
  * session cgroup, clone3 places it there at birth (CLONE_INTO_CGROUP), which avoids the cost of
  * migrating a running task; older kernels fall back to clone and a write to cgroup.procs. */
@@ -153,7 +182,7 @@ static void teardown(struct sb_session *s, bool ran)
 
 int sb_session_run(const struct sb_config *cfg, char *const *argv)
 {
-	struct sb_session s = { .cfg = cfg, .argv = argv, .sync_fd = -1, .init_pid = -1 };
+	struct sb_session s = { .cfg = cfg, .argv = argv, .sync_fd = -1, .init_pid = -1, .tty_fd = -1 };
 	char err[SB_ERR_MAX] = "";
 	struct sb_go go;
 	sigset_t set;
@@ -194,6 +223,8 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 		sb_contain_main(&s);
 	}
 	s.init_pid = pid;
+	setpgid(pid, pid); /* also done by the child; whichever runs first wins the race harmlessly */
+	tty_give(&s);
 	close(sv[1]);
 	s.sync_fd = sv[0];
 
@@ -214,6 +245,7 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 		if (timed_out)
 			status = SB_EXIT_TIMEOUT;
 	}
+	tty_take_back(&s);
 	teardown(&s, r == 0);
 	sigprocmask(SIG_SETMASK, &s.saved_mask, NULL);
 	return status;

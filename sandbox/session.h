@@ -35,6 +35,7 @@ struct sb_session {
 	struct sb_netsess *net;    /* owned (launcher side) */
 	pid_t init_pid;            /* the sandbox's pid 1, as seen by the launcher */
 	int sync_fd;               /* owned; socketpair end (launcher's or init's) */
+	int tty_fd;                /* borrowed (stdin) while the sandbox owns the terminal, else -1 */
 	bool born_in_cgroup;       /* init was cloned straight into the v2 session cgroup */
 	sigset_t saved_mask;       /* the launcher's signal mask before it blocked the forwarded set */
 };
