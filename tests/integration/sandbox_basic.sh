@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# sluice run: exit statuses, namespaces, environment whitelist, signals, timeout, privileges,
+# file descriptors and the bypass, as root and as an unprivileged user.
+. "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
+. "$SLUICE_SOURCE_DIR/tests/integration/sandbox_lib.sh"
+
+for m in $MODES; do
+	P=$(newdir "$m")
+	cd "$P" || exit 1
+	check_eq "$m: exit status passes through" 7 "$(rc sb "$m" -- sh -c 'exit 7')"
+	check_eq "$m: killed by SIGTERM -> 143" 143 "$(rc sb "$m" -- sh -c 'kill -TERM $$')"
+	check_eq "$m: command not found -> 127" 127 "$(rc sb "$m" -- /no/such/command)"
+	check_eq "$m: not executable -> 126" 126 "$(rc sb "$m" -- /etc/passwd)"
+	check_eq "$m: bad option -> 125" 125 "$(rc sb "$m" --profile bogus -- true)"
+	check_eq "$m: no command -> 125" 125 "$(rc sb "$m")"
+	out=$(sb "$m" -- sh -c 'hostname; id -u; echo $$; ls /proc | grep -c "^[0-9]"' 2>&1)
+	# init, sh, ls and grep: nothing of the host
+	check_eq "$m: hostname, uid, pid 2, only the session's processes" \
+		"sluice $( [ "$m" = root ] && echo 0 || echo "$TU_UID") 2 4" "$(echo $out)"
+	check_eq "$m: --hostname" "build1" "$(sb "$m" --hostname build1 -- hostname)"
+	net=$(sb "$m" -- sh -c 'tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " "')
+	check_eq "$m: network namespace holds only lo" "lo" "$net"
+	lo=$(sb "$m" -- bash -c 'exec 3<>/dev/tcp/127.0.0.1/9 2>&1' 2>&1)
+	check_match "$m: lo is up (connection refused, not unreachable)" "Connection refused" "$lo"
+	st=$(sb "$m" -- cat /proc/self/status)
+	check_match "$m: no effective capabilities" "CapEff:[[:space:]]+0000000000000000" "$st"
+	check_match "$m: empty bounding set" "CapBnd:[[:space:]]+0000000000000000" "$st"
+	check_match "$m: no ambient capabilities" "CapAmb:[[:space:]]+0000000000000000" "$st"
+	check_match "$m: no_new_privs" "NoNewPrivs:[[:space:]]+1" "$st"
+	check_match "$m: seccomp filter" "Seccomp:[[:space:]]+2" "$st"
+	fds=$(sb "$m" -- sh -c 'ls /proc/self/fd | tr "\n" " "' 7</etc/hostname 9</etc/hostname)
+	check_eq "$m: no inherited fds beyond 0-2" "0 1 2 3 " "$fds"
+
+	env_out=$(SB_ENV="SECRET_TOKEN=s3cr3t KEEPME=kept LC_TIME=C" sb "$m" --env KEEPME --env FOO=bar -- env)
+	check_not "$m: unlisted variable is not passed" grep -q SECRET_TOKEN <<<"$env_out"
+	check_match "$m: --env NAME passes it" "^KEEPME=kept$|KEEPME=kept" "$env_out"
+	check_match "$m: --env NAME=VALUE sets it" "FOO=bar" "$env_out"
+	check_match "$m: LC_* passes" "LC_TIME=C" "$env_out"
+	check_match "$m: SLUICE_SESSION is set" "SLUICE_SESSION=[0-9a-f]{16}" "$env_out"
+	check_eq "$m: bad --env name -> 125" 125 "$(rc sb "$m" --env 'A-B=1' -- true)"
+
+	# Signals sent to the launcher reach the command.
+	( bg_exec "$m" "$SLUICE" run -- sh -c 'trap "exit 42" TERM; echo ready; while :; do sleep 0.1; done' ) >"$P/out.sig" 2>&1 &
+	lpid=$!
+	for _ in $(seq 50); do grep -q ready "$P/out.sig" 2>/dev/null && break; sleep 0.1; done
+	kill -TERM "$lpid"
+	wait "$lpid"
+	check_eq "$m: SIGTERM to the launcher is forwarded to the command" 42 "$?"
+
+	# The command cannot signal the launcher's process group.
+	( trap 'echo GOT > "$P/usr1"' USR1; sb "$m" -- sh -c 'kill -USR1 0' >/dev/null 2>&1; sleep 0.2 )
+	check_not "$m: kill(0) inside does not reach the launcher's process group" test -e "$P/usr1"
+
+	# Wall-clock limit: the whole session dies, nothing is left behind.
+	marker="30$RANDOM"
+	start=$(date +%s)
+	code=$(rc sb "$m" --timeout 1 -- sh -c "sleep $marker & setsid sleep $marker & sleep $marker")
+	check_eq "$m: --timeout -> 124" 124 "$code"
+	check "$m: --timeout ends the session promptly" test $(( $(date +%s) - start )) -le 5
+	check_not "$m: no process of the session survives the timeout" pgrep -f "sleep $marker"
+
+	# A daemon (setsid, double fork) does not outlive the session.
+	marker="31$RANDOM"
+	sb "$m" -- sh -c "setsid sh -c 'sleep $marker &' ; sleep 0.2" >/dev/null 2>&1
+	sleep 0.2
+	check_not "$m: a setsid double-forked daemon is gone after the session" pgrep -f "sleep $marker"
+	check_eq "$m: no session directory left" 0 "$(session_dirs "$m")"
+
+	# The bypass: loud, logged, and a real bypass (host UTS namespace).
+	log="$P/audit.log"
+	[ "$m" = root ] || { touch "$log"; chown "$TU" "$log"; }
+	out=$(sb "$m" --no-sandbox-i-mean-it --audit-log "$log" -- sh -c 'hostname; exit 3' 2>&1)
+	code=$?
+	check_eq "$m: bypass passes the exit status" 3 "$code"
+	check_match "$m: bypass prints a loud warning" "WITHOUT ANY SANDBOX" "$out"
+	check_match "$m: bypass runs on the host" "$(hostname)" "$out"
+	check_match "$m: bypass is written to the audit log" '"event":"no-sandbox".*"command":"sh -c hostname; exit 3"' "$(cat "$log")"
+	check_eq "$m: --profile never means the bypass" 125 "$(rc sb "$m" --profile none -- true)"
+	cd / || exit 1
+done
+done_testing
