@@ -7,7 +7,8 @@ ESC="$SLUICE_BUILD_DIR/tests/escape"
 [ -x "$SLUICE" ] || skip_all "sluice not built"
 command -v setpriv >/dev/null || skip_all "setpriv (util-linux) missing"
 
-SB_T=$(mktemp -d /tmp/sluice-sbtest.XXXXXX)
+# Not under /tmp: the sandbox replaces /tmp, and the unsafe profile must see the fake homes.
+SB_T=$(mktemp -d "${SLUICE_SBTEST_DIR:-/var/lib}/sluice-sbtest.XXXXXX")
 chmod 755 "$SB_T"
 TU="sbt$$"
 TU_HOME="$SB_T/home-user"
