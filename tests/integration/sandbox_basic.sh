@@ -66,6 +66,15 @@ for m in $MODES; do
 	check_not "$m: a setsid double-forked daemon is gone after the session" pgrep -f "sleep $marker"
 	check_eq "$m: no session directory left" 0 "$(session_dirs "$m")"
 
+	# Network: none by default; --allow-network fails closed until the netd client is built in.
+	out=$(sb "$m" --allow-network --allow pypi.org -- true 2>&1)
+	check_eq "$m: --allow-network without netd fails closed (125)" 125 "$?"
+	check_match "$m: ... saying why" "not available in this build" "$out"
+	out=$(sb "$m" --allow-network --allow '*' -- true 2>&1)
+	check_eq "$m: an unsafe --allow pattern is refused by the policy (125)" 125 "$?"
+	check_match "$m: ... with the policy's reason" "policy: --allow" "$out"
+	check_eq "$m: --allow without --allow-network -> 125" 125 "$(rc sb "$m" --allow pypi.org -- true)"
+
 	# The bypass: loud, logged, and a real bypass (host UTS namespace).
 	log="$P/audit.log"
 	[ "$m" = root ] || { touch "$log"; chown "$TU" "$log"; }

@@ -46,15 +46,15 @@ for m in $MODES; do
 			test $? = 0
 		check_not "$t: ... no blocked call went through" grep -q ESCAPE <<<"$out"
 		check_match "$t: ... io_uring refused" "SAFE: io_uring_setup" "$out"
-		check "$t: TIOCSTI and TIOCLINUX are refused" run -- "$ESC/esc_ioctl"
+		check "$t: TIOCSTI and TIOCLINUX are refused" q run -- "$ESC/esc_ioctl"
 		check "$t: ptrace/process_vm_readv of pid 1, killing pid 1, signalling a host pid fail" \
-			run -- "$ESC/esc_ptrace" "$host_pid"
+			q run -- "$ESC/esc_ptrace" "$host_pid"
 		check_not "$t: the host process is not visible" run -- test -e "/proc/$host_pid"
 		# shellcheck disable=SC2086
 		check "$t: abstract, ssh-agent, user bus and gpg-agent sockets of the host are unreachable" \
-			run -- "$ESC/esc_unix" "@sluice-test-$$" $SOCKS
-		check "$t: a setuid-root binary gives no privileges" run -- "$PRIV/suid"
-		check "$t: a binary with file capabilities gives none" run -- "$PRIV/fcap"
+			q run -- "$ESC/esc_unix" "@sluice-test-$$" $SOCKS
+		check "$t: a setuid-root binary gives no privileges" q run -- "$PRIV/suid"
+		check "$t: a binary with file capabilities gives none" q run -- "$PRIV/fcap"
 		check_not "$t: su does not work" run -- su -c true root
 		out=$(run -- sh -c 'for f in /etc/x /usr/x /x /proc/sys/kernel/hostname /proc/sysrq-trigger; do
 			(echo 1 > $f) 2>/dev/null && echo "WROTE $f"; done; echo done' 2>&1)

@@ -68,6 +68,15 @@ bg_exec() {
 # sb MODE ARGS...: `sluice run ARGS...` as MODE.
 sb() { local mode=$1; shift; as "$mode" "$SLUICE" run "$@"; }
 
+# q CMD...: runs CMD with its output turned into TAP comments; returns CMD's status.
+q() {
+	local o r
+	o=$("$@" 2>&1)
+	r=$?
+	[ -n "$o" ] && printf '%s\n' "$o" | sed 's/^/# /'
+	return $r
+}
+
 # rc CMD...: prints CMD's exit status (output discarded).
 rc() { "$@" >/dev/null 2>&1; echo $?; }
 
