@@ -72,7 +72,9 @@ int sb_session_dir_create(struct sb_session *s, char *err, size_t errlen)
 	}
 	if ((size_t)snprintf(path, sizeof path, "%s/%s", base, s->id) >= sizeof path - 32)
 		return sb_errc(err, errlen, ENAMETOOLONG, "session directory path too long");
-	if (mkdir(path, 0700) < 0)
+	/* A session ending at the same moment may have just removed its empty base dir: retry once. */
+	if (mkdir(path, 0700) < 0 && (errno != ENOENT || ensure_private_dir(base, s->cfg->uid, err, errlen) < 0 ||
+				      mkdir(path, 0700) < 0))
 		return sb_err(err, errlen, "cannot create %s: %s", path, strerror(errno));
 	if (!(s->dir = strdup(path)))
 		return -ENOMEM;
@@ -128,8 +130,18 @@ void sb_session_dir_remove(struct sb_session *s)
 	if (!s->dir || s->keep_dir)
 		return;
 	int r = rm_rf_at(AT_FDCWD, s->dir);
-	if (r < 0)
+	if (r < 0) {
 		log_warnx("cannot remove session directory %s: %s", s->dir, strerror(-r));
+		return;
+	}
+	/* The per-user base (/var/tmp/sluice-UID, $XDG_RUNTIME_DIR/sluice) goes when it is empty;
+	 * root's /run/sluice/sessions stays with the rest of /run/sluice. */
+	char *slash = strrchr(s->dir, '/');
+	if (slash && s->cfg->uid != 0) {
+		*slash = '\0';
+		rmdir(s->dir); /* fails harmlessly while other sessions run */
+		*slash = '/';
+	}
 }
 
 int sb_overlay_mount_project(const struct sb_session *s, int rootfd, char *err, size_t errlen)

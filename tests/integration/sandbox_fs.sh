@@ -134,6 +134,17 @@ PY
 	check_match "$m: a config syntax error names file:line:col" "policy.json:[0-9]+:[0-9]+" "$out"
 	rm -rf "$P/.sluice" "$H/.config/sluice"
 
+	# --- plugin profile: base plus the configured extra paths, read-only ---
+	X=$(newdir "$m"); echo plugin-data >"$X/ext"; own "$X/ext"
+	mkdir -p "$H/.config/sluice"
+	echo "{ \"sandbox\": { \"plugin_paths\": [\"$X\", \"/no/such/plugin/dir\"] } }" >"$H/.config/sluice/policy.json"
+	own "$H/.config"
+	check_not "$m: base does not show plugin paths" sb "$m" -- test -e "$X/ext"
+	check_eq "$m: plugin shows them" "plugin-data" "$(sb "$m" --profile plugin -- cat "$X/ext")"
+	check_not "$m: plugin paths are read-only" sb "$m" --profile plugin -- touch "$X/new"
+	check_not "$m: plugin keeps the home private" sb "$m" --profile plugin -- test -e "$H/marker"
+	rm -rf "$H/.config/sluice"
+
 	# --- nothing persists from one session to the next ---
 	sb "$m" -- sh -c "echo p > /tmp/p; echo p > /var/tmp/p; echo p > /dev/shm/p; echo p > $H/p; echo p > $P/p" >/dev/null 2>&1
 	check_not "$m: no state persists to the next session" sb "$m" -- sh -c "cat /tmp/p || cat /var/tmp/p || cat /dev/shm/p || cat $H/p || cat $P/p" 
