@@ -355,13 +355,62 @@ static int masks(const struct sb_session *s, int rootfd, char *err, size_t errle
 	return 0;
 }
 
+/* Lexically normalises an absolute path, resolving "." and ".." (no symlinks are consulted). */
+static int normalize_abs(const char *in, char *out, size_t len)
+{
+	size_t o = 0;
+	if (in[0] != '/' || len < 2)
+		return -EINVAL;
+	for (const char *p = in; *p;) {
+		while (*p == '/')
+			p++;
+		const char *e = p;
+		while (*e && *e != '/')
+			e++;
+		size_t n = (size_t)(e - p);
+		if (n == 0 || (n == 1 && p[0] == '.')) {
+			/* nothing */
+		} else if (n == 2 && p[0] == '.' && p[1] == '.') {
+			while (o > 0 && out[o - 1] != '/')
+				o--;
+			if (o > 0)
+				o--;
+		} else {
+			if (o + 1 + n + 1 > len)
+				return -ENAMETOOLONG;
+			out[o++] = '/';
+			memcpy(out + o, p, n);
+			o += n;
+		}
+		p = e;
+	}
+	if (o == 0)
+		out[o++] = '/';
+	out[o] = '\0';
+	return 0;
+}
+
 static int resolv_conf(const struct sb_session *s, int rootfd, char *err, size_t errlen)
 {
-	char src[PATH_MAX];
+	char src[PATH_MAX], link[PATH_MAX], joined[2 * PATH_MAX], path[PATH_MAX];
 	/* /etc comes from the host (root-owned, read-only): its symlinks are followed, but only
 	 * inside the new root. */
 	struct open_how how = { .flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
 	cleanup_fd int target = (int)syscall(SYS_openat2, rootfd, "etc/resolv.conf", &how, sizeof how);
+	if (target < 0 && errno == ENOENT) {
+		/* A link into /run (systemd-resolved's stub-resolv.conf): /run is our fresh tmpfs, so
+		 * create the file it points to there and mount over that. */
+		ssize_t n = readlinkat(rootfd, "etc/resolv.conf", link, sizeof link - 1);
+		if (n <= 0)
+			return sb_errc(err, errlen, ENOENT, "the host has no /etc/resolv.conf to replace");
+		link[n] = '\0';
+		snprintf(joined, sizeof joined, "%s%s", link[0] == '/' ? "" : "/etc/", link);
+		if (normalize_abs(joined, path, sizeof path) < 0)
+			return sb_errc(err, errlen, EINVAL, "/etc/resolv.conf points to an unusable path");
+		target = mkpath(rootfd, path, false, err, errlen);
+		if (target < 0)
+			return target;
+	}
 	if (target < 0)
 		return sb_err(err, errlen, "cannot replace /etc/resolv.conf in the sandbox: %s", strerror(errno));
 	snprintf(src, sizeof src, "%s/resolv.conf", s->dir);
