@@ -389,8 +389,15 @@ void sb_cgroup_kill_all(struct sb_cgroup *cg)
 {
 	if (!cg)
 		return;
-	if (cg->v2 && write_str(cg->v2, "cgroup.kill", "1") == 0)
-		return;
+	if (cg->v2) {
+		/* Usually the pid namespace took everything with it: cgroup.events says so cheaply. */
+		char path[PATH_MAX + 32], buf[256];
+		snprintf(path, sizeof path, "%s/cgroup.events", cg->v2);
+		if (read_str(path, buf, sizeof buf) > 0 && strstr(buf, "populated 0"))
+			return;
+		if (write_str(cg->v2, "cgroup.kill", "1") == 0)
+			return;
+	}
 	/* v1 (or a kernel without cgroup.kill): kill what is listed until nothing is. A process
 	 * forking in a loop cannot outrun this for long: the pid namespace is already gone by the
 	 * time we get here in the normal path, so this only catches stragglers. */

@@ -90,6 +90,10 @@ int sb_close_fds_above(int keep_max, char *err, size_t errlen);
 
 /* ---- seccomp.c ---- */
 int sb_seccomp_load(char *err, size_t errlen);
+/* Builds the filter (libseccomp context) without loading it; used by seccomp-gen at build time.
+ * The caller owns *out (seccomp_release). Declared with void * so callers need not include
+ * seccomp.h. */
+int sb_seccomp_build(void **out, char *err, size_t errlen);
 
 /* ---- cgroup.c (launcher side) ---- */
 int sb_cgroup_new(const struct sb_limits *lim, const char *id, bool privileged, struct sb_cgroup **out,
