@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 struct sb_step {
@@ -177,9 +178,13 @@ void sb_contain_main(struct sb_session *s)
 	memset(&go, 0, sizeof go);
 	log_init("sluice", s->cfg->verbose > 1 ? LOG_LEVEL_DEBUG : s->cfg->verbose ? LOG_LEVEL_INFO : LOG_LEVEL_WARN);
 	for (size_t i = 0; i < sizeof sb_steps / sizeof sb_steps[0]; i++) {
+		struct timespec t0, t1;
 		err[0] = '\0';
-		log_debug("step: %s", sb_steps[i].name);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
 		int r = sb_steps[i].fn(s, &go, err, sizeof err);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		log_debug("step %s: %ld us", sb_steps[i].name,
+			  (long)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000));
 		if (r < 0) {
 			if (err[0])
 				fprintf(stderr, "sluice: %s: %s\n", sb_steps[i].name, err);

@@ -262,7 +262,7 @@ static int dev_tree(int rootfd, char *err, size_t errlen)
 	return tmpfs_at(dev, "shm", "1777", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen);
 }
 
-static int proc_tree(int rootfd, char *err, size_t errlen)
+static int proc_tree(int rootfd, bool userns, char *err, size_t errlen)
 {
 	int r;
 	cleanup_fd int proc = new_fs("proc", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err, errlen);
@@ -273,7 +273,9 @@ static int proc_tree(int rootfd, char *err, size_t errlen)
 		return target;
 	if ((r = attach(proc, target, "/proc", err, errlen)) < 0)
 		return r;
-	for (size_t i = 0; i < sizeof sb_proc_ro / sizeof sb_proc_ro[0]; i++) {
+	/* In a user namespace these files belong to the host's root, whom the command cannot act as:
+	 * the permission bits already refuse its writes. */
+	for (size_t i = 0; !userns && i < sizeof sb_proc_ro / sizeof sb_proc_ro[0]; i++) {
 		/* Opened from the fresh proc mount itself (not by path), then re-bound read-only. */
 		cleanup_fd int t = open_tree(proc, sb_proc_ro[i], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE |
 									   AT_SYMLINK_NOFOLLOW);
@@ -318,16 +320,21 @@ static bool mask_path(const char *m, const struct sb_config *cfg, char *out, siz
  * tree is then opened without following symlinks. */
 static int masks(const struct sb_session *s, int rootfd, char *err, size_t errlen)
 {
-	char path[PATH_MAX], real[PATH_MAX], empty[PATH_MAX];
+	char path[PATH_MAX], real[PATH_MAX];
+	cleanup_fd int emptyfs = -1;
 	int r;
 
-	snprintf(empty, sizeof empty, "%s/empty", s->dir);
 	for (size_t i = 0; i < sizeof sb_masks / sizeof sb_masks[0]; i++) {
 		struct stat st;
 		if (!mask_path(sb_masks[i], s->cfg, path, sizeof path))
 			continue;
 		if (!realpath(path, real) || stat(real, &st) < 0)
 			continue; /* not on the host: nothing to hide */
+		/* A file this process can neither read nor write (connect to) is out of the command's
+		 * reach too: it holds no more rights than we do here (in a user namespace, files of
+		 * unmapped owners such as the host's /etc/shadow). Directories are always masked. */
+		if (!S_ISDIR(st.st_mode) && access(real, R_OK) < 0 && access(real, W_OK) < 0)
+			continue;
 		cleanup_fd int target = sb_open_beneath(rootfd, real, O_PATH, err, errlen);
 		if (target == -ENOENT || target == -EACCES)
 			continue; /* not visible in this sandbox */
@@ -339,9 +346,21 @@ static int masks(const struct sb_session *s, int rootfd, char *err, size_t errle
 			tree = new_fs("tmpfs", opts, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
 				      err, errlen);
 		} else {
-			tree = open_tree(AT_FDCWD, empty, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+			/* Files are covered by an empty read-only file from a small detached tmpfs. */
+			if (emptyfs < 0) {
+				const char *opts[] = { "mode", "0555", "size", "4k", NULL };
+				emptyfs = new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err,
+						 errlen);
+				if (emptyfs < 0)
+					return emptyfs;
+				int e = openat(emptyfs, "empty", O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
+				if (e < 0)
+					return sb_err(err, errlen, "cannot create the mask file: %s", strerror(errno));
+				close(e);
+			}
+			tree = open_tree(emptyfs, "empty", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 			if (tree < 0)
-				return sb_err(err, errlen, "cannot open %s: %s", empty, strerror(errno));
+				return sb_err(err, errlen, "cannot clone the mask file: %s", strerror(errno));
 			if ((r = set_attr(tree, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
 					  false, real, err, errlen)) < 0)
 				return r;
@@ -454,17 +473,21 @@ int sb_mounts_build(const struct sb_session *s, const struct sb_go *go, char *er
 {
 	const struct sb_config *c = s->cfg;
 	const uint64_t ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-	char newroot[PATH_MAX];
-	cleanup_fd int rootfd = -1, hostroot = -1;
+	cleanup_fd int rootfd = -1, hostroot = -1, upperfd = -1, workfd = -1;
 	int r;
 
 	/* Nothing we mount may propagate back to the host; host changes may still reach us. */
 	if (mount(NULL, "/", NULL, MS_SLAVE | MS_REC, NULL) < 0)
 		return sb_err(err, errlen, "cannot make the mount namespace private: %s", strerror(errno));
-	snprintf(newroot, sizeof newroot, "%s/root", s->dir);
-	hostroot = open(newroot, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	hostroot = open(s->dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (hostroot < 0)
-		return sb_err(err, errlen, "cannot open %s: %s", newroot, strerror(errno));
+		return sb_err(err, errlen, "cannot open %s: %s", s->dir, strerror(errno));
+	if (c->project_mode == SB_PROJECT_OVERLAY) {
+		upperfd = openat(hostroot, "upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		workfd = openat(hostroot, "work", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (upperfd < 0 || workfd < 0)
+			return sb_err(err, errlen, "cannot open the overlay directories in %s: %s", s->dir, strerror(errno));
+	}
 
 	if (c->profile == SB_PROFILE_UNSAFE) {
 		/* The whole host, read-only; fresh /tmp, /run, /dev, /proc go on top below. */
@@ -497,11 +520,11 @@ int sb_mounts_build(const struct sb_session *s, const struct sb_go *go, char *er
 	if (c->profile != SB_PROFILE_UNSAFE && c->home &&
 	    (r = tmpfs_at(rootfd, c->home, "0700", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0)
 		return r;
-	if ((r = sb_overlay_mount_project(s, rootfd, err, errlen)) < 0)
+	if ((r = sb_overlay_mount_project(s, rootfd, upperfd, workfd, err, errlen)) < 0)
 		return r;
 	if ((r = user_binds(s, rootfd, err, errlen)) < 0)
 		return r;
-	if ((r = dev_tree(rootfd, err, errlen)) < 0 || (r = proc_tree(rootfd, err, errlen)) < 0)
+	if ((r = dev_tree(rootfd, err, errlen)) < 0 || (r = proc_tree(rootfd, s->userns, err, errlen)) < 0)
 		return r;
 	if ((r = masks(s, rootfd, err, errlen)) < 0)
 		return r;

@@ -1,4 +1,4 @@
-/* The session directory and the project step: creates SESSION (root/, upper/, work/, empty),
+/* The session directory and the project step: creates SESSION (upper/ and work/ in overlay mode),
  * mounts the project at its own path in the sandbox (overlayfs with upper/work in SESSION, or a
  * read-write or read-only bind), and after the session either discards the changes (removes
  * SESSION), writes them as a patch (--save: `diff -ruN` of the project against the merged view,
@@ -78,14 +78,14 @@ int sb_session_dir_create(struct sb_session *s, char *err, size_t errlen)
 		return sb_err(err, errlen, "cannot create %s: %s", path, strerror(errno));
 	if (!(s->dir = strdup(path)))
 		return -ENOMEM;
+	/* The directory itself is the mount point of the new root (in the sandbox's mount namespace
+	 * only); upper/ and work/ hold the overlay. Every directory costs a rmdir at the end, which
+	 * on a file system mounted with `discard` waits for the device: create only what is used. */
+	if (s->cfg->project_mode != SB_PROJECT_OVERLAY)
+		return 0;
 	cleanup_fd int dfd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dfd < 0 || mkdirat(dfd, "root", 0755) < 0 || mkdirat(dfd, "upper", 0755) < 0 ||
-	    mkdirat(dfd, "work", 0700) < 0)
+	if (dfd < 0 || mkdirat(dfd, "upper", 0755) < 0 || mkdirat(dfd, "work", 0700) < 0)
 		return sb_err(err, errlen, "cannot populate %s: %s", path, strerror(errno));
-	int e = openat(dfd, "empty", O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0400);
-	if (e < 0)
-		return sb_err(err, errlen, "cannot create %s/empty: %s", path, strerror(errno));
-	close(e);
 	return 0;
 }
 
@@ -129,33 +129,28 @@ void sb_session_dir_remove(struct sb_session *s)
 {
 	if (!s->dir || s->keep_dir)
 		return;
+	/* The per-user base (/var/tmp/sluice-UID, $XDG_RUNTIME_DIR/sluice) stays, empty, like
+	 * /run/sluice/sessions: removing and recreating it would race with concurrent sessions. */
 	int r = rm_rf_at(AT_FDCWD, s->dir);
-	if (r < 0) {
+	if (r < 0)
 		log_warnx("cannot remove session directory %s: %s", s->dir, strerror(-r));
-		return;
-	}
-	/* The per-user base (/var/tmp/sluice-UID, $XDG_RUNTIME_DIR/sluice) goes when it is empty;
-	 * root's /run/sluice/sessions stays with the rest of /run/sluice. */
-	char *slash = strrchr(s->dir, '/');
-	if (slash && s->cfg->uid != 0) {
-		*slash = '\0';
-		rmdir(s->dir); /* fails harmlessly while other sessions run */
-		*slash = '/';
-	}
 }
 
-int sb_overlay_mount_project(const struct sb_session *s, int rootfd, char *err, size_t errlen)
+int sb_overlay_mount_project(const struct sb_session *s, int rootfd, int upperfd, int workfd, char *err,
+			     size_t errlen)
 {
 	const struct sb_config *c = s->cfg;
-	char upper[PATH_MAX], work[PATH_MAX];
+	char upper[64], work[64];
 	cleanup_fd int tree = -1, target = -1;
 
 	if (!c->project_dir)
 		return 0;
 	if (c->project_mode == SB_PROJECT_OVERLAY) {
 		cleanup_fd int fs = fsopen("overlay", FSOPEN_CLOEXEC);
-		snprintf(upper, sizeof upper, "%s/upper", s->dir);
-		snprintf(work, sizeof work, "%s/work", s->dir);
+		/* The session directory is covered by the new root by now: name upper/ and work/ through
+		 * the fds opened before (overlayfs resolves the magic links). */
+		snprintf(upper, sizeof upper, "/proc/self/fd/%d", upperfd);
+		snprintf(work, sizeof work, "/proc/self/fd/%d", workfd);
 		if (fs < 0)
 			return sb_err(err, errlen, "overlayfs is not available: %s (use --project-mode rw or ro)", strerror(errno));
 		/* The upper dir must stand alone for --save/--apply: no redirects, metacopy or index. */

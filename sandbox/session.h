@@ -26,7 +26,8 @@ struct sb_go {
 struct sb_session {
 	const struct sb_config *cfg; /* borrowed */
 	char id[SB_ID_LEN];
-	char *dir;           /* owned; the session directory (upper/, work/, root/, empty, resolv.conf) */
+	char *dir;           /* owned; the session directory (upper/, work/, resolv.conf); the new
+			      * root is mounted over it in the sandbox's mount namespace */
 	bool keep_dir;       /* --save: leave it for the user */
 	bool userns;         /* run in a user namespace (the launcher is not root) */
 	char *cwd;           /* owned; the working directory the command starts in */
@@ -70,8 +71,10 @@ int sb_open_beneath(int dirfd, const char *path, int flags, char *err, size_t er
 /* ---- overlay.c ---- */
 int sb_session_dir_create(struct sb_session *s, char *err, size_t errlen);
 void sb_session_dir_remove(struct sb_session *s);
-/* Mounts the project at its place under rootfd (overlay/rw/ro). */
-int sb_overlay_mount_project(const struct sb_session *s, int rootfd, char *err, size_t errlen);
+/* Mounts the project at its place under rootfd (overlay/rw/ro); upperfd/workfd: the session's
+ * upper/ and work/ directories (overlay mode), opened before the new root covered them. */
+int sb_overlay_mount_project(const struct sb_session *s, int rootfd, int upperfd, int workfd, char *err,
+			     size_t errlen);
 /* After the session: writes SESSION/changes.patch (SB_SAVE_PATCH) or applies the upper dir onto
  * the project (SB_SAVE_APPLY). */
 int sb_overlay_save(struct sb_session *s, char *err, size_t errlen);
