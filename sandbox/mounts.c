@@ -409,9 +409,10 @@ static int normalize_abs(const char *in, char *out, size_t len)
 	return 0;
 }
 
-static int resolv_conf(const struct sb_session *s, int rootfd, char *err, size_t errlen)
+/* resolvfd: SESSION/resolv.conf, opened before the new root covered the session directory. */
+static int resolv_conf(int resolvfd, int rootfd, char *err, size_t errlen)
 {
-	char src[PATH_MAX], link[PATH_MAX], joined[2 * PATH_MAX], path[PATH_MAX];
+	char link[PATH_MAX], joined[2 * PATH_MAX], path[PATH_MAX];
 	/* /etc comes from the host (root-owned, read-only): its symlinks are followed, but only
 	 * inside the new root. */
 	struct open_how how = { .flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
@@ -432,10 +433,9 @@ static int resolv_conf(const struct sb_session *s, int rootfd, char *err, size_t
 	}
 	if (target < 0)
 		return sb_err(err, errlen, "cannot replace /etc/resolv.conf in the sandbox: %s", strerror(errno));
-	snprintf(src, sizeof src, "%s/resolv.conf", s->dir);
-	cleanup_fd int tree = open_tree(AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	cleanup_fd int tree = open_tree(resolvfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
 	if (tree < 0)
-		return sb_err(err, errlen, "cannot open %s: %s", src, strerror(errno));
+		return sb_err(err, errlen, "cannot clone the session's resolv.conf: %s", strerror(errno));
 	int r = set_attr(tree, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, false,
 			 "resolv.conf", err, errlen);
 	return r < 0 ? r : attach(tree, target, "/etc/resolv.conf", err, errlen);
@@ -473,7 +473,7 @@ int sb_mounts_build(const struct sb_session *s, const struct sb_go *go, char *er
 {
 	const struct sb_config *c = s->cfg;
 	const uint64_t ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-	cleanup_fd int rootfd = -1, hostroot = -1, upperfd = -1, workfd = -1;
+	cleanup_fd int rootfd = -1, hostroot = -1, upperfd = -1, workfd = -1, resolvfd = -1;
 	int r;
 
 	/* Nothing we mount may propagate back to the host; host changes may still reach us. */
@@ -488,6 +488,9 @@ int sb_mounts_build(const struct sb_session *s, const struct sb_go *go, char *er
 		if (upperfd < 0 || workfd < 0)
 			return sb_err(err, errlen, "cannot open the overlay directories in %s: %s", s->dir, strerror(errno));
 	}
+	if (go->have_resolv &&
+	    (resolvfd = openat(hostroot, "resolv.conf", O_PATH | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return sb_err(err, errlen, "cannot open %s/resolv.conf: %s", s->dir, strerror(errno));
 
 	if (c->profile == SB_PROFILE_UNSAFE) {
 		/* The whole host, read-only; fresh /tmp, /run, /dev, /proc go on top below. */
@@ -528,7 +531,7 @@ int sb_mounts_build(const struct sb_session *s, const struct sb_go *go, char *er
 		return r;
 	if ((r = masks(s, rootfd, err, errlen)) < 0)
 		return r;
-	if (go->have_resolv && (r = resolv_conf(s, rootfd, err, errlen)) < 0)
+	if (go->have_resolv && (r = resolv_conf(resolvfd, rootfd, err, errlen)) < 0)
 		return r;
 
 	/* pivot_root(".", ".") stacks the old root under the new one; detaching it leaves only ours. */
