@@ -66,10 +66,31 @@ for m in $MODES; do
 	check_not "$m: a setsid double-forked daemon is gone after the session" pgrep -f "sleep $marker"
 	check_eq "$m: no session directory left" 0 "$(session_dirs "$m")"
 
-	# Network: none by default; --allow-network fails closed until the netd client is built in.
-	out=$(sb "$m" --allow-network --allow pypi.org -- true 2>&1)
-	check_eq "$m: --allow-network without netd fails closed (125)" 125 "$?"
-	check_match "$m: ... saying why" "not available in this build" "$out"
+	# Network: none by default. --allow-network goes through netd: when the netd client is built
+	# in (sluiced exists), root gets a wired session (embedded netd) inside a throwaway network
+	# namespace that plays the host, and a user without sluiced gets a clear error; without it,
+	# --allow-network fails closed.
+	if [ -x "$SLUICE_BUILD_DIR/netd/sluiced" ]; then
+		if [ "$m" = root ]; then
+			RUN=$(newdir root)
+			out=$(SLUICE_RUN_DIR="$RUN" unshare --net --mount sh -c 'ip link set lo up &&
+				env -i HOME="$1" PATH=/usr/bin:/bin SLUICE_RUN_DIR="$2" "$3" run --allow-network \
+				--allow example.test --audit-log "$2/audit.log" -- \
+				sh -c "cat /etc/resolv.conf; env; cut -d: -f1 /proc/net/dev"' _ "$ROOT_HOME" "$RUN" "$SLUICE" 2>&1)
+			check_match "$m: --allow-network: resolv.conf names the gateway" "nameserver [0-9.]+" "$out"
+			check_match "$m: --allow-network: HTTPS_PROXY points at the gateway's proxy" "HTTPS_PROXY=http://[0-9.]+:[0-9]+" "$out"
+			check_match "$m: --allow-network: no_proxy for loopback" "no_proxy=localhost,127.0.0.1,::1" "$out"
+			check_match "$m: --allow-network: the session has eth0" "eth0" "$out"
+		else
+			out=$(SB_ENV="SLUICE_RUN_DIR=$P/no-sluiced" sb "$m" --allow-network --allow example.test -- true 2>&1)
+			check_eq "$m: --allow-network without sluiced fails closed (125)" 125 "$?"
+			check_match "$m: ... saying how to start sluiced" "sluiced" "$out"
+		fi
+	else
+		out=$(sb "$m" --allow-network --allow pypi.org -- true 2>&1)
+		check_eq "$m: --allow-network without netd fails closed (125)" 125 "$?"
+		check_match "$m: ... saying why" "not available in this build" "$out"
+	fi
 	out=$(sb "$m" --allow-network --allow '*' -- true 2>&1)
 	check_eq "$m: an unsafe --allow pattern is refused by the policy (125)" 125 "$?"
 	check_match "$m: ... with the policy's reason" "policy: --allow" "$out"
