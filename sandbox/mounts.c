@@ -520,7 +520,7 @@ int sb_mounts_build(const struct sb_session *s, const struct sb_go *go, char *er
 	    (r = tmpfs_at(rootfd, "/run", "0755", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0)
 		return r;
 	/* base/plugin: an empty, writable home that vanishes with the session. */
-	if (c->profile != SB_PROFILE_UNSAFE && c->home &&
+	if (c->profile != SB_PROFILE_UNSAFE && c->home && strcmp(c->home, "/") != 0 &&
 	    (r = tmpfs_at(rootfd, c->home, "0700", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0)
 		return r;
 	if ((r = sb_overlay_mount_project(s, rootfd, upperfd, workfd, err, errlen)) < 0)

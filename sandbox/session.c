@@ -50,11 +50,10 @@ static int prepare_outside(struct sb_session *s, struct sb_go *go, char *err, si
 
 	if (s->userns && (r = sb_ns_write_idmaps(s->init_pid, s->cfg->uid, s->cfg->gid, err, errlen)) < 0)
 		return r;
-	if (sb_cgroup_active(s->cg)) {
-		if ((r = sb_cgroup_attach(s->cg, s->init_pid, s->born_in_cgroup, err, errlen)) < 0)
-			return r;
-		go->cgroup_ns = 1;
-	}
+	if (sb_cgroup_active(s->cg) && (r = sb_cgroup_attach(s->cg, s->init_pid, s->born_in_cgroup, err, errlen)) < 0)
+		return r;
+	/* Always a cgroup namespace: without a session cgroup it still hides the host's cgroup paths. */
+	go->cgroup_ns = 1;
 	if (s->cfg->allow_network) {
 		char path[64];
 		snprintf(path, sizeof path, "/proc/%d/ns/net", (int)s->init_pid);
@@ -161,7 +160,9 @@ static pid_t clone_init(struct sb_session *s)
 			s->born_in_cgroup = true;
 			return pid;
 		}
-		if (errno != ENOSYS && errno != E2BIG && errno != EINVAL)
+		/* Old kernels (ENOSYS, E2BIG, EINVAL) and container runtimes whose seccomp profile
+		 * refuses clone3 (ENOSYS or EPERM): fall back. */
+		if (errno != ENOSYS && errno != E2BIG && errno != EINVAL && errno != EPERM)
 			return -1;
 	}
 	return (pid_t)syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, NULL);

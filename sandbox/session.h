@@ -20,7 +20,7 @@ struct sb_go {
 	int32_t status;          /* 0 = continue; else -errno: the launcher failed, abort quietly */
 	char proxy_url[128];     /* "http://GW:PORT" with --allow-network, else "" */
 	uint8_t have_resolv;     /* session dir holds resolv.conf to bind over /etc/resolv.conf */
-	uint8_t cgroup_ns;       /* init was placed in a session cgroup: enter a cgroup namespace */
+	uint8_t cgroup_ns;       /* enter a cgroup namespace (after init was placed in its cgroups) */
 };
 
 struct sb_session {

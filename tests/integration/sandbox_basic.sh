@@ -66,6 +66,23 @@ for m in $MODES; do
 	check_not "$m: a setsid double-forked daemon is gone after the session" pgrep -f "sleep $marker"
 	check_eq "$m: no session directory left" 0 "$(session_dirs "$m")"
 
+	# The session dies with the launcher, even when the launcher is killed outright.
+	marker="32$RANDOM"
+	( bg_exec "$m" "$SLUICE" run -- sh -c "echo \$SLUICE_SESSION; sleep $marker" ) >"$P/out.kill" 2>&1 &
+	lpid=$!
+	for _ in $(seq 50); do pgrep -f "sleep $marker" >/dev/null && break; sleep 0.1; done
+	check "$m: (test) the session is running" pgrep -f "sleep $marker"
+	kill -KILL "$lpid"
+	wait "$lpid" 2>/dev/null
+	for _ in $(seq 20); do pgrep -f "sleep $marker" >/dev/null || break; sleep 0.1; done
+	check_not "$m: killing the launcher (SIGKILL) kills the session" pgrep -f "sleep $marker"
+	# Known residue of a SIGKILLed launcher: its (empty) session directory and cgroups.
+	sid=$(head -1 "$P/out.kill")
+	if [ -n "$sid" ]; then
+		rm -rf "/run/sluice/sessions/$sid" "/var/tmp/sluice-$TU_UID/$sid"
+		find /sys/fs/cgroup -maxdepth 6 -type d -name "sluice-$sid" -exec rmdir {} + 2>/dev/null
+	fi
+
 	# Network: none by default. --allow-network goes through netd: when the netd client is built
 	# in (sluiced exists), root gets a wired session (embedded netd) inside a throwaway network
 	# namespace that plays the host, and a user without sluiced gets a clear error; without it,
