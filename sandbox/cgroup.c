@@ -446,3 +446,21 @@ void sb_cgroup_free(struct sb_cgroup *cg)
 	}
 	free(cg);
 }
+
+void sb_cgroup_reap(const char *id)
+{
+	struct cg_where w;
+	char path[PATH_MAX + 64];
+
+	cg_locate(&w);
+	if (w.v2[0]) {
+		snprintf(path, sizeof path, "%s/sluice-%s", w.v2, id);
+		rmdir(path);
+	}
+	for (int c = 0; c < SB_CG_N; c++) {
+		if (!w.v1[c][0])
+			continue;
+		snprintf(path, sizeof path, "%s/sluice-%s", w.v1[c], id);
+		rmdir(path);
+	}
+}

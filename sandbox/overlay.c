@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -26,6 +27,8 @@
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
+
+static int rm_rf_at(int at, const char *name);
 
 /* A directory we own, not a symlink, not writable by others (it may live in /var/tmp). */
 static int ensure_private_dir(const char *path, uid_t uid, char *err, size_t errlen)
@@ -39,6 +42,37 @@ static int ensure_private_dir(const char *path, uid_t uid, char *err, size_t err
 		return sb_errc(err, errlen, EPERM, "%s is not a private directory owned by uid %u; remove it or set XDG_RUNTIME_DIR", path,
 			   (unsigned)uid);
 	return 0;
+}
+
+/* Removes the session directories (and cgroups) of launchers that died without tearing down:
+ * unlocked, and not kept on purpose (--save). */
+static void reap_stale(const char *base)
+{
+	cleanup_fd int bfd = open(base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d;
+	struct dirent *de;
+
+	if (bfd < 0)
+		return;
+	int dup_fd = fcntl(bfd, F_DUPFD_CLOEXEC, 3);
+	if (dup_fd < 0 || !(d = fdopendir(dup_fd))) {
+		if (dup_fd >= 0)
+			close(dup_fd);
+		return;
+	}
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.' || strlen(de->d_name) != SB_ID_LEN - 1)
+			continue;
+		cleanup_fd int fd = openat(bfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0)
+			continue; /* a live session */
+		if (faccessat(fd, "kept", F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+			continue; /* saved by the user */
+		log_info("removing the session directory %s/%s left by a launcher that died", base, de->d_name);
+		rm_rf_at(bfd, de->d_name);
+		sb_cgroup_reap(de->d_name);
+	}
+	closedir(d);
 }
 
 int sb_session_dir_create(struct sb_session *s, char *err, size_t errlen)
@@ -70,12 +104,23 @@ int sb_session_dir_create(struct sb_session *s, char *err, size_t errlen)
 		if ((r = ensure_private_dir(base, s->cfg->uid, err, errlen)) < 0)
 			return r;
 	}
-	if ((size_t)snprintf(path, sizeof path, "%s/%s", base, s->id) >= sizeof path - 32)
+	reap_stale(base);
+	/* Created under a hidden name and locked before it gets its real name, so a concurrent
+	 * launcher's reap_stale never sees it unlocked. The lock lives as long as the launcher (and
+	 * pid 1 until it closes its fds): a dead launcher's directory is reaped by the next one. */
+	char tmp[PATH_MAX];
+	if ((size_t)snprintf(path, sizeof path, "%s/%s", base, s->id) >= sizeof path - 32 ||
+	    (size_t)snprintf(tmp, sizeof tmp, "%s/.new-%s", base, s->id) >= sizeof tmp)
 		return sb_errc(err, errlen, ENAMETOOLONG, "session directory path too long");
-	/* A session ending at the same moment may have just removed its empty base dir: retry once. */
-	if (mkdir(path, 0700) < 0 && (errno != ENOENT || ensure_private_dir(base, s->cfg->uid, err, errlen) < 0 ||
-				      mkdir(path, 0700) < 0))
-		return sb_err(err, errlen, "cannot create %s: %s", path, strerror(errno));
+	if (mkdir(tmp, 0700) < 0)
+		return sb_err(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+	s->lock_fd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (s->lock_fd < 0 || flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0 || rename(tmp, path) < 0) {
+		int e = errno;
+		rmdir(tmp);
+		errno = e;
+		return sb_err(err, errlen, "cannot set up %s: %s", path, strerror(errno));
+	}
 	if (!(s->dir = strdup(path)))
 		return -ENOMEM;
 	/* The directory itself is the mount point of the new root (in the sandbox's mount namespace
@@ -127,8 +172,18 @@ static int rm_rf_at(int at, const char *name)
 
 void sb_session_dir_remove(struct sb_session *s)
 {
-	if (!s->dir || s->keep_dir)
+	if (!s->dir)
 		return;
+	if (s->keep_dir) {
+		/* Marks it as kept on purpose, so later launchers do not reap it. */
+		int k = open(s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		int f = k >= 0 ? openat(k, "kept", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600) : -1;
+		if (f >= 0)
+			close(f);
+		if (k >= 0)
+			close(k);
+		return;
+	}
 	/* The per-user base (/var/tmp/sluice-UID, $XDG_RUNTIME_DIR/sluice) stays, empty, like
 	 * /run/sluice/sessions: removing and recreating it would race with concurrent sessions. */
 	int r = rm_rf_at(AT_FDCWD, s->dir);

@@ -190,11 +190,14 @@ static void teardown(struct sb_session *s, bool ran)
 	if (s->sync_fd >= 0)
 		close(s->sync_fd);
 	s->sync_fd = -1;
+	if (s->lock_fd >= 0)
+		close(s->lock_fd);
+	s->lock_fd = -1;
 }
 
 int sb_session_run(const struct sb_config *cfg, char *const *argv)
 {
-	struct sb_session s = { .cfg = cfg, .argv = argv, .sync_fd = -1, .init_pid = -1, .tty_fd = -1 };
+	struct sb_session s = { .cfg = cfg, .argv = argv, .sync_fd = -1, .init_pid = -1, .tty_fd = -1, .lock_fd = -1 };
 	char err[SB_ERR_MAX] = "";
 	struct sb_go go;
 	sigset_t set;

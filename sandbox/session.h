@@ -36,6 +36,7 @@ struct sb_session {
 	struct sb_netsess *net;    /* owned (launcher side) */
 	pid_t init_pid;            /* the sandbox's pid 1, as seen by the launcher */
 	int sync_fd;               /* owned; socketpair end (launcher's or init's) */
+	int lock_fd;               /* owned; the session directory, flock'ed while the launcher lives */
 	int tty_fd;                /* borrowed (stdin) while the sandbox owns the terminal, else -1 */
 	bool born_in_cgroup;       /* init was cloned straight into the v2 session cgroup */
 	sigset_t saved_mask;       /* the launcher's signal mask before it blocked the forwarded set */
@@ -108,6 +109,8 @@ int sb_cgroup_v2_fd(const struct sb_cgroup *cg);
 bool sb_cgroup_active(const struct sb_cgroup *cg);
 void sb_cgroup_kill_all(struct sb_cgroup *cg);
 void sb_cgroup_free(struct sb_cgroup *cg); /* kills what is left and removes the cgroups; NULL ok */
+/* Removes the (empty) cgroups sluice-ID of a session whose launcher died. */
+void sb_cgroup_reap(const char *id);
 
 /* ---- init.c: pid 1 of the sandbox ---- */
 /* Forks the command (which runs `exec_cmd`), then reaps and forwards signals; returns the exit

@@ -70,18 +70,18 @@ for m in $MODES; do
 	marker="32$RANDOM"
 	( bg_exec "$m" "$SLUICE" run -- sh -c "echo \$SLUICE_SESSION; sleep $marker" ) >"$P/out.kill" 2>&1 &
 	lpid=$!
-	for _ in $(seq 50); do pgrep -f "sleep $marker" >/dev/null && break; sleep 0.1; done
-	check "$m: (test) the session is running" pgrep -f "sleep $marker"
+	for _ in $(seq 50); do [ -s "$P/out.kill" ] && pgrep -f "^sleep $marker" >/dev/null && break; sleep 0.1; done
+	check "$m: (test) the session is running" pgrep -f "^sleep $marker"
 	kill -KILL "$lpid"
 	wait "$lpid" 2>/dev/null
 	for _ in $(seq 20); do pgrep -f "sleep $marker" >/dev/null || break; sleep 0.1; done
 	check_not "$m: killing the launcher (SIGKILL) kills the session" pgrep -f "sleep $marker"
-	# Known residue of a SIGKILLed launcher: its (empty) session directory and cgroups.
+	# What a SIGKILLed launcher leaves (its session directory and cgroups) the next one removes.
 	sid=$(head -1 "$P/out.kill")
-	if [ -n "$sid" ]; then
-		rm -rf "/run/sluice/sessions/$sid" "/var/tmp/sluice-$TU_UID/$sid"
-		find /sys/fs/cgroup -maxdepth 6 -type d -name "sluice-$sid" -exec rmdir {} + 2>/dev/null
-	fi
+	check_match "$m: (test) the killed session reported its id" "^[0-9a-f]{16}$" "$sid"
+	sb "$m" -- true
+	check_eq "$m: the next session reaps the dead one's directory" 0 "$(session_dirs "$m")"
+	check_eq "$m: ... and its cgroups" "" "$(find /sys/fs/cgroup -maxdepth 6 -type d -name "sluice-$sid" 2>/dev/null)"
 
 	# Network: none by default. --allow-network goes through netd: when the netd client is built
 	# in (sluiced exists), root gets a wired session (embedded netd) inside a throwaway network
