@@ -447,20 +447,23 @@ void sb_cgroup_free(struct sb_cgroup *cg)
 	free(cg);
 }
 
-void sb_cgroup_reap(const char *id)
+int sb_cgroup_reap(const char *id)
 {
 	struct cg_where w;
 	char path[PATH_MAX + 64];
+	int r = 0;
 
 	cg_locate(&w);
-	if (w.v2[0]) {
-		snprintf(path, sizeof path, "%s/sluice-%s", w.v2, id);
-		rmdir(path);
-	}
-	for (int c = 0; c < SB_CG_N; c++) {
-		if (!w.v1[c][0])
+	for (int c = -1; c < SB_CG_N; c++) {
+		const char *base = c < 0 ? w.v2 : w.v1[c];
+		if (!base[0])
 			continue;
-		snprintf(path, sizeof path, "%s/sluice-%s", w.v1[c], id);
-		rmdir(path);
+		snprintf(path, sizeof path, "%s/sluice-%s", base, id);
+		if (c < 0)
+			write_str(path, "cgroup.kill", "1"); /* nothing should be left; make sure */
+		/* EBUSY: a task of the dead session is still a zombie nobody reaped yet. */
+		if (rmdir(path) < 0 && errno != ENOENT)
+			r = -errno;
 	}
+	return r;
 }

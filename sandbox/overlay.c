@@ -68,9 +68,11 @@ static void reap_stale(const char *base)
 			continue; /* a live session */
 		if (faccessat(fd, "kept", F_OK, AT_SYMLINK_NOFOLLOW) == 0)
 			continue; /* saved by the user */
+		/* The cgroups first: while they cannot go, the directory stays to be retried later. */
+		if (sb_cgroup_reap(de->d_name) < 0)
+			continue;
 		log_info("removing the session directory %s/%s left by a launcher that died", base, de->d_name);
 		rm_rf_at(bfd, de->d_name);
-		sb_cgroup_reap(de->d_name);
 	}
 	closedir(d);
 }

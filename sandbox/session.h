@@ -109,8 +109,9 @@ int sb_cgroup_v2_fd(const struct sb_cgroup *cg);
 bool sb_cgroup_active(const struct sb_cgroup *cg);
 void sb_cgroup_kill_all(struct sb_cgroup *cg);
 void sb_cgroup_free(struct sb_cgroup *cg); /* kills what is left and removes the cgroups; NULL ok */
-/* Removes the (empty) cgroups sluice-ID of a session whose launcher died. */
-void sb_cgroup_reap(const char *id);
+/* Removes the cgroups sluice-ID of a session whose launcher died; -EBUSY while one of its tasks
+ * is still a zombie (try again later). */
+int sb_cgroup_reap(const char *id);
 
 /* ---- init.c: pid 1 of the sandbox ---- */
 /* Forks the command (which runs `exec_cmd`), then reaps and forwards signals; returns the exit

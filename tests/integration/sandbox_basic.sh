@@ -13,10 +13,10 @@ for m in $MODES; do
 	check_eq "$m: not executable -> 126" 126 "$(rc sb "$m" -- /etc/passwd)"
 	check_eq "$m: bad option -> 125" 125 "$(rc sb "$m" --profile bogus -- true)"
 	check_eq "$m: no command -> 125" 125 "$(rc sb "$m")"
-	out=$(sb "$m" -- sh -c 'hostname; id -u; echo $$; ls /proc | grep -c "^[0-9]"' 2>&1)
-	# init, sh, ls and grep: nothing of the host
+	out=$(sb "$m" -- sh -c 'hostname; id -u; echo $$; set -- /proc/[0-9]*; echo $#' 2>&1)
+	# pid 1 (init) and the shell itself: nothing of the host
 	check_eq "$m: hostname, uid, pid 2, only the session's processes" \
-		"sluice $( [ "$m" = root ] && echo 0 || echo "$TU_UID") 2 4" "$(echo $out)"
+		"sluice $( [ "$m" = root ] && echo 0 || echo "$TU_UID") 2 2" "$(echo $out)"
 	check_eq "$m: --hostname" "build1" "$(sb "$m" --hostname build1 -- hostname)"
 	net=$(sb "$m" -- sh -c 'tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " "')
 	check_eq "$m: network namespace holds only lo" "lo" "$net"
@@ -66,6 +66,16 @@ for m in $MODES; do
 	check_not "$m: a setsid double-forked daemon is gone after the session" pgrep -f "sleep $marker"
 	check_eq "$m: no session directory left" 0 "$(session_dirs "$m")"
 
+	# Interactive use on a terminal (script(1) gives a pty): the sandbox is the foreground process
+	# group, so reading the terminal works and ^C reaches the command.
+	tty_run() { as "$m" timeout 20 script -qec "$1" /dev/null; }
+	out=$(printf 'hello\n' | tty_run "$SLUICE run -- sh -c 'read x; echo got:\$x'" 2>&1)
+	check_match "$m: a terminal program can read the terminal" "got:hello" "$out"
+	out=$( (sleep 1; printf '\003') | { tty_run "$SLUICE run -- sh -c 'sleep 5; echo not-interrupted'"; echo "rc=$?"; } 2>&1)
+	check_match "$m: ^C on the terminal interrupts the command (130)" "rc=130" "$out"
+	check_not "$m: ... before it finished" grep -q not-interrupted <<<"$out"
+	check "$m: debugging inside works (strace of the session's own processes)" sb "$m" -- strace -f -o /dev/null true
+
 	# The session dies with the launcher, even when the launcher is killed outright.
 	marker="32$RANDOM"
 	( bg_exec "$m" "$SLUICE" run -- sh -c "echo \$SLUICE_SESSION; sleep $marker" ) >"$P/out.kill" 2>&1 &
@@ -79,8 +89,9 @@ for m in $MODES; do
 	# What a SIGKILLed launcher leaves (its session directory and cgroups) the next one removes.
 	sid=$(head -1 "$P/out.kill")
 	check_match "$m: (test) the killed session reported its id" "^[0-9a-f]{16}$" "$sid"
-	sb "$m" -- true
-	check_eq "$m: the next session reaps the dead one's directory" 0 "$(session_dirs "$m")"
+	# (its pid 1 may stay a zombie for a moment, keeping the cgroup busy: a later launcher retries)
+	for _ in $(seq 30); do sb "$m" -- true; [ "$(session_dirs "$m")" = 0 ] && break; sleep 0.2; done
+	check_eq "$m: a later session reaps the dead one's directory" 0 "$(session_dirs "$m")"
 	check_eq "$m: ... and its cgroups" "" "$(find /sys/fs/cgroup -maxdepth 6 -type d -name "sluice-$sid" 2>/dev/null)"
 
 	# Network: none by default. --allow-network goes through netd: when the netd client is built
