@@ -21,9 +21,8 @@ int sb_caps_drop_all(char *err, size_t errlen)
 
 	/* With these bits a process running as uid 0 (the root launcher's case) gets no capabilities
 	 * from execve, and cannot undo it. Needs CAP_SETPCAP, which we still hold here. */
-	unsigned bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
-			SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
-			SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+	unsigned bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED |
+	                SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
 	if (cap_set_secbits(bits) < 0) {
 		snprintf(err, errlen, "cannot set securebits: %s", strerror(errno));
 		return -errno;
@@ -31,7 +30,7 @@ int sb_caps_drop_all(char *err, size_t errlen)
 	for (cap_value_t c = 0; CAP_IS_SUPPORTED(c); c++) {
 		if (cap_drop_bound(c) < 0) {
 			snprintf(err, errlen, "cannot drop capability %d from the bounding set: %s", (int)c,
-				 strerror(errno));
+			         strerror(errno));
 			return -errno;
 		}
 	}

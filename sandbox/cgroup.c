@@ -22,8 +22,8 @@
 #include <unistd.h>
 
 enum sb_ctrl { SB_CG_MEMORY = 0, SB_CG_PIDS, SB_CG_CPU, SB_CG_IO, SB_CG_N };
-static const char *const ctrl_v2[SB_CG_N] = { "memory", "pids", "cpu", "io" };
-static const char *const ctrl_v1[SB_CG_N] = { "memory", "pids", "cpu", "blkio" };
+static const char *const ctrl_v2[SB_CG_N] = {"memory", "pids", "cpu", "io"};
+static const char *const ctrl_v1[SB_CG_N] = {"memory", "pids", "cpu", "blkio"};
 
 struct sb_cgroup {
 	char *v2;          /* owned; the session's v2 cgroup directory, or NULL */
@@ -32,7 +32,7 @@ struct sb_cgroup {
 
 /* Where our own cgroups are: the v2 mount + our path, and each v1 controller's mount + path. */
 struct cg_where {
-	char v2[PATH_MAX];         /* "" when there is no cgroup2 mount */
+	char v2[PATH_MAX];          /* "" when there is no cgroup2 mount */
 	char v1[SB_CG_N][PATH_MAX]; /* "" when the controller has no v1 hierarchy */
 };
 
@@ -253,13 +253,15 @@ static int set_limit_v1(int c, const char *dir, const struct sb_limits *lim, cha
 	case SB_CG_IO:
 		for (size_t i = 0; i < lim->n_io && r == 0; i++) {
 			if (lim->io[i].read_bps) {
-				snprintf(v, sizeof v, "%u:%u %" PRIu64, lim->io[i].maj, lim->io[i].min, lim->io[i].read_bps);
+				snprintf(v, sizeof v, "%u:%u %" PRIu64, lim->io[i].maj, lim->io[i].min,
+				         lim->io[i].read_bps);
 				file = "blkio.throttle.read_bps_device";
 				if ((r = write_str(dir, file, v)) < 0)
 					break;
 			}
 			if (lim->io[i].write_bps) {
-				snprintf(v, sizeof v, "%u:%u %" PRIu64, lim->io[i].maj, lim->io[i].min, lim->io[i].write_bps);
+				snprintf(v, sizeof v, "%u:%u %" PRIu64, lim->io[i].maj, lim->io[i].min,
+				         lim->io[i].write_bps);
 				file = "blkio.throttle.write_bps_device";
 				r = write_str(dir, file, v);
 			}
@@ -271,12 +273,12 @@ static int set_limit_v1(int c, const char *dir, const struct sb_limits *lim, cha
 	return r;
 }
 
-int sb_cgroup_new(const struct sb_limits *lim, const char *id, bool privileged, struct sb_cgroup **out,
-		  char *err, size_t errlen)
+int sb_cgroup_new(const struct sb_limits *lim, const char *id, bool privileged, struct sb_cgroup **out, char *err,
+                  size_t errlen)
 {
 	struct cg_where w;
 	struct sb_cgroup *cg = calloc(1, sizeof *cg);
-	bool on_v2[SB_CG_N] = { false };
+	bool on_v2[SB_CG_N] = {false};
 	bool any_wanted = false;
 	int r = 0;
 
@@ -306,16 +308,16 @@ int sb_cgroup_new(const struct sb_limits *lim, const char *id, bool privileged, 
 		}
 		if (!w.v1[c][0]) {
 			snprintf(err, errlen,
-				 "the %s limit needs the '%s' cgroup controller, which is neither enabled for our "
-				 "cgroup v2 (%s) nor mounted as cgroup v1", c == SB_CG_IO ? "I/O" : ctrl_v2[c], ctrl_v2[c],
-				 w.v2[0] ? w.v2 : "not mounted");
+			         "the %s limit needs the '%s' cgroup controller, which is neither enabled for our "
+			         "cgroup v2 (%s) nor mounted as cgroup v1",
+			         c == SB_CG_IO ? "I/O" : ctrl_v2[c], ctrl_v2[c], w.v2[0] ? w.v2 : "not mounted");
 			r = -ENOTSUP;
 			goto out;
 		}
 		r = make_dir(w.v1[c], id, &cg->v1[c]);
 		if (r < 0) {
 			snprintf(err, errlen, "cannot create a cgroup under %s: %s%s", w.v1[c], strerror(-r),
-				 privileged ? "" : " (resource limits need root or a delegated cgroup)");
+			         privileged ? "" : " (resource limits need root or a delegated cgroup)");
 			goto out;
 		}
 		if ((r = set_limit_v1(c, cg->v1[c], lim, err, errlen)) < 0)
@@ -410,7 +412,7 @@ void sb_cgroup_kill_all(struct sb_cgroup *cg)
 				n += kill_listed(cg->v1[c]);
 		if (n == 0)
 			break;
-		struct timespec ts = { 0, 1000000 };
+		struct timespec ts = {0, 1000000};
 		nanosleep(&ts, NULL);
 	}
 }
@@ -425,7 +427,7 @@ static void remove_dir(const char *dir)
 			log_warn("cannot remove cgroup %s", dir);
 			return;
 		}
-		struct timespec ts = { 0, 2000000 };
+		struct timespec ts = {0, 2000000};
 		nanosleep(&ts, NULL);
 	}
 	log_warnx("cgroup %s is still busy; left behind", dir);

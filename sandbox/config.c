@@ -95,10 +95,22 @@ int sb_parse_size(const char *s, uint64_t *out)
 		return -EINVAL;
 	double mul = 1;
 	switch (toupper((unsigned char)*end)) {
-	case 'K': mul = 1024.0; end++; break;
-	case 'M': mul = 1024.0 * 1024; end++; break;
-	case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-	case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
+	case 'K':
+		mul = 1024.0;
+		end++;
+		break;
+	case 'M':
+		mul = 1024.0 * 1024;
+		end++;
+		break;
+	case 'G':
+		mul = 1024.0 * 1024 * 1024;
+		end++;
+		break;
+	case 'T':
+		mul = 1024.0 * 1024 * 1024 * 1024;
+		end++;
+		break;
 	default: break;
 	}
 	if (mul > 1 && toupper((unsigned char)end[0]) == 'I' && toupper((unsigned char)end[1]) == 'B')
@@ -197,8 +209,8 @@ static int cfg_err(char *err, size_t errlen, const char *name, const char *key, 
 	return -EINVAL;
 }
 
-static int cfg_strlist(struct sb_strv *dst, json_object *arr, const char *name, const char *key,
-		       const char *home, bool expand, bool absolute, char *err, size_t errlen)
+static int cfg_strlist(struct sb_strv *dst, json_object *arr, const char *name, const char *key, const char *home,
+                       bool expand, bool absolute, char *err, size_t errlen)
 {
 	if (!json_object_is_type(arr, json_type_array))
 		return cfg_err(err, errlen, name, key, "must be an array of strings");
@@ -210,7 +222,8 @@ static int cfg_strlist(struct sb_strv *dst, json_object *arr, const char *name, 
 		const char *v = json_object_get_string(e);
 		cleanup_free char *x = expand ? sb_expand_home(v, home) : strdup(v);
 		if (!x)
-			return cfg_err(err, errlen, name, key, "cannot expand '~' (no home directory) or out of memory");
+			return cfg_err(err, errlen, name, key,
+			               "cannot expand '~' (no home directory) or out of memory");
 		if (absolute && x[0] != '/')
 			return cfg_err(err, errlen, name, key, "paths must be absolute or start with ~/");
 		if (!*x || strlen(x) >= PATH_MAX)
@@ -256,20 +269,22 @@ const struct sb_limits *sb_config_org_caps(void)
 	return &org_caps;
 }
 
-static int cfg_limits(struct sb_config *c, json_object *lim, const char *name, enum sb_cfg_layer layer,
-		      char *err, size_t errlen)
+static int cfg_limits(struct sb_config *c, json_object *lim, const char *name, enum sb_cfg_layer layer, char *err,
+                      size_t errlen)
 {
 	char buf[64];
 	uint64_t v;
 
 	if (!json_object_is_type(lim, json_type_object))
 		return cfg_err(err, errlen, name, "limits", "must be an object");
-	json_object_object_foreach(lim, key, val) {
+	json_object_object_foreach(lim, key, val)
+	{
 		if (cfg_limit_str(val, buf, sizeof buf) < 0)
 			return cfg_err(err, errlen, name, "limits", "values must be numbers or strings");
 		if (strcmp(key, "cpu") == 0) {
 			if (sb_parse_cpu(buf, &v) < 0)
-				return cfg_err(err, errlen, name, "limits.cpu", "want a number of cores such as 2 or 0.5");
+				return cfg_err(err, errlen, name, "limits.cpu",
+				               "want a number of cores such as 2 or 0.5");
 			cap_limit(&c->limits.cpu_millicores, v, layer, &org_caps.cpu_millicores);
 		} else if (strcmp(key, "memory") == 0) {
 			if (sb_parse_size(buf, &v) < 0)
@@ -287,7 +302,8 @@ static int cfg_limits(struct sb_config *c, json_object *lim, const char *name, e
 			errno = 0;
 			v = strtoull(buf, &end, 10);
 			if (errno || *end || v == 0 || v > UINT_MAX)
-				return cfg_err(err, errlen, name, "limits.timeout", "want seconds (a positive integer)");
+				return cfg_err(err, errlen, name, "limits.timeout",
+				               "want seconds (a positive integer)");
 			uint64_t t = c->limits.timeout_s, cap = org_caps.timeout_s;
 			cap_limit(&t, v, layer, &cap);
 			c->limits.timeout_s = (unsigned)t;
@@ -307,8 +323,8 @@ static int cfg_bool(json_object *v, bool *out)
 	return 0;
 }
 
-int sb_config_load_json(struct sb_config *c, const char *name, const char *text, size_t len,
-			enum sb_cfg_layer layer, char *err, size_t errlen)
+int sb_config_load_json(struct sb_config *c, const char *name, const char *text, size_t len, enum sb_cfg_layer layer,
+                        char *err, size_t errlen)
 {
 	json_tokener *tok = json_tokener_new();
 	json_object *root = NULL, *sb;
@@ -321,8 +337,7 @@ int sb_config_load_json(struct sb_config *c, const char *name, const char *text,
 		goto out;
 	}
 	root = json_tokener_parse_ex(tok, text, (int)len);
-	if (!root || json_tokener_get_error(tok) != json_tokener_success ||
-	    json_tokener_get_parse_end(tok) < len) {
+	if (!root || json_tokener_get_error(tok) != json_tokener_success || json_tokener_get_parse_end(tok) < len) {
 		/* Count the line and column of the offending byte for the message. */
 		size_t off = json_tokener_get_parse_end(tok), line = 1, col = 1;
 		for (size_t i = 0; i < off && i < len; i++) {
@@ -334,7 +349,7 @@ int sb_config_load_json(struct sb_config *c, const char *name, const char *text,
 			}
 		}
 		snprintf(err, errlen, "%s:%zu:%zu: invalid JSON: %s", name, line, col,
-			 json_tokener_error_desc(json_tokener_get_error(tok)));
+		         json_tokener_error_desc(json_tokener_get_error(tok)));
 		r = -EINVAL;
 		goto out;
 	}
@@ -349,14 +364,14 @@ int sb_config_load_json(struct sb_config *c, const char *name, const char *text,
 		r = cfg_err(err, errlen, name, "", "\"sandbox\" must be an object");
 		goto out;
 	}
-	json_object_object_foreach(sb, key, val) {
+	json_object_object_foreach(sb, key, val)
+	{
 		/* A repository's own .sluice/policy.json must not widen its sandbox: no host paths, no
 		 * environment pass-through (it could name a secret), no looser profile. */
-		if (layer == SB_CFG_PROJECT &&
-		    (strcmp(key, "writable_paths") == 0 || strcmp(key, "plugin_paths") == 0 ||
-		     strcmp(key, "env") == 0)) {
+		if (layer == SB_CFG_PROJECT && (strcmp(key, "writable_paths") == 0 ||
+		                                strcmp(key, "plugin_paths") == 0 || strcmp(key, "env") == 0)) {
 			r = cfg_err(err, errlen, name, key,
-				    "a project file may not widen the sandbox; set it in ~/.config/sluice/policy.json");
+			            "a project file may not widen the sandbox; set it in ~/.config/sluice/policy.json");
 			goto out;
 		}
 		if (strcmp(key, "profile") == 0) {
@@ -373,7 +388,7 @@ int sb_config_load_json(struct sb_config *c, const char *name, const char *text,
 			if (r == 0 && layer == SB_CFG_PROJECT && c->profile > prev_profile) {
 				c->profile = prev_profile;
 				r = cfg_err(err, errlen, name, "profile",
-					    "a project file may only choose a tighter profile than the user's");
+				            "a project file may only choose a tighter profile than the user's");
 			}
 		} else if (strcmp(key, "writable_paths") == 0) {
 			r = cfg_strlist(&c->writable_paths, val, name, key, c->home, true, true, err, errlen);
@@ -392,10 +407,11 @@ int sb_config_load_json(struct sb_config *c, const char *name, const char *text,
 				c->hostname = strdup(h);
 			}
 		} else if (strcmp(key, "allow_unsafe") == 0 || strcmp(key, "allow_no_sandbox") == 0 ||
-			   strcmp(key, "allow_network") == 0) {
+		           strcmp(key, "allow_network") == 0) {
 			bool b;
 			if (layer != SB_CFG_ORG)
-				r = cfg_err(err, errlen, name, key, "only the organisation file (/etc/sluice) may set it");
+				r = cfg_err(err, errlen, name, key,
+				            "only the organisation file (/etc/sluice) may set it");
 			else if (cfg_bool(val, &b) < 0)
 				r = cfg_err(err, errlen, name, key, "must be true or false");
 			else if (strcmp(key, "allow_unsafe") == 0)
@@ -406,8 +422,8 @@ int sb_config_load_json(struct sb_config *c, const char *name, const char *text,
 				c->org_forbid_network = !b;
 		} else {
 			r = cfg_err(err, errlen, name, key,
-				    "unknown key (known: profile, writable_paths, plugin_paths, env, limits, hostname, "
-				    "allow_unsafe, allow_no_sandbox, allow_network)");
+			            "unknown key (known: profile, writable_paths, plugin_paths, env, limits, hostname, "
+			            "allow_unsafe, allow_no_sandbox, allow_network)");
 		}
 		if (r < 0)
 			goto out;
@@ -418,8 +434,7 @@ out:
 	return r;
 }
 
-int sb_config_load_file(struct sb_config *c, const char *path, enum sb_cfg_layer layer, char *err,
-			size_t errlen)
+int sb_config_load_file(struct sb_config *c, const char *path, enum sb_cfg_layer layer, char *err, size_t errlen)
 {
 	cleanup_fd int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	cleanup_free char *buf = NULL;
@@ -438,7 +453,8 @@ int sb_config_load_file(struct sb_config *c, const char *path, enum sb_cfg_layer
 	}
 	/* An organisation file anyone can edit caps nothing: refuse it (same rule as the policy). */
 	if (layer == SB_CFG_ORG && (st.st_uid != 0 || (st.st_mode & 022))) {
-		snprintf(err, errlen, "%s: refusing an organisation file not owned by root or writable by others", path);
+		snprintf(err, errlen, "%s: refusing an organisation file not owned by root or writable by others",
+		         path);
 		return -EPERM;
 	}
 	if (st.st_size > SB_CONFIG_MAX_BYTES) {

@@ -125,18 +125,18 @@ static int step_seccomp(struct sb_session *s, struct sb_go *go, char *err, size_
 }
 
 static const struct sb_step sb_steps[] = {
-	{ "parent death signal", step_die_with_parent },
-	{ "process group", step_process_group },
-	{ "launcher handshake", step_wait_go },
-	{ "cgroup namespace", step_cgroup_ns },
-	{ "hostname", step_hostname },
-	{ "loopback", step_loopback },
-	{ "filesystem", step_mounts },
-	{ "file descriptors", step_close_fds },
-	{ "dumpable", step_not_dumpable },
-	{ "capabilities", step_caps },
-	{ "no_new_privs", step_nnp },
-	{ "seccomp", step_seccomp },
+        {"parent death signal", step_die_with_parent},
+        {"process group", step_process_group},
+        {"launcher handshake", step_wait_go},
+        {"cgroup namespace", step_cgroup_ns},
+        {"hostname", step_hostname},
+        {"loopback", step_loopback},
+        {"filesystem", step_mounts},
+        {"file descriptors", step_close_fds},
+        {"dumpable", step_not_dumpable},
+        {"capabilities", step_caps},
+        {"no_new_privs", step_nnp},
+        {"seccomp", step_seccomp},
 };
 
 struct sb_exec_arg {
@@ -184,13 +184,13 @@ void sb_contain_main(struct sb_session *s)
 		int r = sb_steps[i].fn(s, &go, err, sizeof err);
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		log_debug("step %s: %ld us", sb_steps[i].name,
-			  (long)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000));
+		          (long)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000));
 		if (r < 0) {
 			if (err[0])
 				fprintf(stderr, "sluice: %s: %s\n", sb_steps[i].name, err);
 			_exit(SB_EXIT_FAIL);
 		}
 	}
-	struct sb_exec_arg a = { s, &go };
+	struct sb_exec_arg a = {s, &go};
 	_exit(sb_init_run(exec_command, &a, &s->saved_mask));
 }

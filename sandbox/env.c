@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const sb_env_default[] = { "PATH", "HOME", "TERM", "LANG", "LC_*", "USER", "LOGNAME", "TZ" };
+static const char *const sb_env_default[] = {"PATH", "HOME", "TERM", "LANG", "LC_*", "USER", "LOGNAME", "TZ"};
 
 static bool name_matches(const char *pat, const char *name, size_t namelen)
 {
@@ -73,7 +73,7 @@ static int env_putf(struct envv *e, const char *name, const char *value)
 char **sb_env_build(const struct sb_session *s, const struct sb_go *go, char **environ_in)
 {
 	const struct sb_config *cfg = s->cfg;
-	struct envv e = { NULL, 0 };
+	struct envv e = {NULL, 0};
 	int r = 0;
 
 	for (char **p = environ_in; p && *p && r == 0; p++) {
@@ -88,7 +88,7 @@ char **sb_env_build(const struct sb_session *s, const struct sb_go *go, char **e
 	for (size_t i = 0; i < cfg->env_set.n && r == 0; i++)
 		r = env_put(&e, cfg->env_set.v[i]);
 	if (r == 0 && go->proxy_url[0]) {
-		static const char *const pv[] = { "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy" };
+		static const char *const pv[] = {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"};
 		for (size_t i = 0; i < 4 && r == 0; i++)
 			r = env_putf(&e, pv[i], go->proxy_url);
 		if (r == 0)

@@ -16,7 +16,7 @@
 
 void sb_forward_sigset(sigset_t *set)
 {
-	static const int sigs[] = { SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT };
+	static const int sigs[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
 	sigemptyset(set);
 	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
 		sigaddset(set, sigs[i]);
@@ -46,7 +46,7 @@ int sb_init_run(void (*exec_cmd)(void *), void *arg, const sigset_t *saved_mask)
 	sigaddset(&wait_set, SIGCHLD);
 	/* pid 1 only receives signals it handles; blocked ones are queued for sigwaitinfo. A handler
 	 * makes sure of it on kernels that check the disposition. */
-	struct sigaction sa = { .sa_handler = noop_handler };
+	struct sigaction sa = {.sa_handler = noop_handler};
 	for (int s = 1; s < NSIG; s++)
 		if (sigismember(&wait_set, s))
 			sigaction(s, &sa, NULL);
@@ -58,7 +58,7 @@ int sb_init_run(void (*exec_cmd)(void *), void *arg, const sigset_t *saved_mask)
 	}
 	if (cmd == 0) {
 		/* Default dispositions and the launcher's mask for the command. */
-		struct sigaction dfl = { .sa_handler = SIG_DFL };
+		struct sigaction dfl = {.sa_handler = SIG_DFL};
 		for (int s = 1; s < NSIG; s++)
 			if (sigismember(&wait_set, s))
 				sigaction(s, &dfl, NULL);

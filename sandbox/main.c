@@ -22,59 +22,76 @@
 #include <unistd.h>
 
 enum {
-	OPT_PROFILE = 256, OPT_PROJECT, OPT_PROJECT_MODE, OPT_SAVE, OPT_APPLY, OPT_BIND, OPT_RO_BIND, OPT_ENV,
-	OPT_ALLOW_NETWORK, OPT_POLICY, OPT_ALLOW, OPT_CPU, OPT_MEMORY, OPT_PIDS, OPT_IO_READ, OPT_IO_WRITE,
-	OPT_TIMEOUT, OPT_HOSTNAME, OPT_AUDIT_LOG, OPT_NO_SANDBOX, OPT_VERSION,
+	OPT_PROFILE = 256,
+	OPT_PROJECT,
+	OPT_PROJECT_MODE,
+	OPT_SAVE,
+	OPT_APPLY,
+	OPT_BIND,
+	OPT_RO_BIND,
+	OPT_ENV,
+	OPT_ALLOW_NETWORK,
+	OPT_POLICY,
+	OPT_ALLOW,
+	OPT_CPU,
+	OPT_MEMORY,
+	OPT_PIDS,
+	OPT_IO_READ,
+	OPT_IO_WRITE,
+	OPT_TIMEOUT,
+	OPT_HOSTNAME,
+	OPT_AUDIT_LOG,
+	OPT_NO_SANDBOX,
+	OPT_VERSION,
 };
 
 static const struct option sb_options[] = {
-	{ "profile", required_argument, NULL, OPT_PROFILE },
-	{ "project", required_argument, NULL, OPT_PROJECT },
-	{ "project-mode", required_argument, NULL, OPT_PROJECT_MODE },
-	{ "save", no_argument, NULL, OPT_SAVE },
-	{ "apply", no_argument, NULL, OPT_APPLY },
-	{ "bind", required_argument, NULL, OPT_BIND },
-	{ "ro-bind", required_argument, NULL, OPT_RO_BIND },
-	{ "env", required_argument, NULL, OPT_ENV },
-	{ "allow-network", no_argument, NULL, OPT_ALLOW_NETWORK },
-	{ "policy", required_argument, NULL, OPT_POLICY },
-	{ "allow", required_argument, NULL, OPT_ALLOW },
-	{ "cpu", required_argument, NULL, OPT_CPU },
-	{ "memory", required_argument, NULL, OPT_MEMORY },
-	{ "pids", required_argument, NULL, OPT_PIDS },
-	{ "io-read-bps", required_argument, NULL, OPT_IO_READ },
-	{ "io-write-bps", required_argument, NULL, OPT_IO_WRITE },
-	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
-	{ "hostname", required_argument, NULL, OPT_HOSTNAME },
-	{ "audit-log", required_argument, NULL, OPT_AUDIT_LOG },
-	{ "no-sandbox-i-mean-it", no_argument, NULL, OPT_NO_SANDBOX },
-	{ "verbose", no_argument, NULL, 'v' },
-	{ "help", no_argument, NULL, 'h' },
-	{ "version", no_argument, NULL, OPT_VERSION },
-	{ NULL, 0, NULL, 0 },
+        {"profile", required_argument, NULL, OPT_PROFILE},
+        {"project", required_argument, NULL, OPT_PROJECT},
+        {"project-mode", required_argument, NULL, OPT_PROJECT_MODE},
+        {"save", no_argument, NULL, OPT_SAVE},
+        {"apply", no_argument, NULL, OPT_APPLY},
+        {"bind", required_argument, NULL, OPT_BIND},
+        {"ro-bind", required_argument, NULL, OPT_RO_BIND},
+        {"env", required_argument, NULL, OPT_ENV},
+        {"allow-network", no_argument, NULL, OPT_ALLOW_NETWORK},
+        {"policy", required_argument, NULL, OPT_POLICY},
+        {"allow", required_argument, NULL, OPT_ALLOW},
+        {"cpu", required_argument, NULL, OPT_CPU},
+        {"memory", required_argument, NULL, OPT_MEMORY},
+        {"pids", required_argument, NULL, OPT_PIDS},
+        {"io-read-bps", required_argument, NULL, OPT_IO_READ},
+        {"io-write-bps", required_argument, NULL, OPT_IO_WRITE},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"hostname", required_argument, NULL, OPT_HOSTNAME},
+        {"audit-log", required_argument, NULL, OPT_AUDIT_LOG},
+        {"no-sandbox-i-mean-it", no_argument, NULL, OPT_NO_SANDBOX},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {NULL, 0, NULL, 0},
 };
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: sluice run [options] -- COMMAND [ARGS...]\n"
-		"  --profile base|plugin|unsafe   filesystem visibility (default: base)\n"
-		"  --project DIR                  project directory (default: the current directory)\n"
-		"  --project-mode overlay|rw|ro   how the project is mounted (default: overlay)\n"
-		"  --save                         keep the overlay changes: SESSION/changes.patch\n"
-		"  --apply                        apply the overlay changes to the project at exit\n"
-		"  --bind SRC[:DST]               bind a host path read-write (repeatable)\n"
-		"  --ro-bind SRC[:DST]            bind a host path read-only (repeatable)\n"
-		"  --env NAME[=VALUE]             pass NAME through, or set it (repeatable)\n"
-		"  --allow-network                egress through sluiced's proxy (see --policy, --allow)\n"
-		"  --policy NAME|FILE             add a preset or policy file (repeatable)\n"
-		"  --allow HOST[:PORT]            allow one host (repeatable)\n"
-		"  --cpu CORES --memory SIZE --pids N --timeout SECONDS\n"
-		"  --io-read-bps DEV:RATE --io-write-bps DEV:RATE   (DEV is MAJ:MIN or /dev/NAME)\n"
-		"  --hostname NAME                UTS host name (default: sluice)\n"
-		"  --audit-log PATH               where the bypass is logged (default: syslog)\n"
-		"  --no-sandbox-i-mean-it         run COMMAND with no sandbox at all (logged)\n"
-		"  -v, --verbose                  more messages (twice: debug)\n");
+	fprintf(f, "usage: sluice run [options] -- COMMAND [ARGS...]\n"
+	           "  --profile base|plugin|unsafe   filesystem visibility (default: base)\n"
+	           "  --project DIR                  project directory (default: the current directory)\n"
+	           "  --project-mode overlay|rw|ro   how the project is mounted (default: overlay)\n"
+	           "  --save                         keep the overlay changes: SESSION/changes.patch\n"
+	           "  --apply                        apply the overlay changes to the project at exit\n"
+	           "  --bind SRC[:DST]               bind a host path read-write (repeatable)\n"
+	           "  --ro-bind SRC[:DST]            bind a host path read-only (repeatable)\n"
+	           "  --env NAME[=VALUE]             pass NAME through, or set it (repeatable)\n"
+	           "  --allow-network                egress through sluiced's proxy (see --policy, --allow)\n"
+	           "  --policy NAME|FILE             add a preset or policy file (repeatable)\n"
+	           "  --allow HOST[:PORT]            allow one host (repeatable)\n"
+	           "  --cpu CORES --memory SIZE --pids N --timeout SECONDS\n"
+	           "  --io-read-bps DEV:RATE --io-write-bps DEV:RATE   (DEV is MAJ:MIN or /dev/NAME)\n"
+	           "  --hostname NAME                UTS host name (default: sluice)\n"
+	           "  --audit-log PATH               where the bypass is logged (default: syslog)\n"
+	           "  --no-sandbox-i-mean-it         run COMMAND with no sandbox at all (logged)\n"
+	           "  -v, --verbose                  more messages (twice: debug)\n");
 }
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -152,7 +169,7 @@ static int add_bind(struct sb_config *c, const char *arg, bool rw)
 		return fail("--%s: %s: %s", rw ? "bind" : "ro-bind", src, strerror(errno));
 	if (clean_abs(colon ? colon + 1 : real, dst, sizeof dst) < 0 || strcmp(dst, "/") == 0)
 		return fail("--%s %s: the destination must be an absolute path without '..' (and not /)",
-			    rw ? "bind" : "ro-bind", arg);
+		            rw ? "bind" : "ro-bind", arg);
 	struct sb_bind *nb = realloc(c->binds, (c->n_binds + 1) * sizeof *nb);
 	if (!nb)
 		return fail("out of memory");
@@ -188,13 +205,14 @@ static int run_unsandboxed(const struct sb_config *c, char *const *argv)
 	for (size_t i = 0; argv[i] && o < sizeof cmd - 2; i++)
 		o += (size_t)snprintf(cmd + o, sizeof cmd - o, "%s%s", i ? " " : "", argv[i]);
 	fprintf(stderr,
-		"sluice: !!! WARNING: --no-sandbox-i-mean-it: running WITHOUT ANY SANDBOX: no namespaces, no\n"
-		"sluice: !!! filesystem, network, process or resource isolation. Command: %s\n", cmd);
+	        "sluice: !!! WARNING: --no-sandbox-i-mean-it: running WITHOUT ANY SANDBOX: no namespaces, no\n"
+	        "sluice: !!! filesystem, network, process or resource isolation. Command: %s\n",
+	        cmd);
 	if (c->audit_log) {
 		FILE *f = fopen(c->audit_log, "ae");
 		if (!f)
 			return fail("cannot open the audit log %s: %s (refusing to bypass unlogged)", c->audit_log,
-				    strerror(errno));
+			            strerror(errno));
 		struct timespec ts;
 		struct tm tm;
 		char t[32];
@@ -202,12 +220,12 @@ static int run_unsandboxed(const struct sb_config *c, char *const *argv)
 		gmtime_r(&ts.tv_sec, &tm);
 		strftime(t, sizeof t, "%Y-%m-%dT%H:%M:%S", &tm);
 		fprintf(f, "{\"time\":\"%s.%03ldZ\",\"event\":\"no-sandbox\",\"uid\":%u,\"command\":\"", t,
-			ts.tv_nsec / 1000000, (unsigned)c->uid);
+		        ts.tv_nsec / 1000000, (unsigned)c->uid);
 		json_escape(f, cmd);
 		fputs("\"}\n", f);
 		if (fclose(f) != 0)
 			return fail("cannot write the audit log %s: %s (refusing to bypass unlogged)", c->audit_log,
-				    strerror(errno));
+			            strerror(errno));
 	} else {
 		openlog("sluice", LOG_PID, LOG_AUTH);
 		syslog(LOG_WARNING, "uid %u ran a command with --no-sandbox-i-mean-it (no sandbox): %s",
@@ -225,14 +243,14 @@ static int check_cap(const char *what, uint64_t v, uint64_t cap)
 {
 	if (cap && v > cap)
 		return fail("%s exceeds the organisation's maximum (%llu) set in %s/policy.json", what,
-			    (unsigned long long)cap, SLUICE_SYSCONFDIR);
+		            (unsigned long long)cap, SLUICE_SYSCONFDIR);
 	return 0;
 }
 
 static int cmd_run(int argc, char **argv)
 {
 	struct sb_config c;
-	struct sb_limits cli = { 0 };
+	struct sb_limits cli = {0};
 	const char *profile = NULL, *project = NULL, *mode = NULL;
 	bool no_sandbox = false, set_cpu = false, set_mem = false, set_pids = false, set_timeout = false;
 	char err[SB_ERR_MAX] = "", real[PATH_MAX];
@@ -257,8 +275,10 @@ static int cmd_run(int argc, char **argv)
 			break;
 		case OPT_ENV: {
 			size_t nl = strcspn(optarg, "=");
-			if (nl == 0 || strspn(optarg, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") != nl) {
-				fail("--env %s: want NAME or NAME=VALUE with NAME made of letters, digits and _", optarg);
+			if (nl == 0 ||
+			    strspn(optarg, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") != nl) {
+				fail("--env %s: want NAME or NAME=VALUE with NAME made of letters, digits and _",
+				     optarg);
 				goto out;
 			}
 			if (sb_strv_add(optarg[nl] ? &c.env_set : &c.env_keep, optarg) < 0)
@@ -266,8 +286,14 @@ static int cmd_run(int argc, char **argv)
 			break;
 		}
 		case OPT_ALLOW_NETWORK: c.allow_network = true; break;
-		case OPT_POLICY: if (sb_strv_add(&c.policies, optarg) < 0) goto out; break;
-		case OPT_ALLOW: if (sb_strv_add(&c.allows, optarg) < 0) goto out; break;
+		case OPT_POLICY:
+			if (sb_strv_add(&c.policies, optarg) < 0)
+				goto out;
+			break;
+		case OPT_ALLOW:
+			if (sb_strv_add(&c.allows, optarg) < 0)
+				goto out;
+			break;
 		case OPT_CPU:
 			if (sb_parse_cpu(optarg, &cli.cpu_millicores) < 0) {
 				fail("--cpu %s: want a number of cores between 0.01 and 4096 (e.g. 2 or 0.5)", optarg);
@@ -322,7 +348,7 @@ static int cmd_run(int argc, char **argv)
 					fail("at most %d devices can be throttled", SB_IO_MAX);
 					goto out;
 				}
-				cli.io[cli.n_io++] = (struct sb_io_limit){ .maj = maj, .min = min };
+				cli.io[cli.n_io++] = (struct sb_io_limit){.maj = maj, .min = min};
 			}
 			if (opt == OPT_IO_READ)
 				cli.io[i].read_bps = v;
@@ -344,8 +370,14 @@ static int cmd_run(int argc, char **argv)
 			break;
 		case OPT_NO_SANDBOX: no_sandbox = true; break;
 		case 'v': c.verbose++; break;
-		case 'h': usage(stdout); rc = 0; goto out;
-		case OPT_VERSION: printf("sluice %s\n", SLUICE_VERSION); rc = 0; goto out;
+		case 'h':
+			usage(stdout);
+			rc = 0;
+			goto out;
+		case OPT_VERSION:
+			printf("sluice %s\n", SLUICE_VERSION);
+			rc = 0;
+			goto out;
 		default: usage(stderr); goto out;
 		}
 	}
@@ -386,7 +418,8 @@ static int cmd_run(int argc, char **argv)
 			c.profile = SB_PROFILE_UNSAFE;
 		else {
 			fail("--profile %s: want base, plugin or unsafe (the bypass is --no-sandbox-i-mean-it, "
-			     "never a profile)", profile);
+			     "never a profile)",
+			     profile);
 			goto out;
 		}
 	}
@@ -456,7 +489,8 @@ static int cmd_run(int argc, char **argv)
 				char sv = *s;
 				*s = '\0';
 				if (mkdir(p, 0700) < 0 && errno != EEXIST) {
-					fail("writable path %s: cannot create %s: %s", c.writable_paths.v[i], p, strerror(errno));
+					fail("writable path %s: cannot create %s: %s", c.writable_paths.v[i], p,
+					     strerror(errno));
 					goto out;
 				}
 				*s = sv;

@@ -25,23 +25,49 @@
 
 /* Directories of the host shown read-only in the base and plugin profiles (symlinks such as the
  * merged-/usr /bin -> usr/bin are recreated as symlinks). */
-static const char *const sb_system_dirs[] = { "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc",
-					      "opt", "nix" };
+static const char *const sb_system_dirs[] = {"usr",   "bin",    "sbin", "lib", "lib32",
+                                             "lib64", "libx32", "etc",  "opt", "nix"};
 
 /* Masked wherever they are visible. "~/" is the user's home, "$R/" is $XDG_RUNTIME_DIR, "$S" is
  * $SSH_AUTH_SOCK. Directories get an empty read-only tmpfs, files and sockets an empty file. */
 static const char *const sb_masks[] = {
-	"~/.ssh", "~/.gnupg", "~/.aws", "~/.config/gcloud", "~/.azure", "~/.kube", "~/.docker",
-	"~/.netrc", "~/.git-credentials", "~/.config/gh", "~/.password-store", "~/.local/share/keyrings",
-	"~/.pki", "$S", "$R/gnupg", "$R/bus", "$R/keyring", "$R/docker.sock", "$R/podman", "$R/ssh-agent",
-	"/run/docker.sock", "/var/run/docker.sock", "/run/podman/podman.sock", "/run/dbus/system_bus_socket",
-	"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/ssh/ssh_host_rsa_key",
-	"/etc/ssh/ssh_host_ecdsa_key", "/etc/ssh/ssh_host_ed25519_key",
+        "~/.ssh",
+        "~/.gnupg",
+        "~/.aws",
+        "~/.config/gcloud",
+        "~/.azure",
+        "~/.kube",
+        "~/.docker",
+        "~/.netrc",
+        "~/.git-credentials",
+        "~/.config/gh",
+        "~/.password-store",
+        "~/.local/share/keyrings",
+        "~/.pki",
+        "$S",
+        "$R/gnupg",
+        "$R/bus",
+        "$R/keyring",
+        "$R/docker.sock",
+        "$R/podman",
+        "$R/ssh-agent",
+        "/run/docker.sock",
+        "/var/run/docker.sock",
+        "/run/podman/podman.sock",
+        "/run/dbus/system_bus_socket",
+        "/etc/shadow",
+        "/etc/shadow-",
+        "/etc/gshadow",
+        "/etc/gshadow-",
+        "/etc/sudoers",
+        "/etc/ssh/ssh_host_rsa_key",
+        "/etc/ssh/ssh_host_ecdsa_key",
+        "/etc/ssh/ssh_host_ed25519_key",
 };
 
 /* Parts of a fresh /proc that a uid-0 command without capabilities could still write to through
  * the owner permission bits (as root launcher): made read-only, like bubblewrap does. */
-static const char *const sb_proc_ro[] = { "sys", "sysrq-trigger", "irq", "bus", "fs" };
+static const char *const sb_proc_ro[] = {"sys", "sysrq-trigger", "irq", "bus", "fs"};
 
 static const char *rel(const char *path)
 {
@@ -53,15 +79,15 @@ static const char *rel(const char *path)
 int sb_open_beneath(int dirfd, const char *path, int flags, char *err, size_t errlen)
 {
 	struct open_how how = {
-		.flags = (uint64_t)(flags | O_CLOEXEC),
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	        .flags = (uint64_t)(flags | O_CLOEXEC),
+	        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
 	};
 	int fd = (int)syscall(SYS_openat2, dirfd, rel(path), &how, sizeof how);
 	if (fd < 0) {
 		int e = errno;
 		if (e != ENOENT)
 			sb_errc(err, errlen, e, "%s: %s%s", path, strerror(e),
-			    e == ELOOP ? " (a symlink on the path; refusing to follow it)" : "");
+			        e == ELOOP ? " (a symlink on the path; refusing to follow it)" : "");
 		return -e;
 	}
 	return fd;
@@ -93,8 +119,8 @@ static int mkpath(int rootfd, const char *path, bool dir, char *err, size_t errl
 			fd = openat(cur, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (fd < 0 && errno == ENOENT) {
 				if (mkdirat(cur, comp, 0755) < 0 && errno != EEXIST)
-					return sb_err(err, errlen, "cannot create mount point %s (at '%s'): %s", path, comp,
-						   strerror(errno));
+					return sb_err(err, errlen, "cannot create mount point %s (at '%s'): %s", path,
+					              comp, strerror(errno));
 				fd = openat(cur, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			}
 		} else {
@@ -102,7 +128,8 @@ static int mkpath(int rootfd, const char *path, bool dir, char *err, size_t errl
 			if (fd < 0 && errno == ENOENT) {
 				int c = openat(cur, comp, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
 				if (c < 0 && errno != EEXIST)
-					return sb_err(err, errlen, "cannot create mount point %s: %s", path, strerror(errno));
+					return sb_err(err, errlen, "cannot create mount point %s: %s", path,
+					              strerror(errno));
 				if (c >= 0)
 					close(c);
 				fd = openat(cur, comp, O_PATH | O_NOFOLLOW | O_CLOEXEC);
@@ -111,8 +138,9 @@ static int mkpath(int rootfd, const char *path, bool dir, char *err, size_t errl
 		if (fd < 0) {
 			int e = errno;
 			return sb_errc(err, errlen, e, "mount point %s (at '%s'): %s%s", path, comp, strerror(e),
-				   (e == ENOTDIR || e == ELOOP) ? " (a symlink or file is in the way; not following)"
-								 : "");
+			               (e == ENOTDIR || e == ELOOP)
+			                       ? " (a symlink or file is in the way; not following)"
+			                       : "");
 		}
 		close(cur);
 		cur = fd;
@@ -129,7 +157,7 @@ static int attach(int tree, int target, const char *what, char *err, size_t errl
 
 static int set_attr(int tree, uint64_t set, bool recursive, const char *what, char *err, size_t errlen)
 {
-	struct mount_attr a = { .attr_set = set };
+	struct mount_attr a = {.attr_set = set};
 	if (!set)
 		return 0;
 	if (mount_setattr(tree, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0), &a, sizeof a) < 0)
@@ -145,7 +173,7 @@ static int new_fs(const char *type, const char *const *opts, uint64_t attrs, cha
 		return sb_err(err, errlen, "fsopen(%s): %s", type, strerror(errno));
 	for (size_t i = 0; opts && opts[i]; i += 2) {
 		int r = opts[i + 1] ? fsconfig(fs, FSCONFIG_SET_STRING, opts[i], opts[i + 1], 0)
-				    : fsconfig(fs, FSCONFIG_SET_FLAG, opts[i], NULL, 0);
+		                    : fsconfig(fs, FSCONFIG_SET_FLAG, opts[i], NULL, 0);
 		if (r < 0)
 			return sb_err(err, errlen, "%s option %s: %s", type, opts[i], strerror(errno));
 	}
@@ -186,7 +214,7 @@ static int bind_at(int rootfd, const char *src, const char *dst, uint64_t attrs,
 
 static int tmpfs_at(int rootfd, const char *dst, const char *mode, uint64_t attrs, char *err, size_t errlen)
 {
-	const char *opts[] = { "mode", mode, NULL };
+	const char *opts[] = {"mode", mode, NULL};
 	cleanup_fd int fs = new_fs("tmpfs", opts, attrs, err, errlen);
 	if (fs < 0)
 		return fs;
@@ -215,7 +243,8 @@ static int system_dirs(int rootfd, char *err, size_t errlen)
 		}
 		if (!S_ISDIR(st.st_mode))
 			continue;
-		int r = bind_at(rootfd, host, host, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen);
+		int r = bind_at(rootfd, host, host, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err,
+		                errlen);
 		if (r < 0)
 			return r;
 	}
@@ -224,13 +253,10 @@ static int system_dirs(int rootfd, char *err, size_t errlen)
 
 static int dev_tree(int rootfd, char *err, size_t errlen)
 {
-	static const char *const nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
-	static const char *const links[][2] = { { "fd", "/proc/self/fd" },
-						{ "stdin", "/proc/self/fd/0" },
-						{ "stdout", "/proc/self/fd/1" },
-						{ "stderr", "/proc/self/fd/2" },
-						{ "ptmx", "pts/ptmx" },
-						{ "core", "/proc/kcore" } };
+	static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+	static const char *const links[][2] = {{"fd", "/proc/self/fd"},       {"stdin", "/proc/self/fd/0"},
+	                                       {"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"},
+	                                       {"ptmx", "pts/ptmx"},          {"core", "/proc/kcore"}};
 	int r;
 
 	if ((r = tmpfs_at(rootfd, "/dev", "0755", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err, errlen)) < 0)
@@ -250,7 +276,7 @@ static int dev_tree(int rootfd, char *err, size_t errlen)
 		if (symlinkat(links[i][1], dev, links[i][0]) < 0)
 			return sb_err(err, errlen, "symlink /dev/%s: %s", links[i][0], strerror(errno));
 	}
-	const char *pts_opts[] = { "newinstance", NULL, "ptmxmode", "0666", "mode", "0620", NULL };
+	const char *pts_opts[] = {"newinstance", NULL, "ptmxmode", "0666", "mode", "0620", NULL};
 	cleanup_fd int pts = new_fs("devpts", pts_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err, errlen);
 	if (pts < 0)
 		return pts;
@@ -265,7 +291,8 @@ static int dev_tree(int rootfd, char *err, size_t errlen)
 static int proc_tree(int rootfd, bool userns, char *err, size_t errlen)
 {
 	int r;
-	cleanup_fd int proc = new_fs("proc", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err, errlen);
+	cleanup_fd int proc =
+	        new_fs("proc", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err, errlen);
 	if (proc < 0)
 		return proc;
 	cleanup_fd int target = mkpath(rootfd, "/proc", true, err, errlen);
@@ -277,17 +304,18 @@ static int proc_tree(int rootfd, bool userns, char *err, size_t errlen)
 	 * the permission bits already refuse its writes. */
 	for (size_t i = 0; !userns && i < sizeof sb_proc_ro / sizeof sb_proc_ro[0]; i++) {
 		/* Opened from the fresh proc mount itself (not by path), then re-bound read-only. */
-		cleanup_fd int t = open_tree(proc, sb_proc_ro[i], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE |
-									   AT_SYMLINK_NOFOLLOW);
+		cleanup_fd int t = open_tree(proc, sb_proc_ro[i],
+		                             OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW);
 		if (t < 0 && errno == ENOENT)
 			continue;
 		if (t < 0)
 			return sb_err(err, errlen, "/proc/%s: %s", sb_proc_ro[i], strerror(errno));
 		if ((r = set_attr(t, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, true,
-				  sb_proc_ro[i], err, errlen)) < 0)
+		                  sb_proc_ro[i], err, errlen)) < 0)
 			return r;
 		if (move_mount(t, "", proc, sb_proc_ro[i], MOVE_MOUNT_F_EMPTY_PATH) < 0)
-			return sb_err(err, errlen, "cannot remount /proc/%s read-only: %s", sb_proc_ro[i], strerror(errno));
+			return sb_err(err, errlen, "cannot remount /proc/%s read-only: %s", sb_proc_ro[i],
+			              strerror(errno));
 	}
 	return 0;
 }
@@ -342,15 +370,16 @@ static int masks(const struct sb_session *s, int rootfd, char *err, size_t errle
 			return target;
 		cleanup_fd int tree = -1;
 		if (S_ISDIR(st.st_mode)) {
-			const char *opts[] = { "mode", "0555", "size", "4k", NULL };
-			tree = new_fs("tmpfs", opts, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
-				      err, errlen);
+			const char *opts[] = {"mode", "0555", "size", "4k", NULL};
+			tree = new_fs("tmpfs", opts,
+			              MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err,
+			              errlen);
 		} else {
 			/* Files are covered by an empty read-only file from a small detached tmpfs. */
 			if (emptyfs < 0) {
-				const char *opts[] = { "mode", "0555", "size", "4k", NULL };
-				emptyfs = new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err,
-						 errlen);
+				const char *opts[] = {"mode", "0555", "size", "4k", NULL};
+				emptyfs = new_fs("tmpfs", opts,
+				                 MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err, errlen);
 				if (emptyfs < 0)
 					return emptyfs;
 				int e = openat(emptyfs, "empty", O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
@@ -361,8 +390,9 @@ static int masks(const struct sb_session *s, int rootfd, char *err, size_t errle
 			tree = open_tree(emptyfs, "empty", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 			if (tree < 0)
 				return sb_err(err, errlen, "cannot clone the mask file: %s", strerror(errno));
-			if ((r = set_attr(tree, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
-					  false, real, err, errlen)) < 0)
+			if ((r = set_attr(tree,
+			                  MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+			                  false, real, err, errlen)) < 0)
 				return r;
 		}
 		if (tree < 0)
@@ -415,7 +445,7 @@ static int resolv_conf(int resolvfd, int rootfd, char *err, size_t errlen)
 	char link[PATH_MAX], joined[2 * PATH_MAX], path[PATH_MAX];
 	/* /etc comes from the host (root-owned, read-only): its symlinks are followed, but only
 	 * inside the new root. */
-	struct open_how how = { .flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
+	struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
 	cleanup_fd int target = (int)syscall(SYS_openat2, rootfd, "etc/resolv.conf", &how, sizeof how);
 	if (target < 0 && errno == ENOENT) {
 		/* A link into /run (systemd-resolved's stub-resolv.conf): /run is our fresh tmpfs, so
@@ -437,7 +467,7 @@ static int resolv_conf(int resolvfd, int rootfd, char *err, size_t errlen)
 	if (tree < 0)
 		return sb_err(err, errlen, "cannot clone the session's resolv.conf: %s", strerror(errno));
 	int r = set_attr(tree, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, false,
-			 "resolv.conf", err, errlen);
+	                 "resolv.conf", err, errlen);
 	return r < 0 ? r : attach(tree, target, "/etc/resolv.conf", err, errlen);
 }
 
@@ -448,7 +478,7 @@ static int user_binds(const struct sb_session *s, int rootfd, char *err, size_t 
 
 	for (size_t i = 0; i < c->writable_paths.n; i++)
 		if ((r = bind_at(rootfd, c->writable_paths.v[i], c->writable_paths.v[i],
-				 MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0)
+		                 MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0)
 			return r;
 	if (c->profile != SB_PROFILE_BASE) {
 		for (size_t i = 0; i < c->plugin_paths.n; i++) {
@@ -457,7 +487,7 @@ static int user_binds(const struct sb_session *s, int rootfd, char *err, size_t 
 				continue;
 			}
 			if ((r = bind_at(rootfd, c->plugin_paths.v[i], c->plugin_paths.v[i],
-					 MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0)
+			                 MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0)
 				return r;
 		}
 	}
@@ -486,17 +516,17 @@ int sb_mounts_build(const struct sb_session *s, const struct sb_go *go, char *er
 		upperfd = openat(hostroot, "upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		workfd = openat(hostroot, "work", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (upperfd < 0 || workfd < 0)
-			return sb_err(err, errlen, "cannot open the overlay directories in %s: %s", s->dir, strerror(errno));
+			return sb_err(err, errlen, "cannot open the overlay directories in %s: %s", s->dir,
+			              strerror(errno));
 	}
-	if (go->have_resolv &&
-	    (resolvfd = openat(hostroot, "resolv.conf", O_PATH | O_NOFOLLOW | O_CLOEXEC)) < 0)
+	if (go->have_resolv && (resolvfd = openat(hostroot, "resolv.conf", O_PATH | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		return sb_err(err, errlen, "cannot open %s/resolv.conf: %s", s->dir, strerror(errno));
 
 	if (c->profile == SB_PROFILE_UNSAFE) {
 		/* The whole host, read-only; fresh /tmp, /run, /dev, /proc go on top below. */
 		rootfd = clone_tree("/", ro, err, errlen);
 	} else {
-		const char *opts[] = { "mode", "0755", NULL };
+		const char *opts[] = {"mode", "0755", NULL};
 		rootfd = new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen);
 	}
 	if (rootfd < 0)
@@ -539,7 +569,7 @@ int sb_mounts_build(const struct sb_session *s, const struct sb_go *go, char *er
 		return sb_err(err, errlen, "pivot_root: %s", strerror(errno));
 	if (umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
 		return sb_err(err, errlen, "cannot detach the host root: %s", strerror(errno));
-	struct mount_attr a = { .attr_set = MOUNT_ATTR_RDONLY };
+	struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY};
 	if (mount_setattr(AT_FDCWD, "/", 0, &a, sizeof a) < 0)
 		return sb_err(err, errlen, "cannot make the sandbox root read-only: %s", strerror(errno));
 	return 0;

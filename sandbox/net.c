@@ -58,7 +58,7 @@ static char *build_policy(const struct sb_config *c, char *err, size_t errlen)
 	for (size_t i = 0; i < c->policies.n; i++) {
 		const char *v = c->policies.v[i];
 		r = looks_like_file(v) ? policy_builder_add_file(b, POLICY_LAYER_CLI, v, &pe)
-				       : policy_builder_add_preset(b, POLICY_LAYER_CLI, v, &pe);
+		                       : policy_builder_add_preset(b, POLICY_LAYER_CLI, v, &pe);
 		if (r < 0)
 			goto fail;
 	}
@@ -101,7 +101,7 @@ int sb_net_open(struct sb_session *s, int netns_fd, struct sb_go *go, char *err,
 		return 0;
 	if (c->org_forbid_network) {
 		snprintf(err, errlen, "--allow-network is forbidden by the organisation policy (%s/policy.json)",
-			 SLUICE_SYSCONFDIR);
+		         SLUICE_SYSCONFDIR);
 		return -EPERM;
 	}
 #if SB_HAVE_POLICY
@@ -111,10 +111,10 @@ int sb_net_open(struct sb_session *s, int netns_fd, struct sb_go *go, char *err,
 #endif
 #if SB_HAVE_NETD && SB_HAVE_POLICY
 	struct netd_session_request req = {
-		.netns_fd = netns_fd,
-		.command = s->argv[0],
-		.policy_json = policy_json,
-		.audit_log = c->audit_log,
+	        .netns_fd = netns_fd,
+	        .command = s->argv[0],
+	        .policy_json = policy_json,
+	        .audit_log = c->audit_log,
 	};
 	struct netd_session_reply reply;
 	struct sb_netsess *n = calloc(1, sizeof *n);
@@ -151,8 +151,8 @@ int sb_net_open(struct sb_session *s, int netns_fd, struct sb_go *go, char *err,
 	(void)go;
 	(void)write_resolv;
 	snprintf(err, errlen,
-		 "--allow-network is not available in this build: the netd client (netd/client.h) is not "
-		 "built in yet; run without --allow-network (no network) or update sluice");
+	         "--allow-network is not available in this build: the netd client (netd/client.h) is not "
+	         "built in yet; run without --allow-network (no network) or update sluice");
 	return -ENOSYS;
 #endif
 }

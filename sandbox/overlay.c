@@ -39,8 +39,9 @@ static int ensure_private_dir(const char *path, uid_t uid, char *err, size_t err
 	if (lstat(path, &st) < 0)
 		return sb_err(err, errlen, "%s: %s", path, strerror(errno));
 	if (!S_ISDIR(st.st_mode) || st.st_uid != uid || (st.st_mode & 022))
-		return sb_errc(err, errlen, EPERM, "%s is not a private directory owned by uid %u; remove it or set XDG_RUNTIME_DIR", path,
-			   (unsigned)uid);
+		return sb_errc(err, errlen, EPERM,
+		               "%s is not a private directory owned by uid %u; remove it or set XDG_RUNTIME_DIR", path,
+		               (unsigned)uid);
 	return 0;
 }
 
@@ -193,8 +194,7 @@ void sb_session_dir_remove(struct sb_session *s)
 		log_warnx("cannot remove session directory %s: %s", s->dir, strerror(-r));
 }
 
-int sb_overlay_mount_project(const struct sb_session *s, int rootfd, int upperfd, int workfd, char *err,
-			     size_t errlen)
+int sb_overlay_mount_project(const struct sb_session *s, int rootfd, int upperfd, int workfd, char *err, size_t errlen)
 {
 	const struct sb_config *c = s->cfg;
 	char upper[64], work[64];
@@ -209,7 +209,8 @@ int sb_overlay_mount_project(const struct sb_session *s, int rootfd, int upperfd
 		snprintf(upper, sizeof upper, "/proc/self/fd/%d", upperfd);
 		snprintf(work, sizeof work, "/proc/self/fd/%d", workfd);
 		if (fs < 0)
-			return sb_err(err, errlen, "overlayfs is not available: %s (use --project-mode rw or ro)", strerror(errno));
+			return sb_err(err, errlen, "overlayfs is not available: %s (use --project-mode rw or ro)",
+			              strerror(errno));
 		/* The upper dir must stand alone for --save/--apply: no redirects, metacopy or index. */
 		if (fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir", c->project_dir, 0) < 0 ||
 		    fsconfig(fs, FSCONFIG_SET_STRING, "upperdir", upper, 0) < 0 ||
@@ -219,16 +220,18 @@ int sb_overlay_mount_project(const struct sb_session *s, int rootfd, int upperfd
 		    (!s->userns && fsconfig(fs, FSCONFIG_SET_STRING, "metacopy", "off", 0) < 0) ||
 		    fsconfig(fs, FSCONFIG_SET_STRING, "index", "off", 0) < 0 ||
 		    fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
-			return sb_err(err, errlen, "cannot set up the overlay over %s: %s", c->project_dir, strerror(errno));
+			return sb_err(err, errlen, "cannot set up the overlay over %s: %s", c->project_dir,
+			              strerror(errno));
 		tree = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 		if (tree < 0)
-			return sb_err(err, errlen, "cannot mount the overlay over %s: %s", c->project_dir, strerror(errno));
+			return sb_err(err, errlen, "cannot mount the overlay over %s: %s", c->project_dir,
+			              strerror(errno));
 	} else {
 		tree = open_tree(AT_FDCWD, c->project_dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
 		if (tree < 0)
 			return sb_err(err, errlen, "cannot bind %s: %s", c->project_dir, strerror(errno));
-		struct mount_attr a = { .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-						    (c->project_mode == SB_PROJECT_RO ? MOUNT_ATTR_RDONLY : 0) };
+		struct mount_attr a = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+		                                   (c->project_mode == SB_PROJECT_RO ? MOUNT_ATTR_RDONLY : 0)};
 		if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0)
 			return sb_err(err, errlen, "cannot set flags on %s: %s", c->project_dir, strerror(errno));
 	}
@@ -250,7 +253,8 @@ int sb_overlay_mount_project(const struct sb_session *s, int rootfd, int upperfd
 				if (parent < 0)
 					return parent;
 				if (mkdirat(parent, slash + 1, 0755) < 0 && errno != EEXIST)
-					return sb_err(err, errlen, "cannot create mount point %s: %s", buf, strerror(errno));
+					return sb_err(err, errlen, "cannot create mount point %s: %s", buf,
+					              strerror(errno));
 				*p = saved;
 				if (!saved)
 					break;
@@ -407,7 +411,7 @@ static int write_patch(struct sb_session *s, char *err, size_t errlen)
 		snprintf(a, sizeof a, "%s/a", s->dir);
 		snprintf(b, sizeof b, "%s/b", s->dir);
 		snprintf(opts, sizeof opts, "lowerdir=%s/upper:%s%s", s->dir, c->project_dir,
-			 s->userns ? ",userxattr" : "");
+		         s->userns ? ",userxattr" : "");
 		if (mount(NULL, "/", NULL, MS_SLAVE | MS_REC, NULL) < 0 || (mkdir(a, 0700) < 0 && errno != EEXIST) ||
 		    (mkdir(b, 0700) < 0 && errno != EEXIST) ||
 		    mount(c->project_dir, a, NULL, MS_BIND | MS_REC, NULL) < 0 ||
@@ -444,20 +448,22 @@ int sb_overlay_save(struct sb_session *s, char *err, size_t errlen)
 		s->keep_dir = true;
 		if ((r = write_patch(s, err, errlen)) < 0)
 			return r;
-		fprintf(stderr, "sluice: session %s saved in %s (changes: %s/changes.patch; apply with "
-				"`patch -p1 -d %s < %s/changes.patch`)\n",
-			s->id, s->dir, s->dir, c->project_dir, s->dir);
+		fprintf(stderr,
+		        "sluice: session %s saved in %s (changes: %s/changes.patch; apply with "
+		        "`patch -p1 -d %s < %s/changes.patch`)\n",
+		        s->id, s->dir, s->dir, c->project_dir, s->dir);
 		return 0;
 	}
 	snprintf(upper, sizeof upper, "%s/upper", s->dir);
 	cleanup_fd int upfd = open(upper, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	cleanup_fd int projfd = open(c->project_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (upfd < 0 || projfd < 0)
-		return sb_err(err, errlen, "--apply: cannot open %s: %s", upfd < 0 ? upper : c->project_dir, strerror(errno));
+		return sb_err(err, errlen, "--apply: cannot open %s: %s", upfd < 0 ? upper : c->project_dir,
+		              strerror(errno));
 	if ((r = apply_dir(upfd, projfd, ".")) < 0) {
 		s->keep_dir = true;
 		return sb_errc(err, errlen, r, "--apply failed (%s); the changes are kept in %s/upper", strerror(-r),
-			       s->dir);
+		               s->dir);
 	}
 	return 0;
 }

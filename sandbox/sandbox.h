@@ -13,9 +13,9 @@
 
 /* Exit statuses of the launcher itself (like env(1)); the command's own status passes through. */
 #define SB_EXIT_TIMEOUT 124 /* --timeout expired (like timeout(1)) */
-#define SB_EXIT_FAIL 125    /* the launcher failed: bad usage, bad config, a containment step failed */
-#define SB_EXIT_NOEXEC 126  /* the command was found but could not be executed */
-#define SB_EXIT_NOENT 127   /* the command was not found */
+#define SB_EXIT_FAIL    125 /* the launcher failed: bad usage, bad config, a containment step failed */
+#define SB_EXIT_NOEXEC  126 /* the command was found but could not be executed */
+#define SB_EXIT_NOENT   127 /* the command was not found */
 
 enum sb_profile {
 	SB_PROFILE_BASE = 0, /* tight: system dirs read-only, empty home, project, caches */
@@ -113,11 +113,10 @@ enum sb_cfg_layer { SB_CFG_ORG = 0, SB_CFG_USER, SB_CFG_PROJECT };
 int sb_config_load_layers(struct sb_config *c, const char *sysconfdir, char *err, size_t errlen);
 /* Parses one file's "sandbox" object (the rest of the file is the policy's business).
  * Only the org layer may set the allow_* caps. Missing file: 0. */
-int sb_config_load_file(struct sb_config *c, const char *path, enum sb_cfg_layer layer, char *err,
-			size_t errlen);
+int sb_config_load_file(struct sb_config *c, const char *path, enum sb_cfg_layer layer, char *err, size_t errlen);
 /* Parses a "sandbox" JSON text as if read from `name`. */
-int sb_config_load_json(struct sb_config *c, const char *name, const char *text, size_t len,
-			enum sb_cfg_layer layer, char *err, size_t errlen);
+int sb_config_load_json(struct sb_config *c, const char *name, const char *text, size_t len, enum sb_cfg_layer layer,
+                        char *err, size_t errlen);
 /* The organisation's maxima (0 = none), for capping command-line limits. */
 const struct sb_limits *sb_config_org_caps(void);
 

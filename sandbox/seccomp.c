@@ -28,29 +28,69 @@
 
 /* Why each call is denied: see docs/sandbox.md, which lists the same table. */
 static const char *const sb_denied[] = {
-	/* new kernel attack surface, historically rich in escapes */
-	"io_uring_setup", "io_uring_enter", "io_uring_register", "bpf", "perf_event_open", "userfaultfd",
-	/* the kernel keyring is not namespaced */
-	"keyctl", "add_key", "request_key",
-	/* kernel images and modules */
-	"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "create_module",
-	/* reshaping the filesystem view (the launcher built it) */
-	"mount", "umount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "open_tree_attr",
-	"fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
-	/* joining other namespaces */
-	"setns",
-	/* host-wide state */
-	"acct", "swapon", "swapoff", "reboot", "syslog", "settimeofday", "clock_settime", "clock_adjtime",
-	"stime", "quotactl", "quotactl_fd", "nfsservctl", "vhangup", "lookup_dcookie", "uselib", "_sysctl",
-	"ustat", "sysfs", "iopl", "ioperm",
-	/* file handles bypass path-based checks (the classic container escape) */
-	"open_by_handle_at", "name_to_handle_at",
-	/* fanotify can watch whole mounts */
-	"fanotify_init",
+        /* new kernel attack surface, historically rich in escapes */
+        "io_uring_setup",
+        "io_uring_enter",
+        "io_uring_register",
+        "bpf",
+        "perf_event_open",
+        "userfaultfd",
+        /* the kernel keyring is not namespaced */
+        "keyctl",
+        "add_key",
+        "request_key",
+        /* kernel images and modules */
+        "kexec_load",
+        "kexec_file_load",
+        "init_module",
+        "finit_module",
+        "delete_module",
+        "create_module",
+        /* reshaping the filesystem view (the launcher built it) */
+        "mount",
+        "umount",
+        "umount2",
+        "pivot_root",
+        "chroot",
+        "move_mount",
+        "open_tree",
+        "open_tree_attr",
+        "fsopen",
+        "fsconfig",
+        "fsmount",
+        "fspick",
+        "mount_setattr",
+        /* joining other namespaces */
+        "setns",
+        /* host-wide state */
+        "acct",
+        "swapon",
+        "swapoff",
+        "reboot",
+        "syslog",
+        "settimeofday",
+        "clock_settime",
+        "clock_adjtime",
+        "stime",
+        "quotactl",
+        "quotactl_fd",
+        "nfsservctl",
+        "vhangup",
+        "lookup_dcookie",
+        "uselib",
+        "_sysctl",
+        "ustat",
+        "sysfs",
+        "iopl",
+        "ioperm",
+        /* file handles bypass path-based checks (the classic container escape) */
+        "open_by_handle_at",
+        "name_to_handle_at",
+        /* fanotify can watch whole mounts */
+        "fanotify_init",
 };
 
-static int add_rule(scmp_filter_ctx ctx, uint32_t action, const char *name, unsigned n,
-		    const struct scmp_arg_cmp *args)
+static int add_rule(scmp_filter_ctx ctx, uint32_t action, const char *name, unsigned n, const struct scmp_arg_cmp *args)
 {
 	int nr = seccomp_syscall_resolve_name(name);
 	if (nr == __NR_SCMP_ERROR)
@@ -151,8 +191,8 @@ int sb_seccomp_load(char *err, size_t errlen)
 	/* The program is a whole number of BPF instructions (checked at build time). no_new_privs
 	 * is already set, so no capability is needed. */
 	struct sock_fprog prog = {
-		.len = (unsigned short)(sizeof sb_seccomp_bpf / sizeof(struct sock_filter)),
-		.filter = (struct sock_filter *)(uintptr_t)sb_seccomp_bpf,
+	        .len = (unsigned short)(sizeof sb_seccomp_bpf / sizeof(struct sock_filter)),
+	        .filter = (struct sock_filter *)(uintptr_t)sb_seccomp_bpf,
 	};
 	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0)
 		return 0;

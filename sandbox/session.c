@@ -70,7 +70,7 @@ static int prepare_outside(struct sb_session *s, struct sb_go *go, char *err, si
 
 static int wait_session(struct sb_session *s, const sigset_t *set, bool *timed_out)
 {
-	struct timespec deadline = { 0, 0 }, now;
+	struct timespec deadline = {0, 0}, now;
 	unsigned timeout = s->cfg->limits.timeout_s;
 	siginfo_t si;
 	int st;
@@ -86,13 +86,14 @@ static int wait_session(struct sb_session *s, const sigset_t *set, bool *timed_o
 		int sig;
 		if (timeout && !*timed_out) {
 			clock_gettime(CLOCK_MONOTONIC, &now);
-			struct timespec left = { deadline.tv_sec - now.tv_sec, deadline.tv_nsec - now.tv_nsec };
+			struct timespec left = {deadline.tv_sec - now.tv_sec, deadline.tv_nsec - now.tv_nsec};
 			if (left.tv_nsec < 0) {
 				left.tv_sec--;
 				left.tv_nsec += 1000000000L;
 			}
 			if (left.tv_sec < 0) {
-				fprintf(stderr, "sluice: the session ran out of time (--timeout %u s); killing it\n", timeout);
+				fprintf(stderr, "sluice: the session ran out of time (--timeout %u s); killing it\n",
+				        timeout);
 				*timed_out = true;
 				kill(s->init_pid, SIGKILL);
 				sb_cgroup_kill_all(s->cg);
@@ -151,9 +152,9 @@ static pid_t clone_init(struct sb_session *s)
 
 	if (cgfd >= 0) {
 		struct clone_args ca = {
-			.flags = flags | CLONE_INTO_CGROUP,
-			.exit_signal = SIGCHLD,
-			.cgroup = (uint64_t)cgfd,
+		        .flags = flags | CLONE_INTO_CGROUP,
+		        .exit_signal = SIGCHLD,
+		        .cgroup = (uint64_t)cgfd,
 		};
 		pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof ca);
 		if (pid >= 0) {
@@ -197,11 +198,11 @@ static void teardown(struct sb_session *s, bool ran)
 
 int sb_session_run(const struct sb_config *cfg, char *const *argv)
 {
-	struct sb_session s = { .cfg = cfg, .argv = argv, .sync_fd = -1, .init_pid = -1, .tty_fd = -1, .lock_fd = -1 };
+	struct sb_session s = {.cfg = cfg, .argv = argv, .sync_fd = -1, .init_pid = -1, .tty_fd = -1, .lock_fd = -1};
 	char err[SB_ERR_MAX] = "";
 	struct sb_go go;
 	sigset_t set;
-	int sv[2] = { -1, -1 };
+	int sv[2] = {-1, -1};
 	int status = SB_EXIT_FAIL, r;
 	bool timed_out = false;
 
@@ -229,9 +230,9 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 	if (pid < 0) {
 		int e = errno;
 		snprintf(err, sizeof err, "cannot create the sandbox namespaces: %s%s", strerror(e),
-			 (e == EPERM || e == ENOSPC || e == EINVAL) && s.userns
-				 ? " (are unprivileged user namespaces enabled? see /proc/sys/user/max_user_namespaces)"
-				 : "");
+		         (e == EPERM || e == ENOSPC || e == EINVAL) && s.userns
+		                 ? " (are unprivileged user namespaces enabled? see /proc/sys/user/max_user_namespaces)"
+		                 : "");
 		sigprocmask(SIG_SETMASK, &s.saved_mask, NULL);
 		goto fail;
 	}

@@ -17,29 +17,29 @@ struct sb_netsess;
 
 /* What the launcher sends the sandbox's init once the outside is ready (fixed size, one write). */
 struct sb_go {
-	int32_t status;          /* 0 = continue; else -errno: the launcher failed, abort quietly */
-	char proxy_url[128];     /* "http://GW:PORT" with --allow-network, else "" */
-	uint8_t have_resolv;     /* session dir holds resolv.conf to bind over /etc/resolv.conf */
-	uint8_t cgroup_ns;       /* enter a cgroup namespace (after init was placed in its cgroups) */
+	int32_t status;      /* 0 = continue; else -errno: the launcher failed, abort quietly */
+	char proxy_url[128]; /* "http://GW:PORT" with --allow-network, else "" */
+	uint8_t have_resolv; /* session dir holds resolv.conf to bind over /etc/resolv.conf */
+	uint8_t cgroup_ns;   /* enter a cgroup namespace (after init was placed in its cgroups) */
 };
 
 struct sb_session {
 	const struct sb_config *cfg; /* borrowed */
 	char id[SB_ID_LEN];
-	char *dir;           /* owned; the session directory (upper/, work/, resolv.conf); the new
-			      * root is mounted over it in the sandbox's mount namespace */
-	bool keep_dir;       /* --save: leave it for the user */
-	bool userns;         /* run in a user namespace (the launcher is not root) */
-	char *cwd;           /* owned; the working directory the command starts in */
-	char *const *argv;   /* borrowed; the command */
-	struct sb_cgroup *cg;      /* owned (launcher side) */
-	struct sb_netsess *net;    /* owned (launcher side) */
-	pid_t init_pid;            /* the sandbox's pid 1, as seen by the launcher */
-	int sync_fd;               /* owned; socketpair end (launcher's or init's) */
-	int lock_fd;               /* owned; the session directory, flock'ed while the launcher lives */
-	int tty_fd;                /* borrowed (stdin) while the sandbox owns the terminal, else -1 */
-	bool born_in_cgroup;       /* init was cloned straight into the v2 session cgroup */
-	sigset_t saved_mask;       /* the launcher's signal mask before it blocked the forwarded set */
+	char *dir;              /* owned; the session directory (upper/, work/, resolv.conf); the new
+	                         * root is mounted over it in the sandbox's mount namespace */
+	bool keep_dir;          /* --save: leave it for the user */
+	bool userns;            /* run in a user namespace (the launcher is not root) */
+	char *cwd;              /* owned; the working directory the command starts in */
+	char *const *argv;      /* borrowed; the command */
+	struct sb_cgroup *cg;   /* owned (launcher side) */
+	struct sb_netsess *net; /* owned (launcher side) */
+	pid_t init_pid;         /* the sandbox's pid 1, as seen by the launcher */
+	int sync_fd;            /* owned; socketpair end (launcher's or init's) */
+	int lock_fd;            /* owned; the session directory, flock'ed while the launcher lives */
+	int tty_fd;             /* borrowed (stdin) while the sandbox owns the terminal, else -1 */
+	bool born_in_cgroup;    /* init was cloned straight into the v2 session cgroup */
+	sigset_t saved_mask;    /* the launcher's signal mask before it blocked the forwarded set */
 };
 
 /* ---- err.c ---- */
@@ -74,8 +74,7 @@ int sb_session_dir_create(struct sb_session *s, char *err, size_t errlen);
 void sb_session_dir_remove(struct sb_session *s);
 /* Mounts the project at its place under rootfd (overlay/rw/ro); upperfd/workfd: the session's
  * upper/ and work/ directories (overlay mode), opened before the new root covered them. */
-int sb_overlay_mount_project(const struct sb_session *s, int rootfd, int upperfd, int workfd, char *err,
-			     size_t errlen);
+int sb_overlay_mount_project(const struct sb_session *s, int rootfd, int upperfd, int workfd, char *err, size_t errlen);
 /* After the session: writes SESSION/changes.patch (SB_SAVE_PATCH) or applies the upper dir onto
  * the project (SB_SAVE_APPLY). */
 int sb_overlay_save(struct sb_session *s, char *err, size_t errlen);
@@ -100,8 +99,8 @@ int sb_seccomp_load(char *err, size_t errlen);
 int sb_seccomp_build(void **out, char *err, size_t errlen);
 
 /* ---- cgroup.c (launcher side) ---- */
-int sb_cgroup_new(const struct sb_limits *lim, const char *id, bool privileged, struct sb_cgroup **out,
-		  char *err, size_t errlen);
+int sb_cgroup_new(const struct sb_limits *lim, const char *id, bool privileged, struct sb_cgroup **out, char *err,
+                  size_t errlen);
 /* Moves pid into the session's cgroups (v2_done: it was born in the v2 one, CLONE_INTO_CGROUP). */
 int sb_cgroup_attach(struct sb_cgroup *cg, pid_t pid, bool v2_done, char *err, size_t errlen);
 /* An fd on the session's v2 cgroup directory for clone3(CLONE_INTO_CGROUP), or -1. */

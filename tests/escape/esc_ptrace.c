@@ -17,7 +17,7 @@ int main(int argc, char **argv)
 	if (r == 0)
 		ptrace(PTRACE_DETACH, 1, 0, 0);
 	char buf[16];
-	struct iovec l = { buf, sizeof buf }, rm = { (void *)0x400000, sizeof buf };
+	struct iovec l = {buf, sizeof buf}, rm = {(void *)0x400000, sizeof buf};
 	errno = 0;
 	ssize_t n = process_vm_readv(1, &l, 1, &rm, 1, 0);
 	esc_report(n < 0 && errno != EFAULT, "process_vm_readv(1)", n < 0 ? errno : 0);

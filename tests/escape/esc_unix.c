@@ -10,7 +10,7 @@
 int main(int argc, char **argv)
 {
 	for (int i = 1; i < argc; i++) {
-		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
 		size_t n = strlen(argv[i]);
 		if (n >= sizeof sa.sun_path)
 			return 2;

@@ -64,18 +64,22 @@ static void test_layers_and_caps(void **state)
 	sb_config_init(&c);
 	c.home = strdup("/home/u");
 	/* org: forbids unsafe and the bypass; caps memory at 1G */
-	assert_int_equal(load(&c, SB_CFG_ORG,
-			      "{ // comments are fine\n \"sandbox\": { \"allow_unsafe\": false, \"allow_no_sandbox\": false,"
-			      " \"limits\": { \"memory\": \"1G\" } }, \"allow\": [\"x\"] }",
-			      err), 0);
+	assert_int_equal(
+	        load(&c, SB_CFG_ORG,
+	             "{ // comments are fine\n \"sandbox\": { \"allow_unsafe\": false, \"allow_no_sandbox\": false,"
+	             " \"limits\": { \"memory\": \"1G\" } }, \"allow\": [\"x\"] }",
+	             err),
+	        0);
 	assert_true(c.org_forbid_unsafe);
 	assert_true(c.org_forbid_no_sandbox);
 	assert_false(c.org_forbid_network);
 	/* user asks for more memory than the org allows: capped */
-	assert_int_equal(load(&c, SB_CFG_USER,
-			      "{\"sandbox\": {\"limits\": {\"memory\": \"8G\", \"pids\": 500}, \"profile\": \"plugin\","
-			      " \"writable_paths\": [\"~/.npm\"], \"plugin_paths\": [\"/opt/x\"], \"env\": [\"GOPATH\"]}}",
-			      err), 0);
+	assert_int_equal(
+	        load(&c, SB_CFG_USER,
+	             "{\"sandbox\": {\"limits\": {\"memory\": \"8G\", \"pids\": 500}, \"profile\": \"plugin\","
+	             " \"writable_paths\": [\"~/.npm\"], \"plugin_paths\": [\"/opt/x\"], \"env\": [\"GOPATH\"]}}",
+	             err),
+	        0);
 	assert_int_equal(c.limits.memory_bytes, 1ull << 30);
 	assert_int_equal(c.limits.pids, 500);
 	assert_int_equal(c.profile, SB_PROFILE_PLUGIN);
@@ -85,7 +89,9 @@ static void test_layers_and_caps(void **state)
 	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"allow_unsafe\": true}}", err), 0);
 	assert_non_null(strstr(err, "organisation"));
 	/* project: may lower limits and tighten the profile, not widen anything */
-	assert_int_equal(load(&c, SB_CFG_PROJECT, "{\"sandbox\": {\"limits\": {\"pids\": 100}, \"profile\": \"base\"}}", err), 0);
+	assert_int_equal(
+	        load(&c, SB_CFG_PROJECT, "{\"sandbox\": {\"limits\": {\"pids\": 100}, \"profile\": \"base\"}}", err),
+	        0);
 	assert_int_equal(c.limits.pids, 100);
 	assert_int_equal(c.profile, SB_PROFILE_BASE);
 	assert_int_equal(load(&c, SB_CFG_PROJECT, "{\"sandbox\": {\"limits\": {\"pids\": 100000}}}", err), 0);
@@ -111,7 +117,8 @@ static void test_bad_input(void **state)
 	assert_non_null(strstr(err, "sandbox.limits.memory"));
 	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"limits\": {\"disk\": 1}}}", err), 0);
 	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"writable_paths\": [\"relative/path\"]}}", err), 0);
-	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"writable_paths\": [\"~/.npm\"]}}", err), 0); /* no home */
+	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"writable_paths\": [\"~/.npm\"]}}", err),
+	                     0); /* no home */
 	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"surprise\": 1}}", err), 0);
 	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": [] }", err), 0);
 	assert_int_not_equal(load(&c, SB_CFG_USER, "[1,2]", err), 0);
@@ -125,10 +132,10 @@ static void test_bad_input(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse_size),
-		cmocka_unit_test(test_parse_cpu_io),
-		cmocka_unit_test(test_layers_and_caps),
-		cmocka_unit_test(test_bad_input),
+	        cmocka_unit_test(test_parse_size),
+	        cmocka_unit_test(test_parse_cpu_io),
+	        cmocka_unit_test(test_layers_and_caps),
+	        cmocka_unit_test(test_bad_input),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
