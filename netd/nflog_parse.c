@@ -67,10 +67,12 @@ struct attrs {
 static int attr_cb(const struct nlattr *a, void *data)
 {
 	struct attrs *at = data;
-	uint16_t t = mnl_attr_get_type(a);
+	uint16_t t;
 
-	if ((const char *)a + a->nla_len > at->end)
+	/* the header itself may start in the alignment padding past the message: check it fits first */
+	if ((const char *)a + sizeof *a > at->end || (const char *)a + a->nla_len > at->end)
 		return MNL_CB_ERROR;
+	t = mnl_attr_get_type(a);
 	if (t <= NFULA_MAX)
 		at->tb[t] = a;
 	return MNL_CB_OK;
