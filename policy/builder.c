@@ -221,7 +221,7 @@ int policy_builder_add_file(struct policy_builder *b, enum policy_layer layer, c
 	if (is_text_list(path))
 		r = policy_load_text(b, layer, path, text, len, err);
 	else
-		r = policy_load_json(b, layer, path, text, len, err);
+		r = policy_load_json(b, layer, path, text, len, false, err);
 	free(text);
 	return r;
 }
@@ -229,7 +229,7 @@ int policy_builder_add_file(struct policy_builder *b, enum policy_layer layer, c
 int policy_builder_add_json(struct policy_builder *b, enum policy_layer layer, const char *name,
 			    const char *text, size_t len, struct policy_error *err)
 {
-	return policy_load_json(b, layer, name, text, len, err);
+	return policy_load_json(b, layer, name, text, len, true, err);
 }
 
 static const char *preset_dir(const struct policy_builder *b)

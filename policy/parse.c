@@ -506,7 +506,7 @@ static int parse_presets_json(const struct jctx *c, json_object *v)
 }
 
 int policy_load_json(struct policy_builder *b, enum policy_layer layer, const char *name, const char *text,
-		     size_t len, struct policy_error *err)
+		     size_t len, bool compiled_ok, struct policy_error *err)
 {
 	struct json_tokener *tok = NULL;
 	json_object *root = NULL;
@@ -561,6 +561,13 @@ int policy_load_json(struct policy_builder *b, enum policy_layer layer, const ch
 	}
 	json_object *marker;
 	if (json_object_object_get_ex(root, "sluice-compiled", &marker)) {
+		/* The serialised form carries each rule's "where" verbatim: from a file (a project's
+		 * .sluice/policy.json) it would let the file quote /etc/sluice for its own rules. */
+		if (!compiled_ok) {
+			r = jfail(&c, "/sluice-compiled#key", "a serialised policy (\"sluice-compiled\") is only accepted "
+				  "from sluice itself, not from a policy file");
+			goto out;
+		}
 		if (!json_object_is_type(marker, json_type_int) || json_object_get_int(marker) != 1) {
 			r = jfail(&c, "/sluice-compiled", "unsupported compiled policy version");
 			goto out;

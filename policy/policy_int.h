@@ -88,9 +88,10 @@ int policy_parse_ports_text(const char *text, struct policy_rule *r, char *why, 
 /* Parses a CIDR "a.b.c.d/n" or an address (as a host route) into r. */
 int policy_parse_cidr(const char *text, struct policy_rule *r, char *why, size_t whylen);
 
-/* Loads a policy JSON document / plain-text list into the builder. */
+/* Loads a policy JSON document / plain-text list into the builder. `compiled_ok`: the document may be
+ * policy_serialize() output (only through policy_builder_add_json, never from a file). */
 int policy_load_json(struct policy_builder *b, enum policy_layer layer, const char *name, const char *text,
-		     size_t len, struct policy_error *err);
+		     size_t len, bool compiled_ok, struct policy_error *err);
 int policy_load_text(struct policy_builder *b, enum policy_layer layer, const char *name, const char *text,
 		     size_t len, struct policy_error *err);
 

@@ -334,6 +334,29 @@ static void test_serialize_roundtrip(void **state)
 	policy_unref(p);
 }
 
+
+/* A policy file (project, user, org, preset) can never use the serialised form: its rules would carry
+ * any "where" they like, so a project could make the audit log quote /etc/sluice for its own rules. */
+static void test_compiled_form_only_from_sluiced(void **state)
+{
+	struct policy_builder *b = policy_builder_new();
+	struct policy_error err = { 0 };
+	char path[256];
+	(void)state;
+
+	write_file("compiled.json", "{\"sluice-compiled\": 1, \"rules\": [{\"host\": \"evil.example\","
+		   " \"where\": \"/etc/sluice/policy.json:3:5\", \"layer\": \"project\", \"kind\": \"allow\"}]}", 0644);
+	snprintf(path, sizeof path, "%s/compiled.json", tmpdir);
+	assert_int_not_equal(policy_builder_add_file(b, POLICY_LAYER_PROJECT, path, &err), 0);
+	assert_int_equal(err.line, 1);
+	assert_int_equal(err.col, 2);
+	assert_non_null(strstr(err.msg, "serialised"));
+	policy_builder_free(b);
+}
+
+
+
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -344,6 +367,7 @@ int main(void)
 		cmocka_unit_test(test_org_file_permissions),
 		cmocka_unit_test(test_presets),
 		cmocka_unit_test(test_serialize_roundtrip),
+		cmocka_unit_test(test_compiled_form_only_from_sluiced),
 	};
 	return cmocka_run_group_tests(tests, setup_tmp, teardown_tmp);
 }
