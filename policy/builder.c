@@ -66,18 +66,41 @@ void policy_arena_release(struct policy_arena *a)
 
 /* ---- errors and names ---- */
 
+/* Copies src into dst with C0 controls, DEL and UTF-8-encoded C1 controls written as \xNN: messages
+ * quote what a (possibly hostile) file says, and end up on a terminal. */
+static void copy_escaped(char *dst, size_t len, const char *src)
+{
+	size_t o = 0;
+
+	for (const unsigned char *c = (const unsigned char *)src; *c && o + 1 < len; c++) {
+		bool c1 = c[0] == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f;
+		if (*c < 0x20 || *c == 0x7f || c1) {
+			if (o + 5 + (c1 ? 4 : 0) >= len)
+				break;
+			o += (size_t)snprintf(dst + o, len - o, "\\x%02x", *c);
+			if (c1)
+				o += (size_t)snprintf(dst + o, len - o, "\\x%02x", *++c);
+			continue;
+		}
+		dst[o++] = (char)*c;
+	}
+	dst[o] = '\0';
+}
+
 int policy_err(struct policy_error *err, const char *file, unsigned line, unsigned col, const char *fmt, ...)
 {
+	char msg[POLICY_ERR_MAX];
 	va_list ap;
 
 	if (!err)
 		return -EINVAL;
-	snprintf(err->file, sizeof err->file, "%s", file ? file : "");
+	copy_escaped(err->file, sizeof err->file, file ? file : "");
 	err->line = line;
 	err->col = col;
 	va_start(ap, fmt);
-	vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	copy_escaped(err->msg, sizeof err->msg, msg);
 	return -EINVAL;
 }
 

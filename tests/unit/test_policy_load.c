@@ -354,6 +354,29 @@ static void test_compiled_form_only_from_sluiced(void **state)
 	policy_builder_free(b);
 }
 
+/* Error messages quote what the file says; a hostile file must not reach the terminal with raw
+ * control bytes (escape sequences) through `sluicectl policy check` or `sluice run`. */
+static void test_error_messages_escape_control_bytes(void **state)
+{
+	static const char *texts[] = {
+		"{\"allow\": [\"https://\\u001b]0;pwned\\u0007x.org\"]}",
+		"{\"allow\": [{\"host\": \"a.org\", \"methods\": [\"\\u001b[2J\"]}]}",
+		"{\"\\u001b[31mkey\": 1}",
+		"{\"allow\": [\"a\\u0085b.org/x\"]}",
+	};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+		struct policy_error err;
+		struct policy *p = load_json(POLICY_LAYER_PROJECT, texts[i], &err);
+		assert_null(p);
+		for (const unsigned char *c = (const unsigned char *)err.msg; *c; c++) {
+			if (*c < 0x20 || *c == 0x7f || (c[0] == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f))
+				fail_msg("raw control byte 0x%02x in error for %s: %s", *c, texts[i], err.msg);
+		}
+		assert_non_null(strstr(err.msg, "\\x"));
+	}
+}
 
 
 
@@ -368,6 +391,7 @@ int main(void)
 		cmocka_unit_test(test_presets),
 		cmocka_unit_test(test_serialize_roundtrip),
 		cmocka_unit_test(test_compiled_form_only_from_sluiced),
+		cmocka_unit_test(test_error_messages_escape_control_bytes),
 	};
 	return cmocka_run_group_tests(tests, setup_tmp, teardown_tmp);
 }
