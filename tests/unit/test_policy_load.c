@@ -378,6 +378,14 @@ static void test_error_messages_escape_control_bytes(void **state)
 	}
 }
 
+/* json-c decodes escapes in keys, so "\u0064eny" is a second "deny" that would silently replace the
+ * first: the duplicate-key check must compare decoded keys. */
+static void test_duplicate_escaped_key(void **state)
+{
+	(void)state;
+	expect_error("{\"deny\": [\"evil.example\"], \"\\u0064eny\": []}", 1, 28, "duplicate key");
+	expect_error("{\"allow\": [{\"host\": \"a.org\", \"p\\u006frts\": [22], \"ports\": [443]}]}", 1, 50, "duplicate key");
+}
 
 
 int main(void)
@@ -392,6 +400,7 @@ int main(void)
 		cmocka_unit_test(test_serialize_roundtrip),
 		cmocka_unit_test(test_compiled_form_only_from_sluiced),
 		cmocka_unit_test(test_error_messages_escape_control_bytes),
+		cmocka_unit_test(test_duplicate_escaped_key),
 	};
 	return cmocka_run_group_tests(tests, setup_tmp, teardown_tmp);
 }
