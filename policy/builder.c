@@ -468,9 +468,11 @@ struct policy *policy_builder_compile(struct policy_builder *b, struct policy_er
 			if (p->rules[i].pat == PAT_CIDR)
 				p->cidr[k++] = (uint32_t)i;
 	}
-	p->trie = policy_trie_build(p->rules, p->nrules);
-	if (!p->trie)
-		goto oom;
+	p->trie = policy_trie_build(p->rules, p->nrules, err);
+	if (!p->trie) {
+		policy_unref(p);
+		return NULL;
+	}
 
 	const struct policy_opt_state *o = &b->opts;
 	p->opts.direct = o->direct == 1 && !o->org_forbids_direct;

@@ -105,7 +105,7 @@ void policy_trie_free(struct policy_trie *t)
 	free(t);
 }
 
-struct policy_trie *policy_trie_build(struct policy_rule *rules, size_t n)
+struct policy_trie *policy_trie_build(struct policy_rule *rules, size_t n, struct policy_error *err)
 {
 	struct policy_trie *t = calloc(1, sizeof *t);
 
@@ -134,11 +134,23 @@ struct policy_trie *policy_trie_build(struct policy_rule *rules, size_t n)
 		if (!e)
 			continue; /* empty name: refused by the parser, never indexed */
 		uint32_t *head = r->pat == PAT_EXACT ? &e->exact : &e->wild;
+		unsigned count = 0;
+		for (uint32_t k = *head; k != NONE; k = rules[k].next)
+			count++;
+		if (count >= POLICY_MAX_RULES_PER_NAME) {
+			/* keeps every lookup O(length of the name): a project file must not hang thousands of
+			 * rules on one name for the proxy to walk on each request */
+			policy_err(err, r->where, 0, 0, "too many rules for \"%s\" (at most %d per name across all layers: "
+				   "merge their ports into one rule)", r->pattern, POLICY_MAX_RULES_PER_NAME);
+			policy_trie_free(t);
+			return NULL;
+		}
 		r->next = *head;
 		*head = (uint32_t)i;
 	}
 	return t;
 fail:
+	policy_err(err, "", 0, 0, "out of memory");
 	policy_trie_free(t);
 	return NULL;
 }

@@ -95,8 +95,11 @@ int policy_load_json(struct policy_builder *b, enum policy_layer layer, const ch
 int policy_load_text(struct policy_builder *b, enum policy_layer layer, const char *name, const char *text,
 		     size_t len, struct policy_error *err);
 
-/* Compiled name index. */
-struct policy_trie *policy_trie_build(struct policy_rule *rules, size_t n);
+/* Compiled name index. At most this many rules may name one pattern ("a.example.org" or "*.example.org",
+ * all layers and kinds together): a lookup visits every rule on the names it walks. */
+#define POLICY_MAX_RULES_PER_NAME 64
+/* Returns NULL with *err set (out of memory, or too many rules on one name). */
+struct policy_trie *policy_trie_build(struct policy_rule *rules, size_t n, struct policy_error *err);
 void policy_trie_free(struct policy_trie *t);
 /* Calls back every name rule whose pattern matches host, deepest last. Returns nothing; see match.c. */
 typedef void (*policy_trie_visit_fn)(const struct policy_rule *r, unsigned depth, void *ctx);

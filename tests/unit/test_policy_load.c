@@ -387,6 +387,30 @@ static void test_duplicate_escaped_key(void **state)
 	expect_error("{\"allow\": [{\"host\": \"a.org\", \"p\\u006frts\": [22], \"ports\": [443]}]}", 1, 50, "duplicate key");
 }
 
+/* Many rules on one name would make every lookup of that name walk all of them: refused at load. */
+static void test_rules_per_name_bounded(void **state)
+{
+	struct policy_builder *b = policy_builder_new();
+	struct policy_error err = { 0 };
+	char path[256];
+	char *text = malloc(70 * 32);
+	size_t o = 0;
+	(void)state;
+
+	assert_non_null(text);
+	for (int i = 0; i < 70; i++)
+		o += (size_t)sprintf(text + o, "a.example.org:%d\n", 1000 + i);
+	write_file("many.list", text, 0644);
+	free(text);
+	snprintf(path, sizeof path, "%s/many.list", tmpdir);
+	assert_int_equal(policy_builder_add_file(b, POLICY_LAYER_PROJECT, path, &err), 0);
+	assert_null(policy_builder_compile(b, &err));
+	char msg[2048];
+	policy_error_format(&err, msg, sizeof msg);
+	assert_non_null(strstr(msg, "too many rules"));
+	assert_non_null(strstr(msg, "many.list:65:1: "));
+	policy_builder_free(b);
+}
 
 int main(void)
 {
@@ -401,6 +425,7 @@ int main(void)
 		cmocka_unit_test(test_compiled_form_only_from_sluiced),
 		cmocka_unit_test(test_error_messages_escape_control_bytes),
 		cmocka_unit_test(test_duplicate_escaped_key),
+		cmocka_unit_test(test_rules_per_name_bounded),
 	};
 	return cmocka_run_group_tests(tests, setup_tmp, teardown_tmp);
 }
