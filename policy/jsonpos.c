@@ -6,6 +6,7 @@
  * not, with one addition: it refuses duplicate keys in an object, which json-c would silently
  * resolve to the last one (a second "deny" key must not quietly replace the first). */
 #include "jsonpos.h"
+#include "policy_int.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -34,12 +35,10 @@ struct scanner {
 	unsigned dup_line, dup_col;
 };
 
+/* Keyed: paths carry the keys of a (possibly hostile) policy file (see hash.c). */
 static uint32_t hash_str(const char *s)
 {
-	uint32_t h = 2166136261u;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 16777619u;
-	return h;
+	return policy_hash(s, strlen(s), 0);
 }
 
 static int map_grow(struct jpos *m)

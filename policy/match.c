@@ -32,12 +32,10 @@ struct policy_trie {
 	uint32_t nnodes;
 };
 
+/* Keyed: labels come from project files and from sandboxed programs (see hash.c). */
 static uint32_t edge_hash(uint32_t parent, const char *s, size_t n)
 {
-	uint32_t h = 2166136261u ^ (parent * 0x9e3779b1u);
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)s[i]) * 16777619u;
-	return h ^ (h >> 15);
+	return policy_hash(s, n, parent);
 }
 
 static int trie_grow_edges(struct policy_trie *t, size_t want)

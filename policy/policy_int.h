@@ -95,6 +95,10 @@ int policy_load_json(struct policy_builder *b, enum policy_layer layer, const ch
 int policy_load_text(struct policy_builder *b, enum policy_layer layer, const char *name, const char *text,
 		     size_t len, struct policy_error *err);
 
+/* Keyed hash (SipHash-1-3, random per-process key; see hash.c) of data, with a tweak such as a parent
+ * node id. Used for every hash table whose keys come from policy files or host names. */
+uint32_t policy_hash(const void *data, size_t len, uint32_t tweak);
+
 /* Compiled name index. At most this many rules may name one pattern ("a.example.org" or "*.example.org",
  * all layers and kinds together): a lookup visits every rule on the names it walks. */
 #define POLICY_MAX_RULES_PER_NAME 64
