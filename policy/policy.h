@@ -166,8 +166,9 @@ struct policy *policy_builder_compile(struct policy_builder *b, struct policy_er
 
 /* Loads the standard layers for a user: /etc/sluice/policy.json and /etc/sluice/policy.d/\*.json
  * (org), $XDG_CONFIG_HOME/sluice/policy.json (user), PROJECT/.sluice/policy.json (project).
- * Missing files are skipped; `project_dir` and `home` may be NULL. Org files that are not owned by
- * root or are group/world-writable are refused (an org policy anyone can edit caps nothing). */
+ * Missing files are skipped; `project_dir` and `home` may be NULL. Org files (checked on the open
+ * descriptor, symlinks refused) and the org directories (sysconfdir, policy.d) that are not owned by
+ * root or are group/world-writable are refused (an org policy anyone can edit or delete caps nothing). */
 int policy_builder_add_standard_layers(struct policy_builder *b, const char *sysconfdir, const char *home,
 				       const char *project_dir, struct policy_error *err);
 

@@ -241,6 +241,27 @@ static void test_org_file_permissions(void **state)
 		assert_int_equal(r, 0);
 	else
 		assert_int_not_equal(r, 0);
+
+	/* a symlink is refused even when its target is a good org file */
+	char target[256], link[256];
+	snprintf(target, sizeof target, "%s/etc/policy.json", tmpdir);
+	snprintf(link, sizeof link, "%s/etc/policy.d", tmpdir);
+	assert_int_equal(mkdir(link, 0755), 0);
+	snprintf(link, sizeof link, "%s/etc/policy.d/10-link.json", tmpdir);
+	assert_int_equal(symlink(target, link), 0);
+	assert_int_not_equal(policy_builder_add_standard_layers(b, dir, NULL, NULL, &err), 0);
+	assert_non_null(strstr(err.msg, "symlinks are refused"));
+	assert_int_equal(unlink(link), 0);
+
+	/* whoever can write the directory can delete the org policy and with it the ceiling */
+	assert_int_equal(chmod(dir, 0777), 0);
+	assert_int_not_equal(policy_builder_add_standard_layers(b, dir, NULL, NULL, &err), 0);
+	assert_non_null(strstr(err.msg, "directory must be owned by root"));
+	assert_int_equal(chmod(dir, 0755), 0);
+	snprintf(link, sizeof link, "%s/etc/policy.d", tmpdir);
+	assert_int_equal(chmod(link, 0777), 0);
+	assert_int_not_equal(policy_builder_add_standard_layers(b, dir, NULL, NULL, &err), 0);
+	assert_non_null(strstr(err.msg, "directory must be owned by root"));
 	policy_builder_free(b);
 }
 
