@@ -329,23 +329,32 @@ void policy_decide_addr(const struct policy *p, const struct sockaddr *sa, uint1
 			struct policy_decision *out)
 {
 	const struct policy_rule *deny = NULL, *allow = NULL, *ceiling = NULL;
+	bool capped = false; /* an allow matched but the ceiling voids it */
 
 	decision_init(out, NULL, sa, port);
-	for (size_t i = 0; i < p->ncidr; i++) {
-		const struct policy_rule *r = &p->rules[p->cidr[i]];
-		if (!policy_cidr_contains(r, sa) || !rule_applies(r, port, 0))
-			continue;
-		const struct policy_rule **slot = r->kind == RULE_DENY ? &deny : r->kind == RULE_CEILING ? &ceiling : &allow;
-		/* the most specific range wins, then the stronger layer */
-		if (!*slot || r->prefix > (*slot)->prefix || (r->prefix == (*slot)->prefix && r->layer < (*slot)->layer))
-			*slot = r;
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; i < p->ncidr; i++) {
+			const struct policy_rule *r = &p->rules[p->cidr[i]];
+			if ((r->kind == RULE_ALLOW) != (pass == 1) || !policy_cidr_contains(r, sa) || !rule_applies(r, port, 0))
+				continue;
+			/* second pass: only allows the ceiling lets through, so that a narrower lower-layer
+			 * allow outside it cannot hide an organisation allow */
+			if (pass == 1 && p->has_ceiling && !ceiling && r->layer != POLICY_LAYER_ORG) {
+				capped = true;
+				continue;
+			}
+			const struct policy_rule **slot = r->kind == RULE_DENY ? &deny : r->kind == RULE_CEILING ? &ceiling : &allow;
+			/* the most specific range wins, then the stronger layer */
+			if (!*slot || r->prefix > (*slot)->prefix || (r->prefix == (*slot)->prefix && r->layer < (*slot)->layer))
+				*slot = r;
+		}
 	}
 	if (deny) {
 		out->why = POLICY_R_DENY_RULE;
 		out->rule = deny;
 		return;
 	}
-	if (allow && (!p->has_ceiling || ceiling || allow->layer == POLICY_LAYER_ORG)) {
+	if (allow) {
 		out->verdict = POLICY_ALLOW;
 		out->why = POLICY_R_ALLOW_RULE;
 		out->rule = allow;
@@ -360,7 +369,7 @@ void policy_decide_addr(const struct policy *p, const struct sockaddr *sa, uint1
 		out->why = POLICY_R_ADDR_NAMED;
 		return;
 	}
-	out->why = allow ? POLICY_R_ADDR_CEILING : POLICY_R_ADDR_LITERAL;
+	out->why = capped ? POLICY_R_ADDR_CEILING : POLICY_R_ADDR_LITERAL;
 }
 
 const char *policy_decision_reason(struct policy_decision *d)

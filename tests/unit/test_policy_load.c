@@ -433,6 +433,33 @@ static void test_rules_per_name_bounded(void **state)
 	policy_builder_free(b);
 }
 
+/* Under an org ceiling, a narrower lower-layer cidr allow must not hide the org's own allow. */
+static void test_org_cidr_allow_not_shadowed(void **state)
+{
+	struct policy_builder *b = policy_builder_new();
+	struct policy_error err = { 0 };
+	struct policy_decision d;
+	struct sockaddr_storage ss;
+	const char *org = "{\"ceiling\": [\"pypi.org\"], \"allow\": [{\"cidr\": \"10.20.0.0/16\"}]}";
+	const char *proj = "{\"allow\": [{\"cidr\": \"10.20.1.0/24\"}, {\"cidr\": \"203.0.113.0/24\"}]}";
+	(void)state;
+
+	assert_int_equal(policy_builder_add_json(b, POLICY_LAYER_ORG, "org.json", org, strlen(org), &err), 0);
+	assert_int_equal(policy_builder_add_json(b, POLICY_LAYER_PROJECT, "p.json", proj, strlen(proj), &err), 0);
+	struct policy *p = policy_builder_compile(b, &err);
+	assert_non_null(p);
+	assert_int_equal(policy_parse_ip_literal("10.20.1.5", 9, &ss), 0);
+	policy_decide_addr(p, (struct sockaddr *)&ss, 443, false, &d);
+	assert_int_equal(d.verdict, POLICY_ALLOW);
+	assert_string_equal(policy_rule_where(d.rule), "org.json:1:37");
+	assert_int_equal(policy_parse_ip_literal("203.0.113.5", 11, &ss), 0);
+	policy_decide_addr(p, (struct sockaddr *)&ss, 443, false, &d);
+	assert_int_equal(d.verdict, POLICY_DENY);
+	assert_int_equal(d.why, POLICY_R_ADDR_CEILING);
+	policy_unref(p);
+	policy_builder_free(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -447,6 +474,7 @@ int main(void)
 		cmocka_unit_test(test_error_messages_escape_control_bytes),
 		cmocka_unit_test(test_duplicate_escaped_key),
 		cmocka_unit_test(test_rules_per_name_bounded),
+		cmocka_unit_test(test_org_cidr_allow_not_shadowed),
 	};
 	return cmocka_run_group_tests(tests, setup_tmp, teardown_tmp);
 }
