@@ -34,6 +34,7 @@ static const struct range forbidden4[] = {
 static const struct range forbidden6[] = {
 	{ { 0 }, 96 },                                             /* ::/96: unspecified, loopback, v4-compatible */
 	{ { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff }, 96 },    /* ::ffff:0:0/96 v4-mapped */
+	{ { 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0 }, 96 },    /* ::ffff:0:0:0/96 v4-translated (SIIT) */
 	{ { 0, 0x64, 0xff, 0x9b }, 96 },                          /* 64:ff9b::/96 NAT64 */
 	{ { 0, 0x64, 0xff, 0x9b, 0, 1 }, 48 },                    /* 64:ff9b:1::/48 local NAT64 */
 	{ { 0x01, 0 }, 64 },                                      /* 100::/64 discard */
