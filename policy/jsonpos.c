@@ -31,6 +31,7 @@ struct scanner {
 	size_t line_start;
 	struct jpos *map;
 	int depth;
+	int unrecorded; /* > 0 while inside a value whose path does not fit: nothing recorded there */
 	char dup_path[256];
 	unsigned dup_line, dup_col;
 };
@@ -262,6 +263,8 @@ static int scan_value(struct scanner *sc, char *path, size_t plen, size_t cap);
 static int record(struct scanner *sc, const char *path)
 {
 	unsigned line = sc->line, col = (unsigned)(sc->off - sc->line_start + 1);
+	if (sc->unrecorded)
+		return 0;
 	int r = map_put(sc->map, path[0] ? path : "/", line, col);
 
 	if (r == 1 && !sc->dup_line) {
@@ -307,12 +310,18 @@ static int scan_value(struct scanner *sc, char *path, size_t plen, size_t cap)
 				if (scan_string(sc, key, sizeof key) < 0)
 					return -EINVAL;
 				n = (size_t)snprintf(path + plen, cap - plen, "/%s", key);
-				if (n >= cap - plen)
-					return -E2BIG;
 				/* A duplicate key is reported at the key, the value gets its own entry below. */
 				char kpath[600];
-				snprintf(kpath, sizeof kpath, "%s#key", path);
-				int d = map_put(sc->map, kpath, kline, kcol);
+				int d = 0;
+				if (n >= cap - plen) {
+					/* too deep or too long to name: scanned, not recorded (no rule lives there) */
+					n = 0;
+					path[plen] = '\0';
+					sc->unrecorded++;
+				} else if (!sc->unrecorded) {
+					snprintf(kpath, sizeof kpath, "%s#key", path);
+					d = map_put(sc->map, kpath, kline, kcol);
+				}
 				if (d < 0)
 					return d;
 				if (d == 1 && !sc->dup_line) {
@@ -326,11 +335,17 @@ static int scan_value(struct scanner *sc, char *path, size_t plen, size_t cap)
 				advance(sc);
 			} else {
 				n = (size_t)snprintf(path + plen, cap - plen, "/%u", idx++);
-				if (n >= cap - plen)
-					return -E2BIG;
+				if (n >= cap - plen) {
+					n = 0;
+					path[plen] = '\0';
+					sc->unrecorded++;
+				}
 			}
+			bool deep = n == 0;
 			r = scan_value(sc, path, plen + n, cap);
 			path[plen] = '\0';
+			if (deep)
+				sc->unrecorded--;
 			if (r < 0)
 				return r;
 		}

@@ -460,6 +460,27 @@ static void test_org_cidr_allow_not_shadowed(void **state)
 	policy_builder_free(b);
 }
 
+/* Deeply nested long keys (the "sandbox" section is free-form) must not make the file unreadable:
+ * positions are simply not recorded that deep. */
+static void test_long_key_paths(void **state)
+{
+	char text[2048], key[200];
+	struct policy_error err;
+	(void)state;
+
+	memset(key, 'k', sizeof key - 1);
+	key[sizeof key - 1] = '\0';
+	snprintf(text, sizeof text, "{\"sandbox\": {\"%s\": {\"%s\": {\"%s\": 1, \"x\": 2}}}, \"allow\": [\"pypi.org\"]}",
+		 key, key, key);
+	struct policy *p = load_json(POLICY_LAYER_PROJECT, text, &err);
+	if (!p)
+		fail_msg("%u:%u: %s", err.line, err.col, err.msg);
+	policy_unref(p);
+	/* errors around them still have their positions */
+	snprintf(text, sizeof text, "{\"sandbox\": {\"%s\": {\"%s\": {\"%s\": 1}}},\n \"allow\": [\"*\"]}", key, key, key);
+	expect_error(text, 2, 12, "every host");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -475,6 +496,7 @@ int main(void)
 		cmocka_unit_test(test_duplicate_escaped_key),
 		cmocka_unit_test(test_rules_per_name_bounded),
 		cmocka_unit_test(test_org_cidr_allow_not_shadowed),
+		cmocka_unit_test(test_long_key_paths),
 	};
 	return cmocka_run_group_tests(tests, setup_tmp, teardown_tmp);
 }
