@@ -319,9 +319,21 @@ int policy_builder_add_preset(struct policy_builder *b, enum policy_layer layer,
 			closedir(d);
 		return policy_err(err, "", 0, 0, "unknown preset \"%s\" (available: %s)", name, avail[0] ? avail : "none found");
 	}
+	for (const struct policy_preset_seen *s = b->presets_seen; s; s = s->next)
+		if (s->layer == layer && strcmp(s->name, name) == 0)
+			return 0; /* already there: loading it again would only repeat its rules */
 	b->preset_depth++;
 	r = policy_builder_add_file(b, layer, path, err);
 	b->preset_depth--;
+	if (r == 0) {
+		struct policy_preset_seen *s = policy_arena_alloc(&b->arena, sizeof *s + n + 1);
+		if (!s)
+			return policy_err(err, "", 0, 0, "out of memory");
+		s->layer = layer;
+		memcpy(s->name, name, n + 1);
+		s->next = b->presets_seen;
+		b->presets_seen = s;
+	}
 	return r;
 }
 
@@ -479,6 +491,7 @@ struct policy *policy_builder_compile(struct policy_builder *b, struct policy_er
 	/* The policy takes the builder's rules and strings; the builder is left empty and reusable. */
 	p->arena = b->arena;
 	b->arena.head = NULL;
+	b->presets_seen = NULL;
 	p->rules = b->rules;
 	p->nrules = b->nrules;
 	b->rules = NULL;

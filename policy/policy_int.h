@@ -49,8 +49,16 @@ struct policy_opt_state {
 	unsigned ask_timeout_s;
 };
 
+/* A preset already added at a layer (adding it again would only repeat its rules). */
+struct policy_preset_seen {
+	struct policy_preset_seen *next; /* arena */
+	enum policy_layer layer;
+	char name[];
+};
+
 struct policy_builder {
 	struct policy_arena arena;
+	struct policy_preset_seen *presets_seen; /* arena; reset when the arena moves to a policy */
 	struct policy_rule *rules; /* owned array */
 	size_t nrules, caprules;
 	struct policy_opt_state opts;

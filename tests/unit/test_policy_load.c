@@ -481,6 +481,34 @@ static void test_long_key_paths(void **state)
 	expect_error(text, 2, 12, "every host");
 }
 
+/* Naming a preset again at the same layer adds nothing (its rules are already there): it must not
+ * load the files again, nor count against the per-name rule bound. */
+static void test_repeated_presets(void **state)
+{
+	char *text = malloc(100 * 16 + 64);
+	size_t o = 0;
+	struct policy_error err;
+	struct policy_decision d;
+	(void)state;
+
+	assert_non_null(text);
+	o += (size_t)sprintf(text + o, "{\"presets\": [\"registries\"");
+	for (int i = 0; i < 100; i++)
+		o += (size_t)sprintf(text + o, ", \"%s\"", i % 2 ? "npm" : "registries");
+	sprintf(text + o, "]}");
+	struct policy *p = load_json(POLICY_LAYER_PROJECT, text, &err);
+	free(text);
+	if (!p)
+		fail_msg("%s:%u:%u: %s", err.file, err.line, err.col, err.msg);
+	policy_decide(p, "registry.npmjs.org", 443, 0, &d);
+	assert_int_equal(d.verdict, POLICY_ALLOW);
+	struct policy *one = load_json(POLICY_LAYER_PROJECT, "{\"presets\": [\"registries\"]}", &err);
+	assert_non_null(one);
+	assert_int_equal(policy_rule_count(p), policy_rule_count(one));
+	policy_unref(one);
+	policy_unref(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -497,6 +525,7 @@ int main(void)
 		cmocka_unit_test(test_rules_per_name_bounded),
 		cmocka_unit_test(test_org_cidr_allow_not_shadowed),
 		cmocka_unit_test(test_long_key_paths),
+		cmocka_unit_test(test_repeated_presets),
 	};
 	return cmocka_run_group_tests(tests, setup_tmp, teardown_tmp);
 }
