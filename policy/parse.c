@@ -281,13 +281,33 @@ static int parse_methods_json(const struct jctx *c, const char *path, json_objec
 	return 0;
 }
 
+/* The file name part of a "where": a name too long for POLICY_WHERE_MAX keeps its end (the file
+ * name) behind "...", so that line:col survive and a serialised policy still reloads. */
+static const char *where_name(const char *name, size_t *len, bool *cut)
+{
+	const size_t max = POLICY_WHERE_MAX - 32; /* room for "...", ":LINE:COL" and the NUL */
+	const char *s;
+
+	*cut = *len > max;
+	if (!*cut)
+		return name;
+	s = name + *len - (max - 3);
+	while (((unsigned char)*s & 0xc0) == 0x80)
+		s++; /* not in the middle of a UTF-8 character */
+	*len = (size_t)(name + *len - s);
+	return s;
+}
+
 static int set_where(const struct jctx *c, const char *path, struct policy_rule *r)
 {
 	char w[POLICY_WHERE_MAX];
 	unsigned line, col;
+	size_t nlen = strlen(c->name);
+	bool cut;
+	const char *n = where_name(c->name, &nlen, &cut);
 
 	jwhere(c, path, &line, &col);
-	snprintf(w, sizeof w, "%s:%u:%u", c->name, line, col);
+	snprintf(w, sizeof w, "%s%.*s:%u:%u", cut ? "..." : "", (int)nlen, n, line, col);
 	r->where = policy_arena_strndup(&c->b->arena, w, strlen(w));
 	return r->where ? 0 : policy_err(c->err, c->name, 0, 0, "out of memory");
 }
@@ -628,13 +648,20 @@ out:
 /* "name:line:col" in the arena, without printf: a million-rule list formats a million of these. */
 static const char *where_str(struct policy_builder *b, const char *name, size_t name_len, unsigned line, unsigned col)
 {
-	char *w = policy_arena_alloc(&b->arena, name_len + 24);
+	bool cut;
+	const char *n = where_name(name, &name_len, &cut);
+	char *w = policy_arena_alloc(&b->arena, name_len + 3 + 24);
 	char num[12];
-	size_t o = name_len;
+	size_t o = 0;
 
 	if (!w)
 		return NULL;
-	memcpy(w, name, name_len);
+	if (cut) {
+		memcpy(w, "...", 3);
+		o = 3;
+	}
+	memcpy(w + o, n, name_len);
+	o += name_len;
 	for (int part = 0; part < 2; part++) {
 		unsigned v = part ? col : line;
 		int k = 0;

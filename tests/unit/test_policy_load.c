@@ -509,6 +509,50 @@ static void test_repeated_presets(void **state)
 	policy_unref(p);
 }
 
+/* A rule from a file with a long path keeps its line:col, and its policy still travels to sluiced
+ * (a serialised "where" longer than POLICY_WHERE_MAX is refused on reload). */
+static void test_long_path_where(void **state)
+{
+	char dir[1024], path[1100], name[200];
+	struct policy_error err = { 0 };
+	struct policy_decision d;
+	(void)state;
+
+	memset(name, 'd', sizeof name - 1);
+	name[sizeof name - 1] = '\0';
+	snprintf(dir, sizeof dir, "%s/%s", tmpdir, name);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(dir + strlen(dir), sizeof dir - strlen(dir), "/%s", name);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(dir + strlen(dir), sizeof dir - strlen(dir), "/%s", name);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	for (int json = 0; json < 2; json++) {
+		struct policy_builder *b = policy_builder_new();
+		snprintf(path, sizeof path, "%s/%s", dir, json ? "p.json" : "p.list");
+		FILE *f = fopen(path, "w");
+		assert_non_null(f);
+		fputs(json ? "{\"allow\": [\"pypi.org\"]}" : "pypi.org\n", f);
+		fclose(f);
+		assert_int_equal(policy_builder_add_file(b, POLICY_LAYER_PROJECT, path, &err), 0);
+		struct policy *p = policy_builder_compile(b, &err);
+		assert_non_null(p);
+		policy_decide(p, "pypi.org", 443, 0, &d);
+		const char *w = policy_rule_where(d.rule);
+		assert_true(strlen(w) < POLICY_WHERE_MAX);
+		const char *tail = json ? "/p.json:1:12" : "/p.list:1:1";
+		assert_string_equal(w + strlen(w) - strlen(tail), tail);
+		char *ser = policy_serialize(p);
+		assert_non_null(ser);
+		struct policy *q = load_json(POLICY_LAYER_USER, ser, &err);
+		if (!q)
+			fail_msg("reload: %s", err.msg);
+		policy_unref(q);
+		free(ser);
+		policy_unref(p);
+		policy_builder_free(b);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -526,6 +570,7 @@ int main(void)
 		cmocka_unit_test(test_org_cidr_allow_not_shadowed),
 		cmocka_unit_test(test_long_key_paths),
 		cmocka_unit_test(test_repeated_presets),
+		cmocka_unit_test(test_long_path_where),
 	};
 	return cmocka_run_group_tests(tests, setup_tmp, teardown_tmp);
 }
