@@ -288,6 +288,7 @@ static void decision_init(struct policy_decision *out, const char *host, const s
 	} else {
 		out->host[0] = '\0';
 	}
+	out->addr.ss_family = AF_UNSPEC; /* read by policy_decision_reason() for name decisions too */
 	if (sa && sa->sa_family == AF_INET)
 		memcpy(&out->addr, sa, sizeof(struct sockaddr_in));
 	else if (sa && sa->sa_family == AF_INET6)
