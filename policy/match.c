@@ -200,7 +200,11 @@ static bool rule_applies(const struct policy_rule *r, uint16_t port, unsigned me
 	}
 	if (!policy_rule_port_matches(r, port))
 		return false;
-	return r->methods == 0 || (method & r->methods) != 0;
+	if (r->methods == 0 || (method & r->methods) != 0)
+		return true;
+	/* Inside a CONNECT tunnel or an opaque TLS stream (method 0) the denied methods may well be
+	 * used, and the proxy cannot see them: a method-restricted deny covers those too. */
+	return r->kind == RULE_DENY && (method == 0 || method == POLICY_M_CONNECT);
 }
 
 /* Is a better than b as the rule to quote? Deeper match, then exact over wildcard, then the stronger

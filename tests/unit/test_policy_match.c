@@ -79,7 +79,8 @@ static bool ref_applies(const struct ref_rule *r, uint16_t port, unsigned method
 {
 	if (port == 0)
 		return r->kind != K_DENY || ((r->nports == 0 || r->nports == -1) && r->methods == 0);
-	return ref_port_ok(r, port) && (r->methods == 0 || (r->methods & method));
+	return ref_port_ok(r, port) && (r->methods == 0 || (r->methods & method) ||
+					 (r->kind == K_DENY && (method == 0 || method == POLICY_M_CONNECT)));
 }
 
 static bool ref_better(const struct ref_rule *a, const struct ref_rule *b)
@@ -186,7 +187,7 @@ static void render_layer(struct ref_rule *rules, int n, enum policy_layer layer,
 static void test_differential(void **state)
 {
 	static const uint16_t probe_ports[] = { 0, 22, 80, 443, 8080 };
-	static const unsigned probe_methods[] = { 0, POLICY_M_GET, POLICY_M_POST };
+	static const unsigned probe_methods[] = { 0, POLICY_M_GET, POLICY_M_POST, POLICY_M_CONNECT };
 	unsigned checked = 0, allowed = 0;
 	(void)state;
 
@@ -354,12 +355,42 @@ static void test_hash_flooding(void **state)
 	policy_builder_free(b);
 }
 
+/* A deny limited to some methods cannot be enforced inside a tunnel (CONNECT) or an opaque TLS
+ * stream (method 0): there it must deny, not step aside and let an allow open the tunnel. */
+static void test_method_deny_covers_tunnels(void **state)
+{
+	struct policy_builder *b = policy_builder_new();
+	struct policy_error err = { 0 };
+	struct policy_decision d;
+	const char *org = "{\"deny\": [{\"host\": \"api.example.org\", \"methods\": [\"POST\", \"PUT\"]}]}";
+	(void)state;
+
+	assert_int_equal(policy_builder_add_json(b, POLICY_LAYER_ORG, "org.json", org, strlen(org), &err), 0);
+	assert_int_equal(policy_builder_add_pattern(b, POLICY_LAYER_PROJECT, "api.example.org", false, "--allow", &err), 0);
+	struct policy *p = policy_builder_compile(b, &err);
+	assert_non_null(p);
+	policy_decide(p, "api.example.org", 443, POLICY_M_GET, &d);
+	assert_int_equal(d.verdict, POLICY_ALLOW);
+	policy_decide(p, "api.example.org", 443, POLICY_M_POST, &d);
+	assert_int_equal(d.verdict, POLICY_DENY);
+	policy_decide(p, "api.example.org", 443, POLICY_M_CONNECT, &d);
+	assert_int_equal(d.verdict, POLICY_DENY);
+	assert_string_equal(policy_rule_where(d.rule), "org.json:1:11");
+	policy_decide(p, "api.example.org", 443, 0, &d);
+	assert_int_equal(d.verdict, POLICY_DENY);
+	policy_decide(p, "api.example.org", 0, 0, &d); /* DNS: only unconditional denies refuse the name */
+	assert_int_equal(d.verdict, POLICY_ALLOW);
+	policy_unref(p);
+	policy_builder_free(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_differential),
 		cmocka_unit_test(test_wildcard_edges),
 		cmocka_unit_test(test_hash_flooding),
+		cmocka_unit_test(test_method_deny_covers_tunnels),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
