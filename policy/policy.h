@@ -181,7 +181,9 @@ size_t policy_rule_count(const struct policy *p);
 /* ---- decisions ---- */
 
 /* Decides for a canonical host name (from policy_canon_host), a port and a method bit
- * (0 = unknown/none: only rules without a method list match). O(length of host). */
+ * (0 = unknown/none). With 0 or POLICY_M_CONNECT (methods the proxy cannot see), an allow rule with a
+ * method list matches only if it lists that method, while a deny rule with a method list always
+ * matches (fails closed). Port 0 asks whether the name is usable at all (DNS). O(length of host). */
 void policy_decide(const struct policy *p, const char *canon_host, uint16_t port, unsigned method,
 		   struct policy_decision *out);
 
