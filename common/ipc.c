@@ -1,0 +1,417 @@
+/* Message framing and fd passing for sluice's internal channels (see ipc.h for the format). */
+#include "ipc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libmnl/libmnl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+int ipc_socketpair(int sv[2], bool nonblock)
+{
+	int type = SOCK_SEQPACKET | SOCK_CLOEXEC | (nonblock ? SOCK_NONBLOCK : 0);
+
+	if (socketpair(AF_UNIX, type, 0, sv) < 0)
+		return -errno;
+	return 0;
+}
+
+int ipc_buf_init(struct ipc_buf *b, uint16_t type, uint32_t seq)
+{
+	struct nlmsghdr *nlh;
+
+	memset(b, 0, sizeof *b);
+	for (size_t i = 0; i < IPC_MAX_FDS; i++)
+		b->fds[i] = -1;
+	b->buf = calloc(1, IPC_MSG_MAX);
+	if (!b->buf)
+		return -ENOMEM;
+	nlh = mnl_nlmsg_put_header(b->buf);
+	nlh->nlmsg_type = type;
+	nlh->nlmsg_seq = seq;
+	return 0;
+}
+
+void ipc_buf_release(struct ipc_buf *b)
+{
+	free(b->buf);
+	b->buf = NULL;
+	b->nfds = 0;
+}
+
+static void ipc_buf_put(struct ipc_buf *b, uint16_t attr, size_t len, const void *data)
+{
+	if (!b->buf || b->overflow)
+		return;
+	if (len > UINT16_MAX - MNL_ATTR_HDRLEN ||
+	    !mnl_attr_put_check((struct nlmsghdr *)b->buf, IPC_MSG_MAX, attr, len, data))
+		b->overflow = true;
+}
+
+void ipc_buf_put_u8(struct ipc_buf *b, uint16_t attr, uint8_t v) { ipc_buf_put(b, attr, sizeof v, &v); }
+void ipc_buf_put_u16(struct ipc_buf *b, uint16_t attr, uint16_t v) { ipc_buf_put(b, attr, sizeof v, &v); }
+void ipc_buf_put_u32(struct ipc_buf *b, uint16_t attr, uint32_t v) { ipc_buf_put(b, attr, sizeof v, &v); }
+void ipc_buf_put_u64(struct ipc_buf *b, uint16_t attr, uint64_t v) { ipc_buf_put(b, attr, sizeof v, &v); }
+
+void ipc_buf_put_str(struct ipc_buf *b, uint16_t attr, const char *s)
+{
+	ipc_buf_put(b, attr, strlen(s) + 1, s);
+}
+
+void ipc_buf_put_bytes(struct ipc_buf *b, uint16_t attr, const void *p, size_t len)
+{
+	ipc_buf_put(b, attr, len, p);
+}
+
+void ipc_buf_put_fd(struct ipc_buf *b, int fd)
+{
+	if (b->nfds >= IPC_MAX_FDS || fd < 0) {
+		b->overflow = true;
+		return;
+	}
+	b->fds[b->nfds++] = fd;
+}
+
+size_t ipc_buf_len(const struct ipc_buf *b)
+{
+	return b->buf ? ((const struct nlmsghdr *)b->buf)->nlmsg_len : 0;
+}
+
+int ipc_send(int sock, struct ipc_buf *b)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * IPC_MAX_FDS)];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov;
+	struct msghdr msg = {0};
+	ssize_t n;
+
+	if (!b->buf)
+		return -ENOMEM;
+	if (b->overflow)
+		return -EMSGSIZE;
+	iov.iov_base = b->buf;
+	iov.iov_len = ipc_buf_len(b);
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	if (b->nfds) {
+		struct cmsghdr *c;
+
+		memset(&ctl, 0, sizeof ctl);
+		msg.msg_control = ctl.buf;
+		msg.msg_controllen = CMSG_SPACE(sizeof(int) * b->nfds);
+		c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * b->nfds);
+		memcpy(CMSG_DATA(c), b->fds, sizeof(int) * b->nfds);
+	}
+	do
+		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == ECONNRESET ? -EPIPE : -errno;
+	if ((size_t)n != iov.iov_len)
+		return -EIO; /* SEQPACKET is all or nothing; a short write is a kernel contract break */
+	return 0;
+}
+
+int ipc_send_empty(int sock, uint16_t type, uint32_t seq)
+{
+	struct ipc_buf b;
+	int r = ipc_buf_init(&b, type, seq);
+
+	if (r == 0)
+		r = ipc_send(sock, &b);
+	ipc_buf_release(&b);
+	return r;
+}
+
+static void ipc_msg_reset_fds(struct ipc_msg *m)
+{
+	for (size_t i = 0; i < IPC_MAX_FDS; i++)
+		m->fds[i] = -1;
+	m->nfds = 0;
+}
+
+void ipc_msg_clear(struct ipc_msg *m)
+{
+	for (size_t i = 0; i < m->nfds; i++)
+		if (m->fds[i] >= 0)
+			close(m->fds[i]);
+	ipc_msg_reset_fds(m);
+	free(m->buf);
+	m->buf = NULL;
+	m->len = 0;
+	memset(m->tb, 0, sizeof m->tb);
+}
+
+/* Collects SCM_RIGHTS fds into m, checking every cmsg_len. Every fd seen ends up either in m->fds
+ * (closed later by ipc_msg_clear) or closed here; returns -EPROTO if anything was off. */
+static int ipc_collect_fds(struct msghdr *msg, struct ipc_msg *m)
+{
+	int r = 0;
+
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
+		size_t payload, n;
+		const unsigned char *data;
+
+		if (c->cmsg_len < CMSG_LEN(0)) {
+			r = -EPROTO;
+			break; /* cannot walk further safely */
+		}
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
+			r = -EPROTO; /* no other control message is part of any sluice protocol */
+			continue;
+		}
+		payload = c->cmsg_len - CMSG_LEN(0);
+		if (payload % sizeof(int))
+			r = -EPROTO;
+		n = payload / sizeof(int);
+		data = CMSG_DATA(c);
+		for (size_t i = 0; i < n; i++) {
+			int fd;
+
+			memcpy(&fd, data + i * sizeof(int), sizeof fd);
+			if (m->nfds < IPC_MAX_FDS)
+				m->fds[m->nfds++] = fd;
+			else {
+				close(fd);
+				r = -EPROTO;
+			}
+		}
+	}
+	return r;
+}
+
+static int ipc_recv_flags(int sock, struct ipc_msg *m, int flags)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * IPC_MAX_FDS)];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov;
+	struct msghdr msg = {0};
+	const struct nlmsghdr *nlh;
+	ssize_t n;
+	int r;
+
+	memset(m, 0, sizeof *m);
+	ipc_msg_reset_fds(m);
+	/* One spare byte: a record longer than IPC_MSG_MAX shows up as MSG_TRUNC either way. */
+	m->buf = malloc(IPC_MSG_MAX + 1);
+	if (!m->buf)
+		return -ENOMEM;
+	iov.iov_base = m->buf;
+	iov.iov_len = IPC_MSG_MAX + 1;
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = ctl.buf;
+	msg.msg_controllen = sizeof ctl.buf;
+	do
+		n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | flags);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == ECONNRESET ? -EPIPE : -errno;
+	r = ipc_collect_fds(&msg, m);
+	if (r < 0)
+		return r;
+	if (msg.msg_flags & MSG_CTRUNC)
+		return -EPROTO; /* the sender passed more fds than any message carries */
+	if (n == 0)
+		return -EPIPE;
+	if ((msg.msg_flags & MSG_TRUNC) || (size_t)n > IPC_MSG_MAX)
+		return -EMSGSIZE;
+	m->len = (size_t)n;
+	if (m->len < sizeof(struct nlmsghdr))
+		return -EBADMSG;
+	nlh = (const struct nlmsghdr *)m->buf;
+	if (nlh->nlmsg_len != m->len)
+		return -EBADMSG;
+	m->type = nlh->nlmsg_type;
+	m->seq = nlh->nlmsg_seq;
+	return 0;
+}
+
+int ipc_recv(int sock, struct ipc_msg *m)
+{
+	return ipc_recv_flags(sock, m, 0);
+}
+
+int ipc_recv_nowait(int sock, struct ipc_msg *m)
+{
+	return ipc_recv_flags(sock, m, MSG_DONTWAIT);
+}
+
+static int ipc_fail(char *err, size_t errlen, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int ipc_fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+static int ipc_check_attr(const struct ipc_attr_spec *s, const struct nlattr *a)
+{
+	uint16_t plen = mnl_attr_get_payload_len(a);
+	const char *p = mnl_attr_get_payload(a);
+
+	switch (s->type) {
+	case IPC_T_U8:
+		return plen == 1 ? 0 : -1;
+	case IPC_T_U16:
+		return plen == 2 ? 0 : -1;
+	case IPC_T_U32:
+		return plen == 4 ? 0 : -1;
+	case IPC_T_U64:
+		return plen == 8 ? 0 : -1;
+	case IPC_T_STR:
+		/* exactly one NUL, at the end */
+		if (plen < 1 || p[plen - 1] != '\0' || memchr(p, '\0', plen - 1u) ||
+		    (uint32_t)(plen - 1) > s->max_len)
+			return -1;
+		return 0;
+	case IPC_T_BYTES:
+		return plen >= 1 && plen <= s->max_len ? 0 : -1;
+	case IPC_T_NONE:
+	default:
+		return -1;
+	}
+}
+
+int ipc_msg_check(const struct ipc_proto *p, struct ipc_msg *m, uint32_t state, char *err, size_t errlen)
+{
+	const struct ipc_msg_spec *spec;
+	const struct nlmsghdr *nlh;
+	const struct nlattr *a;
+	int len;
+
+	memset(m->tb, 0, sizeof m->tb);
+	if (!m->buf || m->len < sizeof(struct nlmsghdr))
+		return ipc_fail(err, errlen, -EBADMSG, "%s: empty message", p->name);
+	if (m->type >= p->nmsgs || !p->msgs[m->type].name)
+		return ipc_fail(err, errlen, -EBADMSG, "%s: unknown message type %u", p->name, m->type);
+	spec = &p->msgs[m->type];
+	if (!(spec->states & state))
+		return ipc_fail(err, errlen, -EPERM, "%s: %s not allowed in this state", p->name, spec->name);
+	if (m->nfds != spec->nfds)
+		return ipc_fail(err, errlen, -EBADMSG, "%s: %s carries %zu fds, expected %u", p->name, spec->name,
+				m->nfds, spec->nfds);
+	nlh = (const struct nlmsghdr *)m->buf;
+	a = (const struct nlattr *)((const char *)nlh + MNL_NLMSG_HDRLEN);
+	len = (int)(m->len - MNL_NLMSG_HDRLEN);
+	if (m->len < MNL_NLMSG_HDRLEN)
+		return ipc_fail(err, errlen, -EBADMSG, "%s: %s shorter than its header", p->name, spec->name);
+	while (len > 0) {
+		uint16_t t;
+
+		if (!mnl_attr_ok(a, len))
+			return ipc_fail(err, errlen, -EBADMSG, "%s: %s: malformed attribute", p->name, spec->name);
+		t = mnl_attr_get_type(a);
+		if (t > IPC_ATTR_MAX || spec->attrs[t].type == IPC_T_NONE)
+			return ipc_fail(err, errlen, -EBADMSG, "%s: %s: unexpected attribute %u", p->name, spec->name, t);
+		if (m->tb[t])
+			return ipc_fail(err, errlen, -EBADMSG, "%s: %s: duplicate attribute %u", p->name, spec->name, t);
+		if (ipc_check_attr(&spec->attrs[t], a) < 0)
+			return ipc_fail(err, errlen, -EBADMSG, "%s: %s: attribute %u has a bad type or size", p->name,
+					spec->name, t);
+		m->tb[t] = a;
+		a = mnl_attr_next(a);
+		len -= (int)MNL_ALIGN(((const struct nlattr *)m->tb[t])->nla_len);
+	}
+	if (len != 0)
+		return ipc_fail(err, errlen, -EBADMSG, "%s: %s: trailing bytes", p->name, spec->name);
+	for (unsigned t = 0; t <= IPC_ATTR_MAX; t++)
+		if (spec->attrs[t].required && !m->tb[t])
+			return ipc_fail(err, errlen, -EBADMSG, "%s: %s: required attribute %u missing", p->name,
+					spec->name, t);
+	return 0;
+}
+
+bool ipc_has(const struct ipc_msg *m, uint16_t attr)
+{
+	return attr <= IPC_ATTR_MAX && m->tb[attr];
+}
+
+uint8_t ipc_get_u8(const struct ipc_msg *m, uint16_t attr, uint8_t def)
+{
+	return ipc_has(m, attr) ? mnl_attr_get_u8(m->tb[attr]) : def;
+}
+
+uint16_t ipc_get_u16(const struct ipc_msg *m, uint16_t attr, uint16_t def)
+{
+	return ipc_has(m, attr) ? mnl_attr_get_u16(m->tb[attr]) : def;
+}
+
+uint32_t ipc_get_u32(const struct ipc_msg *m, uint16_t attr, uint32_t def)
+{
+	return ipc_has(m, attr) ? mnl_attr_get_u32(m->tb[attr]) : def;
+}
+
+uint64_t ipc_get_u64(const struct ipc_msg *m, uint16_t attr, uint64_t def)
+{
+	uint64_t v;
+
+	if (!ipc_has(m, attr))
+		return def;
+	memcpy(&v, mnl_attr_get_payload(m->tb[attr]), sizeof v); /* attributes are only 4-aligned */
+	return v;
+}
+
+const char *ipc_get_str(const struct ipc_msg *m, uint16_t attr)
+{
+	return ipc_has(m, attr) ? mnl_attr_get_str(m->tb[attr]) : NULL;
+}
+
+const void *ipc_get_bytes(const struct ipc_msg *m, uint16_t attr, size_t *len)
+{
+	if (!ipc_has(m, attr)) {
+		*len = 0;
+		return NULL;
+	}
+	*len = mnl_attr_get_payload_len(m->tb[attr]);
+	return mnl_attr_get_payload(m->tb[attr]);
+}
+
+int ipc_msg_take_fd(struct ipc_msg *m, size_t idx)
+{
+	int fd;
+
+	if (idx >= m->nfds)
+		return -1;
+	fd = m->fds[idx];
+	m->fds[idx] = -1;
+	return fd;
+}
+
+int ipc_peer_cred(int sock, uid_t *uid, gid_t *gid, pid_t *pid)
+{
+	struct ucred uc;
+	socklen_t len = sizeof uc;
+
+	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0)
+		return -errno;
+	if (len != sizeof uc)
+		return -EPROTO;
+	if (uid)
+		*uid = uc.uid;
+	if (gid)
+		*gid = uc.gid;
+	if (pid)
+		*pid = uc.pid;
+	return 0;
+}

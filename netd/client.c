@@ -1,0 +1,326 @@
+/* Launcher/tool side of the control protocol, and the embedded-helper fallback. */
+#include "client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ipc.h"
+#include "netd.h"
+#include "proto.h"
+#include "util.h"
+
+struct netd_session {
+	int fd;    /* owned: the control connection; closing it ends the session */
+	pid_t pid; /* embedded helper, or -1 */
+};
+
+static const char *run_dir(void)
+{
+	const char *d = getenv("SLUICE_RUN_DIR");
+
+	return d && d[0] == '/' ? d : NETD_DEFAULT_RUN_DIR;
+}
+
+/* Connects to sluiced: fd, or -errno (ENOENT/ECONNREFUSED: not running). */
+static int daemon_connect(char *err, size_t errlen)
+{
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+	struct timeval tv = {30, 0};
+	int fd;
+
+	if ((size_t)snprintf(sun.sun_path, sizeof sun.sun_path, "%s/control.sock", run_dir()) >= sizeof sun.sun_path) {
+		snprintf(err, errlen, "SLUICE_RUN_DIR is too long for a socket path");
+		return -ENAMETOOLONG;
+	}
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sun, sizeof sun) < 0) {
+		int r = -errno;
+		close(fd);
+		snprintf(err, errlen, "cannot reach sluiced at %s: %s", sun.sun_path, strerror(-r));
+		return r;
+	}
+	/* setup takes milliseconds; a daemon that does not answer in 30 s is broken */
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	return fd;
+}
+
+static int recv_reply(int fd, uint32_t seq, struct ipc_msg *m, char *err, size_t errlen)
+{
+	char why[256];
+	int r = ipc_recv(fd, m);
+
+	if (r < 0) {
+		snprintf(err, errlen, "no answer from the network daemon: %s",
+			 r == -EAGAIN ? "timed out" : r == -EPIPE ? "it closed the connection" : strerror(-r));
+		return r;
+	}
+	r = ipc_msg_check(&netd_control_proto, m, NETD_CS_CLIENT, why, sizeof why);
+	if (r < 0) {
+		snprintf(err, errlen, "bad answer from the network daemon: %s", why);
+		return r;
+	}
+	if (m->type == NETD_MSG_ERROR) {
+		snprintf(err, errlen, "%s", ipc_get_str(m, NETD_A_ERRMSG));
+		r = -(int)ipc_get_u32(m, NETD_A_ERRNO, EIO);
+		return r ? r : -EIO;
+	}
+	if (m->seq != seq && m->seq != 0) {
+		snprintf(err, errlen, "the network daemon answered another request");
+		return -EPROTO;
+	}
+	return 0;
+}
+
+static void copy_str(char *dst, size_t len, const struct ipc_msg *m, uint16_t attr)
+{
+	const char *s = ipc_get_str(m, attr);
+
+	util_strlcpy(dst, s ? s : "", len);
+}
+
+static void fill_reply(const struct ipc_msg *m, struct netd_session_reply *r)
+{
+	memset(r, 0, sizeof *r);
+	copy_str(r->id, sizeof r->id, m, NETD_A_ID);
+	copy_str(r->addr4, sizeof r->addr4, m, NETD_A_ADDR4);
+	copy_str(r->gw4, sizeof r->gw4, m, NETD_A_GW4);
+	copy_str(r->addr6, sizeof r->addr6, m, NETD_A_ADDR6);
+	copy_str(r->gw6, sizeof r->gw6, m, NETD_A_GW6);
+	copy_str(r->resolv_conf, sizeof r->resolv_conf, m, NETD_A_RESOLV_CONF);
+	r->proxy_port = ipc_get_u16(m, NETD_A_PROXY_PORT, NETD_DEFAULT_PROXY_PORT);
+}
+
+/* Forks the embedded helper; returns our end of its socketpair and sets *pid. */
+static int embedded_spawn(const char *audit_log, pid_t *pid, char *err, size_t errlen)
+{
+	int sv[2], r = ipc_socketpair(sv, false);
+	pid_t parent = getpid(), p;
+
+	if (r < 0) {
+		snprintf(err, errlen, "socketpair: %s", strerror(-r));
+		return r;
+	}
+	p = fork();
+	if (p < 0) {
+		r = -errno;
+		close(sv[0]);
+		close(sv[1]);
+		snprintf(err, errlen, "starting the embedded network helper: %s", strerror(-r));
+		return r;
+	}
+	if (p == 0) {
+		int fd = sv[1];
+
+		/* the helper tears down when the launcher's end closes; if the launcher dies it gets
+		 * SIGTERM too. Its own process group keeps terminal signals meant for the command away. */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() != parent)
+			_exit(1);
+		setpgid(0, 0);
+		close(sv[0]);
+		if (fd != 3) {
+			if (dup2(fd, 3) < 0)
+				_exit(1);
+			close(fd);
+			fd = 3;
+		}
+		close_range(4, ~0u, 0);
+		_exit(netd_embedded_main(fd, audit_log));
+	}
+	close(sv[1]);
+	*pid = p;
+	{
+		struct timeval tv = {30, 0};
+		setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	}
+	return sv[0];
+}
+
+struct netd_session *netd_session_open(const struct netd_session_request *req, struct netd_session_reply *reply,
+				       char *err, size_t errlen)
+{
+	struct netd_session *s = NULL;
+	struct ipc_msg m = {0};
+	struct ipc_buf b = {0};
+	pid_t pid = -1;
+	int fd, r;
+	bool embedded = false;
+
+	if (!req || req->netns_fd < 0 || !req->command || !req->policy_json) {
+		snprintf(err, errlen, "netd_session_open: missing netns fd, command or policy");
+		return NULL;
+	}
+	fd = daemon_connect(err, errlen);
+	if (fd == -ENOENT || fd == -ECONNREFUSED) {
+		if (geteuid() != 0) {
+			snprintf(err, errlen,
+				 "--allow-network needs the sluice network daemon, and it is not running (no %s/control.sock): "
+				 "start it with `sudo systemctl start sluiced` (or run sluiced as root)", run_dir());
+			return NULL;
+		}
+		fd = embedded_spawn(req->audit_log, &pid, err, errlen);
+		embedded = true;
+	}
+	if (fd < 0)
+		return NULL;
+	r = ipc_buf_init(&b, NETD_MSG_ATTACH, 1);
+	if (r == 0) {
+		char cmd[NETD_COMMAND_MAX + 1];
+
+		util_strlcpy(cmd, req->command, sizeof cmd); /* long command lines are cut, not refused */
+		ipc_buf_put_str(&b, NETD_A_COMMAND, cmd);
+		ipc_buf_put_str(&b, NETD_A_POLICY, req->policy_json);
+		if (embedded && req->audit_log)
+			ipc_buf_put_str(&b, NETD_A_AUDIT_LOG, req->audit_log);
+		ipc_buf_put_fd(&b, req->netns_fd);
+		r = ipc_send(fd, &b);
+		if (r == -EMSGSIZE)
+			snprintf(err, errlen, "the policy is too large to send (over %u bytes)", NETD_POLICY_MAX);
+		else if (r < 0)
+			snprintf(err, errlen, "sending the session request: %s", strerror(-r));
+	}
+	ipc_buf_release(&b);
+	if (r == 0)
+		r = recv_reply(fd, 1, &m, err, errlen);
+	if (r == 0 && m.type != NETD_MSG_SESSION) {
+		snprintf(err, errlen, "unexpected answer from the network daemon");
+		r = -EPROTO;
+	}
+	if (r == 0) {
+		fill_reply(&m, reply);
+		s = calloc(1, sizeof *s);
+		if (!s) {
+			snprintf(err, errlen, "out of memory");
+			r = -ENOMEM;
+		}
+	}
+	ipc_msg_clear(&m);
+	if (r < 0) {
+		close(fd);
+		if (pid > 0)
+			while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+				;
+		return NULL;
+	}
+	s->fd = fd;
+	s->pid = pid;
+	return s;
+}
+
+void netd_session_close(struct netd_session *s)
+{
+	if (!s)
+		return;
+	close(s->fd); /* the daemon (or helper) tears the session down on EOF */
+	if (s->pid > 0)
+		while (waitpid(s->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	free(s);
+}
+
+int netd_netns_create(const char *name, const char *command, const char *policy_json,
+		      struct netd_session_reply *reply, char *path, size_t pathlen, char *err, size_t errlen)
+{
+	struct ipc_msg m = {0};
+	struct ipc_buf b;
+	int fd = daemon_connect(err, errlen), r;
+
+	if (fd < 0)
+		return fd;
+	r = ipc_buf_init(&b, NETD_MSG_CREATE, 1);
+	if (r == 0) {
+		if (name)
+			ipc_buf_put_str(&b, NETD_A_NAME, name);
+		ipc_buf_put_str(&b, NETD_A_COMMAND, command);
+		ipc_buf_put_str(&b, NETD_A_POLICY, policy_json);
+		r = ipc_send(fd, &b);
+		ipc_buf_release(&b);
+	}
+	if (r == 0)
+		r = recv_reply(fd, 1, &m, err, errlen);
+	if (r == 0 && m.type != NETD_MSG_SESSION)
+		r = -EPROTO;
+	if (r == 0) {
+		fill_reply(&m, reply);
+		copy_str(path, pathlen, &m, NETD_A_NETNS_PATH);
+	}
+	ipc_msg_clear(&m);
+	close(fd);
+	return r;
+}
+
+int netd_sessions_list(void (*fn)(const struct netd_session_entry *e, void *arg), void *arg, char *err,
+		       size_t errlen)
+{
+	int fd = daemon_connect(err, errlen), r;
+
+	if (fd < 0)
+		return fd;
+	r = ipc_send_empty(fd, NETD_MSG_LIST, 1);
+	while (r == 0) {
+		struct ipc_msg m = {0};
+		struct netd_session_entry e = {0};
+
+		r = recv_reply(fd, 1, &m, err, errlen);
+		if (r == 0 && m.type == NETD_MSG_LIST_END) {
+			ipc_msg_clear(&m);
+			break;
+		}
+		if (r == 0 && m.type == NETD_MSG_SESSION) {
+			copy_str(e.id, sizeof e.id, &m, NETD_A_ID);
+			copy_str(e.ifname, sizeof e.ifname, &m, NETD_A_IFNAME);
+			copy_str(e.addr4, sizeof e.addr4, &m, NETD_A_ADDR4);
+			copy_str(e.addr6, sizeof e.addr6, &m, NETD_A_ADDR6);
+			copy_str(e.netns_path, sizeof e.netns_path, &m, NETD_A_NETNS_PATH);
+			copy_str(e.command, sizeof e.command, &m, NETD_A_COMMAND);
+			e.uid = ipc_get_u32(&m, NETD_A_UID, 0);
+			e.pid = ipc_get_u32(&m, NETD_A_PID, 0);
+			e.created = (long long)ipc_get_u64(&m, NETD_A_CREATED, 0);
+			fn(&e, arg);
+		} else if (r == 0) {
+			r = -EPROTO;
+		}
+		ipc_msg_clear(&m);
+	}
+	close(fd);
+	return r;
+}
+
+int netd_session_end(const char *id, char *err, size_t errlen)
+{
+	struct ipc_msg m = {0};
+	struct ipc_buf b;
+	int fd, r;
+
+	if (!id || !id[0] || strlen(id) > NETD_ID_MAX) {
+		snprintf(err, errlen, "bad session id \"%s\"", id ? id : "");
+		return -EINVAL;
+	}
+	fd = daemon_connect(err, errlen);
+	if (fd < 0)
+		return fd;
+	r = ipc_buf_init(&b, NETD_MSG_END, 1);
+	if (r == 0) {
+		ipc_buf_put_str(&b, NETD_A_ID, id);
+		r = ipc_send(fd, &b);
+		ipc_buf_release(&b);
+	}
+	if (r == 0)
+		r = recv_reply(fd, 1, &m, err, errlen);
+	if (r == 0 && m.type != NETD_MSG_OK)
+		r = -EPROTO;
+	ipc_msg_clear(&m);
+	close(fd);
+	return r;
+}

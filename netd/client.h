@@ -1,0 +1,53 @@
+/* Client side of sluiced, used by the launcher (sandbox/) and tools: open a network session for a
+ * namespace, end it by closing. Talks to sluiced over RUN_DIR/control.sock (RUN_DIR is
+ * $SLUICE_RUN_DIR or /run/sluice); when no sluiced runs and the caller is root, forks an embedded
+ * helper running the same netd + proxy code for this one session. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct netd_session; /* a live session: closing it tears the session down */
+
+struct netd_session_request {
+	int netns_fd;            /* borrowed: the session's network namespace */
+	const char *command;     /* for the audit log and `sluicectl sessions` */
+	const char *policy_json; /* policy_serialize() output; netd re-validates it */
+	const char *audit_log;   /* NULL = default; only honoured in embedded mode */
+};
+
+struct netd_session_reply {
+	char id[64];
+	char addr4[46], gw4[46], addr6[46], gw6[46]; /* addr6/gw6 empty when IPv6 is off */
+	uint16_t proxy_port;                         /* 3128 by default */
+	char resolv_conf[512];                       /* content for the session's /etc/resolv.conf */
+};
+
+/* Uses sluiced over /run/sluice/control.sock when it runs; else, when the caller is root, an
+ * embedded netd+proxy (forked helper) for this one session; else a clear error on how to start
+ * sluiced. Returns NULL with a one-line message in err on failure. The returned handle owns a
+ * CLOEXEC fd; keep it open for the life of the session (across fork, not across exec). */
+struct netd_session *netd_session_open(const struct netd_session_request *req, struct netd_session_reply *reply,
+				       char *err, size_t errlen);
+void netd_session_close(struct netd_session *s); /* NULL no-op; waits for an embedded helper to finish */
+
+/* ---- sluiced administration (daemon only) ---- */
+
+struct netd_session_entry {
+	char id[64], ifname[16];
+	char addr4[46], addr6[46];
+	char netns_path[4096]; /* empty unless created by netd_netns_create */
+	unsigned uid, pid;
+	long long created;     /* unix time */
+	char command[4097];
+};
+
+/* Creates a named network namespace under RUN_DIR/netns wired like any session; it stays until
+ * netd_session_end(id) (or sluiced stops). path receives its file name. */
+int netd_netns_create(const char *name, const char *command, const char *policy_json,
+		      struct netd_session_reply *reply, char *path, size_t pathlen, char *err, size_t errlen);
+/* Lists sessions (root: all; others: their own); calls fn for each. */
+int netd_sessions_list(void (*fn)(const struct netd_session_entry *e, void *arg), void *arg, char *err,
+		       size_t errlen);
+/* Ends a session by id (root: any; others: their own). */
+int netd_session_end(const char *id, char *err, size_t errlen);

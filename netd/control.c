@@ -1,0 +1,384 @@
+/* The control socket: accepts launchers and sluicectl on RUN_DIR/control.sock, authenticates each
+ * with SO_PEERCRED, checks every message against the permission table (proto.c) for the
+ * connection's state, and dispatches. Unprivileged users may create, list and end only their own
+ * sessions. A session attached over a connection ends when that connection closes. */
+#include "netd.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "util.h"
+
+#define CONTROL_MAX_CONNS 4096
+#define CONTROL_MAX_CONNS_PER_UID 256 /* for unprivileged users: one user cannot starve the others */
+
+struct netd_conn {
+	struct netd_conn *next, *prev;
+	struct netd *d;        /* borrowed */
+	int fd;                /* owned */
+	struct event *ev;      /* owned */
+	uid_t uid;
+	pid_t pid;
+	uint32_t state;        /* NETD_CS_* */
+	bool embedded;         /* the one connection of an embedded helper: closing it stops the loop */
+};
+
+struct netd_control {
+	int listen_fd;           /* owned */
+	struct event *listen_ev; /* owned */
+	char path[PATH_MAX];
+	struct netd_conn *conns; /* owned list */
+	unsigned nconns;
+};
+
+static struct netd_control *control_of(struct netd *d)
+{
+	struct netd_control *c = d->control;
+
+	if (!c) {
+		c = calloc(1, sizeof *c);
+		if (!c)
+			return NULL;
+		c->listen_fd = -1;
+		d->control = c;
+	}
+	return c;
+}
+
+static void conn_close(struct netd *d, struct netd_conn *c)
+{
+	struct netd_control *ctl = d->control;
+	bool embedded = c->embedded;
+
+	/* the launcher went away: its attached sessions end with it; pending replies are dropped */
+	for (struct netd_sess *s = d->sessions, *next; s; s = next) {
+		next = s->next;
+		if (s->replier == c)
+			s->replier = NULL;
+		if (s->owner == c)
+			netd_sess_close(d, s);
+	}
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		ctl->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	ctl->nconns--;
+	if (c->ev)
+		event_free(c->ev);
+	close(c->fd);
+	free(c);
+	if (embedded && !d->stopping)
+		event_base_loopexit(d->base, NULL);
+}
+
+static int send_session(struct netd *d, int fd, uint32_t seq, const struct netd_sess *s)
+{
+	char a4[46], g4[46], a6[46], g6[46], resolv[NETD_RESOLV_MAX + 1];
+	struct ipc_buf b;
+	int r;
+
+	netd_sess_addrs(d, s, a4, g4, a6, g6);
+	netd_sess_resolv(d, resolv, sizeof resolv);
+	if ((r = ipc_buf_init(&b, NETD_MSG_SESSION, seq)) < 0)
+		return r;
+	ipc_buf_put_str(&b, NETD_A_ID, s->id);
+	ipc_buf_put_str(&b, NETD_A_IFNAME, s->ifname);
+	ipc_buf_put_str(&b, NETD_A_ADDR4, a4);
+	ipc_buf_put_str(&b, NETD_A_GW4, g4);
+	if (a6[0]) {
+		ipc_buf_put_str(&b, NETD_A_ADDR6, a6);
+		ipc_buf_put_str(&b, NETD_A_GW6, g6);
+	}
+	ipc_buf_put_u16(&b, NETD_A_PROXY_PORT, d->cfg.proxy_port);
+	ipc_buf_put_str(&b, NETD_A_RESOLV_CONF, resolv);
+	if (s->netns_path)
+		ipc_buf_put_str(&b, NETD_A_NETNS_PATH, s->netns_path);
+	ipc_buf_put_u32(&b, NETD_A_UID, (uint32_t)s->uid);
+	ipc_buf_put_u32(&b, NETD_A_PID, (uint32_t)s->pid);
+	ipc_buf_put_u64(&b, NETD_A_CREATED, (uint64_t)s->created);
+	{
+		char cmd[NETD_COMMAND_MAX + 1];
+		util_strlcpy(cmd, s->command, sizeof cmd);
+		ipc_buf_put_str(&b, NETD_A_COMMAND, cmd);
+	}
+	r = ipc_send(fd, &b);
+	ipc_buf_release(&b);
+	return r;
+}
+
+void netd_conn_session_ready(struct netd *d, struct netd_sess *s, int err, const char *msg)
+{
+	struct netd_conn *c = s->replier;
+	uint32_t seq = s->reply_seq;
+
+	s->replier = NULL;
+	s->reply_seq = 0;
+	if (err) {
+		log_warnx("session %s: %s", s->id, msg ? msg : strerror(-err));
+		if (c)
+			netd_send_error(c->fd, seq, err, msg ? msg : strerror(-err));
+		if (c && s->owner == c)
+			c->state = NETD_CS_OPEN;
+		netd_sess_close(d, s);
+		return;
+	}
+	if (c && send_session(d, c->fd, seq, s) < 0)
+		log_warnx("session %s: the reply could not be sent", s->id);
+}
+
+static void handle_open(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
+{
+	struct netd_sess_req req = {0};
+	struct netd_sess *s;
+	char err[NETD_ERRMSG_MAX + 1];
+	int r;
+
+	req.netns_fd = m->type == NETD_MSG_ATTACH ? ipc_msg_take_fd(m, 0) : -1;
+	req.command = ipc_get_str(m, NETD_A_COMMAND);
+	req.policy_json = ipc_get_str(m, NETD_A_POLICY);
+	req.name = ipc_get_str(m, NETD_A_NAME);
+	req.uid = c->uid;
+	req.pid = c->pid;
+	req.owner = m->type == NETD_MSG_ATTACH ? c : NULL;
+	if (m->type == NETD_MSG_CREATE && c->embedded) {
+		/* an embedded helper dies with its launcher: a persistent namespace needs sluiced */
+		if (req.netns_fd >= 0)
+			close(req.netns_fd);
+		netd_send_error(c->fd, m->seq, EOPNOTSUPP, "named namespaces need sluiced (start sluiced.service)");
+		return;
+	}
+	if (ipc_has(m, NETD_A_AUDIT_LOG) && !c->embedded) {
+		/* a client does not choose where sluiced writes */
+		if (req.netns_fd >= 0)
+			close(req.netns_fd);
+		netd_send_error(c->fd, m->seq, EPERM, "audit_log is only honoured in embedded mode");
+		return;
+	}
+	r = netd_sess_open(d, &req, &s, err, sizeof err);
+	if (r < 0) {
+		netd_send_error(c->fd, m->seq, r, err);
+		return;
+	}
+	if (m->type == NETD_MSG_ATTACH)
+		c->state = NETD_CS_ATTACHED;
+	/* replied once the engine registered the session, so its first packet is already served */
+	s->replier = c;
+	s->reply_seq = m->seq;
+	if (s->engine_ok)
+		netd_conn_session_ready(d, s, 0, NULL);
+	else if (netd_engine_down_reason(d))
+		/* the engine is down (failing to start, or restarting): fail now, and closed */
+		netd_conn_session_ready(d, s, -EHOSTDOWN, netd_engine_down_reason(d));
+}
+
+static void handle_list(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
+{
+	for (struct netd_sess *s = d->sessions; s; s = s->next) {
+		if (c->uid != 0 && s->uid != c->uid)
+			continue;
+		if (send_session(d, c->fd, m->seq, s) < 0)
+			return;
+	}
+	ipc_send_empty(c->fd, NETD_MSG_LIST_END, m->seq);
+}
+
+static void handle_end(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
+{
+	struct netd_sess *s = netd_sess_find(d, ipc_get_str(m, NETD_A_ID));
+
+	/* the same answer for "no such session" and "not yours": ids of others are not probed */
+	if (!s || (c->uid != 0 && s->uid != c->uid)) {
+		netd_send_error(c->fd, m->seq, ENOENT, "no such session of yours");
+		return;
+	}
+	if (s->owner)
+		s->owner->state = NETD_CS_OPEN;
+	netd_sess_close(d, s);
+	ipc_send_empty(c->fd, NETD_MSG_OK, m->seq);
+}
+
+static void conn_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct netd_conn *c = arg;
+	struct netd *d = c->d;
+
+	for (int i = 0; i < 16; i++) {
+		struct ipc_msg m;
+		char err[256];
+		int r = ipc_recv_nowait(c->fd, &m);
+
+		if (r == -EAGAIN) {
+			ipc_msg_clear(&m);
+			return;
+		}
+		if (r < 0) {
+			if (r != -EPIPE) {
+				log_warnx("control: uid %u pid %d: %s; dropping the client", (unsigned)c->uid, (int)c->pid,
+					  strerror(-r));
+				netd_send_error(c->fd, 0, r, "malformed message");
+			}
+			ipc_msg_clear(&m);
+			conn_close(d, c);
+			return;
+		}
+		r = ipc_msg_check(&netd_control_proto, &m, c->state, err, sizeof err);
+		if (r < 0) {
+			/* log and drop the offending client (its attached session ends with it) */
+			log_warnx("control: uid %u pid %d: %s; dropping the client", (unsigned)c->uid, (int)c->pid, err);
+			netd_send_error(c->fd, m.seq, r, err);
+			ipc_msg_clear(&m);
+			conn_close(d, c);
+			return;
+		}
+		switch (m.type) {
+		case NETD_MSG_ATTACH:
+		case NETD_MSG_CREATE:
+			handle_open(d, c, &m);
+			break;
+		case NETD_MSG_LIST:
+			handle_list(d, c, &m);
+			break;
+		case NETD_MSG_END:
+			handle_end(d, c, &m);
+			break;
+		default:
+			break;
+		}
+		ipc_msg_clear(&m);
+	}
+}
+
+static int conn_add(struct netd *d, int fd, uid_t uid, pid_t pid, bool embedded)
+{
+	struct netd_control *ctl = control_of(d);
+	struct netd_conn *c;
+	struct timeval tv = {1, 0};
+
+	if (!ctl || ctl->nconns >= CONTROL_MAX_CONNS) {
+		close(fd);
+		return -ENOMEM;
+	}
+	if (uid != 0) {
+		unsigned n = 0;
+
+		for (struct netd_conn *o = ctl->conns; o; o = o->next)
+			n += o->uid == uid;
+		if (n >= CONTROL_MAX_CONNS_PER_UID) {
+			log_warnx("control: uid %u has %u connections (the limit); refusing another", (unsigned)uid, n);
+			netd_send_error(fd, 0, EUSERS, "too many connections to sluiced for this user");
+			close(fd);
+			return -EUSERS;
+		}
+	}
+	c = calloc(1, sizeof *c);
+	if (!c) {
+		close(fd);
+		return -ENOMEM;
+	}
+	/* replies block at most a second: a client that does not read its replies is dropped */
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+	c->d = d;
+	c->fd = fd;
+	c->uid = uid;
+	c->pid = pid;
+	c->state = NETD_CS_OPEN;
+	c->embedded = embedded;
+	c->ev = event_new(d->base, fd, EV_READ | EV_PERSIST, conn_cb, c);
+	if (!c->ev || event_add(c->ev, NULL) < 0) {
+		if (c->ev)
+			event_free(c->ev);
+		close(fd);
+		free(c);
+		return -ENOMEM;
+	}
+	c->next = ctl->conns;
+	if (ctl->conns)
+		ctl->conns->prev = c;
+	ctl->conns = c;
+	ctl->nconns++;
+	return 0;
+}
+
+static void accept_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct netd *d = arg;
+
+	for (int i = 0; i < 32; i++) {
+		int cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+		uid_t uid;
+		pid_t pid;
+
+		if (cfd < 0)
+			return;
+		if (ipc_peer_cred(cfd, &uid, NULL, &pid) < 0) {
+			close(cfd);
+			continue;
+		}
+		conn_add(d, cfd, uid, pid, false);
+	}
+}
+
+int netd_control_listen(struct netd *d, char *err, size_t errlen)
+{
+	struct netd_control *ctl = control_of(d);
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+	int fd, r;
+
+	if (!ctl)
+		return -ENOMEM;
+	if ((size_t)snprintf(ctl->path, sizeof ctl->path, "%s/control.sock", d->cfg.run_dir) >= sizeof sun.sun_path) {
+		snprintf(err, errlen, "run directory path too long for a socket: %s", d->cfg.run_dir);
+		return -ENAMETOOLONG;
+	}
+	util_strlcpy(sun.sun_path, ctl->path, sizeof sun.sun_path);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	unlink(ctl->path); /* a stale socket of a crashed sluiced (we hold the gateway lease) */
+	if (bind(fd, (struct sockaddr *)&sun, sizeof sun) < 0 || chmod(ctl->path, 0666) < 0 ||
+	    listen(fd, 128) < 0) {
+		r = -errno;
+		snprintf(err, errlen, "listening on %s: %s", ctl->path, strerror(-r));
+		close(fd);
+		return r;
+	}
+	ctl->listen_fd = fd;
+	ctl->listen_ev = event_new(d->base, fd, EV_READ | EV_PERSIST, accept_cb, d);
+	if (!ctl->listen_ev || event_add(ctl->listen_ev, NULL) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+int netd_control_adopt(struct netd *d, int fd, uid_t uid, pid_t pid)
+{
+	return conn_add(d, fd, uid, pid, true);
+}
+
+void netd_control_free(struct netd *d)
+{
+	struct netd_control *ctl = d->control;
+
+	if (!ctl)
+		return;
+	while (ctl->conns)
+		conn_close(d, ctl->conns);
+	if (ctl->listen_ev)
+		event_free(ctl->listen_ev);
+	if (ctl->listen_fd >= 0) {
+		close(ctl->listen_fd);
+		unlink(ctl->path);
+	}
+	free(ctl);
+	d->control = NULL;
+}

@@ -1,0 +1,428 @@
+/* Parent side of the proxy engine: forks the engine as a child (which drops privileges after it
+ * received its listening sockets and audit log), talks to it over a socketpair with the engine
+ * protocol, registers sessions, forwards NFLOG drops and SIGHUP, and restarts it when it dies.
+ * While it is down, sessions fail closed: their traffic is still filtered and nobody serves it. */
+#include "netd.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "util.h"
+
+#define ENGINE_DROP_RATE 1000 /* NFLOG drops forwarded per second at most */
+
+struct netd_engine {
+	struct netd *d;              /* borrowed */
+	pid_t pid;
+	int sock;                    /* owned */
+	struct event *ev;            /* owned: reads from the engine */
+	struct event *restart_ev;    /* owned */
+	bool ready;
+	uint32_t seq;
+	unsigned failures;           /* consecutive deaths before READY, for back-off */
+	char last_err[NETD_ERRMSG_MAX + 1]; /* why it is down, for clients */
+	time_t drop_window;
+	unsigned drops_in_window, drops_suppressed;
+};
+
+static int engine_spawn(struct netd *d, char *err, size_t errlen);
+
+bool netd_engine_running(const struct netd *d)
+{
+	return d->engine && d->engine->ready;
+}
+
+const char *netd_engine_down_reason(const struct netd *d)
+{
+	if (!d->engine || d->engine->ready || d->engine->failures == 0)
+		return NULL; /* running, or starting for the first time */
+	return d->engine->last_err[0] ? d->engine->last_err : "the proxy engine is restarting";
+}
+
+static uint32_t next_seq(struct netd_engine *e)
+{
+	if (++e->seq == 0)
+		e->seq = 1;
+	return e->seq;
+}
+
+static int open_audit(const struct netd *d, char *err, size_t errlen)
+{
+	char dir[PATH_MAX];
+	int fd;
+
+	util_strlcpy(dir, d->cfg.audit_log, sizeof dir);
+	if (mkdir(dirname(dir), 0750) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "creating the directory of %s: %s", d->cfg.audit_log, strerror(errno));
+		return -errno;
+	}
+	fd = open(d->cfg.audit_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
+	if (fd < 0) {
+		int r = -errno;
+		snprintf(err, errlen, "opening the audit log %s: %s", d->cfg.audit_log, strerror(-r));
+		return r;
+	}
+	return fd;
+}
+
+static void engine_send_add(struct netd *d, struct netd_sess *s)
+{
+	struct netd_engine *e = d->engine;
+	char a4[46], g4[46], a6[46], g6[46];
+	struct ipc_buf b;
+	int r;
+
+	if (!e || !e->ready)
+		return; /* sent when the engine (re)starts */
+	netd_sess_addrs(d, s, a4, g4, a6, g6);
+	s->engine_seq = next_seq(e);
+	if (ipc_buf_init(&b, NETD_ENG_SESSION_ADD, s->engine_seq) < 0)
+		return;
+	ipc_buf_put_str(&b, NETD_A_ID, s->id);
+	ipc_buf_put_u32(&b, NETD_A_UID, (uint32_t)s->uid);
+	ipc_buf_put_str(&b, NETD_A_COMMAND, s->command);
+	ipc_buf_put_str(&b, NETD_A_ADDR4, a4);
+	ipc_buf_put_str(&b, NETD_A_GW4, g4);
+	if (a6[0]) {
+		ipc_buf_put_str(&b, NETD_A_ADDR6, a6);
+		ipc_buf_put_str(&b, NETD_A_GW6, g6);
+	}
+	ipc_buf_put_str(&b, NETD_A_POLICY, s->policy_json);
+	r = ipc_send(e->sock, &b);
+	ipc_buf_release(&b);
+	if (r < 0)
+		log_warnx("engine: sending session %s: %s", s->id, strerror(-r));
+}
+
+void netd_engine_session_add(struct netd *d, struct netd_sess *s)
+{
+	s->engine_ok = false;
+	engine_send_add(d, s);
+}
+
+void netd_engine_session_remove(struct netd *d, const struct netd_sess *s)
+{
+	struct netd_engine *e = d->engine;
+	struct ipc_buf b;
+
+	if (!e || !e->ready)
+		return;
+	if (ipc_buf_init(&b, NETD_ENG_SESSION_REMOVE, next_seq(e)) < 0)
+		return;
+	ipc_buf_put_str(&b, NETD_A_ID, s->id);
+	if (ipc_send(e->sock, &b) < 0)
+		log_warnx("engine: removing session %s failed", s->id);
+	ipc_buf_release(&b);
+}
+
+void netd_engine_audit_drop(struct netd *d, const char *src, uint16_t sport, const char *dst, uint16_t dport,
+			    uint8_t proto)
+{
+	struct netd_engine *e = d->engine;
+	time_t now = time(NULL);
+	struct ipc_buf b;
+
+	if (!e || !e->ready)
+		return;
+	/* a session flooding dropped packets must not flood the audit log or stall the engine */
+	if (now != e->drop_window) {
+		if (e->drops_suppressed)
+			log_warnx("%u dropped packets not audited (over %d/s)", e->drops_suppressed, ENGINE_DROP_RATE);
+		e->drop_window = now;
+		e->drops_in_window = e->drops_suppressed = 0;
+	}
+	if (++e->drops_in_window > ENGINE_DROP_RATE) {
+		e->drops_suppressed++;
+		return;
+	}
+	if (ipc_buf_init(&b, NETD_ENG_AUDIT_DROP, next_seq(e)) < 0)
+		return;
+	ipc_buf_put_str(&b, NETD_A_SRC, src);
+	ipc_buf_put_str(&b, NETD_A_DST, dst);
+	ipc_buf_put_u16(&b, NETD_A_SPORT, sport);
+	ipc_buf_put_u16(&b, NETD_A_DPORT, dport);
+	ipc_buf_put_u8(&b, NETD_A_PROTO, proto);
+	if (ipc_send(e->sock, &b) < 0)
+		log_debug("engine: audit drop not sent");
+	ipc_buf_release(&b);
+}
+
+void netd_engine_reopen_log(struct netd *d)
+{
+	struct netd_engine *e = d->engine;
+	char err[512];
+	struct ipc_buf b;
+	int fd;
+
+	if (!e || !e->ready)
+		return;
+	/* the engine is unprivileged: the parent reopens the log and hands the new fd over */
+	fd = open_audit(d, err, sizeof err);
+	if (fd < 0) {
+		log_warnx("%s (keeping the old log)", err);
+		return;
+	}
+	if (ipc_buf_init(&b, NETD_ENG_REOPEN_LOG, next_seq(e)) == 0) {
+		ipc_buf_put_fd(&b, fd);
+		if (ipc_send(e->sock, &b) < 0)
+			log_warnx("engine: reopening the log failed");
+		ipc_buf_release(&b);
+	}
+	close(fd);
+}
+
+static void engine_reap(struct netd_engine *e)
+{
+	if (e->ev) {
+		event_free(e->ev);
+		e->ev = NULL;
+	}
+	if (e->sock >= 0) {
+		close(e->sock);
+		e->sock = -1;
+	}
+	if (e->pid > 0) {
+		kill(e->pid, SIGKILL);
+		while (waitpid(e->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		e->pid = -1;
+	}
+	e->ready = false;
+}
+
+static void restart_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct netd *d = arg;
+	char err[512];
+
+	if (engine_spawn(d, err, sizeof err) < 0) {
+		struct timeval tv = {5, 0};
+		log_warnx("restarting the proxy engine: %s", err);
+		event_add(d->engine->restart_ev, &tv);
+	}
+}
+
+static void engine_died(struct netd *d, const char *why)
+{
+	struct netd_engine *e = d->engine;
+	struct timeval tv = {0, 200000};
+
+	log_warnx("proxy engine %s; sessions fail closed until it is back", why);
+	if (!e->last_err[0] || e->ready)
+		snprintf(e->last_err, sizeof e->last_err, "the proxy engine %s and is restarting", why);
+	engine_reap(e);
+	for (struct netd_sess *s = d->sessions; s; s = s->next)
+		s->engine_seq = 0;
+	if (d->stopping)
+		return;
+	e->failures++;
+	if (e->failures > 3)
+		tv.tv_sec = e->failures > 10 ? 10 : (time_t)e->failures;
+	event_add(e->restart_ev, &tv);
+}
+
+static void engine_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct netd *d = arg;
+	struct netd_engine *e = d->engine;
+
+	for (int i = 0; i < 64; i++) {
+		struct ipc_msg m;
+		char err[256];
+		int r = ipc_recv_nowait(e->sock, &m);
+
+		if (r == -EAGAIN) {
+			ipc_msg_clear(&m);
+			return;
+		}
+		if (r < 0) {
+			ipc_msg_clear(&m);
+			engine_died(d, r == -EPIPE ? "exited" : "sent a malformed message");
+			return;
+		}
+		r = ipc_msg_check(&netd_engine_proto, &m, NETD_ES_PARENT, err, sizeof err);
+		if (r < 0) {
+			log_warnx("engine: %s", err);
+			ipc_msg_clear(&m);
+			engine_died(d, "broke the protocol");
+			return;
+		}
+		if (m.type == NETD_ENG_READY) {
+			if (ipc_get_u32(&m, NETD_A_ERRNO, 0)) {
+				const char *why = ipc_get_str(&m, NETD_A_ERRMSG);
+
+				snprintf(e->last_err, sizeof e->last_err, "the proxy engine cannot start: %s",
+					 why ? why : "unknown error");
+				log_warnx("%s", e->last_err);
+				ipc_msg_clear(&m);
+				engine_died(d, "failed to start");
+				return;
+			}
+			e->ready = true;
+			e->failures = 0;
+			e->last_err[0] = '\0';
+			log_info("proxy engine %d running", (int)e->pid);
+			for (struct netd_sess *s = d->sessions; s; s = s->next)
+				engine_send_add(d, s);
+		} else if (m.type == NETD_ENG_RESULT) {
+			uint32_t en = ipc_get_u32(&m, NETD_A_ERRNO, 0);
+
+			for (struct netd_sess *s = d->sessions; s; s = s->next) {
+				if (s->engine_seq != m.seq)
+					continue;
+				s->engine_seq = 0;
+				s->engine_ok = en == 0;
+				ipc_msg_clear(&m);
+				/* may close s */
+				netd_conn_session_ready(d, s, -(int)en, en ? "the proxy engine refused the session" : NULL);
+				break;
+			}
+		}
+		ipc_msg_clear(&m);
+	}
+}
+
+static int send_config(struct netd *d, int sock, char *err, size_t errlen)
+{
+	static const int kinds[3] = {0 /* HTTP */, 1 /* DNS UDP */, 2 /* DNS TCP */};
+	struct ipc_buf b;
+	int afd = open_audit(d, err, errlen), r;
+
+	if (afd < 0)
+		return afd;
+	/* the engine user must be able to keep writing to the log after a reopen by rotation tools */
+	if (fchown(afd, d->cfg.engine_uid, d->cfg.engine_gid) < 0)
+		log_debug("chown of the audit log failed");
+	r = ipc_buf_init(&b, NETD_ENG_CONFIG, 1);
+	if (r == 0) {
+		char dns[64];
+		util_strlcpy(dns, d->cfg.upstream_dns, sizeof dns);
+		ipc_buf_put_str(&b, NETD_A_AUDIT_LOG, d->cfg.audit_log);
+		ipc_buf_put_str(&b, NETD_A_DNS_UPSTREAM, dns);
+		ipc_buf_put_u32(&b, NETD_A_UID, (uint32_t)d->cfg.engine_uid);
+		ipc_buf_put_u32(&b, NETD_A_GID, (uint32_t)d->cfg.engine_gid);
+		ipc_buf_put_fd(&b, afd);
+		r = ipc_send(sock, &b);
+		ipc_buf_release(&b);
+	}
+	close(afd);
+	for (int i = 0; r == 0 && i < (int)d->nlisten; i++) {
+		for (int fam = 0; r == 0 && fam < 2; fam++) {
+			int fd = fam ? d->listen_fds6[i] : d->listen_fds[i];
+
+			if (fd < 0)
+				continue;
+			if ((r = ipc_buf_init(&b, NETD_ENG_LISTENER, 2)) < 0)
+				break;
+			ipc_buf_put_u32(&b, NETD_A_KIND, (uint32_t)kinds[i]);
+			ipc_buf_put_fd(&b, fd);
+			r = ipc_send(sock, &b);
+			ipc_buf_release(&b);
+		}
+	}
+	if (r == 0)
+		r = ipc_send_empty(sock, NETD_ENG_START, 3);
+	if (r < 0)
+		snprintf(err, errlen, "configuring the proxy engine: %s", strerror(-r));
+	return r;
+}
+
+static int engine_spawn(struct netd *d, char *err, size_t errlen)
+{
+	struct netd_engine *e = d->engine;
+	int sv[2], r;
+	pid_t parent = getpid(), pid;
+
+	if ((r = ipc_socketpair(sv, false)) < 0) {
+		snprintf(err, errlen, "socketpair: %s", strerror(-r));
+		return r;
+	}
+	pid = fork();
+	if (pid < 0) {
+		r = -errno;
+		close(sv[0]);
+		close(sv[1]);
+		snprintf(err, errlen, "fork: %s", strerror(-r));
+		return r;
+	}
+	if (pid == 0) {
+		/* child: keep only stdio and our end of the socketpair */
+		int fd = sv[1];
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(1);
+		signal(SIGPIPE, SIG_IGN);
+		signal(SIGHUP, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGINT, SIG_DFL);
+		if (fd != 3) {
+			if (dup2(fd, 3) < 0)
+				_exit(1);
+			fd = 3;
+		}
+		close_range(4, ~0u, 0);
+		_exit(netd_engine_child_main(fd));
+	}
+	close(sv[1]);
+	e->pid = pid;
+	e->sock = sv[0];
+	{
+		struct timeval tv = {2, 0};
+		setsockopt(e->sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+	}
+	r = send_config(d, e->sock, err, errlen);
+	if (r < 0) {
+		engine_reap(e);
+		return r;
+	}
+	e->ev = event_new(d->base, e->sock, EV_READ | EV_PERSIST, engine_read_cb, d);
+	if (!e->ev || event_add(e->ev, NULL) < 0) {
+		engine_reap(e);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int netd_engine_start(struct netd *d, char *err, size_t errlen)
+{
+	struct netd_engine *e = calloc(1, sizeof *e);
+
+	if (!e)
+		return -ENOMEM;
+	e->d = d;
+	e->sock = -1;
+	e->pid = -1;
+	d->engine = e;
+	e->restart_ev = evtimer_new(d->base, restart_cb, d);
+	if (!e->restart_ev)
+		return -ENOMEM;
+	return engine_spawn(d, err, errlen);
+}
+
+void netd_engine_free(struct netd_engine *e)
+{
+	if (!e)
+		return;
+	engine_reap(e);
+	if (e->restart_ev)
+		event_free(e->restart_ev);
+	if (e->d)
+		e->d->engine = NULL;
+	free(e);
+}

@@ -1,0 +1,338 @@
+/* Child side of the proxy engine: the dispatcher that runs in the unprivileged child sluiced forks.
+ * It collects its configuration and listening sockets while still privileged, drops to the engine
+ * user (groups, gid, uid, no_new_privs; checked), creates the engine and then serves the engine
+ * protocol: every message checked against the table in proto.c before a handler reads it. */
+#include "netd.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "log.h"
+#include "policy.h"
+#include "util.h"
+
+#define CHILD_MAX_LISTENERS 8
+
+struct child {
+	int sock;
+	struct event_base *base;      /* owned */
+	struct proxy_engine *engine;  /* owned */
+	struct event *ev;             /* owned */
+	int audit_fd;                 /* owned until the engine takes it */
+	struct sockaddr_storage dns;
+	socklen_t dns_len;
+	uid_t uid;
+	gid_t gid;
+	bool configured;
+	int lfd[CHILD_MAX_LISTENERS]; /* owned until the engine takes them */
+	int lkind[CHILD_MAX_LISTENERS];
+	unsigned nl;
+	pid_t parent;                 /* sluiced */
+};
+
+/* "addr", "addr#port" or "[v6]:port" style is not accepted: one spelling, addr[#port] */
+static int parse_sockaddr(const char *s, uint16_t defport, struct sockaddr_storage *ss, socklen_t *len)
+{
+	char buf[64], *hash;
+	unsigned long port = defport;
+
+	if (util_strlcpy(buf, s, sizeof buf) >= sizeof buf)
+		return -EINVAL;
+	hash = strchr(buf, '#');
+	if (hash) {
+		char *end;
+		*hash = '\0';
+		errno = 0;
+		port = strtoul(hash + 1, &end, 10);
+		if (errno || *end || port == 0 || port > 65535)
+			return -EINVAL;
+	}
+	memset(ss, 0, sizeof *ss);
+	if (inet_pton(AF_INET, buf, &((struct sockaddr_in *)ss)->sin_addr) == 1) {
+		((struct sockaddr_in *)ss)->sin_family = AF_INET;
+		((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)port);
+		*len = sizeof(struct sockaddr_in);
+		return 0;
+	}
+	if (inet_pton(AF_INET6, buf, &((struct sockaddr_in6 *)ss)->sin6_addr) == 1) {
+		((struct sockaddr_in6 *)ss)->sin6_family = AF_INET6;
+		((struct sockaddr_in6 *)ss)->sin6_port = htons((uint16_t)port);
+		*len = sizeof(struct sockaddr_in6);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static int drop_privileges(uid_t uid, gid_t gid, pid_t parent)
+{
+	struct rlimit rl;
+	uid_t ru, eu, su;
+
+	/* many sessions' connections: take the hard limit while still allowed to */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (uid == 0)
+		return -EPERM; /* the engine never runs as root */
+	if (chdir("/") < 0 || setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+		return -errno;
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return -errno;
+	if (getresuid(&ru, &eu, &su) < 0 || ru != uid || eu != uid || su != uid || setuid(0) == 0)
+		return -EPERM;
+	/* a credential change clears the parent-death signal: set it again, and make sure the parent did
+	 * not die in between */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
+		return -ESRCH;
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	return 0;
+}
+
+static void send_result(struct child *c, uint16_t type, uint32_t seq, int err, const char *msg)
+{
+	struct ipc_buf b;
+
+	if (ipc_buf_init(&b, type, seq) < 0)
+		return;
+	ipc_buf_put_u32(&b, NETD_A_ERRNO, (uint32_t)(err < 0 ? -err : err));
+	if (msg)
+		ipc_buf_put_str(&b, NETD_A_ERRMSG, msg);
+	ipc_send(c->sock, &b);
+	ipc_buf_release(&b);
+}
+
+static int addr_of(const struct ipc_msg *m, uint16_t attr, struct sockaddr_storage *ss)
+{
+	const char *s = ipc_get_str(m, attr);
+	socklen_t len;
+
+	memset(ss, 0, sizeof *ss);
+	if (!s)
+		return 0;
+	return parse_sockaddr(s, 0, ss, &len);
+}
+
+static int handle_session_add(struct child *c, struct ipc_msg *m, char *err, size_t errlen)
+{
+	struct proxy_session_info si = {0};
+	struct policy_builder *b = NULL;
+	struct policy_error pe = {0};
+	struct policy *p = NULL;
+	const char *json = ipc_get_str(m, NETD_A_POLICY);
+	char buf[POLICY_ERR_MAX + 300];
+	int r;
+
+	si.id = ipc_get_str(m, NETD_A_ID);
+	si.uid = (uid_t)ipc_get_u32(m, NETD_A_UID, 0);
+	si.command = ipc_get_str(m, NETD_A_COMMAND);
+	if (addr_of(m, NETD_A_ADDR4, &si.addr4) < 0 || addr_of(m, NETD_A_GW4, &si.gw4) < 0 ||
+	    addr_of(m, NETD_A_ADDR6, &si.addr6) < 0 || addr_of(m, NETD_A_GW6, &si.gw6) < 0) {
+		snprintf(err, errlen, "bad session address");
+		return -EINVAL;
+	}
+	/* the parent compiled this policy already; compiling it again here is what gives the engine
+	 * its own immutable policy object (and refuses anything the parent should not have sent) */
+	b = policy_builder_new();
+	if (!b)
+		return -ENOMEM;
+	if (policy_builder_add_json(b, POLICY_LAYER_ORG, "sluiced", json, strlen(json), &pe) < 0 ||
+	    !(p = policy_builder_compile(b, &pe))) {
+		snprintf(err, errlen, "policy: %s", policy_error_format(&pe, buf, sizeof buf));
+		r = -EINVAL;
+		goto out;
+	}
+	si.policy = p;
+	r = proxy_engine_session_add(c->engine, &si);
+	if (r < 0)
+		snprintf(err, errlen, "adding the session: %s", strerror(-r));
+out:
+	policy_unref(p);
+	policy_builder_free(b);
+	return r;
+}
+
+static int handle_drop(struct child *c, struct ipc_msg *m)
+{
+	struct sockaddr_storage src, dst;
+	socklen_t sl, dl;
+	uint16_t sport = ipc_get_u16(m, NETD_A_SPORT, 0), dport = ipc_get_u16(m, NETD_A_DPORT, 0);
+
+	if (parse_sockaddr(ipc_get_str(m, NETD_A_SRC), 0, &src, &sl) < 0 ||
+	    parse_sockaddr(ipc_get_str(m, NETD_A_DST), 0, &dst, &dl) < 0 || src.ss_family != dst.ss_family)
+		return -EINVAL;
+	if (src.ss_family == AF_INET) {
+		((struct sockaddr_in *)&src)->sin_port = htons(sport);
+		((struct sockaddr_in *)&dst)->sin_port = htons(dport);
+	} else {
+		((struct sockaddr_in6 *)&src)->sin6_port = htons(sport);
+		((struct sockaddr_in6 *)&dst)->sin6_port = htons(dport);
+	}
+	return proxy_engine_audit_drop(c->engine, (struct sockaddr *)&src, (struct sockaddr *)&dst,
+				       ipc_get_u8(m, NETD_A_PROTO, 0));
+}
+
+static void run_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct child *c = arg;
+
+	for (int i = 0; i < 64; i++) {
+		struct ipc_msg m;
+		char err[NETD_ERRMSG_MAX + 1] = "";
+		int r = ipc_recv_nowait(c->sock, &m);
+
+		if (r == -EAGAIN) {
+			ipc_msg_clear(&m);
+			return;
+		}
+		if (r == 0)
+			r = ipc_msg_check(&netd_engine_proto, &m, NETD_ES_RUN, err, sizeof err);
+		if (r < 0) {
+			/* the parent went away or broke the protocol: stop serving */
+			if (r != -EPIPE)
+				log_warnx("engine: %s", err[0] ? err : strerror(-r));
+			ipc_msg_clear(&m);
+			event_base_loopbreak(c->base);
+			return;
+		}
+		switch (m.type) {
+		case NETD_ENG_SESSION_ADD:
+			r = handle_session_add(c, &m, err, sizeof err);
+			send_result(c, NETD_ENG_RESULT, m.seq, r, r < 0 ? err : NULL);
+			break;
+		case NETD_ENG_SESSION_REMOVE:
+			r = proxy_engine_session_remove(c->engine, ipc_get_str(&m, NETD_A_ID));
+			if (r < 0 && r != -ENOENT)
+				log_warnx("engine: removing session: %s", strerror(-r));
+			break;
+		case NETD_ENG_AUDIT_DROP:
+			if (handle_drop(c, &m) < 0)
+				log_debug("engine: drop record not written");
+			break;
+		case NETD_ENG_REOPEN_LOG:
+			r = proxy_engine_replace_log_fd(c->engine, ipc_msg_take_fd(&m, 0));
+			if (r < 0)
+				log_warnx("engine: replacing the audit log: %s", strerror(-r));
+			break;
+		default:
+			break;
+		}
+		ipc_msg_clear(&m);
+	}
+}
+
+/* INIT state: blocking reads until START. Returns 0 once the engine runs. */
+static int child_init(struct child *c)
+{
+	for (;;) {
+		struct ipc_msg m;
+		char err[NETD_ERRMSG_MAX + 1] = "";
+		int r = ipc_recv(c->sock, &m);
+
+		if (r == 0)
+			r = ipc_msg_check(&netd_engine_proto, &m, NETD_ES_INIT, err, sizeof err);
+		if (r < 0) {
+			if (r != -EPIPE)
+				log_warnx("engine: %s", err[0] ? err : strerror(-r));
+			ipc_msg_clear(&m);
+			return r;
+		}
+		if (m.type == NETD_ENG_CONFIG) {
+			if (c->configured ||
+			    parse_sockaddr(ipc_get_str(&m, NETD_A_DNS_UPSTREAM), 53, &c->dns, &c->dns_len) < 0) {
+				ipc_msg_clear(&m);
+				return -EINVAL;
+			}
+			c->uid = (uid_t)ipc_get_u32(&m, NETD_A_UID, 0);
+			c->gid = (gid_t)ipc_get_u32(&m, NETD_A_GID, 0);
+			c->audit_fd = ipc_msg_take_fd(&m, 0);
+			c->configured = true;
+		} else if (m.type == NETD_ENG_LISTENER) {
+			uint32_t kind = ipc_get_u32(&m, NETD_A_KIND, 99);
+
+			if (c->nl >= CHILD_MAX_LISTENERS || kind > PROXY_LISTEN_DNS_TCP) {
+				ipc_msg_clear(&m);
+				return -EINVAL;
+			}
+			c->lkind[c->nl] = (int)kind;
+			c->lfd[c->nl++] = ipc_msg_take_fd(&m, 0);
+		} else if (m.type == NETD_ENG_START) {
+			struct proxy_config cfg = {0};
+
+			ipc_msg_clear(&m);
+			if (!c->configured) {
+				send_result(c, NETD_ENG_READY, 0, EINVAL, "START before CONFIG");
+				return -EINVAL;
+			}
+			if ((r = drop_privileges(c->uid, c->gid, c->parent)) < 0) {
+				snprintf(err, sizeof err, "dropping privileges to uid %u: %s", (unsigned)c->uid,
+					 strerror(-r));
+				send_result(c, NETD_ENG_READY, 0, r, err);
+				return r;
+			}
+			cfg.audit_fd = steal_fd(&c->audit_fd);
+			cfg.upstream_dns = c->dns;
+			cfg.upstream_dns_len = c->dns_len;
+			c->engine = proxy_engine_new(c->base, &cfg, err, sizeof err);
+			if (!c->engine) {
+				send_result(c, NETD_ENG_READY, 0, EIO, err);
+				return -EIO;
+			}
+			for (unsigned i = 0; i < c->nl; i++) {
+				r = proxy_engine_add_listener(c->engine, steal_fd(&c->lfd[i]),
+							      (enum proxy_listener_kind)c->lkind[i]);
+				if (r < 0) {
+					snprintf(err, sizeof err, "adding a listener: %s", strerror(-r));
+					send_result(c, NETD_ENG_READY, 0, r, err);
+					return r;
+				}
+			}
+			send_result(c, NETD_ENG_READY, 0, 0, NULL);
+			return 0;
+		}
+		ipc_msg_clear(&m);
+	}
+}
+
+int netd_engine_child_main(int sock)
+{
+	struct child c = {.sock = sock, .audit_fd = -1, .parent = getppid()};
+	int rc = 1;
+
+	for (int i = 0; i < CHILD_MAX_LISTENERS; i++)
+		c.lfd[i] = -1;
+	log_init("sluiced-engine", log_get_level());
+	c.base = event_base_new();
+	if (!c.base)
+		goto out;
+	if (child_init(&c) < 0)
+		goto out;
+	c.ev = event_new(c.base, sock, EV_READ | EV_PERSIST, run_cb, &c);
+	if (!c.ev || event_add(c.ev, NULL) < 0)
+		goto out;
+	event_base_dispatch(c.base);
+	rc = 0;
+out:
+	if (c.ev)
+		event_free(c.ev);
+	proxy_engine_free(c.engine);
+	for (unsigned i = 0; i < c.nl; i++)
+		if (c.lfd[i] >= 0)
+			close(c.lfd[i]);
+	if (c.audit_fd >= 0)
+		close(c.audit_fd);
+	if (c.base)
+		event_base_free(c.base);
+	close(sock);
+	return rc;
+}

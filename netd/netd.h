@@ -1,0 +1,167 @@
+/* sluiced's core, shared by the daemon (sluiced.c) and the embedded helper a root launcher forks
+ * when no daemon runs (embedded.c): configuration, the session table, session setup and teardown
+ * in a fixed order, reconciliation, and the links to the proxy engine child and NFLOG. Internal to
+ * netd/. */
+#pragma once
+
+#include <limits.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "nft.h"
+#include "proto.h"
+
+struct event_base;
+struct event;
+struct nl_sock;
+struct netd_engine;
+struct netd_nflog;
+struct netd_reaper;
+struct netd_conn;
+
+#define NETD_DEFAULT_RUN_DIR "/run/sluice"
+#define NETD_DEFAULT_AUDIT_LOG "/var/log/sluice/audit.log"
+#define NETD_DEFAULT_POOL4 "10.77.0.0/16"
+#define NETD_DEFAULT_POOL6 "fd5c:1ce0:5e55::/64"
+#define NETD_DEFAULT_NFLOG_GROUP 2110
+#define NETD_DEFAULT_PROXY_PORT 3128
+#define NETD_DEFAULT_MAX_PER_UID 64
+
+struct netd_config {
+	char run_dir[PATH_MAX - 64];
+	char audit_log[PATH_MAX];
+	char upstream_dns[64];   /* "addr" or "addr#port" */
+	char sysconfdir[PATH_MAX];
+	struct in_addr pool4;
+	unsigned len4;
+	struct in6_addr pool6;
+	unsigned len6;
+	bool v6;
+	uint16_t proxy_port, dns_port;
+	uint32_t nflog_group;
+	uid_t engine_uid;
+	gid_t engine_gid;
+	unsigned max_per_uid; /* sessions per non-root uid */
+	bool embedded;        /* one-session helper of a root launcher */
+};
+
+/* Fills defaults (engine user: "sluice" if it exists, else nobody). */
+void netd_config_defaults(struct netd_config *c);
+/* Parses "a.b.c.d/len" / "x::/len" into the config; -EINVAL with a message in err. */
+int netd_config_pool4(struct netd_config *c, const char *s, char *err, size_t errlen);
+int netd_config_pool6(struct netd_config *c, const char *s, char *err, size_t errlen);
+
+struct netd_sess {
+	struct netd_sess *next, *prev; /* list in struct netd */
+	char id[NETD_ID_BUF];
+	char ifname[16];
+	unsigned slot;
+	int lease_fd;        /* owned: the slot lease */
+	int netns_fd;        /* owned */
+	dev_t ns_dev;
+	ino_t ns_ino;
+	char *netns_path;    /* owned; set for CREATE sessions (we made and must remove the netns) */
+	uid_t uid;
+	pid_t pid;
+	char *command;       /* owned */
+	char *policy_json;   /* owned: re-serialised by sluiced after compiling */
+	struct in_addr addr4;
+	struct in6_addr addr6;
+	time_t created;
+	struct netd_conn *owner;  /* borrowed: the connection whose close ends this session, or NULL */
+	uint32_t reply_seq;       /* pending reply to owner/requester (0 = none) */
+	struct netd_conn *replier; /* borrowed: who waits for the reply, or NULL */
+	bool engine_ok;           /* the engine acknowledged SESSION_ADD */
+	uint32_t engine_seq;      /* seq of the SESSION_ADD in flight (0 = none) */
+	bool wired;               /* nft + links in place */
+};
+
+struct netd {
+	struct netd_config cfg;
+	struct event_base *base;      /* owned */
+	int host_netns_fd;            /* owned */
+	dev_t host_ns_dev;
+	ino_t host_ns_ino;
+	struct nl_sock *rtnl;         /* owned */
+	struct netd_nft *nft;         /* owned */
+	char lease_dir[PATH_MAX];
+	char netns_dir[PATH_MAX];
+	unsigned gw_slot;
+	int gw_lease_fd;              /* owned */
+	struct in_addr gw4;
+	struct in6_addr gw6;
+	unsigned slot_first, slot_last, slot_hint;
+	int listen_fds[3];            /* owned: HTTP, DNS UDP, DNS TCP on the gateway address(es) */
+	int listen_fds6[3];
+	unsigned nlisten;
+	struct netd_sess *sessions; /* owned list */
+	unsigned nsessions;
+	struct netd_engine *engine;    /* owned */
+	struct netd_nflog *nflog;      /* owned */
+	struct netd_reaper *reaper;    /* owned: deferred link deletion */
+	bool stopping;
+	void *control; /* owned by control.c */
+};
+
+/* Creates the core: host namespace, netlink sockets, gateway lease, nftables base state, listening
+ * sockets, engine child, NFLOG. With reconcile (daemon start), first removes what a crashed
+ * instance left. Returns 0 or -errno with a one-line reason in err. */
+int netd_new(struct netd **out, const struct netd_config *cfg, bool reconcile, char *err, size_t errlen);
+/* Ends every session, stops the engine, removes sluice's nft state if no other instance is live. */
+void netd_free(struct netd *d);
+
+/* The request of a session (ATTACH or CREATE), after the control layer checked the message. */
+struct netd_sess_req {
+	int netns_fd;          /* takes ownership (also on error); -1 for CREATE */
+	const char *name;      /* CREATE: netns name or NULL */
+	const char *command;   /* borrowed */
+	const char *policy_json; /* borrowed */
+	uid_t uid;
+	pid_t pid;
+	struct netd_conn *owner; /* borrowed: ATTACH ties the session to this connection */
+};
+
+/* Validates and wires a session. On success *out is the session (replied to once the engine
+ * acknowledged it, see netd_conn_session_ready). */
+int netd_sess_open(struct netd *d, const struct netd_sess_req *r, struct netd_sess **out, char *err,
+		      size_t errlen);
+void netd_sess_close(struct netd *d, struct netd_sess *s);
+struct netd_sess *netd_sess_find(struct netd *d, const char *id);
+
+/* Reply content for a session. */
+void netd_sess_resolv(const struct netd *d, char *buf, size_t len);
+void netd_sess_addrs(const struct netd *d, const struct netd_sess *s, char a4[46], char g4[46], char a6[46],
+			char g6[46]);
+
+/* Engine (engine.c): parent side. */
+int netd_engine_start(struct netd *d, char *err, size_t errlen);
+void netd_engine_free(struct netd_engine *e);
+void netd_engine_session_add(struct netd *d, struct netd_sess *s);
+void netd_engine_session_remove(struct netd *d, const struct netd_sess *s);
+void netd_engine_audit_drop(struct netd *d, const char *src, uint16_t sport, const char *dst, uint16_t dport,
+			    uint8_t proto);
+void netd_engine_reopen_log(struct netd *d);
+bool netd_engine_running(const struct netd *d);
+/* NULL while the engine runs or starts for the first time; else why it is down. */
+const char *netd_engine_down_reason(const struct netd *d);
+/* Child side (engine_child.c): runs the engine in a forked child over sock; returns an exit code. */
+int netd_engine_child_main(int sock);
+
+/* Control connections (control.c). */
+int netd_control_listen(struct netd *d, char *err, size_t errlen);
+/* Adopts an already-connected, pre-authenticated socket (embedded mode); when it closes, the
+ * event loop is stopped. */
+int netd_control_adopt(struct netd *d, int fd, uid_t uid, pid_t pid);
+/* The engine acknowledged (or refused: err != 0) a session: sends the deferred reply. */
+void netd_conn_session_ready(struct netd *d, struct netd_sess *s, int err, const char *msg);
+void netd_control_free(struct netd *d);
+
+/* NFLOG (nflog.c). */
+int netd_nflog_start(struct netd *d, char *err, size_t errlen);
+void netd_nflog_free(struct netd_nflog *n);
+
+/* Embedded helper entry (embedded.c): serves one launcher over sock; returns an exit code. */
+int netd_embedded_main(int sock, const char *audit_log);

@@ -1,0 +1,853 @@
+/* Builds sluice's nftables ruleset and per-session set elements with libnftnl, sends each change as
+ * one batch and maps every ACK back to its command (as nftables' mnl_batch_talk does). */
+#include "nft.h"
+
+#include <errno.h>
+#include <libmnl/libmnl.h>
+#include <libnftnl/batch.h>
+#include <libnftnl/chain.h>
+#include <libnftnl/common.h>
+#include <libnftnl/expr.h>
+#include <libnftnl/rule.h>
+#include <libnftnl/set.h>
+#include <libnftnl/table.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "log.h"
+#include "util.h"
+
+#ifndef NETLINK_EXT_ACK
+#define NETLINK_EXT_ACK 11
+#endif
+#ifndef NETLINK_CAP_ACK
+#define NETLINK_CAP_ACK 10
+#endif
+
+#define NFT_MAX_CMDS 64
+#define NFT_RECV_BUF 65536
+
+/* nft's datatype ids, so `nft list ruleset` shows our sets readably. */
+enum { T_IPADDR = 7, T_IP6ADDR = 8, T_INET_PROTO = 12, T_INET_SERVICE = 13, T_IFNAME = 41 };
+#define CONCAT2(a, b) (((a) << 6) | (b))
+#define CONCAT4(a, b, c, d) (((((((a) << 6) | (b)) << 6) | (c)) << 6) | (d))
+
+/* key layouts: each field in 4-byte register slots */
+#define KEY_SRC4_LEN (IFNAMSIZ + 4)
+#define KEY_SRC6_LEN (IFNAMSIZ + 16)
+#define KEY_SVC4_LEN (IFNAMSIZ + 4 + 4 + 4)
+#define KEY_SVC6_LEN (IFNAMSIZ + 16 + 4 + 4)
+
+struct netd_nft {
+	struct mnl_socket *nl; /* owned */
+	uint32_t seq;
+	uint32_t portid;
+	/* the batch being built: seq -> what it does, for error messages */
+	struct nftnl_batch *batch; /* owned while building */
+	uint32_t first_seq;
+	unsigned ncmds;
+	const char *what[NFT_MAX_CMDS];
+	bool overflow;
+};
+
+struct netd_nft *netd_nft_new(int *err)
+{
+	struct netd_nft *n = calloc(1, sizeof *n);
+	int one = 1;
+
+	if (!n) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	n->nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC);
+	if (!n->nl || mnl_socket_bind(n->nl, 0, MNL_SOCKET_AUTOPID) < 0) {
+		*err = -errno;
+		netd_nft_free(n);
+		return NULL;
+	}
+	mnl_socket_setsockopt(n->nl, NETLINK_EXT_ACK, &one, sizeof one);
+	mnl_socket_setsockopt(n->nl, NETLINK_CAP_ACK, &one, sizeof one);
+	n->portid = mnl_socket_get_portid(n->nl);
+	n->seq = (uint32_t)time(NULL);
+	return n;
+}
+
+void netd_nft_free(struct netd_nft *n)
+{
+	if (!n)
+		return;
+	if (n->batch)
+		nftnl_batch_free(n->batch);
+	if (n->nl)
+		mnl_socket_close(n->nl);
+	free(n);
+}
+
+/* ---- batches ---- */
+
+static int batch_begin(struct netd_nft *n)
+{
+	n->batch = nftnl_batch_alloc(MNL_SOCKET_BUFFER_SIZE * 4, MNL_SOCKET_BUFFER_SIZE);
+	if (!n->batch)
+		return -ENOMEM;
+	n->ncmds = 0;
+	n->overflow = false;
+	nftnl_batch_begin(nftnl_batch_buffer(n->batch), n->seq++);
+	nftnl_batch_update(n->batch);
+	n->first_seq = n->seq;
+	return 0;
+}
+
+/* Starts the next command's message; records what it does for error mapping. */
+static struct nlmsghdr *batch_msg(struct netd_nft *n, uint16_t type, uint16_t flags, const char *what)
+{
+	struct nlmsghdr *nlh;
+
+	if (n->ncmds >= NFT_MAX_CMDS) {
+		n->overflow = true;
+		return NULL;
+	}
+	n->what[n->ncmds++] = what;
+	nlh = nftnl_nlmsg_build_hdr(nftnl_batch_buffer(n->batch), type, NFPROTO_INET, flags | NLM_F_ACK,
+				    n->seq++);
+	return nlh;
+}
+
+static void batch_next(struct netd_nft *n)
+{
+	if (nftnl_batch_update(n->batch) < 0)
+		n->overflow = true;
+}
+
+static void batch_drop(struct netd_nft *n)
+{
+	if (n->batch)
+		nftnl_batch_free(n->batch);
+	n->batch = NULL;
+}
+
+struct ack_state {
+	struct netd_nft *n;
+	unsigned acked;
+	int err;          /* first error */
+	const char *what; /* its command */
+	char ext[256];    /* kernel's extended ack message, if any */
+};
+
+static int ack_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct ack_state *st = data;
+	const struct nlmsgerr *e;
+	uint32_t idx;
+
+	if (nlh->nlmsg_len < mnl_nlmsg_size(sizeof(struct nlmsgerr))) {
+		if (!st->err)
+			st->err = -EBADMSG;
+		return MNL_CB_OK;
+	}
+	e = mnl_nlmsg_get_payload(nlh);
+	idx = e->msg.nlmsg_seq - st->n->first_seq;
+	if (e->error == 0) {
+		st->acked++;
+		return MNL_CB_OK;
+	}
+	if (!st->err) {
+		st->err = e->error < 0 ? e->error : -e->error;
+		st->what = idx < st->n->ncmds ? st->n->what[idx] : "batch";
+		if (nlh->nlmsg_flags & NLM_F_ACK_TLVS) {
+			const struct nlattr *a;
+			size_t off = sizeof(*e);
+
+			if (!(nlh->nlmsg_flags & NLM_F_CAPPED))
+				off += mnl_nlmsg_get_payload_len(&e->msg);
+			mnl_attr_for_each(a, nlh, off) {
+				if (mnl_attr_get_type(a) == NLMSGERR_ATTR_MSG &&
+				    mnl_attr_validate(a, MNL_TYPE_NUL_STRING) == 0)
+					util_strlcpy(st->ext, mnl_attr_get_str(a), sizeof st->ext);
+			}
+		}
+	}
+	return MNL_CB_OK;
+}
+
+/* Sends the batch and reads every ACK. The kernel processes a batch inside sendmsg, so all
+ * answers are queued when it returns; we read until the socket is empty. */
+static int batch_talk(struct netd_nft *n, char *err, size_t errlen)
+{
+	static mnl_cb_t ctl_cb[NLMSG_MIN_TYPE] = {[NLMSG_ERROR] = ack_cb};
+	struct ack_state st = {.n = n};
+	char buf[NFT_RECV_BUF];
+	int fd = mnl_socket_get_fd(n->nl);
+	int r = 0;
+
+	if (n->overflow) {
+		r = -E2BIG;
+		snprintf(err, errlen, "nftables batch too large");
+		goto out;
+	}
+	nftnl_batch_end(nftnl_batch_buffer(n->batch), n->seq++);
+	nftnl_batch_update(n->batch);
+	/* drain stale messages from an earlier, failed exchange */
+	while (recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0)
+		;
+	{
+		int iovn = nftnl_batch_iovec_len(n->batch);
+		struct iovec *iov = calloc((size_t)iovn, sizeof *iov);
+		struct sockaddr_nl snl = {.nl_family = AF_NETLINK};
+		struct msghdr msg = {.msg_name = &snl, .msg_namelen = sizeof snl};
+
+		if (!iov) {
+			r = -ENOMEM;
+			goto out;
+		}
+		nftnl_batch_iovec(n->batch, iov, iovn);
+		msg.msg_iov = iov;
+		msg.msg_iovlen = (size_t)iovn;
+		if (sendmsg(fd, &msg, 0) < 0) {
+			r = -errno;
+			free(iov);
+			snprintf(err, errlen, "sending nftables batch: %s", strerror(-r));
+			goto out;
+		}
+		free(iov);
+	}
+	for (;;) {
+		ssize_t len = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+
+		if (len < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				break;
+			r = -errno;
+			snprintf(err, errlen, "reading nftables acknowledgements: %s", strerror(-r));
+			goto out;
+		}
+		mnl_cb_run2(buf, (size_t)len, 0, n->portid, NULL, &st, ctl_cb, MNL_ARRAY_SIZE(ctl_cb));
+	}
+	if (st.err) {
+		r = st.err;
+		snprintf(err, errlen, "nftables: %s: %s%s%s", st.what ? st.what : "batch", strerror(-r),
+			 st.ext[0] ? ": " : "", st.ext);
+	} else if (st.acked != n->ncmds) {
+		r = -EPROTO;
+		snprintf(err, errlen, "nftables: %u of %u commands acknowledged", st.acked, n->ncmds);
+	}
+out:
+	batch_drop(n);
+	return r;
+}
+
+/* ---- expressions ---- */
+
+static void add_expr(struct nftnl_rule *r, struct nftnl_expr *e)
+{
+	nftnl_rule_add_expr(r, e);
+}
+
+static void x_meta(struct nftnl_rule *r, uint32_t key, uint32_t dreg)
+{
+	struct nftnl_expr *e = nftnl_expr_alloc("meta");
+
+	nftnl_expr_set_u32(e, NFTNL_EXPR_META_KEY, key);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_META_DREG, dreg);
+	add_expr(r, e);
+}
+
+static void x_payload(struct nftnl_rule *r, uint32_t base, uint32_t off, uint32_t len, uint32_t dreg)
+{
+	struct nftnl_expr *e = nftnl_expr_alloc("payload");
+
+	nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_BASE, base);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_OFFSET, off);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_LEN, len);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_DREG, dreg);
+	add_expr(r, e);
+}
+
+static void x_cmp(struct nftnl_rule *r, uint32_t sreg, uint32_t op, const void *data, uint32_t len)
+{
+	struct nftnl_expr *e = nftnl_expr_alloc("cmp");
+
+	nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_SREG, sreg);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_OP, op);
+	nftnl_expr_set(e, NFTNL_EXPR_CMP_DATA, data, len);
+	add_expr(r, e);
+}
+
+static void x_cmp_u8(struct nftnl_rule *r, uint32_t sreg, uint32_t op, uint8_t v)
+{
+	x_cmp(r, sreg, op, &v, 1);
+}
+
+static void x_lookup(struct nftnl_rule *r, uint32_t sreg, const char *set, bool inv)
+{
+	struct nftnl_expr *e = nftnl_expr_alloc("lookup");
+
+	nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SREG, sreg);
+	nftnl_expr_set_str(e, NFTNL_EXPR_LOOKUP_SET, set);
+	if (inv)
+		nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_FLAGS, NFT_LOOKUP_F_INV);
+	add_expr(r, e);
+}
+
+static void x_counter(struct nftnl_rule *r)
+{
+	add_expr(r, nftnl_expr_alloc("counter"));
+}
+
+static void x_log(struct nftnl_rule *r, uint32_t group, const char *prefix)
+{
+	struct nftnl_expr *e = nftnl_expr_alloc("log");
+
+	nftnl_expr_set_u16(e, NFTNL_EXPR_LOG_GROUP, (uint16_t)group);
+	nftnl_expr_set_str(e, NFTNL_EXPR_LOG_PREFIX, prefix);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_LOG_SNAPLEN, 128);
+	add_expr(r, e);
+}
+
+static void x_verdict(struct nftnl_rule *r, int verdict, const char *chain)
+{
+	struct nftnl_expr *e = nftnl_expr_alloc("immediate");
+
+	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_VERDICT, (uint32_t)verdict);
+	if (chain)
+		nftnl_expr_set_str(e, NFTNL_EXPR_IMM_CHAIN, chain);
+	add_expr(r, e);
+}
+
+/* ct state established,related */
+static void x_ct_est_rel(struct nftnl_rule *r)
+{
+	struct nftnl_expr *e = nftnl_expr_alloc("ct");
+	uint32_t mask = (1u << 1) | (1u << 2), zero = 0; /* NF_CT_STATE_BIT(ESTABLISHED | RELATED) */
+
+	nftnl_expr_set_u32(e, NFTNL_EXPR_CT_KEY, NFT_CT_STATE);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_CT_DREG, NFT_REG_1);
+	add_expr(r, e);
+	e = nftnl_expr_alloc("bitwise");
+	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, 4);
+	nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, &mask, 4);
+	nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, &zero, 4);
+	add_expr(r, e);
+	x_cmp(r, NFT_REG_1, NFT_CMP_NEQ, &zero, 4);
+}
+
+static void x_ifprefix(struct nftnl_rule *r, uint32_t key)
+{
+	x_meta(r, key, NFT_REG_1);
+	x_cmp(r, NFT_REG_1, NFT_CMP_EQ, NETD_LINK_PREFIX, sizeof NETD_LINK_PREFIX - 1);
+}
+
+static void x_nfproto(struct nftnl_rule *r, uint8_t proto)
+{
+	x_meta(r, NFT_META_NFPROTO, NFT_REG_1);
+	x_cmp_u8(r, NFT_REG_1, NFT_CMP_EQ, proto);
+}
+
+/* Appends one rule to the batch. */
+static void put_rule(struct netd_nft *n, struct nftnl_rule *r, const char *chain, const char *what)
+{
+	struct nlmsghdr *nlh;
+
+	nftnl_rule_set_str(r, NFTNL_RULE_TABLE, NETD_NFT_TABLE);
+	nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, chain);
+	nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_INET);
+	nlh = batch_msg(n, NFT_MSG_NEWRULE, NLM_F_APPEND | NLM_F_CREATE, what);
+	if (nlh) {
+		nftnl_rule_nlmsg_build_payload(nlh, r);
+		batch_next(n);
+	}
+	nftnl_rule_free(r);
+}
+
+static struct nftnl_rule *rule_new(void)
+{
+	struct nftnl_rule *r = nftnl_rule_alloc();
+
+	if (!r)
+		abort(); /* libnftnl allocation failure: nothing sane to do in a privileged parent */
+	return r;
+}
+
+static void put_set(struct netd_nft *n, const char *name, uint32_t key_type, uint32_t key_len)
+{
+	struct nftnl_set *s = nftnl_set_alloc();
+	struct nlmsghdr *nlh;
+
+	if (!s)
+		abort();
+	nftnl_set_set_str(s, NFTNL_SET_TABLE, NETD_NFT_TABLE);
+	nftnl_set_set_str(s, NFTNL_SET_NAME, name);
+	nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
+	nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, key_type);
+	nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, key_len);
+	nftnl_set_set_u32(s, NFTNL_SET_ID, n->seq);
+	nlh = batch_msg(n, NFT_MSG_NEWSET, NLM_F_CREATE, "create set");
+	if (nlh) {
+		nftnl_set_nlmsg_build_payload(nlh, s);
+		batch_next(n);
+	}
+	nftnl_set_free(s);
+}
+
+static void put_chain(struct netd_nft *n, const char *name, int hook, bool flush)
+{
+	struct nftnl_chain *c = nftnl_chain_alloc();
+	struct nlmsghdr *nlh;
+
+	if (!c)
+		abort();
+	nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, NETD_NFT_TABLE);
+	nftnl_chain_set_str(c, NFTNL_CHAIN_NAME, name);
+	nftnl_chain_set_u32(c, NFTNL_CHAIN_FAMILY, NFPROTO_INET);
+	if (hook >= 0) {
+		nftnl_chain_set_u32(c, NFTNL_CHAIN_HOOKNUM, (uint32_t)hook);
+		nftnl_chain_set_s32(c, NFTNL_CHAIN_PRIO, -10);
+		nftnl_chain_set_u32(c, NFTNL_CHAIN_POLICY, NF_ACCEPT);
+		nftnl_chain_set_str(c, NFTNL_CHAIN_TYPE, "filter");
+	}
+	nlh = batch_msg(n, NFT_MSG_NEWCHAIN, NLM_F_CREATE, "create chain");
+	if (nlh) {
+		nftnl_chain_nlmsg_build_payload(nlh, c);
+		batch_next(n);
+	}
+	nftnl_chain_free(c);
+	if (flush) {
+		struct nftnl_rule *r = rule_new();
+
+		nftnl_rule_set_str(r, NFTNL_RULE_TABLE, NETD_NFT_TABLE);
+		nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, name);
+		nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_INET);
+		nlh = batch_msg(n, NFT_MSG_DELRULE, 0, "flush chain");
+		if (nlh) {
+			nftnl_rule_nlmsg_build_payload(nlh, r);
+			batch_next(n);
+		}
+		nftnl_rule_free(r);
+	}
+}
+
+/* transport dport after an l4proto check happens through the set key (proto is part of it) */
+static void rule_svc(struct netd_nft *n, bool v6)
+{
+	struct nftnl_rule *r = rule_new();
+
+	x_nfproto(r, v6 ? NFPROTO_IPV6 : NFPROTO_IPV4);
+	x_meta(r, NFT_META_IIFNAME, NFT_REG32_00);
+	if (v6)
+		x_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 24, 16, NFT_REG32_04);
+	else
+		x_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 16, 4, NFT_REG32_04);
+	x_meta(r, NFT_META_L4PROTO, v6 ? NFT_REG32_08 : NFT_REG32_05);
+	x_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, v6 ? NFT_REG32_09 : NFT_REG32_06);
+	x_lookup(r, NFT_REG32_00, v6 ? "svc6" : "svc4", false);
+	x_counter(r);
+	x_verdict(r, NF_ACCEPT, NULL);
+	put_rule(n, r, "session_in", "add rule session_in: allowed services");
+}
+
+static void rule_antispoof(struct netd_nft *n, bool v6, uint32_t group)
+{
+	struct nftnl_rule *r = rule_new();
+
+	x_nfproto(r, v6 ? NFPROTO_IPV6 : NFPROTO_IPV4);
+	x_meta(r, NFT_META_IIFNAME, NFT_REG32_00);
+	if (v6)
+		x_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 8, 16, NFT_REG32_04);
+	else
+		x_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 12, 4, NFT_REG32_04);
+	x_lookup(r, NFT_REG32_00, v6 ? "src6" : "src4", true);
+	x_counter(r);
+	x_log(r, group, "sluice-spoof");
+	x_verdict(r, NF_DROP, NULL);
+	put_rule(n, r, "session_in", "add rule session_in: anti-spoofing");
+}
+
+static void rule_gw_closed(struct netd_nft *n, bool v6)
+{
+	struct nftnl_rule *r = rule_new();
+
+	x_nfproto(r, v6 ? NFPROTO_IPV6 : NFPROTO_IPV4);
+	if (v6)
+		x_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 24, 16, NFT_REG_1);
+	else
+		x_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 16, 4, NFT_REG_1);
+	x_lookup(r, NFT_REG_1, v6 ? "gateways6" : "gateways4", false);
+	x_counter(r);
+	x_verdict(r, NF_DROP, NULL);
+	put_rule(n, r, "input", "add rule input: gateways closed to other interfaces");
+}
+
+static void put_elems(struct netd_nft *n, bool add, const char *set, const void *keys, size_t keylen,
+		      size_t nkeys, const char *what)
+{
+	struct nftnl_set *s = nftnl_set_alloc();
+	struct nlmsghdr *nlh;
+
+	if (!s)
+		abort();
+	nftnl_set_set_str(s, NFTNL_SET_TABLE, NETD_NFT_TABLE);
+	nftnl_set_set_str(s, NFTNL_SET_NAME, set);
+	nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
+	for (size_t i = 0; i < nkeys; i++) {
+		struct nftnl_set_elem *e = nftnl_set_elem_alloc();
+
+		if (!e)
+			abort();
+		nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, (const char *)keys + i * keylen, (uint32_t)keylen);
+		nftnl_set_elem_add(s, e);
+	}
+	nlh = batch_msg(n, add ? NFT_MSG_NEWSETELEM : NFT_MSG_DELSETELEM, add ? NLM_F_CREATE : 0, what);
+	if (nlh) {
+		nftnl_set_elems_nlmsg_build_payload(nlh, s);
+		batch_next(n);
+	}
+	nftnl_set_free(s);
+}
+
+static void gw_elems(struct netd_nft *n, bool add, const struct in_addr *gw4, const struct in6_addr *gw6)
+{
+	if (gw4)
+		put_elems(n, add, "gateways4", gw4, 4, 1, add ? "add gateway4" : "delete gateway4");
+	if (gw6)
+		put_elems(n, add, "gateways6", gw6, 16, 1, add ? "add gateway6" : "delete gateway6");
+}
+
+int netd_nft_setup(struct netd_nft *n, uint32_t log_group, const struct in_addr *gw4,
+		   const struct in6_addr *gw6, char *err, size_t errlen)
+{
+	struct nftnl_table *t;
+	struct nlmsghdr *nlh;
+	struct nftnl_rule *r;
+	int rc = batch_begin(n);
+
+	if (rc < 0)
+		return rc;
+	t = nftnl_table_alloc();
+	if (!t)
+		abort();
+	nftnl_table_set_str(t, NFTNL_TABLE_NAME, NETD_NFT_TABLE);
+	nftnl_table_set_u32(t, NFTNL_TABLE_FAMILY, NFPROTO_INET);
+	nlh = batch_msg(n, NFT_MSG_NEWTABLE, NLM_F_CREATE, "create table inet sluice");
+	if (nlh) {
+		nftnl_table_nlmsg_build_payload(nlh, t);
+		batch_next(n);
+	}
+	nftnl_table_free(t);
+
+	put_set(n, "gateways4", T_IPADDR, 4);
+	put_set(n, "gateways6", T_IP6ADDR, 16);
+	put_set(n, "src4", CONCAT2(T_IFNAME, T_IPADDR), KEY_SRC4_LEN);
+	put_set(n, "src6", CONCAT2(T_IFNAME, T_IP6ADDR), KEY_SRC6_LEN);
+	put_set(n, "svc4", CONCAT4(T_IFNAME, T_IPADDR, T_INET_PROTO, T_INET_SERVICE), KEY_SVC4_LEN);
+	put_set(n, "svc6", CONCAT4(T_IFNAME, T_IP6ADDR, T_INET_PROTO, T_INET_SERVICE), KEY_SVC6_LEN);
+	/* base chains first: flushing them removes the jumps before the regular chains are flushed */
+	put_chain(n, "input", NF_INET_LOCAL_IN, true);
+	put_chain(n, "forward", NF_INET_FORWARD, true);
+	put_chain(n, "session_in", -1, true);
+	put_chain(n, "session_fwd", -1, true);
+
+	/* session_in: everything a session interface sends to this host */
+	r = rule_new(); /* neighbour discovery to and from the gateway (link-local, hop limit 255) */
+	x_nfproto(r, NFPROTO_IPV6);
+	x_meta(r, NFT_META_L4PROTO, NFT_REG_1);
+	x_cmp_u8(r, NFT_REG_1, NFT_CMP_EQ, IPPROTO_ICMPV6);
+	x_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 0, 1, NFT_REG_1);
+	x_cmp_u8(r, NFT_REG_1, NFT_CMP_GTE, 135); /* nd-neighbor-solicit */
+	x_cmp_u8(r, NFT_REG_1, NFT_CMP_LTE, 136); /* nd-neighbor-advert */
+	x_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 7, 1, NFT_REG_1);
+	x_cmp_u8(r, NFT_REG_1, NFT_CMP_EQ, 255);
+	x_verdict(r, NF_ACCEPT, NULL);
+	put_rule(n, r, "session_in", "add rule session_in: neighbour discovery");
+	r = rule_new(); /* multicast/broadcast (MLD, mDNS...): dropped, not logged */
+	x_meta(r, NFT_META_PKTTYPE, NFT_REG_1);
+	x_cmp_u8(r, NFT_REG_1, NFT_CMP_NEQ, 0 /* PACKET_HOST */);
+	x_counter(r);
+	x_verdict(r, NF_DROP, NULL);
+	put_rule(n, r, "session_in", "add rule session_in: non-unicast");
+	rule_antispoof(n, false, log_group);
+	rule_antispoof(n, true, log_group);
+	r = rule_new();
+	x_ct_est_rel(r);
+	x_verdict(r, NF_ACCEPT, NULL);
+	put_rule(n, r, "session_in", "add rule session_in: established");
+	rule_svc(n, false);
+	rule_svc(n, true);
+	r = rule_new();
+	x_counter(r);
+	x_log(r, log_group, "sluice-drop");
+	x_verdict(r, NF_DROP, NULL);
+	put_rule(n, r, "session_in", "add rule session_in: drop the rest");
+
+	/* session_fwd: nothing is routed for a session. Direct mode (issue 8) inserts its
+	 * `iifname . daddr . proto . dport @direct4/6 accept` rules here, before the drop. */
+	r = rule_new();
+	x_counter(r);
+	x_log(r, log_group, "sluice-fwd");
+	x_verdict(r, NF_DROP, NULL);
+	put_rule(n, r, "session_fwd", "add rule session_fwd: drop");
+
+	/* input */
+	r = rule_new();
+	x_ifprefix(r, NFT_META_IIFNAME);
+	x_verdict(r, NFT_JUMP, "session_in");
+	put_rule(n, r, "input", "add rule input: jump session_in");
+	rule_gw_closed(n, false);
+	rule_gw_closed(n, true);
+
+	/* forward */
+	r = rule_new();
+	x_ifprefix(r, NFT_META_IIFNAME);
+	x_verdict(r, NFT_JUMP, "session_fwd");
+	put_rule(n, r, "forward", "add rule forward: jump session_fwd");
+	r = rule_new();
+	x_ifprefix(r, NFT_META_OIFNAME);
+	x_ct_est_rel(r);
+	x_verdict(r, NF_ACCEPT, NULL);
+	put_rule(n, r, "forward", "add rule forward: replies to sessions");
+	r = rule_new();
+	x_ifprefix(r, NFT_META_OIFNAME);
+	x_counter(r);
+	x_verdict(r, NF_DROP, NULL);
+	put_rule(n, r, "forward", "add rule forward: nothing else into sessions");
+
+	gw_elems(n, true, gw4, gw6);
+	return batch_talk(n, err, errlen);
+}
+
+int netd_nft_gateway_del(struct netd_nft *n, const struct in_addr *gw4, const struct in6_addr *gw6,
+			 char *err, size_t errlen)
+{
+	int rc = batch_begin(n);
+
+	if (rc < 0)
+		return rc;
+	gw_elems(n, false, gw4, gw6);
+	return batch_talk(n, err, errlen);
+}
+
+static void key_if(unsigned char *k, const char *ifname)
+{
+	memset(k, 0, IFNAMSIZ);
+	util_strlcpy((char *)k, ifname, IFNAMSIZ);
+}
+
+static void session_elems(struct netd_nft *n, const struct netd_nft_session *s, bool add)
+{
+	if (s->addr4 && s->gw4) {
+		unsigned char src[KEY_SRC4_LEN], svc[3][KEY_SVC4_LEN];
+		struct { uint8_t proto; uint16_t port; } sv[3] = {
+			{IPPROTO_TCP, s->proxy_port}, {IPPROTO_UDP, s->dns_port}, {IPPROTO_TCP, s->dns_port}};
+
+		key_if(src, s->ifname);
+		memcpy(src + IFNAMSIZ, s->addr4, 4);
+		for (int i = 0; i < 3; i++) {
+			uint16_t port = htons(sv[i].port);
+
+			memset(svc[i], 0, KEY_SVC4_LEN);
+			key_if(svc[i], s->ifname);
+			memcpy(svc[i] + IFNAMSIZ, s->gw4, 4);
+			svc[i][IFNAMSIZ + 4] = sv[i].proto;
+			memcpy(svc[i] + IFNAMSIZ + 8, &port, 2);
+		}
+		put_elems(n, add, "src4", src, sizeof src, 1, "session source address (IPv4)");
+		put_elems(n, add, "svc4", svc, KEY_SVC4_LEN, 3, "session services (IPv4)");
+	}
+	if (s->addr6 && s->gw6) {
+		unsigned char src[KEY_SRC6_LEN], svc[3][KEY_SVC6_LEN];
+		struct { uint8_t proto; uint16_t port; } sv[3] = {
+			{IPPROTO_TCP, s->proxy_port}, {IPPROTO_UDP, s->dns_port}, {IPPROTO_TCP, s->dns_port}};
+
+		key_if(src, s->ifname);
+		memcpy(src + IFNAMSIZ, s->addr6, 16);
+		for (int i = 0; i < 3; i++) {
+			uint16_t port = htons(sv[i].port);
+
+			memset(svc[i], 0, KEY_SVC6_LEN);
+			key_if(svc[i], s->ifname);
+			memcpy(svc[i] + IFNAMSIZ, s->gw6, 16);
+			svc[i][IFNAMSIZ + 16] = sv[i].proto;
+			memcpy(svc[i] + IFNAMSIZ + 20, &port, 2);
+		}
+		put_elems(n, add, "src6", src, sizeof src, 1, "session source address (IPv6)");
+		put_elems(n, add, "svc6", svc, KEY_SVC6_LEN, 3, "session services (IPv6)");
+	}
+}
+
+int netd_nft_session_add(struct netd_nft *n, const struct netd_nft_session *s, char *err, size_t errlen)
+{
+	int rc = batch_begin(n);
+
+	if (rc < 0)
+		return rc;
+	session_elems(n, s, true);
+	return batch_talk(n, err, errlen);
+}
+
+int netd_nft_session_del(struct netd_nft *n, const struct netd_nft_session *s, char *err, size_t errlen)
+{
+	int rc = batch_begin(n);
+
+	if (rc < 0)
+		return rc;
+	session_elems(n, s, false);
+	return batch_talk(n, err, errlen);
+}
+
+/* ---- reconciliation ---- */
+
+struct prune_state {
+	bool (*keep)(const char *ifname, void *arg);
+	void *arg;
+	unsigned char *keys; /* malloced: doomed keys */
+	size_t nkeys, cap, keylen;
+	int err;
+};
+
+static int prune_elem_cb(struct nftnl_set_elem *e, void *data)
+{
+	struct prune_state *st = data;
+	uint32_t len = 0;
+	const unsigned char *k = nftnl_set_elem_get(e, NFTNL_SET_ELEM_KEY, &len);
+	char ifname[IFNAMSIZ];
+
+	if (!k || len != st->keylen)
+		return 0;
+	memcpy(ifname, k, IFNAMSIZ);
+	ifname[IFNAMSIZ - 1] = '\0';
+	if (st->keep(ifname, st->arg))
+		return 0;
+	if (st->nkeys == st->cap) {
+		size_t nc = st->cap ? st->cap * 2 : 64;
+		unsigned char *nk = realloc(st->keys, nc * st->keylen);
+
+		if (!nk) {
+			st->err = -ENOMEM;
+			return -1;
+		}
+		st->keys = nk;
+		st->cap = nc;
+	}
+	memcpy(st->keys + st->nkeys++ * st->keylen, k, st->keylen);
+	return 0;
+}
+
+static int prune_msg_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct prune_state *st = data;
+	struct nftnl_set *s = nftnl_set_alloc();
+
+	if (!s)
+		return MNL_CB_ERROR;
+	if (nftnl_set_elems_nlmsg_parse(nlh, s) == 0)
+		nftnl_set_elem_foreach(s, prune_elem_cb, st);
+	nftnl_set_free(s);
+	return st->err ? MNL_CB_ERROR : MNL_CB_OK;
+}
+
+static int dump_set(struct netd_nft *n, const char *set, struct prune_state *st)
+{
+	char buf[NFT_RECV_BUF];
+	struct nftnl_set *s = nftnl_set_alloc();
+	struct nlmsghdr *nlh;
+	uint32_t seq = n->seq++;
+	int r;
+
+	if (!s)
+		return -ENOMEM;
+	nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETSETELEM, NFPROTO_INET, NLM_F_DUMP | NLM_F_ACK, seq);
+	nftnl_set_set_str(s, NFTNL_SET_TABLE, NETD_NFT_TABLE);
+	nftnl_set_set_str(s, NFTNL_SET_NAME, set);
+	nftnl_set_elems_nlmsg_build_payload(nlh, s);
+	nftnl_set_free(s);
+	if (mnl_socket_sendto(n->nl, nlh, nlh->nlmsg_len) < 0)
+		return -errno;
+	for (;;) {
+		ssize_t len = mnl_socket_recvfrom(n->nl, buf, sizeof buf);
+
+		if (len < 0)
+			return -errno;
+		r = mnl_cb_run(buf, (size_t)len, seq, n->portid, prune_msg_cb, st);
+		if (r == MNL_CB_STOP)
+			return 0;
+		if (r < 0)
+			return st->err ? st->err : -errno;
+	}
+}
+
+int netd_nft_prune(struct netd_nft *n, bool (*keep)(const char *ifname, void *arg), void *arg,
+		   char *err, size_t errlen)
+{
+	static const struct { const char *name; size_t keylen; } sets[] = {
+		{"src4", KEY_SRC4_LEN}, {"src6", KEY_SRC6_LEN}, {"svc4", KEY_SVC4_LEN}, {"svc6", KEY_SVC6_LEN}};
+	int total = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(sets); i++) {
+		struct prune_state st = {.keep = keep, .arg = arg, .keylen = sets[i].keylen};
+		int r = dump_set(n, sets[i].name, &st);
+
+		if (r == -ENOENT) { /* no table yet: nothing to prune */
+			free(st.keys);
+			return 0;
+		}
+		if (r < 0) {
+			snprintf(err, errlen, "listing nftables set %s: %s", sets[i].name, strerror(-r));
+			free(st.keys);
+			return r;
+		}
+		/* delete in chunks that fit one netlink message */
+		for (size_t off = 0; off < st.nkeys; off += 256) {
+			size_t cnt = st.nkeys - off < 256 ? st.nkeys - off : 256;
+
+			r = batch_begin(n);
+			if (r == 0) {
+				put_elems(n, false, sets[i].name, st.keys + off * st.keylen, st.keylen, cnt,
+					  "delete stale elements");
+				r = batch_talk(n, err, errlen);
+			}
+			if (r < 0) {
+				free(st.keys);
+				return r;
+			}
+		}
+		total += (int)st.nkeys;
+		free(st.keys);
+	}
+	return total;
+}
+
+int netd_nft_destroy(struct netd_nft *n, char *err, size_t errlen)
+{
+	struct nftnl_table *t = nftnl_table_alloc();
+	struct nlmsghdr *nlh;
+	int rc;
+
+	if (!t)
+		return -ENOMEM;
+	rc = batch_begin(n);
+	if (rc < 0) {
+		nftnl_table_free(t);
+		return rc;
+	}
+	nftnl_table_set_str(t, NFTNL_TABLE_NAME, NETD_NFT_TABLE);
+	nftnl_table_set_u32(t, NFTNL_TABLE_FAMILY, NFPROTO_INET);
+	nlh = batch_msg(n, NFT_MSG_DELTABLE, 0, "delete table inet sluice");
+	if (nlh) {
+		nftnl_table_nlmsg_build_payload(nlh, t);
+		batch_next(n);
+	}
+	nftnl_table_free(t);
+	return batch_talk(n, err, errlen);
+}

@@ -1,0 +1,99 @@
+/* The two message protocols of netd: the control protocol (launcher/sluicectl <-> sluiced over
+ * /run/sluice/control.sock) and the engine protocol (sluiced <-> its unprivileged proxy engine child
+ * over a socketpair). Message and attribute numbers are wire format: append, never renumber.
+ * The permission tables (which message may arrive in which state, with how many fds and which
+ * attributes of which size) live in proto.c and are applied by ipc_msg_check(). docs/netd.md
+ * documents them. */
+#pragma once
+
+#include "ipc.h"
+
+#define NETD_ID_MAX 12 /* session id (hex); the link is "sl-" + id */
+#define NETD_ID_BUF (NETD_ID_MAX + 1)
+#define NETD_COMMAND_MAX 4096
+#define NETD_PATH_MAX 4095
+#define NETD_ADDR_MAX 45      /* INET6_ADDRSTRLEN - 1 */
+#define NETD_ERRMSG_MAX 1023
+#define NETD_RESOLV_MAX 511
+#define NETD_NAME_MAX 32
+#define NETD_POLICY_MAX (IPC_MSG_MAX - 16384) /* the policy JSON plus room for the other attributes */
+
+/* ---- control protocol ---- */
+
+/* connection states (bits) */
+enum {
+	NETD_CS_OPEN = 1u << 0,     /* connected, no attached session */
+	NETD_CS_ATTACHED = 1u << 1, /* this connection holds an attached session */
+	NETD_CS_CLIENT = 1u << 2,   /* client side: every reply is allowed */
+};
+
+enum netd_msg {
+	NETD_MSG_ATTACH = 1,  /* client -> d: wire the netns passed as fd; ends when the connection closes */
+	NETD_MSG_CREATE = 2,  /* client -> d: make a named netns under /run/sluice/netns and wire it */
+	NETD_MSG_LIST = 3,    /* client -> d: list sessions (root: all; others: their own) */
+	NETD_MSG_END = 4,     /* client -> d: end a session by id (root: any; others: their own) */
+	NETD_MSG_SESSION = 16,  /* d -> client: a session (reply to ATTACH/CREATE, and LIST entries) */
+	NETD_MSG_OK = 17,       /* d -> client: END done */
+	NETD_MSG_ERROR = 18,    /* d -> client: request refused or failed */
+	NETD_MSG_LIST_END = 19, /* d -> client: end of a LIST reply */
+	NETD_MSG_COUNT_,
+};
+
+enum netd_attr {
+	NETD_A_UNSPEC = 0,
+	NETD_A_COMMAND = 1,
+	NETD_A_POLICY = 2,
+	NETD_A_AUDIT_LOG = 3,
+	NETD_A_NAME = 4,
+	NETD_A_ID = 5,
+	NETD_A_ADDR4 = 6,
+	NETD_A_GW4 = 7,
+	NETD_A_ADDR6 = 8,
+	NETD_A_GW6 = 9,
+	NETD_A_PROXY_PORT = 10,
+	NETD_A_RESOLV_CONF = 11,
+	NETD_A_NETNS_PATH = 12,
+	NETD_A_IFNAME = 13,
+	NETD_A_UID = 14,
+	NETD_A_PID = 15,
+	NETD_A_CREATED = 16,
+	NETD_A_ERRNO = 17,
+	NETD_A_ERRMSG = 18,
+	NETD_A_KIND = 19,
+	NETD_A_GID = 20,
+	NETD_A_DNS_UPSTREAM = 21,
+	NETD_A_SRC = 22,
+	NETD_A_DST = 23,
+	NETD_A_PROTO = 24,
+	NETD_A_SPORT = 25,
+	NETD_A_DPORT = 26,
+	NETD_A_REASON = 27,
+};
+
+extern const struct ipc_proto netd_control_proto;
+
+/* ---- engine protocol (sluiced <-> proxy engine child) ---- */
+
+enum {
+	NETD_ES_INIT = 1u << 0, /* child: before START (privileged, collecting listeners) */
+	NETD_ES_RUN = 1u << 1,  /* child: engine running, unprivileged */
+	NETD_ES_PARENT = 1u << 2,
+};
+
+enum netd_eng_msg {
+	NETD_ENG_CONFIG = 1,         /* d -> engine: audit path, upstream DNS, uid/gid to drop to */
+	NETD_ENG_LISTENER = 2,       /* d -> engine: one listening socket (fd) of a kind */
+	NETD_ENG_START = 3,          /* d -> engine: drop privileges, create the engine, report READY */
+	NETD_ENG_SESSION_ADD = 4,    /* d -> engine */
+	NETD_ENG_SESSION_REMOVE = 5, /* d -> engine */
+	NETD_ENG_AUDIT_DROP = 6,     /* d -> engine: a packet nftables dropped */
+	NETD_ENG_REOPEN_LOG = 7,     /* d -> engine: SIGHUP */
+	NETD_ENG_READY = 16,         /* engine -> d: running (or ERRNO/ERRMSG if it could not start) */
+	NETD_ENG_RESULT = 17,        /* engine -> d: result of the request with the same seq */
+	NETD_ENG_COUNT_,
+};
+
+extern const struct ipc_proto netd_engine_proto;
+
+/* Builds and sends an ERROR reply. */
+int netd_send_error(int sock, uint32_t seq, int err, const char *msg);

@@ -1,0 +1,204 @@
+/* sluiced: the privileged network daemon of sluice. Parses options, starts the core (which
+ * reconciles what a crashed instance left), listens on the control socket and runs the event
+ * loop until SIGTERM/SIGINT; SIGHUP reopens the audit log. */
+#include <errno.h>
+#include <event2/event.h>
+#include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+#include "netd.h"
+#include "util.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: sluiced [options]\n"
+		"  --run-dir DIR        state directory (default " NETD_DEFAULT_RUN_DIR ")\n"
+		"  --audit-log PATH     audit log (default " NETD_DEFAULT_AUDIT_LOG ")\n"
+		"  --pool4 CIDR         IPv4 session pool (default " NETD_DEFAULT_POOL4 ")\n"
+		"  --pool6 CIDR|none    IPv6 session pool (default " NETD_DEFAULT_POOL6 ")\n"
+		"  --proxy-port N       proxy port on the gateway (default 3128)\n"
+		"  --dns-port N         DNS port on the gateway (default 53)\n"
+		"  --upstream-dns A[#P] resolver the engine uses (default: first nameserver of /etc/resolv.conf)\n"
+		"  --nflog-group N      NFLOG group for dropped packets (default 2110)\n"
+		"  --user USER          unprivileged user of the proxy engine (default sluice, else nobody)\n"
+		"  --max-per-uid N      sessions per unprivileged user (default 64)\n"
+		"  --sysconfdir DIR     organisation policy directory (default /etc/sluice)\n"
+		"  -v, --verbose        more logging (twice: debug)\n"
+		"  -h, --help, --version\n");
+}
+
+static int parse_uint(const char *s, unsigned long max, unsigned long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoul(s, &end, 10);
+	return errno || !*s || *end || *out > max ? -EINVAL : 0;
+}
+
+static void signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+	struct netd *d = arg;
+
+	if (sig == SIGHUP) {
+		log_info("SIGHUP: reopening the audit log");
+		netd_engine_reopen_log(d);
+		return;
+	}
+	log_info("signal %d: stopping", (int)sig);
+	event_base_loopexit(d->base, NULL);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"run-dir", required_argument, NULL, 'r'}, {"audit-log", required_argument, NULL, 'a'},
+		{"pool4", required_argument, NULL, '4'},   {"pool6", required_argument, NULL, '6'},
+		{"proxy-port", required_argument, NULL, 'p'}, {"dns-port", required_argument, NULL, 'd'},
+		{"upstream-dns", required_argument, NULL, 'u'}, {"nflog-group", required_argument, NULL, 'g'},
+		{"user", required_argument, NULL, 'U'},    {"max-per-uid", required_argument, NULL, 'm'},
+		{"sysconfdir", required_argument, NULL, 'c'}, {"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},          {"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0}};
+	struct netd_config cfg;
+	struct netd *d = NULL;
+	struct event *sigs[4] = {0};
+	enum log_level lvl = LOG_LEVEL_INFO;
+	char err[1024];
+	unsigned long v;
+	int c, r;
+
+	log_init("sluiced", lvl);
+	netd_config_defaults(&cfg);
+	while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'r':
+			if (util_strlcpy(cfg.run_dir, optarg, sizeof cfg.run_dir) >= sizeof cfg.run_dir || optarg[0] != '/')
+				goto bad;
+			break;
+		case 'a':
+			if (util_strlcpy(cfg.audit_log, optarg, sizeof cfg.audit_log) >= sizeof cfg.audit_log ||
+			    optarg[0] != '/')
+				goto bad;
+			break;
+		case '4':
+			if (netd_config_pool4(&cfg, optarg, err, sizeof err) < 0) {
+				fprintf(stderr, "sluiced: %s\n", err);
+				return 2;
+			}
+			break;
+		case '6':
+			if (strcmp(optarg, "none") == 0)
+				cfg.v6 = false;
+			else if (netd_config_pool6(&cfg, optarg, err, sizeof err) < 0) {
+				fprintf(stderr, "sluiced: %s\n", err);
+				return 2;
+			}
+			break;
+		case 'p':
+		case 'd':
+			if (parse_uint(optarg, 65535, &v) < 0 || v == 0)
+				goto bad;
+			*(c == 'p' ? &cfg.proxy_port : &cfg.dns_port) = (uint16_t)v;
+			break;
+		case 'u':
+			if (util_strlcpy(cfg.upstream_dns, optarg, sizeof cfg.upstream_dns) >= sizeof cfg.upstream_dns)
+				goto bad;
+			break;
+		case 'g':
+			if (parse_uint(optarg, 65535, &v) < 0)
+				goto bad;
+			cfg.nflog_group = (uint32_t)v;
+			break;
+		case 'U': {
+			struct passwd *pw = getpwnam(optarg);
+			if (!pw || pw->pw_uid == 0) {
+				fprintf(stderr, "sluiced: --user %s: no such unprivileged user\n", optarg);
+				return 2;
+			}
+			cfg.engine_uid = pw->pw_uid;
+			cfg.engine_gid = pw->pw_gid;
+			break;
+		}
+		case 'm':
+			if (parse_uint(optarg, 100000, &v) < 0)
+				goto bad;
+			cfg.max_per_uid = (unsigned)v;
+			break;
+		case 'c':
+			util_strlcpy(cfg.sysconfdir, optarg, sizeof cfg.sysconfdir);
+			break;
+		case 'v':
+			lvl = lvl == LOG_LEVEL_INFO ? LOG_LEVEL_DEBUG : lvl;
+			log_set_level(lvl);
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+#ifdef NETD_TEST_ENGINE
+			printf("sluiced %s (proxy engine: netd test listener)\n", SLUICE_VERSION);
+#else
+			printf("sluiced %s\n", SLUICE_VERSION);
+#endif
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+		continue;
+bad:
+		fprintf(stderr, "sluiced: bad value for --%s: %s\n", opts[0].name ? "option" : "", optarg);
+		usage(stderr);
+		return 2;
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	{
+		/* each session holds a connection, a namespace and a lease fd */
+		struct rlimit rl;
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+			rl.rlim_cur = rl.rlim_max;
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
+	}
+	r = netd_new(&d, &cfg, true, err, sizeof err);
+	if (r < 0) {
+		fprintf(stderr, "sluiced: %s\n", err);
+		return 1;
+	}
+	r = netd_control_listen(d, err, sizeof err);
+	if (r < 0) {
+		fprintf(stderr, "sluiced: %s\n", err);
+		netd_free(d);
+		return 1;
+	}
+	sigs[0] = evsignal_new(d->base, SIGTERM, signal_cb, d);
+	sigs[1] = evsignal_new(d->base, SIGINT, signal_cb, d);
+	sigs[2] = evsignal_new(d->base, SIGHUP, signal_cb, d);
+	for (int i = 0; i < 3; i++)
+		if (!sigs[i] || event_add(sigs[i], NULL) < 0)
+			fatal("cannot install signal handlers");
+#ifdef NETD_TEST_ENGINE
+	log_warnx("built without the proxy engine: serving the netd test listener (forwards nothing)");
+#endif
+	log_info("ready: %s/control.sock", cfg.run_dir);
+	event_base_dispatch(d->base);
+	for (int i = 0; i < 3; i++)
+		event_free(sigs[i]);
+	netd_free(d);
+	return 0;
+}

@@ -1,0 +1,274 @@
+/* Test driver for netd/client.h (what the launcher does), used by the netd lab tests and the
+ * benchmark:
+ *   netd-testclient attach NETNS_PATH POLICY_FILE [COMMAND]  open a session, print its reply as
+ *       key=value lines, keep it until SIGTERM/SIGINT/SIGUSR1, then close it
+ *   netd-testclient many N NETNS_DIR POLICY_FILE             open sessions for N netns files named
+ *       NETNS_DIR/n0..n{N-1}, print "setup_us=..." per session, hold until a signal as above, close
+ *       all and print "close_us=..." per session
+ *   netd-testclient bench LIVE SAMPLES NETNS_DIR POLICY_FILE    open LIVE sessions (netns n0..), then
+ *       SAMPLES times open one more and end it (END is answered after teardown), printing
+ *       "live=LIVE setup_us=... teardown_us=..." per sample
+ *   netd-testclient create NAME POLICY_FILE | list | end ID */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "policy.h"
+
+/* The policy file compiled and serialised as the launcher does; with NETD_TEST_RAW_POLICY set, the file's
+ * bytes as they are (to check that sluiced re-validates what a client sends). */
+static char *load_policy(const char *file)
+{
+	if (getenv("NETD_TEST_RAW_POLICY")) {
+		FILE *f = fopen(file, "re");
+		char *buf = calloc(1, 65536);
+
+		if (f && buf && fread(buf, 1, 65535, f) > 0) {
+			fclose(f);
+			return buf;
+		}
+		if (f)
+			fclose(f);
+		free(buf);
+		return NULL;
+	}
+	struct policy_builder *b = policy_builder_new();
+	struct policy_error pe = {0};
+	struct policy *p = NULL;
+	char *json = NULL, buf[2048];
+
+	if (b && policy_builder_add_file(b, POLICY_LAYER_CLI, file, &pe) == 0)
+		p = policy_builder_compile(b, &pe);
+	if (!p)
+		fprintf(stderr, "netd-testclient: %s\n", policy_error_format(&pe, buf, sizeof buf));
+	else
+		json = policy_serialize(p);
+	policy_unref(p);
+	policy_builder_free(b);
+	return json;
+}
+
+static void print_reply(const struct netd_session_reply *r)
+{
+	printf("id=%s\naddr4=%s\ngw4=%s\naddr6=%s\ngw6=%s\nproxy_port=%u\n", r->id, r->addr4, r->gw4, r->addr6,
+	       r->gw6, r->proxy_port);
+	fflush(stdout);
+}
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	stop = 1;
+}
+
+/* Holds until one of the signals installed in main arrives. */
+static void hold(void)
+{
+	sigset_t none;
+
+	sigemptyset(&none);
+	while (!stop)
+		sigsuspend(&none);
+}
+
+static long long now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void list_cb(const struct netd_session_entry *e, void *arg)
+{
+	printf("%s %s %s %s uid=%u %s %s\n", e->id, e->ifname, e->addr4, e->addr6[0] ? e->addr6 : "-", e->uid,
+	       e->netns_path[0] ? e->netns_path : "-", e->command);
+}
+
+int main(int argc, char **argv)
+{
+	char err[1024];
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigset_t block;
+	struct rlimit rl;
+
+	/* a session is one connection: many sessions need many fds */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+
+	/* block the stop signals outside sigsuspend so none is lost between the check and the wait */
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &block, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
+	if (argc >= 4 && strcmp(argv[1], "attach") == 0) {
+		struct netd_session_request req = {0};
+		struct netd_session_reply rep;
+		struct netd_session *s;
+		char *json = load_policy(argv[3]);
+
+		req.netns_fd = open(argv[2], O_RDONLY | O_CLOEXEC);
+		if (req.netns_fd < 0 || !json) {
+			fprintf(stderr, "netd-testclient: cannot open %s or its policy\n", argv[2]);
+			return 1;
+		}
+		req.command = argc > 4 ? argv[4] : "netd-testclient";
+		req.policy_json = json;
+		req.audit_log = getenv("NETD_TEST_AUDIT_LOG"); /* embedded mode only */
+		s = netd_session_open(&req, &rep, err, sizeof err);
+		close(req.netns_fd);
+		free(json);
+		if (!s) {
+			fprintf(stderr, "netd-testclient: %s\n", err);
+			return 1;
+		}
+		print_reply(&rep);
+		hold();
+		netd_session_close(s);
+		return 0;
+	}
+	if (argc == 5 && strcmp(argv[1], "many") == 0) {
+		int n = atoi(argv[2]);
+		struct netd_session **ss = calloc((size_t)n, sizeof *ss);
+		char *json = load_policy(argv[4]);
+		int ok = 0;
+
+		if (!ss || !json || n <= 0)
+			return 1;
+		for (int i = 0; i < n; i++) {
+			struct netd_session_request req = {0};
+			struct netd_session_reply rep;
+			char path[4096];
+			long long t0;
+
+			snprintf(path, sizeof path, "%s/n%d", argv[3], i);
+			req.netns_fd = open(path, O_RDONLY | O_CLOEXEC);
+			if (req.netns_fd < 0) {
+				fprintf(stderr, "netd-testclient: %s: %s\n", path, strerror(errno));
+				break;
+			}
+			req.command = "bench";
+			req.policy_json = json;
+			t0 = now_us();
+			ss[i] = netd_session_open(&req, &rep, err, sizeof err);
+			printf("setup_us=%lld live=%d id=%s addr4=%s\n", now_us() - t0, i, ss[i] ? rep.id : "-",
+			       ss[i] ? rep.addr4 : "-");
+			close(req.netns_fd);
+			if (!ss[i]) {
+				fprintf(stderr, "netd-testclient: session %d: %s\n", i, err);
+				break;
+			}
+			ok++;
+		}
+		fflush(stdout);
+		hold();
+		for (int i = ok - 1; i >= 0; i--) {
+			long long t0 = now_us();
+			char e2[256];
+			/* closing returns at once in daemon mode; time until sluiced confirms with a list */
+			netd_session_close(ss[i]);
+			(void)e2;
+			printf("close_us=%lld live=%d\n", now_us() - t0, i);
+		}
+		free(json);
+		free(ss);
+		return ok == n ? 0 : 1;
+	}
+	if (argc == 6 && strcmp(argv[1], "bench") == 0) {
+		int live = atoi(argv[2]), samples = atoi(argv[3]);
+		struct netd_session **ss = calloc((size_t)live + 1, sizeof *ss);
+		char *json = load_policy(argv[5]);
+
+		if (!ss || !json || live < 0 || samples <= 0)
+			return 1;
+		for (int i = 0; i < live + samples; i++) {
+			struct netd_session_request req = {0};
+			struct netd_session_reply rep;
+			struct netd_session *s;
+			char path[4096];
+			long long t0, t1, t2;
+
+			snprintf(path, sizeof path, "%s/n%d", argv[4], i);
+			req.netns_fd = open(path, O_RDONLY | O_CLOEXEC);
+			if (req.netns_fd < 0) {
+				fprintf(stderr, "netd-testclient: %s: %s\n", path, strerror(errno));
+				return 1;
+			}
+			req.command = "bench";
+			req.policy_json = json;
+			t0 = now_us();
+			s = netd_session_open(&req, &rep, err, sizeof err);
+			t1 = now_us();
+			close(req.netns_fd);
+			if (!s) {
+				fprintf(stderr, "netd-testclient: session %d: %s\n", i, err);
+				return 1;
+			}
+			if (i < live) {
+				ss[i] = s;
+				continue;
+			}
+			if (netd_session_end(rep.id, err, sizeof err) < 0) {
+				fprintf(stderr, "netd-testclient: end: %s\n", err);
+				return 1;
+			}
+			t2 = now_us();
+			netd_session_close(s);
+			printf("live=%d setup_us=%lld teardown_us=%lld\n", live, t1 - t0, t2 - t1);
+		}
+		fflush(stdout);
+		for (int i = 0; i < live; i++)
+			netd_session_close(ss[i]);
+		free(ss);
+		free(json);
+		return 0;
+	}
+	if (argc == 4 && strcmp(argv[1], "create") == 0) {
+		struct netd_session_reply rep;
+		char path[4096];
+		char *json = load_policy(argv[3]);
+		int r = json ? netd_netns_create(argv[2], "netd-testclient create", json, &rep, path, sizeof path, err,
+					       sizeof err)
+			     : -EINVAL;
+
+		free(json);
+		if (r < 0) {
+			fprintf(stderr, "netd-testclient: %s\n", err);
+			return 1;
+		}
+		print_reply(&rep);
+		printf("netns=%s\n", path);
+		return 0;
+	}
+	if (argc == 2 && strcmp(argv[1], "list") == 0) {
+		if (netd_sessions_list(list_cb, NULL, err, sizeof err) < 0) {
+			fprintf(stderr, "netd-testclient: %s\n", err);
+			return 1;
+		}
+		return 0;
+	}
+	if (argc == 3 && strcmp(argv[1], "end") == 0) {
+		if (netd_session_end(argv[2], err, sizeof err) < 0) {
+			fprintf(stderr, "netd-testclient: %s\n", err);
+			return 1;
+		}
+		return 0;
+	}
+	fprintf(stderr, "usage: netd-testclient attach NETNS POLICY [CMD] | many N DIR POLICY | create NAME POLICY | "
+			"list | end ID\n");
+	return 2;
+}

@@ -1,0 +1,390 @@
+/* Unit tests of common/ipc (framing, attribute checks, fd passing) and of netd's permission tables,
+ * over socketpairs: no privileges needed. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <libmnl/libmnl.h>
+
+#include "ipc.h"
+#include "proto.h"
+
+static int sv[2];
+
+static int setup(void **state)
+{
+	return ipc_socketpair(sv, false) == 0 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	close(sv[0]);
+	close(sv[1]);
+	return 0;
+}
+
+static int open_fd_count(void)
+{
+	int n = 0;
+
+	for (int fd = 0; fd < 1024; fd++)
+		n += fcntl(fd, F_GETFD) >= 0;
+	return n;
+}
+
+static void test_roundtrip(void **state)
+{
+	struct ipc_buf b;
+	struct ipc_msg m;
+	char err[256];
+
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_END, 42), 0);
+	ipc_buf_put_str(&b, NETD_A_ID, "0123456789");
+	assert_int_equal(ipc_send(sv[0], &b), 0);
+	ipc_buf_release(&b);
+	assert_int_equal(ipc_recv(sv[1], &m), 0);
+	assert_int_equal(m.type, NETD_MSG_END);
+	assert_int_equal(m.seq, 42);
+	assert_int_equal(ipc_msg_check(&netd_control_proto, &m, NETD_CS_OPEN, err, sizeof err), 0);
+	assert_string_equal(ipc_get_str(&m, NETD_A_ID), "0123456789");
+	assert_false(ipc_has(&m, NETD_A_COMMAND));
+	ipc_msg_clear(&m);
+}
+
+static void test_all_types(void **state)
+{
+	struct ipc_buf b;
+	struct ipc_msg m;
+	char err[256];
+	size_t len;
+
+	assert_int_equal(ipc_buf_init(&b, NETD_ENG_AUDIT_DROP, 7), 0);
+	ipc_buf_put_str(&b, NETD_A_SRC, "10.0.0.2");
+	ipc_buf_put_str(&b, NETD_A_DST, "2001:db8::1");
+	ipc_buf_put_u16(&b, NETD_A_SPORT, 65535);
+	ipc_buf_put_u16(&b, NETD_A_DPORT, 443);
+	ipc_buf_put_u8(&b, NETD_A_PROTO, 17);
+	assert_int_equal(ipc_send(sv[0], &b), 0);
+	ipc_buf_release(&b);
+	assert_int_equal(ipc_recv(sv[1], &m), 0);
+	assert_int_equal(ipc_msg_check(&netd_engine_proto, &m, NETD_ES_RUN, err, sizeof err), 0);
+	assert_int_equal(ipc_get_u16(&m, NETD_A_SPORT, 0), 65535);
+	assert_int_equal(ipc_get_u16(&m, NETD_A_DPORT, 0), 443);
+	assert_int_equal(ipc_get_u8(&m, NETD_A_PROTO, 0), 17);
+	assert_null(ipc_get_bytes(&m, NETD_A_ID, &len));
+	ipc_msg_clear(&m);
+	/* u64 */
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_SESSION, 1), 0);
+	ipc_buf_put_str(&b, NETD_A_ID, "ab");
+	ipc_buf_put_u64(&b, NETD_A_CREATED, 0x1122334455667788ull);
+	assert_int_equal(ipc_send(sv[0], &b), 0);
+	ipc_buf_release(&b);
+	assert_int_equal(ipc_recv(sv[1], &m), 0);
+	assert_int_equal(ipc_msg_check(&netd_control_proto, &m, NETD_CS_CLIENT, err, sizeof err), 0);
+	assert_true(ipc_get_u64(&m, NETD_A_CREATED, 0) == 0x1122334455667788ull);
+	ipc_msg_clear(&m);
+}
+
+/* sends raw bytes as one record */
+static void send_raw(const void *p, size_t len)
+{
+	assert_int_equal(send(sv[0], p, len, 0), (ssize_t)len);
+}
+
+static void test_truncated_header(void **state)
+{
+	struct ipc_msg m;
+	char small[8] = {0};
+
+	send_raw(small, sizeof small);
+	assert_int_equal(ipc_recv(sv[1], &m), -EBADMSG);
+	ipc_msg_clear(&m);
+}
+
+static void test_length_mismatch(void **state)
+{
+	struct ipc_msg m;
+	char buf[64] = {0};
+	struct nlmsghdr *nlh = (struct nlmsghdr *)buf;
+
+	nlh->nlmsg_len = 48; /* claims more than is sent */
+	nlh->nlmsg_type = NETD_MSG_LIST;
+	send_raw(buf, 32);
+	assert_int_equal(ipc_recv(sv[1], &m), -EBADMSG);
+	ipc_msg_clear(&m);
+}
+
+static void test_truncated_attribute(void **state)
+{
+	struct ipc_msg m;
+	char err[256], buf[64] = {0};
+	struct nlmsghdr *nlh = (struct nlmsghdr *)buf;
+	struct nlattr *a = (struct nlattr *)(buf + sizeof *nlh);
+
+	nlh->nlmsg_len = sizeof *nlh + 6;
+	nlh->nlmsg_type = NETD_MSG_END;
+	a->nla_len = 20; /* runs past the end of the message */
+	a->nla_type = NETD_A_ID;
+	send_raw(buf, nlh->nlmsg_len);
+	assert_int_equal(ipc_recv(sv[1], &m), 0);
+	assert_int_equal(ipc_msg_check(&netd_control_proto, &m, NETD_CS_OPEN, err, sizeof err), -EBADMSG);
+	assert_non_null(strstr(err, "malformed"));
+	ipc_msg_clear(&m);
+}
+
+static void test_oversized(void **state)
+{
+	struct ipc_msg m;
+	size_t len = IPC_MSG_MAX + 100;
+	char *big = calloc(1, len);
+	struct nlmsghdr *nlh = (struct nlmsghdr *)big;
+	int sb = 4 << 20;
+
+	assert_non_null(big);
+	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sb, sizeof sb);
+	nlh->nlmsg_len = (uint32_t)len;
+	nlh->nlmsg_type = NETD_MSG_LIST;
+	if (send(sv[0], big, len, 0) == (ssize_t)len) {
+		assert_int_equal(ipc_recv(sv[1], &m), -EMSGSIZE);
+		ipc_msg_clear(&m);
+	}
+	free(big);
+	/* and the builder refuses to build one */
+	{
+		struct ipc_buf b;
+		char *s = malloc(IPC_MSG_MAX);
+
+		assert_non_null(s);
+		memset(s, 'x', IPC_MSG_MAX - 1);
+		s[IPC_MSG_MAX - 1] = '\0';
+		assert_int_equal(ipc_buf_init(&b, NETD_MSG_ATTACH, 1), 0);
+		ipc_buf_put_str(&b, NETD_A_POLICY, s);
+		assert_int_equal(ipc_send(sv[0], &b), -EMSGSIZE);
+		ipc_buf_release(&b);
+		free(s);
+	}
+}
+
+static void test_wrong_type_and_state(void **state)
+{
+	struct ipc_msg m;
+	struct ipc_buf b;
+	char err[256];
+
+	/* unknown type */
+	assert_int_equal(ipc_send_empty(sv[0], 99, 1), 0);
+	assert_int_equal(ipc_recv(sv[1], &m), 0);
+	assert_int_equal(ipc_msg_check(&netd_control_proto, &m, NETD_CS_OPEN, err, sizeof err), -EBADMSG);
+	ipc_msg_clear(&m);
+	/* a reply type sent to the daemon */
+	assert_int_equal(ipc_send_empty(sv[0], NETD_MSG_OK, 1), 0);
+	assert_int_equal(ipc_recv(sv[1], &m), 0);
+	assert_int_equal(ipc_msg_check(&netd_control_proto, &m, NETD_CS_OPEN, err, sizeof err), -EPERM);
+	ipc_msg_clear(&m);
+	/* a second ATTACH on an attached connection */
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_ATTACH, 1), 0);
+	ipc_buf_put_str(&b, NETD_A_COMMAND, "x");
+	ipc_buf_put_str(&b, NETD_A_POLICY, "{}");
+	ipc_buf_put_fd(&b, 0);
+	assert_int_equal(ipc_send(sv[0], &b), 0);
+	ipc_buf_release(&b);
+	assert_int_equal(ipc_recv(sv[1], &m), 0);
+	assert_int_equal(ipc_msg_check(&netd_control_proto, &m, NETD_CS_ATTACHED, err, sizeof err), -EPERM);
+	ipc_msg_clear(&m);
+	/* engine messages before START are refused in RUN and vice versa */
+	assert_int_equal(ipc_send_empty(sv[0], NETD_ENG_START, 1), 0);
+	assert_int_equal(ipc_recv(sv[1], &m), 0);
+	assert_int_equal(ipc_msg_check(&netd_engine_proto, &m, NETD_ES_RUN, err, sizeof err), -EPERM);
+	ipc_msg_clear(&m);
+}
+
+static void test_bad_attributes(void **state)
+{
+	struct ipc_msg m;
+	struct ipc_buf b;
+	char err[256];
+
+	/* missing required attribute */
+	assert_int_equal(ipc_send_empty(sv[0], NETD_MSG_END, 1), 0);
+	assert_int_equal(ipc_recv(sv[1], &m), 0);
+	assert_int_equal(ipc_msg_check(&netd_control_proto, &m, NETD_CS_OPEN, err, sizeof err), -EBADMSG);
+	assert_non_null(strstr(err, "missing"));
+	ipc_msg_clear(&m);
+	/* string too long, and a u32 where a string belongs, and a duplicate */
+	for (int k = 0; k < 4; k++) {
+		assert_int_equal(ipc_buf_init(&b, NETD_MSG_END, 1), 0);
+		if (k == 0)
+			ipc_buf_put_str(&b, NETD_A_ID, "0123456789abcdef0123");
+		else if (k == 1)
+			ipc_buf_put_u32(&b, NETD_A_ID, 5);
+		else if (k == 2) {
+			ipc_buf_put_str(&b, NETD_A_ID, "a");
+			ipc_buf_put_str(&b, NETD_A_ID, "b");
+		} else {
+			ipc_buf_put_str(&b, NETD_A_ID, "a");
+			ipc_buf_put_str(&b, NETD_A_POLICY, "not allowed in END");
+		}
+		assert_int_equal(ipc_send(sv[0], &b), 0);
+		ipc_buf_release(&b);
+		assert_int_equal(ipc_recv(sv[1], &m), 0);
+		assert_int_equal(ipc_msg_check(&netd_control_proto, &m, NETD_CS_OPEN, err, sizeof err), -EBADMSG);
+		ipc_msg_clear(&m);
+	}
+	/* a string with an embedded NUL */
+	{
+		char buf[64] = {0};
+		struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+
+		nlh->nlmsg_type = NETD_MSG_END;
+		mnl_attr_put(nlh, NETD_A_ID, 4, "a\0b");
+		send_raw(buf, nlh->nlmsg_len);
+		assert_int_equal(ipc_recv(sv[1], &m), 0);
+		assert_int_equal(ipc_msg_check(&netd_control_proto, &m, NETD_CS_OPEN, err, sizeof err), -EBADMSG);
+		ipc_msg_clear(&m);
+	}
+}
+
+static void test_fd_passing(void **state)
+{
+	struct ipc_msg m;
+	struct ipc_buf b;
+	struct stat a, c;
+	char err[256];
+	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC), got;
+
+	assert_true(fd >= 0);
+	assert_int_equal(ipc_buf_init(&b, NETD_ENG_LISTENER, 3), 0);
+	ipc_buf_put_u32(&b, NETD_A_KIND, 1);
+	ipc_buf_put_fd(&b, fd);
+	assert_int_equal(ipc_send(sv[0], &b), 0);
+	ipc_buf_release(&b);
+	assert_int_equal(ipc_recv(sv[1], &m), 0);
+	assert_int_equal(m.nfds, 1);
+	assert_int_equal(ipc_msg_check(&netd_engine_proto, &m, NETD_ES_INIT, err, sizeof err), 0);
+	got = ipc_msg_take_fd(&m, 0);
+	assert_true(got >= 0);
+	assert_int_equal(ipc_msg_take_fd(&m, 0), -1);
+	assert_true(fcntl(got, F_GETFD) & FD_CLOEXEC);
+	fstat(fd, &a);
+	fstat(got, &c);
+	assert_true(a.st_ino == c.st_ino && a.st_dev == c.st_dev);
+	ipc_msg_clear(&m);
+	close(got);
+	close(fd);
+}
+
+/* every error path closes the fds that arrived */
+static void test_fds_closed_on_error(void **state)
+{
+	struct ipc_msg m;
+	struct ipc_buf b;
+	char err[256];
+	int before = open_fd_count(), fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+	/* an fd on a message that carries none */
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_LIST, 1), 0);
+	ipc_buf_put_fd(&b, fd);
+	assert_int_equal(ipc_send(sv[0], &b), 0);
+	ipc_buf_release(&b);
+	assert_int_equal(ipc_recv(sv[1], &m), 0);
+	assert_int_equal(ipc_msg_check(&netd_control_proto, &m, NETD_CS_OPEN, err, sizeof err), -EBADMSG);
+	ipc_msg_clear(&m);
+	/* an fd on a message that is refused for its state */
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_ATTACH, 1), 0);
+	ipc_buf_put_str(&b, NETD_A_COMMAND, "x");
+	ipc_buf_put_str(&b, NETD_A_POLICY, "{}");
+	ipc_buf_put_fd(&b, fd);
+	assert_int_equal(ipc_send(sv[0], &b), 0);
+	ipc_buf_release(&b);
+	assert_int_equal(ipc_recv(sv[1], &m), 0);
+	assert_int_equal(ipc_msg_check(&netd_control_proto, &m, NETD_CS_ATTACHED, err, sizeof err), -EPERM);
+	ipc_msg_clear(&m);
+	close(fd);
+	assert_int_equal(open_fd_count(), before);
+}
+
+/* more fds than any message carries: MSG_CTRUNC, and none of them leaks */
+static void test_too_many_fds(void **state)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * 8)];
+		struct cmsghdr align;
+	} ctl;
+	struct msghdr msg = {0};
+	struct iovec iov;
+	struct cmsghdr *c;
+	struct ipc_msg m;
+	char body[16] = {0};
+	int fds[8], before = open_fd_count();
+
+	((struct nlmsghdr *)body)->nlmsg_len = sizeof body;
+	((struct nlmsghdr *)body)->nlmsg_type = NETD_MSG_LIST;
+	for (int i = 0; i < 8; i++)
+		fds[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	iov.iov_base = body;
+	iov.iov_len = sizeof body;
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = ctl.buf;
+	msg.msg_controllen = sizeof ctl.buf;
+	c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof fds);
+	memcpy(CMSG_DATA(c), fds, sizeof fds);
+	assert_int_equal(sendmsg(sv[0], &msg, 0), (ssize_t)sizeof body);
+	for (int i = 0; i < 8; i++)
+		close(fds[i]);
+	assert_int_equal(ipc_recv(sv[1], &m), -EPROTO);
+	ipc_msg_clear(&m);
+	assert_int_equal(open_fd_count(), before);
+}
+
+static void test_eof(void **state)
+{
+	struct ipc_msg m;
+
+	close(sv[0]);
+	sv[0] = open("/dev/null", O_RDONLY); /* for teardown */
+	assert_int_equal(ipc_recv(sv[1], &m), -EPIPE);
+	ipc_msg_clear(&m);
+}
+
+static void test_peer_cred(void **state)
+{
+	uid_t uid;
+	pid_t pid;
+
+	assert_int_equal(ipc_peer_cred(sv[1], &uid, NULL, &pid), 0);
+	assert_int_equal(uid, getuid());
+	assert_int_equal(pid, getpid());
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_roundtrip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_all_types, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_truncated_header, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_length_mismatch, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_truncated_attribute, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_oversized, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wrong_type_and_state, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_attributes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fd_passing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fds_closed_on_error, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_too_many_fds, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_eof, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_peer_cred, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
