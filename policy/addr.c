@@ -162,3 +162,17 @@ int policy_parse_cidr(const char *text, struct policy_rule *r, char *why, size_t
 	r->pat = PAT_CIDR;
 	return 0;
 }
+
+bool policy_cidr_touches_forbidden(const struct policy_rule *r)
+{
+	const struct range *list = r->family == AF_INET ? forbidden4 : forbidden6;
+	size_t n = r->family == AF_INET ? sizeof forbidden4 / sizeof forbidden4[0] : sizeof forbidden6 / sizeof forbidden6[0];
+
+	for (size_t i = 0; i < n; i++) {
+		/* overlap: one range contains the other's network address at the shorter prefix */
+		unsigned p = r->prefix < list[i].prefix ? r->prefix : list[i].prefix;
+		if (prefix_match(r->addr, list[i].addr, p))
+			return true;
+	}
+	return false;
+}

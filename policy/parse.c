@@ -372,6 +372,12 @@ static int parse_rule_json(const struct jctx *c, const char *path, json_object *
 		const char *t = json_object_get_string(cidr);
 		if (policy_parse_cidr(t, &r, why, sizeof why) < 0)
 			return jfail(c, sub, "%s", why);
+		/* The project file ships with the (untrusted) code: it may not open loopback, private or
+		 * metadata ranges to it. The user's own policy or the command line can. */
+		if (!c->compiled && c->layer == POLICY_LAYER_PROJECT && kind == RULE_ALLOW && policy_cidr_touches_forbidden(&r))
+			return jfail(c, sub, "a project policy cannot allow \"%s\": it overlaps a forbidden range (loopback, "
+				     "private, link-local/metadata, CGNAT, ...); put it in your user policy "
+				     "(~/.config/sluice/policy.json) or pass --policy FILE on the command line", t);
 		char canon[64], abuf[48];
 		inet_ntop(r.family, r.addr, abuf, sizeof abuf);
 		snprintf(canon, sizeof canon, "%s/%u", abuf, r.prefix);
@@ -414,6 +420,14 @@ static int parse_rule_json(const struct jctx *c, const char *path, json_object *
 			return jfail(c, path, "unknown layer \"%s\"", json_object_get_string(l));
 		/* A serialised policy can never claim to be stronger than the layer it is loaded at. */
 		r.layer = lay > c->layer ? lay : c->layer;
+		if (lay < c->layer) {
+			/* keep the claim visible: the log must not quote /etc/sluice for a client's rule */
+			char claimed[POLICY_WHERE_MAX];
+			snprintf(claimed, sizeof claimed, "%s (claimed %s layer)", ws, policy_layer_name(lay));
+			r.where = policy_arena_strndup(&c->b->arena, claimed, strlen(claimed));
+			if (!r.where)
+				return -ENOMEM;
+		}
 		const char *ks = json_object_get_string(k);
 		if (strcmp(ks, "allow") == 0)
 			r.kind = RULE_ALLOW;

@@ -120,6 +120,8 @@ void policy_trie_visit(const struct policy_trie *t, const struct policy_rule *ru
 
 bool policy_rule_port_matches(const struct policy_rule *r, uint16_t port);
 bool policy_cidr_contains(const struct policy_rule *r, const struct sockaddr *sa);
+/* True if a CIDR rule's range overlaps one of the forbidden ranges. */
+bool policy_cidr_touches_forbidden(const struct policy_rule *r);
 
 /* The name of one method bit ("GET"), "OTHER", or NULL. */
 const char *policy_method_name(unsigned bit);

@@ -185,11 +185,14 @@ static void test_layering(void **state)
 	struct policy_decision d;
 	const char *org = "{\"ceiling\": [\"*.npmjs.org\", \"pypi.org\", {\"cidr\": \"10.9.0.0/16\"}],"
 			  " \"deny\": [\"bad.npmjs.org\"], \"options\": {\"direct\": false}}";
-	const char *proj = "{\"allow\": [\"registry.npmjs.org\", \"evil.example.com\", \"bad.npmjs.org\","
-			   " {\"cidr\": \"10.9.1.0/24\"}, {\"cidr\": \"10.8.0.0/16\"}], \"options\": {\"direct\": true}}";
+	const char *proj = "{\"allow\": [\"registry.npmjs.org\", \"evil.example.com\", \"bad.npmjs.org\"],"
+			   " \"options\": {\"direct\": true}}";
+	/* private ranges: only the user's own policy (or the command line) may open them */
+	const char *user = "{\"allow\": [{\"cidr\": \"10.9.1.0/24\"}, {\"cidr\": \"10.8.0.0/16\"}]}";
 	(void)state;
 
 	assert_int_equal(policy_builder_add_json(b, POLICY_LAYER_ORG, "org.json", org, strlen(org), &err), 0);
+	assert_int_equal(policy_builder_add_json(b, POLICY_LAYER_USER, "user.json", user, strlen(user), &err), 0);
 	assert_int_equal(policy_builder_add_json(b, POLICY_LAYER_PROJECT, "proj.json", proj, strlen(proj), &err), 0);
 	assert_int_equal(policy_builder_add_pattern(b, POLICY_LAYER_CLI, "other.example.net", false, "--allow", &err), 0);
 	p = policy_builder_compile(b, &err);
@@ -298,6 +301,35 @@ static void test_presets(void **state)
 	}
 }
 
+/* A repository's own .sluice/policy.json cannot open loopback, private or metadata ranges. */
+static void test_project_cannot_open_forbidden_ranges(void **state)
+{
+	struct policy_error err;
+	struct policy *p;
+	static const char *bad[] = { "{\"allow\": [{\"cidr\": \"169.254.169.254/32\"}]}",
+				     "{\"allow\": [{\"cidr\": \"127.0.0.0/8\"}]}",
+				     "{\"allow\": [{\"cidr\": \"10.0.0.0/8\"}]}",
+				     "{\"allow\": [{\"cidr\": \"10.20.0.0/16\"}]}",
+				     "{\"allow\": [{\"cidr\": \"fd12:3456::/32\"}]}",
+				     "{\"allow\": [{\"cidr\": \"::ffff:0:0/96\"}]}" };
+	(void)state;
+
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		p = load_json(POLICY_LAYER_PROJECT, bad[i], &err);
+		if (p)
+			fail_msg("project layer accepted %s", bad[i]);
+		assert_non_null(strstr(err.msg, "project policy cannot allow"));
+		assert_int_equal(err.line, 1);
+		p = load_json(POLICY_LAYER_USER, bad[i], &err); /* the user's own policy may */
+		assert_non_null(p);
+		policy_unref(p);
+	}
+	/* public ranges and denies are fine from a project */
+	p = load_json(POLICY_LAYER_PROJECT, "{\"allow\": [{\"cidr\": \"198.18.0.0/15\"}], \"deny\": [{\"cidr\": \"10.0.0.0/8\"}]}", &err);
+	assert_non_null(p);
+	policy_unref(p);
+}
+
 static void test_serialize_roundtrip(void **state)
 {
 	struct policy_error err;
@@ -350,6 +382,7 @@ static void test_serialize_roundtrip(void **state)
 	policy_decide(q, "evil.example", 443, 0, &d2);
 	assert_int_equal(d2.verdict, POLICY_ALLOW);
 	assert_int_equal(policy_rule_layer(d2.rule), POLICY_LAYER_USER); /* clamped */
+	assert_string_equal(policy_rule_where(d2.rule), "x:1:1 (claimed org layer)");
 	assert_int_equal(policy_rule_count(q), 1); /* the forged ceiling was dropped */
 	policy_unref(q);
 	policy_unref(p);
@@ -445,7 +478,7 @@ static void test_org_cidr_allow_not_shadowed(void **state)
 	(void)state;
 
 	assert_int_equal(policy_builder_add_json(b, POLICY_LAYER_ORG, "org.json", org, strlen(org), &err), 0);
-	assert_int_equal(policy_builder_add_json(b, POLICY_LAYER_PROJECT, "p.json", proj, strlen(proj), &err), 0);
+	assert_int_equal(policy_builder_add_json(b, POLICY_LAYER_USER, "p.json", proj, strlen(proj), &err), 0);
 	struct policy *p = policy_builder_compile(b, &err);
 	assert_non_null(p);
 	assert_int_equal(policy_parse_ip_literal("10.20.1.5", 9, &ss), 0);
@@ -563,6 +596,7 @@ int main(void)
 		cmocka_unit_test(test_org_file_permissions),
 		cmocka_unit_test(test_presets),
 		cmocka_unit_test(test_serialize_roundtrip),
+		cmocka_unit_test(test_project_cannot_open_forbidden_ranges),
 		cmocka_unit_test(test_compiled_form_only_from_sluiced),
 		cmocka_unit_test(test_error_messages_escape_control_bytes),
 		cmocka_unit_test(test_duplicate_escaped_key),
