@@ -94,10 +94,10 @@ if [ "${SLUICE_DEMO_INSTALLER:-npm}" = npm ] && command -v npm >/dev/null && com
 	EOF
 	installer=npm
 else
-	note "(npm is not installed: fetching the packument and tarball with curl instead, as npm would)"
+	note "(npm is not installed (or SLUICE_DEMO_INSTALLER=curl): curl fetches the packument and tarball, as npm would)"
 	cat >install.sh <<-'EOF'
-		# what a package manager does inside the sandbox (npm is not installed here: curl does its requests)
-		curl -sS http://registry.test/sluice-demo | head -c 200; echo
+		# what a package manager does inside the sandbox (curl makes npm's requests: npm is not used here)
+		curl -sS http://registry.test/sluice-demo | grep -o '"tarball": *"[^"]*"'
 		curl -sS -o sluice-demo-1.0.0.tgz http://registry.test/sluice-demo/-/sluice-demo-1.0.0.tgz &&
 			tar -xzf sluice-demo-1.0.0.tgz && echo "installed: $(cat package/index.js)"
 		echo "--- and now an upload to a host the policy does not allow, three ways:"

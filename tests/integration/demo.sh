@@ -61,6 +61,12 @@ check_eq "audit: the direct connection logged as a drop" "tcp 80 deny " \
 	"$(q 'select(.protocol == "drop" and .host == "198.18.1.13") | "\(.method) \(.port) \(.decision)"')"
 check_eq "audit: one session for all records" 1 "$(jq -r .session "$log" | sort -u | wc -l)"
 
+# The fallback for machines without npm: curl makes npm's two requests.
+out2=$(SLUICE_DEMO_INSTALLER=curl SLUICE_DEMO_COLOR=0 timeout 120 "$SLUICE_SOURCE_DIR/tools/demo-lab.sh" 2>&1)
+check_eq "the demo's curl fallback exits 0" 0 "$?"
+check_match "... says it does not use npm" 'curl fetches the packument and tarball' "$out2"
+check_match "... and fetched the package" 'installed: module.exports = "sluice-demo from the sluice lab"' "$out2"
+
 # No residue on the machine: the lab's namespaces took the session's links with them, and the
 # machine's own audit log was not touched.
 sid=$(jq -r .session "$log" | head -n 1)
