@@ -22,9 +22,9 @@ export SLUICE_PRESET_DIR=${SLUICE_PRESET_DIR:-$SLUICE_SOURCE_DIR/policy/presets}
 lab_enter "$@" # from here on this script is "the host" of a fresh lab
 
 if [ "${SLUICE_DEMO_COLOR:-}" = 1 ] || { [ -z "${SLUICE_DEMO_COLOR:-}" ] && [ -t 1 ]; }; then
-	B=$'\033[1m' H=$'\033[1;36m' C=$'\033[33m' G=$'\033[32m' R=$'\033[31m' D=$'\033[2m' N=$'\033[0m'
+	H=$'\033[1;36m' C=$'\033[33m' G=$'\033[32m' R=$'\033[31m' D=$'\033[2m' N=$'\033[0m'
 else
-	B= H= C= G= R= D= N=
+	H='' C='' G='' R='' D='' N=''
 fi
 say() { printf '\n%s== %s%s\n' "$H" "$*" "$N"; }
 note() { printf '%s%s%s\n' "$D" "$*" "$N"; }
