@@ -20,7 +20,7 @@ void log_set_level(enum log_level level) { log_level = level; }
 enum log_level log_get_level(void) { return log_level; }
 bool log_enabled(enum log_level level) { return level <= log_level; }
 
-static void log_emit(const char *tag, int errnum, const char *fmt, va_list ap)
+__attribute__((format(printf, 3, 0))) static void log_emit(const char *tag, int errnum, const char *fmt, va_list ap)
 {
 	char msg[1024];
 

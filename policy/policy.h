@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
 
 #define POLICY_HOST_MAX 253   /* canonical name, without trailing dot */
 #define POLICY_LABEL_MAX 63
@@ -70,14 +71,34 @@ struct policy_options {
 
 struct policy_rule; /* opaque; owned by its policy */
 
+enum policy_reason {
+	POLICY_R_DEFAULT = 0,   /* no rule matched: default deny (or ask) */
+	POLICY_R_ALLOW_RULE,    /* an allow rule matched */
+	POLICY_R_DENY_RULE,     /* a deny rule matched */
+	POLICY_R_CEILING,       /* outside the organisation ceiling */
+	POLICY_R_NEAR_MISS,     /* a rule names the host but not this port or method */
+	POLICY_R_ADDR_FORBIDDEN,/* address in a forbidden range, no cidr rule allows it */
+	POLICY_R_ADDR_NAMED,    /* public address of an allowed name */
+	POLICY_R_ADDR_LITERAL,  /* IP literal with no cidr rule */
+	POLICY_R_ADDR_CEILING,  /* cidr allow outside the organisation ceiling */
+};
+
 struct policy_decision {
 	enum policy_verdict verdict;
-	const struct policy_rule *rule; /* borrowed from the policy; NULL when no rule matched */
-	/* Human-readable: which rule decided and why, e.g.
-	 * "allowed by /etc/sluice/policy.json:12:5 (*.npmjs.org, ports 443)" or
-	 * "denied: no rule allows example.com:443 (default deny)". */
-	char reason[POLICY_ERR_MAX];
+	enum policy_reason why;
+	const struct policy_rule *rule; /* borrowed from the policy; NULL when no rule decided */
+	/* Private: what was asked, for policy_decision_reason(). */
+	char host[POLICY_HOST_MAX + 1];
+	uint16_t port;
+	bool is_addr;
+	struct sockaddr_storage addr;
+	char reason_buf[POLICY_ERR_MAX];
 };
+
+/* The human-readable reason, formatted on first use (decisions themselves never format text):
+ * "allowed by /etc/sluice/policy.json:12:5 (*.npmjs.org, ports 80,443)",
+ * "denied: no rule allows example.com:443 (default deny)", ... Returns d->reason_buf. */
+const char *policy_decision_reason(struct policy_decision *d);
 
 /* ---- canonical host names ---- */
 
@@ -129,6 +150,10 @@ int policy_builder_add_json(struct policy_builder *b, enum policy_layer layer, c
 /* Adds a named preset (npm, pypi, crates, go, maven, rubygems, debian, github, registries). */
 int policy_builder_add_preset(struct policy_builder *b, enum policy_layer layer, const char *name,
 			      struct policy_error *err);
+/* Adds what a `--policy ARG` names: a file when ARG contains '/' or ends in .json, .txt or .list,
+ * else a preset name. */
+int policy_builder_add_policy_arg(struct policy_builder *b, enum policy_layer layer, const char *arg,
+				  struct policy_error *err);
 /* Adds one allow (or deny) pattern "HOST[:PORT[,PORT...]]" from the command line; `origin`
  * (e.g. "--allow") is what decisions quote. */
 int policy_builder_add_pattern(struct policy_builder *b, enum policy_layer layer, const char *pattern,

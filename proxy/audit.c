@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "audit_chain.h"
 #include "log.h"
 #include "util.h"
 
@@ -20,6 +21,7 @@ struct audit_log {
 	size_t npending;
 	bool failed; /* the last write failed */
 	uint64_t lost;
+	struct audit_chain chain; /* hash of the last line handed to the file */
 };
 
 static int put(char *buf, size_t len, size_t *pos, const char *s, size_t n)
@@ -113,7 +115,8 @@ static int field_num(char *buf, size_t len, size_t *pos, const char *key, uint64
 	return put(buf, len, pos, num, (size_t)n);
 }
 
-int audit_format(const struct audit_record *r, char *buf, size_t len)
+/* The record as a JSON object without its closing brace (the chain seals it). */
+static int format_body(const struct audit_record *r, char *buf, size_t len)
 {
 	struct tm tm;
 	char ts[64];
@@ -143,10 +146,40 @@ int audit_format(const struct audit_record *r, char *buf, size_t len)
 	    field_num(buf, len, &pos, "bytes_out", r->bytes_out) || field_num(buf, len, &pos, "bytes_in", r->bytes_in) ||
 	    field_num(buf, len, &pos, "duration_ms", r->duration_ms) || field_str(buf, len, &pos, "error", r->error))
 		return -ENOSPC;
-	if (put(buf, len, &pos, "}\n", 2))
-		return -ENOSPC;
 	buf[pos] = '\0';
 	return (int)pos;
+}
+
+int audit_format(const struct audit_record *r, char *buf, size_t len)
+{
+	int n = format_body(r, buf, len);
+	if (n < 0 || (size_t)n + 3 > len)
+		return -ENOSPC;
+	memcpy(buf + n, "}\n", 3);
+	return n + 2;
+}
+
+/* The record, sealed into the hash chain, as one line with its newline. */
+static int format_line(struct audit_log *a, const struct audit_record *r, char *buf, size_t len)
+{
+	int n = format_body(r, buf, len - AUDIT_CHAIN_SUFFIX_LEN - 2);
+	if (n < 0)
+		return n;
+	if (audit_chain_seal(&a->chain, buf, (size_t)n, buf + n) != 0)
+		return -EIO;
+	n += (int)strlen(buf + n);
+	buf[n++] = '\n';
+	buf[n] = '\0';
+	return n;
+}
+
+static void resume_chain(struct audit_log *a)
+{
+	int r = audit_chain_resume(&a->chain, a->fd);
+	if (r == -EBADMSG)
+		log_warnx("audit log: its last line carries no hash; the chain starts afresh here");
+	else if (r < 0)
+		log_warnx("audit log: cannot read its last line (%s); the chain starts afresh here", strerror(-r));
 }
 
 struct audit_log *audit_log_open(const char *path, int fd, char *err, size_t errlen)
@@ -162,7 +195,7 @@ struct audit_log *audit_log_open(const char *path, int fd, char *err, size_t err
 	a->fd = -1;
 	if (path) {
 		a->path = strdup(path);
-		a->fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
+		a->fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
 		if (!a->path || a->fd < 0) {
 			snprintf(err, errlen, "cannot open audit log %s: %s (check the directory exists and is writable)",
 				 path, strerror(errno));
@@ -173,9 +206,11 @@ struct audit_log *audit_log_open(const char *path, int fd, char *err, size_t err
 		}
 		if (fd >= 0)
 			close(fd);
+		resume_chain(a);
 	} else if (fd >= 0) {
 		a->fd = fd;
 		(void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+		resume_chain(a);
 	} else {
 		snprintf(err, errlen, "no audit log given (a path or an fd is required)");
 		free(a);
@@ -252,18 +287,20 @@ static int queue(struct audit_log *a, const char *line, size_t n)
 int audit_log_write(struct audit_log *a, const struct audit_record *r)
 {
 	char line[AUDIT_LINE_MAX];
-	int n = audit_format(r, line, sizeof line);
+	int n = format_line(a, r, line, sizeof line);
 	ssize_t w;
 
-	if (n < 0) {
+	if (n == -ENOSPC) {
 		/* An oversized record keeps its decision: drop the free-text fields. */
 		struct audit_record shorter = *r;
 		shorter.reason = "(truncated)";
 		shorter.error = NULL;
 		shorter.command = "(truncated)";
-		n = audit_format(&shorter, line, sizeof line);
-		if (n < 0)
-			return -ENOSPC;
+		n = format_line(a, &shorter, line, sizeof line);
+	}
+	if (n < 0) {
+		a->lost++;
+		return n;
 	}
 	if (a->npending && !audit_log_flush(a))
 		return queue(a, line, (size_t)n) ? -ENOSPC : -EIO;
@@ -289,7 +326,7 @@ int audit_log_reopen(struct audit_log *a)
 	int fd;
 	if (!a->path)
 		return -EBADF;
-	fd = open(a->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
+	fd = open(a->path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
 	if (fd < 0) {
 		int e = errno;
 		log_warn("audit log: cannot reopen %s; still writing to the old file", a->path);
@@ -302,7 +339,8 @@ int audit_log_replace_fd(struct audit_log *a, int fd)
 {
 	if (fd < 0)
 		return -EBADF;
-	/* Records written so far go to the old file; what is pending goes to the new one. */
+	/* Records written so far go to the old file; what is pending goes to the new one. The chain
+	 * continues from the old file's last line (rotation keeps one chain across files). */
 	close(a->fd);
 	a->fd = fd;
 	audit_log_flush(a);

@@ -10,7 +10,7 @@
 #include <sys/types.h>
 #include <time.h>
 
-#define AUDIT_LINE_MAX 4096
+#define AUDIT_LINE_MAX 4608 /* record (4 KiB) plus the hash-chain suffix */
 #define AUDIT_PENDING_MAX (1u << 20)
 
 struct audit_record {
@@ -34,8 +34,9 @@ struct audit_record {
 	const char *error;    /* upstream failure, NULL = none */
 };
 
-/* Formats r as one JSON line (with '\n') into buf. Returns the length or -ENOSPC (the caller
- * retries with the reason and error dropped: see audit_log_write). */
+/* Formats r as one JSON line (with '\n', without the hash chain fields) into buf. Returns the length
+ * or -ENOSPC. The log itself writes each line sealed into the hash chain of common/audit_chain.h
+ * ("prev" and "hash" as the last fields). */
 int audit_format(const struct audit_record *r, char *buf, size_t len);
 
 /* Writes `s` (len bytes) as a JSON string (quotes included) into buf at *pos, escaping quotes,
@@ -44,7 +45,8 @@ int audit_json_string(char *buf, size_t len, size_t *pos, const char *s, size_t 
 
 struct audit_log;
 
-/* Opens `path` (append, create 0640) or adopts `fd` (takes ownership; path NULL). */
+/* Opens `path` (append, create 0640) or adopts `fd` (takes ownership; path NULL), continuing the hash
+ * chain from the log's last line when it can read it. */
 struct audit_log *audit_log_open(const char *path, int fd, char *err, size_t errlen);
 void audit_log_free(struct audit_log *a); /* flushes what it can; NULL is a no-op */
 

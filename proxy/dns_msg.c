@@ -33,7 +33,7 @@ int dns_msg_parse_query(const uint8_t *wire, size_t len, struct dns_query *q, co
 	}
 	if (q->opcode != LDNS_PACKET_QUERY) {
 		*why = "opcode is not QUERY";
-		return DNS_RC_NOTIMP;
+		return DNS_RC_REFUSED;
 	}
 	if (ldns_wire2pkt(&pkt, wire, len) != LDNS_STATUS_OK) {
 		*why = "malformed DNS message";

@@ -39,8 +39,8 @@ struct dns_query {
 	size_t name_len;
 };
 
-/* Checks a query. Returns 0 when it may be decided on, an rcode to answer with (FORMERR, REFUSED,
- * NOTIMP) when it must be refused, or -1 when it must be dropped without an answer (too short to
+/* Checks a query. Returns 0 when it may be decided on, an rcode to answer with (FORMERR for a
+ * malformed message, REFUSED for an opcode, class or type not served) when it must be refused, or -1 when it must be dropped without an answer (too short to
  * answer, or a response). *why is a static reason. */
 int dns_msg_parse_query(const uint8_t *wire, size_t len, struct dns_query *q, const char **why);
 

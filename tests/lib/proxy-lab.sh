@@ -71,5 +71,74 @@ audit_find() {
 
 # jget JSON KEY: a field of a JSON object.
 jget() {
-	"$LAB_PYTHON" -c 'import json,sys; v=json.loads(sys.argv[1]).get(sys.argv[2]); print("" if v is None else v)' "$1" "$2"
+	"$LAB_PYTHON" -c 'import json,sys; v=json.loads(sys.argv[1] or "{}").get(sys.argv[2]); print("" if v is None else v)' "$1" "$2"
+}
+
+# dns_ask SESSION NAME TYPE [tcp]: asks the proxy's DNS (on the session's gateway) and prints
+# "RCODE ID_OK ADDR..." (addresses of A/AAAA answers, sorted).
+# dns_raw SESSION HEX [tcp]: sends raw bytes (hex), prints the answer's rcode or "none".
+_dns_py='
+import socket, struct, sys, random, ipaddress
+def name_wire(n):
+    out = b""
+    for l in n.rstrip(".").split("."):
+        out += bytes([len(l)]) + l.encode()
+    return out + b"\0"
+def xchg(gw, msg, tcp):
+    if tcp:
+        s = socket.create_connection((gw, 53), timeout=3)
+        s.sendall(struct.pack("!H", len(msg)) + msg)
+        hdr = b""
+        while len(hdr) < 2:
+            c = s.recv(2 - len(hdr))
+            if not c: return None
+            hdr += c
+        n = struct.unpack("!H", hdr)[0]; data = b""
+        while len(data) < n:
+            c = s.recv(n - len(data))
+            if not c: return None
+            data += c
+        return data
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2)
+    s.sendto(msg, (gw, 53))
+    try: return s.recvfrom(65535)[0]
+    except socket.timeout: return None
+def skip_name(d, i):
+    while True:
+        l = d[i]
+        if l == 0: return i + 1
+        if l & 0xc0 == 0xc0: return i + 2
+        i += 1 + l
+mode, gw = sys.argv[1], sys.argv[2]
+tcp = len(sys.argv) > 5 and sys.argv[5] == "tcp"
+if mode == "ask":
+    qid = random.randrange(65536)
+    qt = {"A": 1, "AAAA": 28, "TXT": 16, "MX": 15}[sys.argv[4]]
+    msg = struct.pack("!HHHHHH", qid, 0x0100, 1, 0, 0, 0) + name_wire(sys.argv[3]) + struct.pack("!HH", qt, 1)
+else:
+    msg = bytes.fromhex(sys.argv[3]); qid = struct.unpack("!H", msg[:2])[0] if len(msg) >= 2 else 0
+    tcp = len(sys.argv) > 4 and sys.argv[4] == "tcp"
+d = xchg(gw, msg, tcp)
+if d is None or len(d) < 12:
+    print("none"); sys.exit(0)
+rid, flags, qd, an = struct.unpack("!HHHH", d[:8])
+rc = ["NOERROR","FORMERR","SERVFAIL","NXDOMAIN","NOTIMP","REFUSED"][flags & 15] if (flags & 15) < 6 else str(flags & 15)
+if mode == "raw":
+    print(rc); sys.exit(0)
+i = 12
+for _ in range(qd): i = skip_name(d, i) + 4
+addrs = []
+for _ in range(an):
+    i = skip_name(d, i)
+    t, c, ttl, rdl = struct.unpack("!HHIH", d[i:i+10]); i += 10
+    if t == 1: addrs.append(str(ipaddress.IPv4Address(d[i:i+4])))
+    if t == 28: addrs.append(str(ipaddress.IPv6Address(d[i:i+16])))
+    i += rdl
+print(rc, "id-ok" if rid == qid else "id-bad", *sorted(addrs))
+'
+dns_ask() {
+	lab_exec "$1" "$LAB_PYTHON" -c "$_dns_py" ask "$PROXY_GW" "$2" "$3" "${4:-udp}"
+}
+dns_raw() {
+	lab_exec "$1" "$LAB_PYTHON" -c "$_dns_py" raw "$PROXY_GW" "$2" "${3:-udp}"
 }

@@ -1,0 +1,146 @@
+/* Hash chain over audit log lines (SHA-256 via OpenSSL EVP); see audit_chain.h for the format. */
+#include "audit_chain.h"
+
+#include <errno.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char zero_hash[AUDIT_HASH_HEX + 1] =
+	"0000000000000000000000000000000000000000000000000000000000000000";
+
+void audit_chain_init(struct audit_chain *c)
+{
+	memcpy(c->prev, zero_hash, sizeof c->prev);
+}
+
+static int digest(const char *prev, const char *body, size_t len, char out[AUDIT_HASH_HEX + 1])
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
+		 EVP_DigestUpdate(ctx, prev, AUDIT_HASH_HEX) == 1 && EVP_DigestUpdate(ctx, "\n", 1) == 1 &&
+		 EVP_DigestUpdate(ctx, body, len) == 1 && EVP_DigestFinal_ex(ctx, md, &mdlen) == 1 && mdlen == 32;
+
+	EVP_MD_CTX_free(ctx);
+	if (!ok)
+		return -EIO;
+	for (unsigned i = 0; i < 32; i++) {
+		out[2 * i] = hex[md[i] >> 4];
+		out[2 * i + 1] = hex[md[i] & 15];
+	}
+	out[AUDIT_HASH_HEX] = '\0';
+	return 0;
+}
+
+int audit_chain_seal(struct audit_chain *c, const char *body, size_t body_len, char *out)
+{
+	char h[AUDIT_HASH_HEX + 1];
+
+	if (digest(c->prev, body, body_len, h) < 0)
+		return -EIO;
+	snprintf(out, AUDIT_CHAIN_SUFFIX_LEN + 1, ",\"prev\":\"%s\",\"hash\":\"%s\"}", c->prev, h);
+	memcpy(c->prev, h, sizeof c->prev);
+	return 0;
+}
+
+static bool is_hex64(const char *s)
+{
+	for (int i = 0; i < AUDIT_HASH_HEX; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+/* Splits a line into body, prev and hash; false if it is not in the chained format. */
+static bool split_line(const char *line, size_t len, size_t *body_len, const char **prev, const char **hash)
+{
+	if (len <= AUDIT_CHAIN_SUFFIX_LEN || line[0] != '{')
+		return false;
+	const char *s = line + len - AUDIT_CHAIN_SUFFIX_LEN;
+	if (memcmp(s, ",\"prev\":\"", 9) != 0 || memcmp(s + 9 + AUDIT_HASH_HEX, "\",\"hash\":\"", 10) != 0 ||
+	    memcmp(s + 19 + 2 * AUDIT_HASH_HEX, "\"}", 2) != 0)
+		return false;
+	*prev = s + 9;
+	*hash = s + 19 + AUDIT_HASH_HEX;
+	if (!is_hex64(*prev) || !is_hex64(*hash))
+		return false;
+	*body_len = len - AUDIT_CHAIN_SUFFIX_LEN;
+	return true;
+}
+
+enum audit_verify_result audit_chain_verify_line(struct audit_chain *c, const char *line, size_t len,
+						 bool first, bool *continued)
+{
+	const char *prev, *hash;
+	size_t body_len;
+	char h[AUDIT_HASH_HEX + 1];
+
+	if (!split_line(line, len, &body_len, &prev, &hash))
+		return AUDIT_VERIFY_MALFORMED;
+	if (digest(prev, line, body_len, h) < 0 || memcmp(h, hash, AUDIT_HASH_HEX) != 0)
+		return AUDIT_VERIFY_EDITED;
+	if (memcmp(prev, c->prev, AUDIT_HASH_HEX) != 0) {
+		if (!first)
+			return AUDIT_VERIFY_BROKEN;
+		if (continued)
+			*continued = true;
+	}
+	memcpy(c->prev, hash, AUDIT_HASH_HEX);
+	return AUDIT_VERIFY_OK;
+}
+
+int audit_chain_resume(struct audit_chain *c, int fd)
+{
+	char buf[65536];
+	struct stat st;
+	off_t start;
+	ssize_t n;
+
+	audit_chain_init(c);
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (st.st_size == 0)
+		return 0;
+	start = st.st_size > (off_t)sizeof buf ? st.st_size - (off_t)sizeof buf : 0;
+	n = pread(fd, buf, sizeof buf, start);
+	if (n < 0)
+		return -errno;
+	/* the last complete line: ends with '\n'; a torn tail without one is ignored */
+	size_t end = (size_t)n;
+	while (end > 0 && buf[end - 1] != '\n')
+		end--;
+	if (end == 0)
+		return -EBADMSG;
+	end--; /* drop the newline */
+	size_t begin = end;
+	while (begin > 0 && buf[begin - 1] != '\n')
+		begin--;
+	if (begin == 0 && start != 0)
+		return -EBADMSG; /* a line longer than the window: not ours */
+	const char *prev, *hash;
+	size_t body_len;
+	if (!split_line(buf + begin, end - begin, &body_len, &prev, &hash))
+		return -EBADMSG;
+	memcpy(c->prev, hash, AUDIT_HASH_HEX);
+	c->prev[AUDIT_HASH_HEX] = '\0';
+	return 0;
+}
+
+bool audit_chain_resync(struct audit_chain *c, const char *line, size_t len)
+{
+	const char *prev, *hash;
+	size_t body_len;
+
+	if (!split_line(line, len, &body_len, &prev, &hash)) {
+		audit_chain_init(c);
+		return true;
+	}
+	memcpy(c->prev, hash, AUDIT_HASH_HEX);
+	c->prev[AUDIT_HASH_HEX] = '\0';
+	return false;
+}

@@ -1,0 +1,566 @@
+/* Building a policy: layers, files, presets, command-line patterns, compilation, serialisation. */
+#include "config.h"
+#include "policy_int.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define POLICY_FILE_MAX (256u << 20) /* a policy file larger than this is a mistake */
+
+/* ---- arena ---- */
+
+struct policy_arena_chunk {
+	struct policy_arena_chunk *next;
+	size_t used, size;
+	max_align_t data[];
+};
+
+void *policy_arena_alloc(struct policy_arena *a, size_t size)
+{
+	struct policy_arena_chunk *c = a->head;
+
+	size = (size + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
+	if (!c || c->size - c->used < size) {
+		size_t csize = size > (1u << 20) ? size : (1u << 20);
+		c = malloc(sizeof *c + csize);
+		if (!c)
+			return NULL;
+		c->size = csize;
+		c->used = 0;
+		c->next = a->head;
+		a->head = c;
+	}
+	void *p = (char *)c->data + c->used;
+	c->used += size;
+	return p;
+}
+
+char *policy_arena_strndup(struct policy_arena *a, const char *s, size_t n)
+{
+	char *p = policy_arena_alloc(a, n + 1);
+
+	if (!p)
+		return NULL;
+	memcpy(p, s, n);
+	p[n] = '\0';
+	return p;
+}
+
+void policy_arena_release(struct policy_arena *a)
+{
+	struct policy_arena_chunk *c = a->head, *n;
+
+	for (; c; c = n) {
+		n = c->next;
+		free(c);
+	}
+	a->head = NULL;
+}
+
+/* ---- errors and names ---- */
+
+int policy_err(struct policy_error *err, const char *file, unsigned line, unsigned col, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err)
+		return -EINVAL;
+	snprintf(err->file, sizeof err->file, "%s", file ? file : "");
+	err->line = line;
+	err->col = col;
+	va_start(ap, fmt);
+	vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+const char *policy_error_format(const struct policy_error *err, char *buf, size_t len)
+{
+	if (err->file[0] && err->line)
+		snprintf(buf, len, "%s:%u:%u: %s", err->file, err->line, err->col, err->msg);
+	else if (err->file[0])
+		snprintf(buf, len, "%s: %s", err->file, err->msg);
+	else
+		snprintf(buf, len, "%s", err->msg);
+	return buf;
+}
+
+const char *policy_layer_name(enum policy_layer layer)
+{
+	switch (layer) {
+	case POLICY_LAYER_ORG: return "org";
+	case POLICY_LAYER_USER: return "user";
+	case POLICY_LAYER_PROJECT: return "project";
+	case POLICY_LAYER_CLI: return "cli";
+	default: return "?";
+	}
+}
+
+const char *policy_verdict_name(enum policy_verdict v)
+{
+	return v == POLICY_ALLOW ? "allow" : v == POLICY_ASK ? "ask" : "deny";
+}
+
+const char *policy_rule_where(const struct policy_rule *r) { return r ? r->where : ""; }
+const char *policy_rule_pattern(const struct policy_rule *r) { return r ? r->pattern : ""; }
+bool policy_rule_is_deny(const struct policy_rule *r) { return r && r->kind == RULE_DENY; }
+enum policy_layer policy_rule_layer(const struct policy_rule *r) { return r ? r->layer : POLICY_LAYER_CLI; }
+
+/* ---- builder ---- */
+
+struct policy_builder *policy_builder_new(void)
+{
+	struct policy_builder *b = calloc(1, sizeof *b);
+
+	if (!b)
+		return NULL;
+	b->opts.direct = b->opts.transparent = b->opts.ask = -1;
+	b->opts.ask_timeout_s = 60;
+	return b;
+}
+
+void policy_builder_free(struct policy_builder *b)
+{
+	if (!b)
+		return;
+	policy_arena_release(&b->arena);
+	free(b->rules);
+	free(b);
+}
+
+void policy_builder_set_preset_dir(struct policy_builder *b, const char *dir)
+{
+	b->preset_dir = dir;
+}
+
+int policy_builder_push(struct policy_builder *b, const struct policy_rule *r)
+{
+	if (b->nrules == UINT32_MAX - 1)
+		return -E2BIG;
+	if (b->nrules == b->caprules) {
+		size_t ncap = b->caprules ? b->caprules * 2 : 64;
+		struct policy_rule *n = realloc(b->rules, ncap * sizeof *n);
+		if (!n)
+			return -ENOMEM;
+		b->rules = n;
+		b->caprules = ncap;
+	}
+	b->rules[b->nrules] = *r;
+	b->rules[b->nrules].seq = (uint32_t)b->nrules;
+	b->rules[b->nrules].next = UINT32_MAX;
+	b->nrules++;
+	return 0;
+}
+
+/* Reads a whole regular file (no FIFOs or devices: a policy path must not block or stream). */
+static int read_file(const char *path, char **out, size_t *outlen, struct stat *st_out, struct policy_error *err)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	struct stat st;
+	char *buf = NULL;
+	size_t got = 0;
+
+	if (fd < 0)
+		return policy_err(err, path, 0, 0, "cannot open: %s", strerror(errno)), -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return policy_err(err, path, 0, 0, "not a regular file");
+	}
+	if ((uint64_t)st.st_size > POLICY_FILE_MAX) {
+		close(fd);
+		return policy_err(err, path, 0, 0, "file too large (over %u MiB)", POLICY_FILE_MAX >> 20);
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf) {
+		close(fd);
+		return policy_err(err, path, 0, 0, "out of memory");
+	}
+	while (got < (size_t)st.st_size) {
+		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			int e = n < 0 ? errno : EIO;
+			free(buf);
+			close(fd);
+			return policy_err(err, path, 0, 0, "read error: %s", strerror(e));
+		}
+		got += (size_t)n;
+	}
+	close(fd);
+	buf[got] = '\0';
+	*out = buf;
+	*outlen = got;
+	if (st_out)
+		*st_out = st;
+	return 0;
+}
+
+static bool is_text_list(const char *path)
+{
+	size_t n = strlen(path);
+	return (n > 4 && strcmp(path + n - 4, ".txt") == 0) || (n > 5 && strcmp(path + n - 5, ".list") == 0);
+}
+
+int policy_builder_add_file(struct policy_builder *b, enum policy_layer layer, const char *path,
+			    struct policy_error *err)
+{
+	char *text = NULL;
+	size_t len = 0;
+	int r = read_file(path, &text, &len, NULL, err);
+
+	if (r < 0)
+		return r;
+	if (is_text_list(path))
+		r = policy_load_text(b, layer, path, text, len, err);
+	else
+		r = policy_load_json(b, layer, path, text, len, err);
+	free(text);
+	return r;
+}
+
+int policy_builder_add_json(struct policy_builder *b, enum policy_layer layer, const char *name,
+			    const char *text, size_t len, struct policy_error *err)
+{
+	return policy_load_json(b, layer, name, text, len, err);
+}
+
+static const char *preset_dir(const struct policy_builder *b)
+{
+	const char *env = getenv("SLUICE_PRESET_DIR");
+	struct stat st;
+
+	if (b->preset_dir)
+		return b->preset_dir;
+	if (env && *env)
+		return env;
+	if (stat(SLUICE_PRESET_DIR, &st) == 0 && S_ISDIR(st.st_mode))
+		return SLUICE_PRESET_DIR;
+	return SLUICE_SOURCE_PRESET_DIR;
+}
+
+int policy_builder_add_preset(struct policy_builder *b, enum policy_layer layer, const char *name,
+			      struct policy_error *err)
+{
+	char path[4096];
+	size_t n = strlen(name);
+	int r;
+
+	if (n == 0 || n > 64 || strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-") != n)
+		return policy_err(err, "", 0, 0, "\"%s\" is not a preset name (lower-case letters, digits, '-')", name);
+	if (b->preset_depth >= 4)
+		return policy_err(err, "", 0, 0, "presets nest too deeply at \"%s\" (a preset naming itself?)", name);
+	snprintf(path, sizeof path, "%s/%s.json", preset_dir(b), name);
+	if (access(path, R_OK) != 0) {
+		char avail[512] = "";
+		DIR *d = opendir(preset_dir(b));
+		struct dirent *de;
+		while (d && (de = readdir(d))) {
+			size_t l = strlen(de->d_name);
+			if (l > 5 && strcmp(de->d_name + l - 5, ".json") == 0 && strlen(avail) + l < sizeof avail - 2) {
+				strncat(avail, avail[0] ? ", " : "", sizeof avail - strlen(avail) - 1);
+				strncat(avail, de->d_name, l - 5);
+			}
+		}
+		if (d)
+			closedir(d);
+		return policy_err(err, "", 0, 0, "unknown preset \"%s\" (available: %s)", name, avail[0] ? avail : "none found");
+	}
+	b->preset_depth++;
+	r = policy_builder_add_file(b, layer, path, err);
+	b->preset_depth--;
+	return r;
+}
+
+int policy_builder_add_policy_arg(struct policy_builder *b, enum policy_layer layer, const char *arg,
+				  struct policy_error *err)
+{
+	size_t n = strlen(arg);
+
+	if (strchr(arg, '/') || (n > 5 && strcmp(arg + n - 5, ".json") == 0) || is_text_list(arg))
+		return policy_builder_add_file(b, layer, arg, err);
+	return policy_builder_add_preset(b, layer, arg, err);
+}
+
+int policy_builder_add_pattern(struct policy_builder *b, enum policy_layer layer, const char *pattern, bool deny,
+			       const char *origin, struct policy_error *err)
+{
+	struct policy_rule r = { .layer = layer, .kind = deny ? RULE_DENY : RULE_ALLOW };
+	char why[POLICY_ERR_MAX], w[POLICY_WHERE_MAX];
+
+	if (policy_parse_pattern(b, pattern, &r, why, sizeof why) < 0)
+		return policy_err(err, origin, 0, 0, "%s", why);
+	snprintf(w, sizeof w, "%s %s", origin, pattern);
+	r.where = policy_arena_strndup(&b->arena, w, strlen(w));
+	if (!r.where)
+		return policy_err(err, origin, 0, 0, "out of memory");
+	if (policy_builder_push(b, &r) < 0)
+		return policy_err(err, origin, 0, 0, "out of memory");
+	return 0;
+}
+
+void policy_builder_set_options(struct policy_builder *b, const struct policy_options *o)
+{
+	if (o->direct)
+		b->opts.direct = 1;
+	if (o->transparent)
+		b->opts.transparent = 1;
+	if (o->ask)
+		b->opts.ask = 1;
+	if (o->ask_timeout_s)
+		b->opts.ask_timeout_s = o->ask_timeout_s;
+}
+
+/* An organisation file must be root's and not writable by anyone else, or it caps nothing. */
+static int check_org_file(const char *path, struct policy_error *err)
+{
+	struct stat st;
+
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 1 : policy_err(err, path, 0, 0, "cannot stat: %s", strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return policy_err(err, path, 0, 0, "organisation policy is not a regular file (symlinks are refused)");
+	if (st.st_uid != 0 || (st.st_mode & 022))
+		return policy_err(err, path, 0, 0, "organisation policy must be owned by root and not group- or "
+				  "world-writable (fix with: chown root: %s && chmod 644 %s)", path, path);
+	return 0;
+}
+
+static int add_if_exists(struct policy_builder *b, enum policy_layer layer, const char *path, struct policy_error *err)
+{
+	if (layer == POLICY_LAYER_ORG) {
+		int r = check_org_file(path, err);
+		if (r != 0)
+			return r > 0 ? 0 : r;
+	} else if (access(path, F_OK) != 0) {
+		return 0;
+	}
+	return policy_builder_add_file(b, layer, path, err);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int policy_builder_add_standard_layers(struct policy_builder *b, const char *sysconfdir, const char *home,
+				       const char *project_dir, struct policy_error *err)
+{
+	char path[4096];
+	const char *xdg = getenv("XDG_CONFIG_HOME");
+	int r;
+
+	if (!sysconfdir)
+		sysconfdir = SLUICE_SYSCONFDIR;
+	snprintf(path, sizeof path, "%s/policy.json", sysconfdir);
+	if ((r = add_if_exists(b, POLICY_LAYER_ORG, path, err)) < 0)
+		return r;
+	/* policy.d/\*.json in name order, so the result does not depend on directory order */
+	snprintf(path, sizeof path, "%s/policy.d", sysconfdir);
+	DIR *d = opendir(path);
+	if (d) {
+		char **names = NULL;
+		size_t n = 0;
+		struct dirent *de;
+		r = 0;
+		while ((de = readdir(d))) {
+			size_t l = strlen(de->d_name);
+			if (de->d_name[0] == '.' || l < 6 || strcmp(de->d_name + l - 5, ".json") != 0)
+				continue;
+			char **nn = realloc(names, (n + 1) * sizeof *nn);
+			if (!nn || !(nn[n] = strdup(de->d_name))) {
+				names = nn ? nn : names;
+				r = policy_err(err, path, 0, 0, "out of memory");
+				break;
+			}
+			names = nn;
+			n++;
+		}
+		closedir(d);
+		if (r == 0 && n)
+			qsort(names, n, sizeof *names, cmp_str);
+		for (size_t i = 0; i < n; i++) {
+			char f[4400];
+			snprintf(f, sizeof f, "%s/%s", path, names[i]);
+			if (r == 0)
+				r = add_if_exists(b, POLICY_LAYER_ORG, f, err);
+			free(names[i]);
+		}
+		free(names);
+		if (r < 0)
+			return r;
+	}
+	if (xdg && *xdg)
+		snprintf(path, sizeof path, "%s/sluice/policy.json", xdg);
+	else if (home)
+		snprintf(path, sizeof path, "%s/.config/sluice/policy.json", home);
+	else
+		path[0] = '\0';
+	if (path[0] && (r = add_if_exists(b, POLICY_LAYER_USER, path, err)) < 0)
+		return r;
+	if (project_dir) {
+		snprintf(path, sizeof path, "%s/.sluice/policy.json", project_dir);
+		if ((r = add_if_exists(b, POLICY_LAYER_PROJECT, path, err)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+struct policy *policy_builder_compile(struct policy_builder *b, struct policy_error *err)
+{
+	struct policy *p = calloc(1, sizeof *p);
+
+	if (!p) {
+		policy_err(err, "", 0, 0, "out of memory");
+		return NULL;
+	}
+	p->refs = 1;
+	/* The policy takes the builder's rules and strings; the builder is left empty and reusable. */
+	p->arena = b->arena;
+	b->arena.head = NULL;
+	p->rules = b->rules;
+	p->nrules = b->nrules;
+	b->rules = NULL;
+	b->nrules = b->caprules = 0;
+
+	for (size_t i = 0; i < p->nrules; i++) {
+		if (p->rules[i].kind == RULE_CEILING)
+			p->has_ceiling = true;
+		if (p->rules[i].pat == PAT_CIDR)
+			p->ncidr++;
+	}
+	if (p->ncidr) {
+		p->cidr = malloc(p->ncidr * sizeof *p->cidr);
+		if (!p->cidr)
+			goto oom;
+		size_t k = 0;
+		for (size_t i = 0; i < p->nrules; i++)
+			if (p->rules[i].pat == PAT_CIDR)
+				p->cidr[k++] = (uint32_t)i;
+	}
+	p->trie = policy_trie_build(p->rules, p->nrules);
+	if (!p->trie)
+		goto oom;
+
+	const struct policy_opt_state *o = &b->opts;
+	p->opts.direct = o->direct == 1 && !o->org_forbids_direct;
+	p->opts.transparent = o->transparent == 1 && !o->org_forbids_transparent;
+	p->opts.ask = o->ask == 1 && !o->org_forbids_ask;
+	p->opts.ask_timeout_s = o->ask_timeout_s;
+	/* Remember pins so a serialised copy reloaded at the org layer keeps them. */
+	p->org_pins = (o->org_forbids_direct ? 1u : 0) | (o->org_forbids_transparent ? 2u : 0) | (o->org_forbids_ask ? 4u : 0);
+	return p;
+oom:
+	policy_err(err, "", 0, 0, "out of memory");
+	policy_unref(p);
+	return NULL;
+}
+
+struct policy *policy_ref(struct policy *p)
+{
+	if (p)
+		__atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);
+	return p;
+}
+
+void policy_unref(struct policy *p)
+{
+	if (!p || __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) > 0)
+		return;
+	policy_trie_free(p->trie);
+	free(p->cidr);
+	free(p->rules);
+	policy_arena_release(&p->arena);
+	free(p);
+}
+
+const struct policy_options *policy_get_options(const struct policy *p) { return &p->opts; }
+size_t policy_rule_count(const struct policy *p) { return p->nrules; }
+
+/* ---- serialisation ---- */
+
+void policy_rule_ports_str(const struct policy_rule *r, char *buf, size_t len)
+{
+	size_t o = 0;
+
+	if (r->any_port || (r->nports == 0 && r->kind == RULE_DENY)) {
+		snprintf(buf, len, "any port");
+		return;
+	}
+	if (r->nports == 0) {
+		snprintf(buf, len, "ports 80,443");
+		return;
+	}
+	o += (size_t)snprintf(buf, len, "port%s ", r->nports > 1 || r->ports[0].lo != r->ports[0].hi ? "s" : "");
+	for (unsigned i = 0; i < r->nports && o < len; i++) {
+		if (r->ports[i].lo == r->ports[i].hi)
+			o += (size_t)snprintf(buf + o, len - o, "%s%u", i ? "," : "", r->ports[i].lo);
+		else
+			o += (size_t)snprintf(buf + o, len - o, "%s%u-%u", i ? "," : "", r->ports[i].lo, r->ports[i].hi);
+	}
+}
+
+char *policy_serialize(const struct policy *p)
+{
+	json_object *root = json_object_new_object(), *rules = json_object_new_array(), *opts = json_object_new_object();
+	char *out = NULL;
+
+	if (!root || !rules || !opts)
+		goto out;
+	json_object_object_add(root, "sluice-compiled", json_object_new_int(1));
+	json_object_object_add(opts, "direct", json_object_new_boolean(p->opts.direct));
+	json_object_object_add(opts, "transparent", json_object_new_boolean(p->opts.transparent));
+	json_object_object_add(opts, "ask", json_object_new_boolean(p->opts.ask));
+	json_object_object_add(opts, "ask_timeout", json_object_new_int((int)p->opts.ask_timeout_s));
+	json_object_object_add(opts, "org_forbids_direct", json_object_new_boolean(p->org_pins & 1));
+	json_object_object_add(opts, "org_forbids_transparent", json_object_new_boolean(p->org_pins & 2));
+	json_object_object_add(opts, "org_forbids_ask", json_object_new_boolean(p->org_pins & 4));
+	json_object_object_add(root, "options", opts);
+	opts = NULL;
+	for (size_t i = 0; i < p->nrules; i++) {
+		const struct policy_rule *r = &p->rules[i];
+		json_object *o = json_object_new_object();
+		if (!o)
+			goto out;
+		json_object_object_add(o, r->pat == PAT_CIDR ? "cidr" : "host", json_object_new_string(r->pattern));
+		if (r->any_port) {
+			json_object_object_add(o, "ports", json_object_new_string("*"));
+		} else if (r->nports) {
+			json_object *pa = json_object_new_array();
+			for (unsigned k = 0; k < r->nports; k++) {
+				char t[16];
+				snprintf(t, sizeof t, "%u-%u", r->ports[k].lo, r->ports[k].hi);
+				json_object_array_add(pa, json_object_new_string(t));
+			}
+			json_object_object_add(o, "ports", pa);
+		}
+		if (r->methods) {
+			json_object *ma = json_object_new_array();
+			for (unsigned bit = 1; bit <= POLICY_M_TRACE; bit <<= 1)
+				if (r->methods & bit)
+					json_object_array_add(ma, json_object_new_string(policy_method_name(bit)));
+			json_object_object_add(o, "methods", ma);
+		}
+		json_object_object_add(o, "where", json_object_new_string(r->where));
+		json_object_object_add(o, "layer", json_object_new_string(policy_layer_name(r->layer)));
+		json_object_object_add(o, "kind", json_object_new_string(r->kind == RULE_DENY ? "deny"
+									 : r->kind == RULE_CEILING ? "ceiling" : "allow"));
+		json_object_array_add(rules, o);
+	}
+	json_object_object_add(root, "rules", rules);
+	rules = NULL;
+	const char *s = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+	out = s ? strdup(s) : NULL;
+out:
+	json_object_put(rules);
+	json_object_put(opts);
+	json_object_put(root);
+	return out;
+}

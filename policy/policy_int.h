@@ -1,0 +1,112 @@
+/* Internal structures of the policy library, shared by its source files only. */
+#pragma once
+
+#include "policy.h"
+
+#include <json-c/json.h>
+#include <stdarg.h>
+
+/* A bump allocator: rules and their strings live here and are freed all at once with the policy. */
+struct policy_arena {
+	struct policy_arena_chunk *head; /* owned */
+};
+void *policy_arena_alloc(struct policy_arena *a, size_t size);
+char *policy_arena_strndup(struct policy_arena *a, const char *s, size_t n);
+void policy_arena_release(struct policy_arena *a);
+
+struct policy_port_range {
+	uint16_t lo, hi;
+};
+
+enum policy_rule_kind { RULE_ALLOW = 0, RULE_DENY, RULE_CEILING };
+enum policy_pattern_kind { PAT_EXACT = 0, PAT_WILDCARD, PAT_CIDR };
+
+#define POLICY_MAX_PORT_RANGES 8
+
+struct policy_rule {
+	const char *pattern; /* arena; canonical: "pypi.org", "*.npmjs.org", "10.0.0.0/8" */
+	const char *suffix;  /* arena; the name part without "*." (names only) */
+	const char *where;   /* arena; "file:line:col" */
+	enum policy_layer layer;
+	enum policy_rule_kind kind;
+	enum policy_pattern_kind pat;
+	uint8_t nports;    /* 0: the kind's default (allow/ceiling: 80,443; deny: every port) */
+	bool any_port;     /* "ports": "*" */
+	unsigned methods;  /* 0: every method */
+	uint32_t seq;      /* insertion order, for deterministic tie-breaks */
+	struct policy_port_range ports[POLICY_MAX_PORT_RANGES];
+	/* CIDR rules */
+	int family;
+	uint8_t addr[16];
+	unsigned prefix;
+	uint32_t next; /* next rule index on the same trie node and list (UINT32_MAX = end) */
+};
+
+/* Options as layered: explicit values per layer kind. */
+struct policy_opt_state {
+	int direct, transparent, ask; /* -1 unset, 0/1 from a lower layer */
+	bool org_forbids_direct, org_forbids_transparent, org_forbids_ask;
+	unsigned ask_timeout_s;
+};
+
+struct policy_builder {
+	struct policy_arena arena;
+	struct policy_rule *rules; /* owned array */
+	size_t nrules, caprules;
+	struct policy_opt_state opts;
+	const char *preset_dir; /* borrowed */
+	int preset_depth;       /* recursion guard for presets naming presets */
+};
+
+struct policy_trie; /* compiled name index, see match.c */
+
+struct policy {
+	int refs;
+	struct policy_arena arena;   /* owned: rule strings */
+	struct policy_rule *rules;   /* owned */
+	size_t nrules;
+	struct policy_trie *trie;    /* owned */
+	uint32_t *cidr;              /* owned: indexes of CIDR rules */
+	size_t ncidr;
+	bool has_ceiling;
+	struct policy_options opts;
+	unsigned org_pins; /* options the org layer pinned off: 1 direct, 2 transparent, 4 ask */
+};
+
+/* Error helper: fills err (may be NULL) and returns -EINVAL. */
+int policy_err(struct policy_error *err, const char *file, unsigned line, unsigned col, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+/* Appends a rule (copied; strings must already be in b->arena). */
+int policy_builder_push(struct policy_builder *b, const struct policy_rule *r);
+
+/* Parses one pattern "HOST[:PORTS]" or "*.SUFFIX[:PORTS]" into r (names only; CIDR is separate). */
+int policy_parse_pattern(struct policy_builder *b, const char *text, struct policy_rule *r, char *why,
+			 size_t whylen);
+/* Parses "LO" or "LO-HI" or "*" port text into r. */
+int policy_parse_ports_text(const char *text, struct policy_rule *r, char *why, size_t whylen);
+/* Parses a CIDR "a.b.c.d/n" or an address (as a host route) into r. */
+int policy_parse_cidr(const char *text, struct policy_rule *r, char *why, size_t whylen);
+
+/* Loads a policy JSON document / plain-text list into the builder. */
+int policy_load_json(struct policy_builder *b, enum policy_layer layer, const char *name, const char *text,
+		     size_t len, struct policy_error *err);
+int policy_load_text(struct policy_builder *b, enum policy_layer layer, const char *name, const char *text,
+		     size_t len, struct policy_error *err);
+
+/* Compiled name index. */
+struct policy_trie *policy_trie_build(struct policy_rule *rules, size_t n);
+void policy_trie_free(struct policy_trie *t);
+/* Calls back every name rule whose pattern matches host, deepest last. Returns nothing; see match.c. */
+typedef void (*policy_trie_visit_fn)(const struct policy_rule *r, unsigned depth, void *ctx);
+void policy_trie_visit(const struct policy_trie *t, const struct policy_rule *rules, const char *host,
+		       policy_trie_visit_fn fn, void *ctx);
+
+bool policy_rule_port_matches(const struct policy_rule *r, uint16_t port);
+bool policy_cidr_contains(const struct policy_rule *r, const struct sockaddr *sa);
+
+/* The name of one method bit ("GET"), "OTHER", or NULL. */
+const char *policy_method_name(unsigned bit);
+
+/* Formats a rule's ports for messages ("443", "80,443", "any"). */
+void policy_rule_ports_str(const struct policy_rule *r, char *buf, size_t len);

@@ -1,0 +1,57 @@
+/* Fuzz target: the policy loader (JSON with comments, and plain-text lists), compiled and queried.
+ * The first input byte picks the format and layer; the rest is the file. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct policy_builder *b;
+	struct policy_error err;
+	struct policy *p = NULL;
+	struct policy_decision d;
+	char *text;
+
+	if (size < 1 || size > 65536)
+		return 0;
+	b = policy_builder_new();
+	text = malloc(size);
+	if (!b || !text)
+		goto out;
+	memcpy(text, data + 1, size - 1);
+	text[size - 1] = '\0';
+	enum policy_layer layer = (enum policy_layer)(data[0] % POLICY_LAYER_COUNT);
+	int r = (data[0] & 0x80) ? policy_builder_add_pattern(b, layer, text, data[0] & 0x40, "--allow", &err)
+	      : (data[0] & 0x40) ? policy_builder_add_json(b, layer, "fuzz.json", text, size - 1, &err)
+				 : policy_builder_add_json(b, layer, "fuzz.json", text, strlen(text), &err);
+	if (r == 0)
+		p = policy_builder_compile(b, &err);
+	if (p) {
+		/* every compiled policy must answer, serialise, and reload to the same size */
+		policy_decide(p, "registry.npmjs.org", 443, POLICY_M_GET, &d);
+		policy_decide(p, "a.b.c", 0, 0, &d);
+		char *ser = policy_serialize(p);
+		if (ser) {
+			struct policy_builder *b2 = policy_builder_new();
+			if (b2 && policy_builder_add_json(b2, layer, "ser", ser, strlen(ser), &err) == 0) {
+				struct policy *q = policy_builder_compile(b2, &err);
+				if (q && policy_rule_count(q) != policy_rule_count(p) && layer == POLICY_LAYER_ORG)
+					abort();
+				policy_unref(q);
+			} else if (b2) {
+				abort(); /* a serialised policy must always reload */
+			}
+			policy_builder_free(b2);
+			free(ser);
+		}
+	}
+out:
+	policy_unref(p);
+	policy_builder_free(b);
+	free(text);
+	return 0;
+}

@@ -1,0 +1,304 @@
+/* Unit tests: the matcher against a naive reference on random rule sets over a small alphabet
+ * (a differential test in the style of OpenSSH's match tests), plus wildcard edge cases. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy.h"
+
+enum kind { K_ALLOW, K_DENY, K_CEILING };
+
+struct ref_rule {
+	enum kind kind;
+	enum policy_layer layer;
+	bool wild;
+	char suffix[32];
+	int nports; /* 0 default, -1 any */
+	uint16_t lo[2], hi[2];
+	unsigned methods;
+	char where[64];
+	unsigned seq;
+};
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static unsigned rnd(unsigned n)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return (unsigned)(rng_state % n);
+}
+
+static void rand_name(char *out, int labels)
+{
+	static const char *alpha[] = { "a", "b", "c" };
+	out[0] = '\0';
+	for (int i = 0; i < labels; i++) {
+		if (i)
+			strcat(out, ".");
+		strcat(out, alpha[rnd(3)]);
+	}
+}
+
+static int count_labels(const char *s)
+{
+	int n = 1;
+	for (; *s; s++)
+		n += *s == '.';
+	return n;
+}
+
+static bool ref_name_match(const struct ref_rule *r, const char *host)
+{
+	size_t hl = strlen(host), sl = strlen(r->suffix);
+	if (!r->wild)
+		return strcmp(host, r->suffix) == 0;
+	return hl > sl + 1 && host[hl - sl - 1] == '.' && strcmp(host + hl - sl, r->suffix) == 0;
+}
+
+static bool ref_port_ok(const struct ref_rule *r, uint16_t port)
+{
+	if (r->nports == -1)
+		return true;
+	if (r->nports == 0)
+		return r->kind == K_DENY || port == 80 || port == 443;
+	for (int i = 0; i < r->nports; i++)
+		if (port >= r->lo[i] && port <= r->hi[i])
+			return true;
+	return false;
+}
+
+static bool ref_applies(const struct ref_rule *r, uint16_t port, unsigned method)
+{
+	if (port == 0)
+		return r->kind != K_DENY || ((r->nports == 0 || r->nports == -1) && r->methods == 0);
+	return ref_port_ok(r, port) && (r->methods == 0 || (r->methods & method));
+}
+
+static bool ref_better(const struct ref_rule *a, const struct ref_rule *b)
+{
+	if (!b)
+		return true;
+	int da = count_labels(a->suffix), db = count_labels(b->suffix);
+	if (da != db)
+		return da > db;
+	if (a->wild != b->wild)
+		return !a->wild;
+	if (a->layer != b->layer)
+		return a->layer < b->layer;
+	return a->seq < b->seq;
+}
+
+static enum policy_verdict ref_decide(const struct ref_rule *rules, int n, const char *host, uint16_t port,
+				      unsigned method, const struct ref_rule **which)
+{
+	const struct ref_rule *deny = NULL, *allow = NULL, *ceil = NULL;
+	bool has_ceiling = false;
+
+	for (int i = 0; i < n; i++) {
+		const struct ref_rule *r = &rules[i];
+		if (r->kind == K_CEILING)
+			has_ceiling = true;
+		if (!ref_name_match(r, host) || !ref_applies(r, port, method))
+			continue;
+		const struct ref_rule **slot = r->kind == K_DENY ? &deny : r->kind == K_ALLOW ? &allow : &ceil;
+		if (ref_better(r, *slot))
+			*slot = r;
+	}
+	*which = NULL;
+	if (deny) {
+		*which = deny;
+		return POLICY_DENY;
+	}
+	if (has_ceiling && !ceil)
+		return POLICY_DENY;
+	if (allow) {
+		*which = allow;
+		return POLICY_ALLOW;
+	}
+	return POLICY_DENY;
+}
+
+/* Renders one layer's rules as a JSON document, one rule per line, and records where each sits. */
+struct doc {
+	char *buf;
+	size_t len, o;
+	unsigned line;
+};
+
+__attribute__((format(printf, 2, 3))) static void emit(struct doc *d, const char *fmt, ...)
+{
+	va_list ap;
+	size_t start = d->o;
+
+	va_start(ap, fmt);
+	d->o += (size_t)vsnprintf(d->buf + d->o, d->len - d->o, fmt, ap);
+	va_end(ap);
+	for (size_t i = start; i < d->o; i++)
+		d->line += d->buf[i] == '\n';
+}
+
+static void render_layer(struct ref_rule *rules, int n, enum policy_layer layer, char *buf, size_t len)
+{
+	static const char *kname[] = { "allow", "deny", "ceiling" };
+	struct doc d = { .buf = buf, .len = len, .line = 1 };
+	bool first_list = true;
+
+	emit(&d, "{\n");
+	for (int k = 0; k < 3; k++) {
+		int idx[32], m = 0;
+		for (int i = 0; i < n; i++)
+			if (rules[i].layer == layer && rules[i].kind == (enum kind)k)
+				idx[m++] = i;
+		if (!m)
+			continue;
+		emit(&d, "%s\"%s\": [\n", first_list ? "" : ",\n", kname[k]);
+		first_list = false;
+		for (int j = 0; j < m; j++) {
+			struct ref_rule *r = &rules[idx[j]];
+			char ports[64] = "", methods[64] = "";
+			if (r->nports == -1)
+				snprintf(ports, sizeof ports, ", \"ports\": \"*\"");
+			else if (r->nports == 1)
+				snprintf(ports, sizeof ports, ", \"ports\": [\"%u-%u\"]", r->lo[0], r->hi[0]);
+			else if (r->nports == 2)
+				snprintf(ports, sizeof ports, ", \"ports\": [%u, \"%u-%u\"]", r->lo[0], r->lo[1], r->hi[1]);
+			if (r->methods == POLICY_M_GET)
+				snprintf(methods, sizeof methods, ", \"methods\": [\"GET\"]");
+			else if (r->methods)
+				snprintf(methods, sizeof methods, ", \"methods\": [\"POST\", \"PUT\"]");
+			snprintf(r->where, sizeof r->where, "%s.json:%u:1", policy_layer_name(layer), d.line);
+			emit(&d, "{\"host\": \"%s%s\"%s%s}%s\n", r->wild ? "*." : "", r->suffix, ports, methods,
+			     j + 1 < m ? "," : "");
+		}
+		emit(&d, "]");
+	}
+	emit(&d, "\n}\n");
+}
+
+static void test_differential(void **state)
+{
+	static const uint16_t probe_ports[] = { 0, 22, 80, 443, 8080 };
+	static const unsigned probe_methods[] = { 0, POLICY_M_GET, POLICY_M_POST };
+	unsigned checked = 0, allowed = 0;
+	(void)state;
+
+	for (int iter = 0; iter < 3000; iter++) {
+		struct ref_rule rules[24];
+		int n = 1 + (int)rnd(24);
+		struct policy_builder *b = policy_builder_new();
+		struct policy_error err = { 0 };
+
+		for (int i = 0; i < n; i++) {
+			struct ref_rule *r = &rules[i];
+			memset(r, 0, sizeof *r);
+			r->seq = (unsigned)i;
+			r->layer = (enum policy_layer)rnd(POLICY_LAYER_COUNT);
+			r->kind = rnd(4) == 0 ? K_DENY : K_ALLOW;
+			if (r->layer == POLICY_LAYER_ORG && iter % 3 == 0 && rnd(2))
+				r->kind = K_CEILING;
+			r->wild = rnd(2);
+			rand_name(r->suffix, 2 + (int)rnd(2));
+			switch (rnd(5)) {
+			case 0: r->nports = -1; break;
+			case 1: r->nports = 1; r->lo[0] = r->hi[0] = 8080; break;
+			case 2: r->nports = 1; r->lo[0] = 80; r->hi[0] = 443; break;
+			case 3: r->nports = 2; r->lo[0] = r->hi[0] = 22; r->lo[1] = 443; r->hi[1] = 8080; break;
+			default: r->nports = 0; break;
+			}
+			r->methods = rnd(4) == 0 ? POLICY_M_GET : rnd(5) == 0 ? (POLICY_M_POST | POLICY_M_PUT) : 0;
+		}
+		/* JSON documents emit rules grouped by kind, so seq (the tie-break) follows that order */
+		unsigned seq = 0;
+		for (int l = 0; l < POLICY_LAYER_COUNT; l++)
+			for (int k = 0; k < 3; k++)
+				for (int i = 0; i < n; i++)
+					if ((int)rules[i].layer == l && (int)rules[i].kind == k)
+						rules[i].seq = seq++;
+		for (int l = 0; l < POLICY_LAYER_COUNT; l++) {
+			char doc[8192], name[32];
+			bool any = false;
+			for (int i = 0; i < n; i++)
+				any |= (int)rules[i].layer == l;
+			if (!any)
+				continue;
+			render_layer(rules, n, (enum policy_layer)l, doc, sizeof doc);
+			snprintf(name, sizeof name, "%s.json", policy_layer_name((enum policy_layer)l));
+			if (policy_builder_add_json(b, (enum policy_layer)l, name, doc, strlen(doc), &err) != 0)
+				fail_msg("generated policy rejected: %s:%u:%u %s\n%s", err.file, err.line, err.col, err.msg, doc);
+		}
+		struct policy *p = policy_builder_compile(b, &err);
+		assert_non_null(p);
+		for (int h = 0; h < 12; h++) {
+			char host[64];
+			rand_name(host, 1 + (int)rnd(4));
+			for (size_t pi = 0; pi < sizeof probe_ports / sizeof probe_ports[0]; pi++) {
+				for (size_t mi = 0; mi < sizeof probe_methods / sizeof probe_methods[0]; mi++) {
+					struct policy_decision d;
+					const struct ref_rule *which;
+					enum policy_verdict want = ref_decide(rules, n, host, probe_ports[pi], probe_methods[mi], &which);
+					policy_decide(p, host, probe_ports[pi], probe_methods[mi], &d);
+					if (d.verdict != want)
+						fail_msg("iter %d host %s port %u method %u: got %s (%s), want %s", iter, host,
+							 probe_ports[pi], probe_methods[mi], policy_verdict_name(d.verdict), policy_decision_reason(&d),
+							 policy_verdict_name(want));
+					if (which && strcmp(policy_rule_where(d.rule), which->where) != 0)
+						fail_msg("iter %d host %s port %u: decided by %s, want %s", iter, host,
+							 probe_ports[pi], policy_rule_where(d.rule), which->where);
+					checked++;
+					allowed += d.verdict == POLICY_ALLOW;
+				}
+			}
+		}
+		policy_unref(p);
+		policy_builder_free(b);
+	}
+	/* the generator must exercise both outcomes, or the comparison proves little */
+	assert_true(allowed > checked / 20);
+	assert_true(allowed < checked - checked / 20);
+}
+
+static void test_wildcard_edges(void **state)
+{
+	struct policy_builder *b = policy_builder_new();
+	struct policy_error err = { 0 };
+	struct policy_decision d;
+	(void)state;
+
+	assert_int_equal(policy_builder_add_pattern(b, POLICY_LAYER_CLI, "*.pythonhosted.org", false, "--allow", &err), 0);
+	assert_int_equal(policy_builder_add_pattern(b, POLICY_LAYER_CLI, "pypi.org:443", false, "--allow", &err), 0);
+	struct policy *p = policy_builder_compile(b, &err);
+	assert_non_null(p);
+	policy_decide(p, "files.pythonhosted.org", 443, 0, &d);
+	assert_int_equal(d.verdict, POLICY_ALLOW);
+	policy_decide(p, "a.b.pythonhosted.org", 80, 0, &d);
+	assert_int_equal(d.verdict, POLICY_ALLOW);
+	policy_decide(p, "pythonhosted.org", 443, 0, &d); /* the bare suffix is not covered */
+	assert_int_equal(d.verdict, POLICY_DENY);
+	policy_decide(p, "evilpythonhosted.org", 443, 0, &d);
+	assert_int_equal(d.verdict, POLICY_DENY);
+	policy_decide(p, "pypi.org.evil.com", 443, 0, &d);
+	assert_int_equal(d.verdict, POLICY_DENY);
+	policy_decide(p, "pypi.org", 80, 0, &d);
+	assert_int_equal(d.verdict, POLICY_DENY);
+	assert_non_null(strstr(policy_decision_reason(&d), "not this port"));
+	policy_decide(p, "pypi.org", 0, 0, &d); /* DNS: the name is usable */
+	assert_int_equal(d.verdict, POLICY_ALLOW);
+	policy_unref(p);
+	policy_builder_free(b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_differential),
+		cmocka_unit_test(test_wildcard_edges),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

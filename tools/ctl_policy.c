@@ -1,0 +1,263 @@
+/* `sluicectl policy check|explain`: validate policy files and explain a decision. */
+#include "config.h"
+#include "ctl.h"
+#include "policy.h"
+
+#include <arpa/inet.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void check_usage(FILE *f)
+{
+	fprintf(f, "usage: sluicectl policy check [--layer org|user|project|cli] FILE...\n"
+		   "Validates policy files (JSON with comments, or .txt/.list domain lists).\n"
+		   "Exit: 0 all valid, 1 some file invalid, 2 usage error.\n");
+}
+
+static int parse_layer(const char *s, enum policy_layer *out)
+{
+	for (int l = 0; l < POLICY_LAYER_COUNT; l++) {
+		if (strcmp(s, policy_layer_name((enum policy_layer)l)) == 0) {
+			*out = (enum policy_layer)l;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static int policy_check(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "layer", required_argument, NULL, 'l' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	enum policy_layer layer = POLICY_LAYER_PROJECT;
+	bool layer_set = false;
+	int c, bad = 0;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "l:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			if (parse_layer(optarg, &layer) < 0) {
+				fprintf(stderr, "sluicectl: unknown layer \"%s\" (org, user, project, cli)\n", optarg);
+				return 2;
+			}
+			layer_set = true;
+			break;
+		case 'h':
+			check_usage(stdout);
+			return 0;
+		default:
+			check_usage(stderr);
+			return 2;
+		}
+	}
+	if (optind >= argc) {
+		check_usage(stderr);
+		return 2;
+	}
+	for (int i = optind; i < argc; i++) {
+		struct policy_builder *b = policy_builder_new();
+		struct policy_error err = { 0 };
+		struct policy *p = NULL;
+		enum policy_layer l = layer;
+		char msg[2048];
+
+		if (!b) {
+			fprintf(stderr, "sluicectl: out of memory\n");
+			return 2;
+		}
+		/* A file under the system policy directory is an organisation file unless told otherwise. */
+		if (!layer_set && strncmp(argv[i], SLUICE_SYSCONFDIR "/", strlen(SLUICE_SYSCONFDIR) + 1) == 0)
+			l = POLICY_LAYER_ORG;
+		if (policy_builder_add_file(b, l, argv[i], &err) == 0)
+			p = policy_builder_compile(b, &err);
+		if (p) {
+			printf("%s: ok (%zu rule%s, checked as a %s policy)\n", argv[i], policy_rule_count(p),
+			       policy_rule_count(p) == 1 ? "" : "s", policy_layer_name(l));
+		} else {
+			fprintf(stderr, "%s\n", policy_error_format(&err, msg, sizeof msg));
+			bad = 1;
+		}
+		policy_unref(p);
+		policy_builder_free(b);
+	}
+	return bad;
+}
+
+static void explain_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: sluicectl policy explain HOST[:PORT] [--method M] [--policy NAME|FILE]... [--allow PATTERN]...\n"
+		"                                [--deny PATTERN]... [--project DIR] [--no-standard-layers]\n"
+		"Says whether a session may reach HOST:PORT (default port 443) and which rule decides.\n"
+		"Loads the organisation (" SLUICE_SYSCONFDIR "), user and project (--project, default: the current\n"
+		"directory) policies, then the command-line ones, as `sluice run` does.\n"
+		"Exit: 0 allowed, 1 denied, 2 usage or policy error, 3 held for approval (ask).\n");
+}
+
+/* Splits "host", "host:port", "[v6]" or "[v6]:port". */
+static int split_target(const char *arg, char *host, size_t hlen, uint16_t *port)
+{
+	const char *colon = NULL;
+	size_t n;
+
+	*port = 443;
+	if (arg[0] == '[') {
+		const char *rb = strchr(arg, ']');
+		if (!rb)
+			return -1;
+		n = (size_t)(rb - arg) + 1;
+		if (rb[1] == ':')
+			colon = rb + 1;
+		else if (rb[1])
+			return -1;
+	} else {
+		colon = strrchr(arg, ':');
+		if (colon && strchr(arg, ':') != colon)
+			colon = NULL; /* bare IPv6 without brackets: no port */
+		n = colon ? (size_t)(colon - arg) : strlen(arg);
+	}
+	if (n == 0 || n >= hlen)
+		return -1;
+	memcpy(host, arg, n);
+	host[n] = '\0';
+	if (colon) {
+		char *end;
+		unsigned long p = strtoul(colon + 1, &end, 10);
+		if (!colon[1] || *end || p < 1 || p > 65535)
+			return -1;
+		*port = (uint16_t)p;
+	}
+	return 0;
+}
+
+static int policy_explain(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "method", required_argument, NULL, 'm' },
+		{ "policy", required_argument, NULL, 'p' },
+		{ "allow", required_argument, NULL, 'a' },
+		{ "deny", required_argument, NULL, 'd' },
+		{ "project", required_argument, NULL, 'P' },
+		{ "no-standard-layers", no_argument, NULL, 'N' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct policy_builder *b = policy_builder_new();
+	struct policy_error err = { 0 };
+	struct policy *p = NULL;
+	const char *method = NULL, *project = NULL;
+	bool standard = true;
+	char msg[2048], host[512], canon[POLICY_HOST_MAX + 1], cwd[4096];
+	uint16_t port;
+	int c, rc = 2;
+	/* command-line sources are applied after the standard layers, in order */
+	char **cli = calloc((size_t)argc + 1, sizeof *cli);
+	char *kinds = calloc((size_t)argc + 1, 1);
+	int ncli = 0;
+
+	if (!b || !cli || !kinds) {
+		fprintf(stderr, "sluicectl: out of memory\n");
+		goto out;
+	}
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "m:p:a:d:P:Nh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'm': method = optarg; break;
+		case 'p': case 'a': case 'd':
+			cli[ncli] = optarg;
+			kinds[ncli++] = (char)c;
+			break;
+		case 'P': project = optarg; break;
+		case 'N': standard = false; break;
+		case 'h': explain_usage(stdout); rc = 0; goto out;
+		default: explain_usage(stderr); goto out;
+		}
+	}
+	if (optind != argc - 1) {
+		explain_usage(stderr);
+		goto out;
+	}
+	if (split_target(argv[optind], host, sizeof host, &port) < 0) {
+		fprintf(stderr, "sluicectl: cannot read \"%s\" as HOST[:PORT] (port 1-65535)\n", argv[optind]);
+		goto out;
+	}
+	unsigned mbit = 0;
+	if (method) {
+		mbit = policy_method_from_name(method, strlen(method));
+		if (!mbit) {
+			fprintf(stderr, "sluicectl: \"%s\" is not an HTTP method\n", method);
+			goto out;
+		}
+	}
+	if (!project)
+		project = getcwd(cwd, sizeof cwd);
+	if (standard && policy_builder_add_standard_layers(b, NULL, getenv("HOME"), project, &err) < 0)
+		goto load_error;
+	for (int i = 0; i < ncli; i++) {
+		int r = kinds[i] == 'p' ? policy_builder_add_policy_arg(b, POLICY_LAYER_CLI, cli[i], &err)
+					: policy_builder_add_pattern(b, POLICY_LAYER_CLI, cli[i], kinds[i] == 'd',
+								     kinds[i] == 'd' ? "--deny" : "--allow", &err);
+		if (r < 0)
+			goto load_error;
+	}
+	p = policy_builder_compile(b, &err);
+	if (!p)
+		goto load_error;
+
+	struct policy_decision d;
+	struct sockaddr_storage ss;
+	bool is_addr = false;
+	enum policy_canon_err ce = policy_canon_host(host, strlen(host), canon);
+	if (ce == POLICY_CANON_IP_LITERAL && policy_parse_ip_literal(host, strlen(host), &ss) == 0) {
+		policy_decide_addr(p, (struct sockaddr *)&ss, port, false, &d);
+		char abuf[INET6_ADDRSTRLEN];
+		bool v6 = ss.ss_family == AF_INET6;
+		inet_ntop(ss.ss_family, v6 ? (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
+					   : (void *)&((struct sockaddr_in *)&ss)->sin_addr, abuf, sizeof abuf);
+		snprintf(canon, sizeof canon, v6 ? "[%s]" : "%s", abuf);
+		is_addr = true;
+	} else if (ce != POLICY_CANON_OK) {
+		fprintf(stderr, "sluicectl: \"%s\": %s\n", host, policy_canon_strerror(ce));
+		goto out;
+	} else {
+		policy_decide(p, canon, port, mbit, &d);
+	}
+	printf("%s:%u%s%s: %s\n", canon, port, method ? " " : "", method ? method : "", policy_verdict_name(d.verdict));
+	printf("  %s\n", policy_decision_reason(&d));
+	if (d.verdict != POLICY_ALLOW && !is_addr && (!d.rule || !policy_rule_is_deny(d.rule)))
+		printf("  to allow it for one run:  sluice run --allow-network --allow %s:%u -- CMD\n"
+		       "  or in .sluice/policy.json:  {\"allow\": [\"%s:%u\"]}\n", canon, port, canon, port);
+	printf("  (%zu rule%s loaded)\n", policy_rule_count(p), policy_rule_count(p) == 1 ? "" : "s");
+	rc = d.verdict == POLICY_ALLOW ? 0 : d.verdict == POLICY_ASK ? 3 : 1;
+	goto out;
+load_error:
+	fprintf(stderr, "sluicectl: %s\n", policy_error_format(&err, msg, sizeof msg));
+	rc = 2;
+out:
+	free(cli);
+	free(kinds);
+	policy_unref(p);
+	policy_builder_free(b);
+	return rc;
+}
+
+int ctl_policy(int argc, char **argv)
+{
+	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+		fprintf(argc < 2 ? stderr : stdout, "usage: sluicectl policy check|explain ...\n");
+		return argc < 2 ? 2 : 0;
+	}
+	if (strcmp(argv[1], "check") == 0)
+		return policy_check(argc - 1, argv + 1);
+	if (strcmp(argv[1], "explain") == 0)
+		return policy_explain(argc - 1, argv + 1);
+	fprintf(stderr, "sluicectl: unknown policy command \"%s\" (check, explain)\n", argv[1]);
+	return 2;
+}

@@ -1,0 +1,43 @@
+/* sluicectl: the operator's command line (policies now; sessions, logs and approvals as they land). */
+#include "config.h"
+#include "ctl.h"
+#include "log.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: sluicectl COMMAND [ARGS]\n"
+		   "commands:\n"
+		   "  policy check FILE...          validate policy files\n"
+		   "  policy explain HOST[:PORT]    which rule decides, and why\n"
+		   "  log [-f] [--session ID] [--denied] [--json]   show the audit log\n"
+		   "  log verify [FILE...]          check the audit log's hash chain\n"
+		   "  version                       print the version\n"
+		   "Run `sluicectl COMMAND --help` for a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+	log_init("sluicectl", LOG_LEVEL_WARN);
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
+		printf("sluicectl %s\n", SLUICE_VERSION);
+		return 0;
+	}
+	if (strcmp(argv[1], "policy") == 0)
+		return ctl_policy(argc - 1, argv + 1);
+	if (strcmp(argv[1], "log") == 0)
+		return ctl_log(argc - 1, argv + 1);
+	fprintf(stderr, "sluicectl: unknown command \"%s\"\n", argv[1]);
+	usage(stderr);
+	return 2;
+}
