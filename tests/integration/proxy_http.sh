@@ -177,6 +177,9 @@ sleep 0.2
 sleep 0.2
 check_match "after SIGHUP new lines go to the new file" 'after-hup|allowed.test' "$(cat "$PROXY_AUDIT")"
 
+out=$("$SLUICE_BUILD_DIR/tools/sluicectl" log verify "$PROXY_AUDIT.1" "$PROXY_AUDIT")
+check_match "the hash chain runs intact across the rotation (sluicectl log verify)" 'chain intact' "$out"
+
 check "the proxy dropped root" test "$(awk '/^Uid:/ {print $2}' "/proc/$(lab_pid proxy)/status")" = "$(id -u nobody)"
 lab_stop proxy
 check_eq "the proxy exits cleanly on SIGTERM" 0 "$?"
