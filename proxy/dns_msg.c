@@ -9,6 +9,53 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A bounded walk over the message's records before ldns sees it: rejects messages whose sections
+ * overrun it, and any TSIG record or more than one OPT record (ldns 1.8 keeps only the last of
+ * either and leaks the others; we never use TSIG, and a message with two OPTs is malformed). */
+static int prescan(const uint8_t *w, size_t len)
+{
+	size_t pos = 12;
+	unsigned counts[4], opt = 0;
+
+	if (len < 12)
+		return -1;
+	for (int i = 0; i < 4; i++)
+		counts[i] = (unsigned)(w[4 + 2 * i] << 8 | w[5 + 2 * i]);
+	for (int sec = 0; sec < 4; sec++) {
+		for (unsigned k = 0; k < counts[sec]; k++) {
+			uint16_t type;
+			/* the owner name: labels, ending in a zero byte or a compression pointer */
+			for (;;) {
+				if (pos >= len)
+					return -1;
+				if ((w[pos] & 0xc0) == 0xc0) {
+					pos += 2;
+					break;
+				}
+				if (w[pos] & 0xc0)
+					return -1;
+				if (w[pos] == 0) {
+					pos++;
+					break;
+				}
+				pos += 1 + w[pos];
+			}
+			if (pos + 4 > len)
+				return -1;
+			type = (uint16_t)(w[pos] << 8 | w[pos + 1]);
+			pos += 4;
+			if (sec == 0)
+				continue;
+			if (pos + 6 > len)
+				return -1;
+			pos += 6 + (size_t)(w[pos + 4] << 8 | w[pos + 5]);
+			if (pos > len || type == LDNS_RR_TYPE_TSIG || (type == LDNS_RR_TYPE_OPT && ++opt > 1))
+				return -1;
+		}
+	}
+	return 0;
+}
+
 int dns_msg_parse_query(const uint8_t *wire, size_t len, struct dns_query *q, const char **why)
 {
 	ldns_pkt *pkt = NULL;
@@ -35,7 +82,7 @@ int dns_msg_parse_query(const uint8_t *wire, size_t len, struct dns_query *q, co
 		*why = "opcode is not QUERY";
 		return DNS_RC_REFUSED;
 	}
-	if (ldns_wire2pkt(&pkt, wire, len) != LDNS_STATUS_OK) {
+	if (prescan(wire, len) != 0 || ldns_wire2pkt(&pkt, wire, len) != LDNS_STATUS_OK) {
 		*why = "malformed DNS message";
 		return DNS_RC_FORMERR;
 	}
@@ -238,7 +285,7 @@ bool dns_msg_answer_matches(const uint8_t *ans, size_t len, const struct dns_que
 	ldns_pkt *pkt = NULL;
 	bool ok;
 
-	if (ldns_wire2pkt(&pkt, ans, len) != LDNS_STATUS_OK)
+	if (prescan(ans, len) != 0 || ldns_wire2pkt(&pkt, ans, len) != LDNS_STATUS_OK)
 		return false;
 	ok = ldns_pkt_qr(pkt) && question_matches(pkt, q);
 	ldns_pkt_free(pkt);
@@ -304,7 +351,7 @@ int dns_msg_filter_answer(const uint8_t *ans, size_t len, const struct dns_query
 
 	memset(res, 0, sizeof *res);
 	*out = NULL;
-	if (ldns_wire2pkt(&in, ans, len) != LDNS_STATUS_OK)
+	if (prescan(ans, len) != 0 || ldns_wire2pkt(&in, ans, len) != LDNS_STATUS_OK)
 		return -EINVAL;
 	if (!ldns_pkt_qr(in) || ldns_pkt_get_opcode(in) != LDNS_PACKET_QUERY || !question_matches(in, q))
 		goto out;

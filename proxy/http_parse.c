@@ -810,7 +810,7 @@ enum http_chunk_result http_chunked_feed(struct http_chunked *c, const char *buf
 			if (ch == ' ' || ch == '\t')
 				return chunk_fail(c, "obsolete line folding in trailer");
 			c->state = CH_TRAILER_LINE;
-			/* fall through */
+			__attribute__((fallthrough));
 		case CH_TRAILER_LINE:
 			if (ch == '\r') {
 				c->state = CH_TRAILER_LF;
