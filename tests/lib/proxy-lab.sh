@@ -5,11 +5,12 @@ PROXY_BIN=$SLUICE_BUILD_DIR/proxy/sluice-proxy
 
 # proxy_start SESSION POLICY_JSON [LIMITS_JSON]: writes the config, starts sluice-proxy (lab_bg name
 # "proxy") serving HTTP on GW:3128 and DNS on GW:53 for the lab session SESSION, waits until it listens.
-# Sets PROXY_GW, PROXY_ADDR, PROXY_AUDIT, PROXY_URL.
+# Sets PROXY_GW, PROXY_ADDR, PROXY_AUDIT, PROXY_URL. $PROXY_EXTRA_SESSIONS (JSON objects, each with a
+# leading comma) and $PROXY_AUDIT (path) may be set before.
 proxy_start() {
 	local sess=$1 policy=$2 limits=${3:-'{}'} info
 	read -r PROXY_ADDR PROXY_GW PROXY_ADDR6 PROXY_GW6 _ < <(lab_session_info "$sess")
-	PROXY_AUDIT=$LAB_DIR/audit-$sess.log
+	PROXY_AUDIT=${PROXY_AUDIT:-$LAB_DIR/audit-$sess.log}
 	PROXY_URL=http://$PROXY_GW:3128
 	mkdir -p "$LAB_DIR/proxy" && chmod 0777 "$LAB_DIR/proxy"
 	printf '%s\n' "$policy" >"$LAB_DIR/proxy/policy-$sess.json"
@@ -30,6 +31,7 @@ proxy_start() {
 		    {"id": "$sess", "uid": 1000, "command": "test \"$sess\"", "addr4": "$PROXY_ADDR", "gw4": "$PROXY_GW",
 		     "addr6": "$PROXY_ADDR6", "gw6": "$PROXY_GW6",
 		     "policy": {"files": ["$LAB_DIR/proxy/policy-$sess.json"]}}
+		    ${PROXY_EXTRA_SESSIONS:-}
 		  ]
 		}
 	EOF
