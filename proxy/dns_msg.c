@@ -228,27 +228,41 @@ int dns_msg_reply_rcode(const struct dns_query *q, int rcode, uint8_t **out, siz
 
 int dns_msg_build_upstream(const struct dns_query *q, uint8_t **out, size_t *outlen)
 {
-	ldns_pkt *pkt;
-	ldns_rr *rr = question_rr(q);
-	int r;
+	/* Written field by field from the parsed query (no byte of the client's message is copied
+	 * except the validated question name): header, question, and an EDNS OPT record. */
+	size_t len = 12 + q->qname_wire_len + 4 + 11;
+	uint8_t *w;
 
-	if (!rr)
+	if (!q->have_question || q->qname_wire_len == 0 || q->qname_wire_len > sizeof q->qname_wire)
 		return -EINVAL;
-	pkt = ldns_pkt_new();
-	if (!pkt) {
-		ldns_rr_free(rr);
+	w = malloc(len);
+	if (!w)
 		return -ENOMEM;
-	}
-	ldns_pkt_push_rr(pkt, LDNS_SECTION_QUESTION, rr);
-	ldns_pkt_set_id(pkt, 0);
-	ldns_pkt_set_opcode(pkt, LDNS_PACKET_QUERY);
-	ldns_pkt_set_rd(pkt, true);
-	ldns_pkt_set_cd(pkt, q->cd);
-	ldns_pkt_set_edns_udp_size(pkt, DNS_EDNS_SIZE);
-	ldns_pkt_set_edns_do(pkt, q->dnssec_ok);
-	r = to_wire(pkt, out, outlen);
-	ldns_pkt_free(pkt);
-	return r;
+	memset(w, 0, 12);
+	w[2] = 0x01;                  /* RD */
+	w[3] = q->cd ? 0x10 : 0x00;   /* CD as asked */
+	w[5] = 1;                     /* QDCOUNT */
+	w[11] = 1;                    /* ARCOUNT: the OPT */
+	memcpy(w + 12, q->qname_wire, q->qname_wire_len);
+	len = 12 + q->qname_wire_len;
+	w[len++] = (uint8_t)(q->qtype >> 8);
+	w[len++] = (uint8_t)q->qtype;
+	w[len++] = (uint8_t)(q->qclass >> 8);
+	w[len++] = (uint8_t)q->qclass;
+	w[len++] = 0;                 /* OPT: root owner */
+	w[len++] = 0;
+	w[len++] = 41;                /* TYPE OPT */
+	w[len++] = (uint8_t)(DNS_EDNS_SIZE >> 8);
+	w[len++] = (uint8_t)DNS_EDNS_SIZE;
+	w[len++] = 0;                 /* extended rcode */
+	w[len++] = 0;                 /* version */
+	w[len++] = q->dnssec_ok ? 0x80 : 0x00;
+	w[len++] = 0;
+	w[len++] = 0;                 /* RDLEN */
+	w[len++] = 0;
+	*out = w;
+	*outlen = len;
+	return 0;
 }
 
 static bool question_matches(ldns_pkt *pkt, const struct dns_query *q)
@@ -341,6 +355,52 @@ static ldns_rr_list *filter_list(const ldns_rr_list *from, dns_addr_keep_fn keep
 	return to;
 }
 
+/* Counts what keep() decides over the address records of a list; false if anything goes. */
+static bool list_passes(const ldns_rr_list *l, dns_addr_keep_fn keep, void *arg, struct dns_filter_result *res)
+{
+	for (size_t i = 0; l && i < ldns_rr_list_rr_count(l); i++) {
+		ldns_rr *rr = ldns_rr_list_rr(l, i);
+		ldns_rr_type t = ldns_rr_get_type(rr);
+		struct sockaddr_storage ss;
+		ldns_rdf *rd;
+
+		if (t != LDNS_RR_TYPE_A && t != LDNS_RR_TYPE_AAAA)
+			continue;
+		rd = ldns_rr_rd_count(rr) == 1 ? ldns_rr_rdf(rr, 0) : NULL;
+		if (!rd || ldns_rdf_size(rd) != (t == LDNS_RR_TYPE_A ? 4u : 16u))
+			return false;
+		memset(&ss, 0, sizeof ss);
+		if (t == LDNS_RR_TYPE_A) {
+			ss.ss_family = AF_INET;
+			memcpy(&((struct sockaddr_in *)&ss)->sin_addr, ldns_rdf_data(rd), 4);
+		} else {
+			ss.ss_family = AF_INET6;
+			memcpy(&((struct sockaddr_in6 *)&ss)->sin6_addr, ldns_rdf_data(rd), 16);
+		}
+		if (!keep((struct sockaddr *)&ss, arg))
+			return false;
+		if (!res->first_addr[0])
+			inet_ntop(ss.ss_family,
+				  t == LDNS_RR_TYPE_A ? (const void *)&((struct sockaddr_in *)&ss)->sin_addr
+						      : (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr,
+				  res->first_addr, sizeof res->first_addr);
+		res->kept++;
+	}
+	return true;
+}
+
+/* True when the answer can go to the client as it is (only its id changed): every address kept,
+ * flags as the client asked, EDNS present exactly when the client used it, and it fits. */
+static bool answer_passes(ldns_pkt *in, const struct dns_query *q, dns_addr_keep_fn keep, void *arg, size_t len,
+			  size_t maxlen, struct dns_filter_result *res)
+{
+	if (len > maxlen || !q->rd || ldns_pkt_tc(in) || ldns_pkt_edns(in) != q->edns ||
+	    ldns_pkt_cd(in) != q->cd || (q->edns && ldns_pkt_edns_do(in) != q->dnssec_ok))
+		return false;
+	return list_passes(ldns_pkt_answer(in), keep, arg, res) && list_passes(ldns_pkt_authority(in), keep, arg, res) &&
+	       list_passes(ldns_pkt_additional(in), keep, arg, res);
+}
+
 int dns_msg_filter_answer(const uint8_t *ans, size_t len, const struct dns_query *q, dns_addr_keep_fn keep,
 			  void *arg, size_t maxlen, uint8_t **out, size_t *outlen, struct dns_filter_result *res)
 {
@@ -355,6 +415,23 @@ int dns_msg_filter_answer(const uint8_t *ans, size_t len, const struct dns_query
 		return -EINVAL;
 	if (!ldns_pkt_qr(in) || ldns_pkt_get_opcode(in) != LDNS_PACKET_QUERY || !question_matches(in, q))
 		goto out;
+	res->rcode = ldns_pkt_get_rcode(in);
+	if (answer_passes(in, q, keep, arg, len, maxlen, res)) {
+		/* Nothing to remove or rewrite: the upstream's bytes (checked by ldns above) with the
+		 * client's id. */
+		*out = malloc(len);
+		if (!*out) {
+			r = -ENOMEM;
+			goto out;
+		}
+		memcpy(*out, ans, len);
+		(*out)[0] = (uint8_t)(q->id >> 8);
+		(*out)[1] = (uint8_t)q->id;
+		*outlen = len;
+		r = 0;
+		goto out;
+	}
+	memset(res, 0, sizeof *res);
 	res->rcode = ldns_pkt_get_rcode(in);
 	r = -ENOMEM;
 	pkt = ldns_pkt_new();

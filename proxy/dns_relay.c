@@ -1,6 +1,8 @@
 /* The DNS relay: a few connected UDP sockets (each its own random source port) to the upstream
  * resolver, fresh random query ids, replies matched by socket and id (and then by question, by the
- * caller), and a timeout per query. Only queries dns.c rebuilt for allowed names come here. */
+ * caller), and a timeout per query (all queries have the same timeout, so they expire in the order
+ * they were sent: one FIFO and one sweep timer, no timer per query). Only queries dns.c rebuilt for
+ * allowed names come here. */
 #include <errno.h>
 #include <event2/event.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 #define RELAY_SOCKS 4
 #define RELAY_TIMEOUT_MS 4000
 #define RELAY_BATCH 32
+#define RELAY_SWEEP_MS 250
 
 struct dns_relay_query {
 	struct dns_relay *r; /* borrowed */
@@ -21,7 +24,8 @@ struct dns_relay_query {
 	uint16_t id;
 	dns_relay_cb cb;
 	void *arg;
-	struct event *timer; /* owned */
+	uint64_t deadline_ms;
+	TAILQ_ENTRY(dns_relay_query) entry; /* in the relay's FIFO */
 };
 
 struct relay_sock {
@@ -34,25 +38,40 @@ struct dns_relay {
 	struct proxy_engine *e; /* borrowed */
 	struct relay_sock socks[RELAY_SOCKS];
 	unsigned next;
-	const struct timeval *tv;
+	struct event *sweep; /* owned */
+	TAILQ_HEAD(, dns_relay_query) fifo;
 };
 
 static void query_free(struct dns_relay_query *q)
 {
 	q->r->socks[q->sock].by_id[q->id] = NULL;
-	event_free(q->timer);
+	TAILQ_REMOVE(&q->r->fifo, q, entry);
 	free(q);
 }
 
-static void timeout_cb(evutil_socket_t fd, short what, void *arg)
+/* The sweep runs only while queries are in flight, so an idle engine does not wake up. */
+static void arm_sweep(struct dns_relay *r)
 {
-	struct dns_relay_query *q = arg;
-	dns_relay_cb cb = q->cb;
-	void *cbarg = q->arg;
+	struct timeval tv = { 0, RELAY_SWEEP_MS * 1000 };
+	if (!event_pending(r->sweep, EV_TIMEOUT, NULL))
+		event_add(r->sweep, &tv);
+}
+
+static void sweep_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct dns_relay *r = arg;
+	uint64_t now = proxy_mono_ms();
+	struct dns_relay_query *q;
 	(void)fd;
 	(void)what;
-	query_free(q);
-	cb(NULL, 0, cbarg);
+	while ((q = TAILQ_FIRST(&r->fifo)) != NULL && q->deadline_ms <= now) {
+		dns_relay_cb cb = q->cb;
+		void *cbarg = q->arg;
+		query_free(q);
+		cb(NULL, 0, cbarg);
+	}
+	if (!TAILQ_EMPTY(&r->fifo))
+		arm_sweep(r);
 }
 
 static void read_cb(evutil_socket_t fd, short what, void *arg)
@@ -82,12 +101,16 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
 struct dns_relay *dns_relay_new(struct proxy_engine *e)
 {
 	struct dns_relay *r = calloc(1, sizeof *r);
-	struct timeval tv = { RELAY_TIMEOUT_MS / 1000, (RELAY_TIMEOUT_MS % 1000) * 1000 };
 
 	if (!r)
 		return NULL;
 	r->e = e;
-	r->tv = event_base_init_common_timeout(e->base, &tv);
+	TAILQ_INIT(&r->fifo);
+	r->sweep = evtimer_new(e->base, sweep_cb, r);
+	if (!r->sweep) {
+		dns_relay_free(r);
+		return NULL;
+	}
 	for (unsigned i = 0; i < RELAY_SOCKS; i++)
 		r->socks[i].fd = -1;
 	for (unsigned i = 0; i < RELAY_SOCKS; i++) {
@@ -131,6 +154,8 @@ void dns_relay_free(struct dns_relay *r)
 		if (rs->fd >= 0)
 			close(rs->fd);
 	}
+	if (r->sweep)
+		event_free(r->sweep);
 	free(r);
 }
 
@@ -159,20 +184,16 @@ struct dns_relay_query *dns_relay_send(struct dns_relay *r, uint8_t *wire, size_
 	q->id = id;
 	q->cb = cb;
 	q->arg = arg;
-	q->timer = evtimer_new(r->e->base, timeout_cb, q);
-	if (!q->timer) {
-		free(q);
-		return NULL;
-	}
 	wire[0] = (uint8_t)(id >> 8);
 	wire[1] = (uint8_t)id;
 	if (send(rs->fd, wire, len, MSG_DONTWAIT) != (ssize_t)len) {
-		event_free(q->timer);
 		free(q);
 		return NULL;
 	}
+	q->deadline_ms = proxy_mono_ms() + RELAY_TIMEOUT_MS;
 	rs->by_id[id] = q;
-	event_add(q->timer, r->tv);
+	TAILQ_INSERT_TAIL(&r->fifo, q, entry);
+	arm_sweep(r);
 	return q;
 }
 

@@ -327,8 +327,9 @@ static void pump_request(struct http_conn *c)
 		}
 	}
 	if (c->req_done) {
-		/* What follows is a pipelined request: it waits until this response is done. */
-		bufferevent_disable(c->client, EV_READ);
+		/* What follows is a pipelined request: it waits in the input buffer (bounded by the read
+		 * watermark) until this response is done. Reading stays enabled: a client closing early
+		 * is noticed, and no epoll change is paid per request. */
 		maybe_finish(c);
 	}
 }
@@ -564,12 +565,9 @@ static void start_forward(struct http_conn *c)
 	bufferevent_enable(c->up, EV_READ | EV_WRITE);
 	bufferevent_write_buffer(c->up, c->head_out);
 	set_timer(c, c->e->tv_idle);
-	if (c->req_done) {
-		bufferevent_disable(c->client, EV_READ);
-	} else {
-		bufferevent_enable(c->client, EV_READ);
+	bufferevent_enable(c->client, EV_READ);
+	if (!c->req_done)
 		pump_request(c);
-	}
 }
 
 static void dialed(struct bufferevent *bev, const struct proxy_dial_result *res, void *arg)

@@ -86,6 +86,15 @@ check_eq "audit: kept address" "$LAB_OTHER4" "$(jget "$r" address)"
 check_match "audit: stripped addresses noted" 'forbidden ranges removed' "$(jget "$r" reason)"
 r=$(audit_find 'r["protocol"]=="dns" and "zone transfer" in (r["reason"] or "")')
 check_match "audit: refused malformed query logged with its reason" 'zone transfer' "$(jget "$r" reason)"
+# The upstream resolver is down: allowed names get SERVFAIL after the relay timeout, never a hang.
+lab_stop dnsmasq || true
+t0=$(_lab_now_ms)
+check_eq "upstream down: SERVFAIL" "SERVFAIL id-ok" "$(DNS_WAIT=8 lab_exec s1 "$LAB_PYTHON" -c "$_dns_py" ask "$PROXY_GW" registry.test A udp 2>&1 |
+	sed 's/^none$/none (client gave up first)/')"
+t1=$(_lab_now_ms)
+check "upstream down: answered within the relay timeout (4 s) plus a sweep" test $((t1 - t0)) -lt 6000
+r=$(audit_find 'r["protocol"]=="dns" and r["status"]==2')
+check_match "audit: the timeout is logged with its reason" 'did not answer' "$(jget "$r" error)"
 lab_stop proxy
 check_eq "the proxy exits cleanly" 0 "$?"
 done_testing

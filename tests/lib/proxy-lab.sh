@@ -101,7 +101,7 @@ def xchg(gw, msg, tcp):
             if not c: return None
             data += c
         return data
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(float(__import__("os").environ.get("DNS_WAIT", "2")))
     s.sendto(msg, (gw, 53))
     try: return s.recvfrom(65535)[0]
     except socket.timeout: return None
