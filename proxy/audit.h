@@ -12,6 +12,7 @@
 
 #define AUDIT_LINE_MAX 4608 /* record (4 KiB) plus the hash-chain suffix */
 #define AUDIT_PENDING_MAX (1u << 20)
+#define AUDIT_BATCH_MAX (64u * 1024)
 
 struct audit_record {
 	struct timespec start; /* CLOCK_REALTIME when the request/query arrived */
@@ -50,13 +51,18 @@ struct audit_log;
 struct audit_log *audit_log_open(const char *path, int fd, char *err, size_t errlen);
 void audit_log_free(struct audit_log *a); /* flushes what it can; NULL is a no-op */
 
-/* Appends one record. Never drops silently: a line that cannot be written now is queued; only when
- * the queue is full is it lost, counted and reported. Returns 0 or -errno of the failed write. */
+/* Appends one record (or, batching, queues it). Never drops silently: a line that cannot be written
+ * now is queued; only when the queue is full is it lost, counted and reported. Returns 0 or -errno. */
 int audit_log_write(struct audit_log *a, const struct audit_record *r);
 /* Retries queued lines; true when nothing is pending and the last write worked. */
 bool audit_log_flush(struct audit_log *a);
 bool audit_log_healthy(const struct audit_log *a);
 uint64_t audit_log_lost(const struct audit_log *a);
+
+/* Batching (the engine turns it on): lines are kept until audit_log_flush(), which the engine calls
+ * once per event-loop iteration, so a burst of records costs one write(2). */
+void audit_log_set_batching(struct audit_log *a, bool on);
+size_t audit_log_pending(const struct audit_log *a);
 
 int audit_log_reopen(struct audit_log *a);              /* -EBADF when opened from an fd */
 int audit_log_replace_fd(struct audit_log *a, int fd);  /* takes ownership */

@@ -208,8 +208,8 @@ static bool relayed(const uint8_t *ans, size_t len, void *arg)
 	j->rcode = fr.rcode;
 	snprintf(j->addr, sizeof j->addr, "%s", fr.first_addr);
 	if (fr.stripped)
-		snprintf(j->reason + strlen(j->reason), sizeof j->reason - strlen(j->reason),
-			 "; %u address record(s) in forbidden ranges removed from the answer", fr.stripped);
+		snprintf(j->reason, sizeof j->reason, "%u address record(s) in forbidden ranges removed from the answer",
+			 fr.stripped);
 	send_answer(j, out, outlen);
 	free(out);
 	job_free(j);
@@ -251,9 +251,9 @@ static void handle_query(struct dns_job *j, const uint8_t *wire, size_t len)
 	/* Port 0: "may this name be used at all". A denied name is answered here and never sent on. */
 	policy_decide(j->s->policy, j->host, 0, 0, &d);
 	snprintf(j->rule, sizeof j->rule, "%s", policy_rule_where(d.rule));
-	snprintf(j->reason, sizeof j->reason, "%s", policy_decision_reason(&d));
 	j->decision = policy_verdict_name(d.verdict);
 	if (d.verdict != POLICY_ALLOW) {
+		snprintf(j->reason, sizeof j->reason, "%s", policy_decision_reason(&d));
 		answer_rcode(j, DNS_RC_REFUSED);
 		job_free(j);
 		return;

@@ -63,6 +63,23 @@ static void audit_retry_cb(evutil_socket_t fd, short what, void *arg)
 		proxy_audit_failed(e);
 }
 
+static void audit_flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct proxy_engine *e = arg;
+	(void)fd;
+	(void)what;
+	if (!audit_log_flush(e->audit))
+		proxy_audit_failed(e);
+}
+
+void proxy_audit_schedule(struct proxy_engine *e)
+{
+	/* Activated now, it runs after the callbacks already due in this iteration: one write for all
+	 * of their records. */
+	if (!event_pending(e->audit_flush, EV_TIMEOUT, NULL))
+		event_active(e->audit_flush, EV_TIMEOUT, 1);
+}
+
 void proxy_audit_failed(struct proxy_engine *e)
 {
 	struct timeval tv = { 1, 0 };
@@ -269,9 +286,11 @@ struct proxy_engine *proxy_engine_new(struct event_base *base, const struct prox
 	audit_fd = -1;
 	if (!e->audit)
 		goto fail;
+	audit_log_set_batching(e->audit, true);
 	e->audit_retry = evtimer_new(base, audit_retry_cb, e);
+	e->audit_flush = evtimer_new(base, audit_flush_cb, e);
 	e->evdns = evdns_base_new(base, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
-	if (!e->audit_retry || !e->evdns ||
+	if (!e->audit_retry || !e->audit_flush || !e->evdns ||
 	    evdns_base_nameserver_sockaddr_add(e->evdns, (const struct sockaddr *)&cfg->upstream_dns,
 					       cfg->upstream_dns_len, 0) != 0) {
 		snprintf(err, errlen, "cannot set up the upstream resolver");
@@ -308,6 +327,8 @@ void proxy_engine_free(struct proxy_engine *e)
 		evdns_base_free(e->evdns, 1);
 	if (e->audit_retry)
 		event_free(e->audit_retry);
+	if (e->audit_flush)
+		event_free(e->audit_flush);
 	audit_log_free(e->audit);
 	free(e);
 }

@@ -65,6 +65,7 @@ struct proxy_engine {
 	struct evdns_base *evdns;  /* owned: upstream name resolution */
 	struct audit_log *audit;   /* owned */
 	struct event *audit_retry; /* owned: retries a failing audit log */
+	struct event *audit_flush; /* owned: writes the batch at the end of a loop iteration */
 	struct dns_relay *relay;   /* owned: relays allowed DNS queries upstream */
 	struct sockaddr_storage upstream_dns;
 	socklen_t upstream_dns_len;
@@ -94,6 +95,7 @@ void proxy_session_audit(struct proxy_session *s, struct audit_record *r);
 const char *proxy_addr_str(const struct sockaddr *sa, char buf[PROXY_ADDRSTR_MAX], bool with_port);
 uint64_t proxy_mono_ms(void);
 void proxy_audit_failed(struct proxy_engine *e); /* arms the retry timer */
+void proxy_audit_schedule(struct proxy_engine *e); /* flush the batch once this iteration ends */
 /* Sets `fd` (accepted, non-blocking) up for the HTTP proxy: the session was admitted. */
 void proxy_http_accept(struct proxy_session *s, int fd);
 

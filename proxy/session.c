@@ -193,4 +193,5 @@ void proxy_session_audit(struct proxy_session *s, struct audit_record *r)
 	r->command = s->command;
 	if (audit_log_write(s->engine->audit, r) != 0)
 		proxy_audit_failed(s->engine);
+	proxy_audit_schedule(s->engine);
 }

@@ -9,6 +9,14 @@
 #include "http_parse.h"
 #include "proxy_int.h"
 
+/* The human-readable reason is formatted for denials (the 403 body and the log quote it); an allow
+ * is logged with its rule, which says the same without formatting text per request. */
+static void set_reason(struct proxy_target *t)
+{
+	if (t->dec.verdict != POLICY_ALLOW)
+		snprintf(t->reason, sizeof t->reason, "%s", policy_decision_reason(&t->dec));
+}
+
 int proxy_target_decide(struct proxy_session *s, const struct http_authority *a, unsigned method_bit,
 			struct proxy_target *t)
 {
@@ -22,7 +30,7 @@ int proxy_target_decide(struct proxy_session *s, const struct http_authority *a,
 		ce = policy_canon_host(a->host, a->host_len, t->host);
 	if (ce == POLICY_CANON_OK) {
 		policy_decide(s->policy, t->host, t->port, method_bit, &t->dec);
-		snprintf(t->reason, sizeof t->reason, "%s", policy_decision_reason(&t->dec));
+		set_reason(t);
 		return 0;
 	}
 	if (ce != POLICY_CANON_IP_LITERAL) {
@@ -51,6 +59,6 @@ int proxy_target_decide(struct proxy_session *s, const struct http_authority *a,
 	else
 		((struct sockaddr_in6 *)&t->addr)->sin6_port = htons(t->port);
 	policy_decide_addr(s->policy, (struct sockaddr *)&t->addr, t->port, false, &t->dec);
-	snprintf(t->reason, sizeof t->reason, "%s", policy_decision_reason(&t->dec));
+	set_reason(t);
 	return 0;
 }
