@@ -59,7 +59,8 @@ lab_bg tinyproxy tinyproxy -d -c "$LAB_DIR/tinyproxy/tinyproxy.conf"
 for v in nocache:5353:0 cache:5354:10000; do
 	IFS=: read -r name port size <<<"$v"
 	printf '%s\n' no-resolv no-hosts no-poll "server=$UPSTREAM_DNS" "listen-address=$GW" bind-interfaces \
-		"port=$port" "cache-size=$size" "pid-file=$LAB_DIR/state/dm-$name.pid" user=root group=root \
+		"port=$port" "cache-size=$size" dns-forward-max=10000 "pid-file=$LAB_DIR/state/dm-$name.pid" \
+		user=root group=root \
 		>"$LAB_DIR/dnsmasq-$name.conf"
 	lab_bg "dm-$name" dnsmasq --keep-in-foreground --conf-file="$LAB_DIR/dnsmasq-$name.conf"
 done
@@ -104,16 +105,19 @@ bulk_run() {
 }
 printf '%s\n' "allowed.test A" "bench.test A" "allowed.test AAAA" "registry.test A" >"$LAB_DIR/dnsq.txt"
 dns_run() {
-	lab_exec s1 dnsperf -s "$GW" -p "$1" -d "$LAB_DIR/dnsq.txt" -l "$secs" -c 8 -T 2 -q 500 -t 2 2>&1 |
-		awk '/Queries per second/ { printf "%.0f\n", $4 }'
+	lab_exec s1 dnsperf -s "$GW" -p "$1" -d "$LAB_DIR/dnsq.txt" -l "$secs" -c 8 -T 2 -q 100 -t 2 \
+		>"$LAB_DIR/dnsperf-$1.txt" 2>&1
+	[ -n "${BENCH_VERBOSE:-}" ] && grep -E 'Queries|Response codes' "$LAB_DIR/dnsperf-$1.txt" | sed "s/^/# $1: /" >&2
+	awk '/Queries per second/ { printf "%.0f\n", $4 }' "$LAB_DIR/dnsperf-$1.txt"
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "n/a" }'; }
 add() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a - b }'; }
 
-echo "# warming up"
-wrk_run 3128 10 >/dev/null
 declare -A R
+[ "${BENCH_ONLY:-}" = dns ] || echo "# warming up"
+[ "${BENCH_ONLY:-}" = dns ] || wrk_run 3128 10 >/dev/null
 for p in 3128 3129 3130 direct; do
+	[ "${BENCH_ONLY:-}" = dns ] && break
 	echo "# small requests via $p"
 	read -r R[rps_$p] _ _ R[bad_$p] < <(wrk_run "$p" 50)
 	echo "# latency via $p"
