@@ -96,5 +96,5 @@ check "upstream down: answered within the relay timeout (4 s) plus a sweep" test
 r=$(audit_find 'r["protocol"]=="dns" and r["status"]==2')
 check_match "audit: the timeout is logged with its reason" 'did not answer' "$(jget "$r" error)"
 lab_stop proxy
-check_eq "the proxy exits cleanly" 0 "$?"
+check_eq "the proxy exits cleanly" 0 "$LAB_STOP_STATUS"
 done_testing

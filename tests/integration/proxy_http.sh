@@ -182,5 +182,5 @@ check_match "the hash chain runs intact across the rotation (sluicectl log verif
 
 check "the proxy dropped root" test "$(awk '/^Uid:/ {print $2}' "/proc/$(lab_pid proxy)/status")" = "$(id -u nobody)"
 lab_stop proxy
-check_eq "the proxy exits cleanly on SIGTERM" 0 "$?"
+check_eq "the proxy exits cleanly on SIGTERM" 0 "$LAB_STOP_STATUS"
 done_testing

@@ -84,6 +84,6 @@ for line in open(sys.argv[1]): json.loads(line)' "$PROXY_AUDIT"
 out=$("$SLUICE_BUILD_DIR/tools/sluicectl" log verify "$PROXY_AUDIT")
 check_match "the hash chain is intact after the failure" 'chain intact' "$out"
 lab_stop proxy
-check_eq "the proxy exits cleanly" 0 "$?"
+check_eq "the proxy exits cleanly" 0 "$LAB_STOP_STATUS"
 umount -n "$LAB_DIR/auditfs"
 done_testing

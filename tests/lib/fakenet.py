@@ -209,7 +209,9 @@ class EchoHandler(http.server.BaseHTTPRequestHandler):
         local = self.connection.getsockname()
         if self.path.startswith("/"):  # origin-form
             path, _, query = self.path.partition("?")
-        else:  # absolute-form (a proxy forwarded it as-is) or authority-form (CONNECT)
+        elif self.command == "CONNECT":  # authority-form: host:port, echoed as the path
+            path, query = self.path, ""
+        else:  # absolute-form (a proxy forwarded it as-is)
             split = urllib.parse.urlsplit(self.path)
             path, query = split.path or "/", split.query
         return {

@@ -27,7 +27,7 @@
 #                         starts executable CMD in the background (in NS if given), stdin /dev/null, output to
 #                         $LAB_DIR/log/NAME.log; records its pid (LAB_BG_PID, lab_pid NAME).
 # lab_stop NAME           TERM (KILL after $LAB_STOP_TIMEOUT s) a process started by lab_bg and reaps it;
-#                         returns its exit status when it was a child of this shell.
+#                         sets LAB_STOP_STATUS to its exit status (127 if it was not a child of this shell).
 # lab_pid NAME / lab_log NAME   print the pid / the log file of a lab_bg process.
 # lab_wait_port NS ADDR PORT [SECONDS]   waits (default 5 s) until a TCP connect to ADDR:PORT from NS succeeds.
 # lab_dns_add NAME ADDR   adds an A/AAAA record (NAME may be "*.domain" for a wildcard); an ADDR inside the
@@ -179,7 +179,7 @@ lab_defer() {
 # _lab_alive PID: the process exists and is not a zombie.
 _lab_alive() {
 	local stat
-	[ -r "/proc/$1/stat" ] && read -r stat <"/proc/$1/stat" 2>/dev/null || return 1
+	read -r stat 2>/dev/null <"/proc/$1/stat" || return 1
 	stat=${stat##*) }
 	[ "${stat%% *}" != Z ]
 }
@@ -223,7 +223,7 @@ lab_down() {
 	done
 	if [ "${#strays[@]}" -gt 0 ]; then
 		for p in "${strays[@]}"; do
-			read -r line <"/proc/$p/comm" 2>/dev/null && echo "# lab: stopping stray process $p ($line)"
+			read -r line 2>/dev/null <"/proc/$p/comm" && echo "# lab: stopping stray process $p ($line)"
 		done
 		_lab_kill_wait 1 "${strays[@]}"
 	fi
@@ -281,12 +281,13 @@ lab_log() { echo "$LAB_DIR/log/$1.log"; }
 
 lab_stop() {
 	_lab_inside
-	local name=$1 p rc=0
+	local name=$1 p
 	p=$(lab_pid "$name") || lab_bail "lab_stop: no process '$name'"
 	_lab_kill_wait "$LAB_STOP_TIMEOUT" "$p"
 	rm -f "$LAB_DIR/pids/$name"
-	wait "$p" 2>/dev/null || rc=$?
-	return "$rc"
+	LAB_STOP_STATUS=0
+	wait "$p" 2>/dev/null || LAB_STOP_STATUS=$?
+	return 0
 }
 
 # ---------------------------------------------------------------------------------------------- namespaces
@@ -605,7 +606,7 @@ lab_dns_add() {
 	if [[ $name == '*.'* ]]; then
 		# Wildcards are dnsmasq configuration (address=/domain/addr): restart it.
 		echo "address=/${name#\*.}/$addr" >>"$LAB_DIR/dns/wildcards.conf"
-		lab_stop dnsmasq || true
+		lab_stop dnsmasq
 		_lab_dnsmasq_start
 		lab_wait_port inet "$LAB_DNS" 53 5 || lab_bail "dnsmasq did not restart"
 		return 0
