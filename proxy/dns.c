@@ -47,6 +47,7 @@ struct dns_job {
 	int rcode;
 	size_t qlen, alen;
 	bool audited;
+	bool via_tcp; /* the upstream is asked over TCP (its UDP answer was truncated) */
 	TAILQ_ENTRY(dns_job) tcp_entry;
 };
 
@@ -196,6 +197,24 @@ static bool relayed(const uint8_t *ans, size_t len, void *arg)
 	if (!ans) {
 		j->rq = NULL;
 		j->error = "the upstream resolver did not answer in time";
+		answer_rcode(j, DNS_RC_SERVFAIL);
+		job_free(j);
+		return true;
+	}
+	if (len >= 12 && (ans[2] & 0x02) && !j->via_tcp && dns_msg_answer_matches(ans, len, &j->q)) {
+		/* Truncated over UDP: ask again over TCP for the whole answer (a UDP client then gets it
+		 * truncated to its size, retries over TCP, and gets it whole). */
+		uint8_t *up = NULL;
+		size_t uplen = 0;
+		j->rq = NULL;
+		j->via_tcp = true;
+		if (dns_msg_build_upstream(&j->q, &up, &uplen) == 0 &&
+		    (j->rq = dns_relay_send_tcp(j->s->engine->relay, up, uplen, relayed, j)) != NULL) {
+			free(up);
+			return true;
+		}
+		free(up);
+		j->error = "cannot ask the upstream resolver over TCP";
 		answer_rcode(j, DNS_RC_SERVFAIL);
 		job_free(j);
 		return true;

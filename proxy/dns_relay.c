@@ -4,6 +4,8 @@
  * they were sent: one FIFO and one sweep timer, no timer per query). Only queries dns.c rebuilt for
  * allowed names come here. */
 #include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +27,8 @@ struct dns_relay_query {
 	dns_relay_cb cb;
 	void *arg;
 	uint64_t deadline_ms;
-	TAILQ_ENTRY(dns_relay_query) entry; /* in the relay's FIFO */
+	TAILQ_ENTRY(dns_relay_query) entry; /* in the relay's FIFO (UDP) */
+	struct bufferevent *bev;            /* owned: the TCP connection (TCP queries only) */
 };
 
 struct relay_sock {
@@ -44,8 +47,12 @@ struct dns_relay {
 
 static void query_free(struct dns_relay_query *q)
 {
-	q->r->socks[q->sock].by_id[q->id] = NULL;
-	TAILQ_REMOVE(&q->r->fifo, q, entry);
+	if (q->bev) {
+		bufferevent_free(q->bev);
+	} else {
+		q->r->socks[q->sock].by_id[q->id] = NULL;
+		TAILQ_REMOVE(&q->r->fifo, q, entry);
+	}
 	free(q);
 }
 
@@ -194,6 +201,81 @@ struct dns_relay_query *dns_relay_send(struct dns_relay *r, uint8_t *wire, size_
 	rs->by_id[id] = q;
 	TAILQ_INSERT_TAIL(&r->fifo, q, entry);
 	arm_sweep(r);
+	return q;
+}
+
+/* ---- TCP: for answers that did not fit in UDP ---- */
+
+static void tcp_fail(struct dns_relay_query *q)
+{
+	dns_relay_cb cb = q->cb;
+	void *arg = q->arg;
+	query_free(q);
+	cb(NULL, 0, arg);
+}
+
+static void tcp_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct dns_relay_query *q = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	uint8_t hdr[2];
+	size_t n;
+	uint8_t *msg;
+
+	if (evbuffer_copyout(in, hdr, 2) != 2)
+		return;
+	n = (size_t)hdr[0] << 8 | hdr[1];
+	if (evbuffer_get_length(in) < n + 2)
+		return;
+	msg = evbuffer_pullup(in, (ev_ssize_t)n + 2);
+	if (!msg || n < 12 || (uint16_t)(msg[2] << 8 | msg[3]) != q->id) {
+		tcp_fail(q);
+		return;
+	}
+	if (q->cb(msg + 2, n, q->arg))
+		query_free(q);
+	else
+		tcp_fail(q); /* one answer per connection: a wrong one ends it */
+}
+
+static void tcp_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	(void)bev;
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
+		tcp_fail(arg);
+}
+
+struct dns_relay_query *dns_relay_send_tcp(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb, void *arg)
+{
+	struct dns_relay_query *q;
+	struct timeval tv = { RELAY_TIMEOUT_MS / 1000, (RELAY_TIMEOUT_MS % 1000) * 1000 };
+	uint8_t hdr[2] = { (uint8_t)(len >> 8), (uint8_t)len };
+
+	if (len < 12 || len > DNS_MSG_MAX)
+		return NULL;
+	q = calloc(1, sizeof *q);
+	if (!q)
+		return NULL;
+	q->r = r;
+	q->cb = cb;
+	q->arg = arg;
+	q->id = (uint16_t)arc4random();
+	wire[0] = (uint8_t)(q->id >> 8);
+	wire[1] = (uint8_t)q->id;
+	q->bev = bufferevent_socket_new(r->e->base, -1, BEV_OPT_CLOSE_ON_FREE);
+	if (!q->bev || bufferevent_socket_connect(q->bev, (struct sockaddr *)&r->e->upstream_dns,
+						  (int)r->e->upstream_dns_len) != 0) {
+		if (q->bev)
+			bufferevent_free(q->bev);
+		free(q);
+		return NULL;
+	}
+	bufferevent_setcb(q->bev, tcp_read_cb, NULL, tcp_event_cb, q);
+	bufferevent_set_timeouts(q->bev, &tv, &tv);
+	bufferevent_setwatermark(q->bev, EV_READ, 0, DNS_MSG_MAX + 2);
+	bufferevent_write(q->bev, hdr, 2);
+	bufferevent_write(q->bev, wire, len);
+	bufferevent_enable(q->bev, EV_READ | EV_WRITE);
 	return q;
 }
 

@@ -183,6 +183,9 @@ struct dns_relay_query;
  * consumed answer or a timeout the query is gone. */
 typedef bool (*dns_relay_cb)(const uint8_t *answer, size_t len, void *arg);
 struct dns_relay_query *dns_relay_send(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb, void *arg);
+/* The same over a TCP connection of its own (for answers that came back truncated over UDP). */
+struct dns_relay_query *dns_relay_send_tcp(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb,
+					   void *arg);
 void dns_relay_cancel(struct dns_relay_query *q); /* NULL no-op */
 
 /* ---- dns_msg.c: DNS message checks and rewriting (pure, fuzzable) ---- */

@@ -12,7 +12,7 @@ lab_enter "$@"
 lab_internet_up >/dev/null
 lab_session s1 >/dev/null
 proxy_start s1 '{
-  "allow": ["allowed.test", "*.allowed.test", "private.test", "loop.test", "meta.test", "registry.test", "nothere.test"],
+  "allow": ["allowed.test", "*.allowed.test", "private.test", "loop.test", "meta.test", "registry.test", "nothere.test", "big.test"],
   "deny": ["evil.allowed.test"]
 }'
 lab_dns_add mixed.allowed.test 10.1.2.3
@@ -47,6 +47,16 @@ check_eq "allowed name with loopback addresses: removed (A)" "NOERROR id-ok" "$(
 check_eq "allowed name with loopback addresses: removed (AAAA)" "NOERROR id-ok" "$(dns_ask s1 loop.test AAAA)"
 check_eq "metadata address removed" "NOERROR id-ok" "$(dns_ask s1 meta.test A)"
 check_eq "mixed answer: only the public address kept" "NOERROR id-ok $LAB_OTHER4" "$(dns_ask s1 mixed.allowed.test A)"
+
+# An answer too big for UDP: the proxy asks the upstream again over TCP; a UDP client gets TC and the
+# whole answer over TCP.
+for i in $(seq 1 119); do echo "198.18.3.$i big.test"; done >>"$LAB_DIR/dns/hosts"
+lab_dns_add big.test 198.18.3.120
+out=$(dns_ask s1 big.test A)
+check_match "big answer over UDP: truncated (TC), no records" '^NOERROR TC id-ok$' "$out"
+out=$(dns_ask s1 big.test A tcp)
+check_eq "big answer over TCP: all 120 addresses" 120 "$(wc -w <<<"${out#NOERROR id-ok }")"
+check_match "big answer over TCP: first and last address" '198\.18\.3\.1 .*198\.18\.3\.99' "$out"
 
 # Malformed and unusual queries (hex: header, then question).
 lab_dns_mark

@@ -136,7 +136,7 @@ for _ in range(an):
     if t == 1: addrs.append(str(ipaddress.IPv4Address(d[i:i+4])))
     if t == 28: addrs.append(str(ipaddress.IPv6Address(d[i:i+16])))
     i += rdl
-print(rc, "id-ok" if rid == qid else "id-bad", *sorted(addrs))
+print(rc + (" TC" if flags & 0x0200 else ""), "id-ok" if rid == qid else "id-bad", *sorted(addrs))
 '
 dns_ask() {
 	lab_exec "$1" "$LAB_PYTHON" -c "$_dns_py" ask "$PROXY_GW" "$2" "$3" "${4:-udp}"
