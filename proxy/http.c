@@ -26,6 +26,7 @@ struct http_conn {
 	struct proxy_dial *dial;    /* owned while dialing */
 	struct event *timer;        /* owned: header, idle and flush timeouts */
 	struct evbuffer *head_out;  /* owned: the rewritten request head */
+	struct evbuffer *head_copy; /* owned: kept while a reused upstream may still fail before answering */
 	enum http_state state;
 	struct http_scanner scan;
 	bool requests_seen;
@@ -60,6 +61,7 @@ struct http_conn {
 static void conn_free(struct http_conn *c);
 static void head_read(struct http_conn *c);
 static void up_read_cb(struct bufferevent *bev, void *arg);
+static void dialed(struct bufferevent *bev, const struct proxy_dial_result *res, void *arg);
 
 const char *proxy_http_status_text(int status)
 {
@@ -177,6 +179,8 @@ static void conn_free(struct http_conn *c)
 		event_free(c->timer);
 	if (c->head_out)
 		evbuffer_free(c->head_out);
+	if (c->head_copy)
+		evbuffer_free(c->head_copy);
 	proxy_session_detach(&c->base);
 	free(c);
 }
@@ -515,6 +519,25 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg)
 		drop_upstream(c); /* the kept-alive upstream went away between requests */
 		return;
 	}
+	if (c->up_reused && !c->resp_started && c->rscan.total == 0 && evbuffer_get_length(c->head_copy) &&
+	    evbuffer_get_length(bufferevent_get_input(c->up)) == 0) {
+		/* A kept-alive upstream closed as we reused it (the server's idle timeout raced our
+		 * request): a request without a body is sent again once, on a fresh connection. */
+		log_debug("%s: kept-alive upstream closed before answering; retrying on a new connection", c->t.host);
+		drop_upstream(c);
+		evbuffer_add_buffer(c->head_out, c->head_copy);
+		c->bytes_out = 0;
+		c->state = ST_DIAL;
+		bufferevent_disable(c->client, EV_READ);
+		event_del(c->timer);
+		c->dial = proxy_dial_start(c->s, c->t.literal ? NULL : c->t.host, c->t.literal ? &c->t.addr : NULL,
+					   c->t.port, dialed, c);
+		if (!c->dial) {
+			c->state = ST_HEAD;
+			fail(c, 502, "cannot start resolving or connecting (out of resources)");
+		}
+		return;
+	}
 	if (what & BEV_EVENT_EOF) {
 		pump_response(c);
 		if (c->state != ST_FORWARD)
@@ -563,6 +586,9 @@ static void start_forward(struct http_conn *c)
 	bufferevent_setwatermark(c->up, EV_READ, 0, PROXY_BUF_HIGH);
 	bufferevent_setwatermark(c->up, EV_WRITE, 0, 0);
 	bufferevent_enable(c->up, EV_READ | EV_WRITE);
+	evbuffer_drain(c->head_copy, evbuffer_get_length(c->head_copy));
+	if (c->up_reused && c->req_body == HTTP_BODY_NONE)
+		evbuffer_add(c->head_copy, evbuffer_pullup(c->head_out, -1), evbuffer_get_length(c->head_out));
 	bufferevent_write_buffer(c->up, c->head_out);
 	set_timer(c, c->e->tv_idle);
 	bufferevent_enable(c->client, EV_READ);
@@ -819,9 +845,10 @@ void proxy_http_accept(struct proxy_session *s, int fd)
 	c->client = bufferevent_socket_new(c->e->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	c->timer = evtimer_new(c->e->base, timer_cb, c);
 	c->head_out = evbuffer_new();
+	c->head_copy = evbuffer_new();
 	c->base.close = session_close_cb;
 	proxy_session_attach(s, &c->base, true);
-	if (!c->client || !c->timer || !c->head_out) {
+	if (!c->client || !c->timer || !c->head_out || !c->head_copy) {
 		if (!c->client)
 			close(fd);
 		conn_free(c);

@@ -14,7 +14,7 @@ lab_internet_up >/dev/null
 lab_session s1 >/dev/null
 proxy_start s1 '{
   "allow": [
-    {"host": "allowed.test", "ports": [80, 443, 8080]},
+    {"host": "allowed.test", "ports": [80, 443, 8080, 9090]},
     {"host": "registry.test", "ports": [80, 443]},
     {"host": "private.test", "ports": [80]},
     {"host": "meta.test", "ports": [80]},
@@ -58,6 +58,12 @@ out=$("${CURL[@]}" -v http://allowed.test/a http://allowed.test/b http://evil.te
 check_match "keep-alive: connection reused" 'Re-using existing connection' "$out"
 check_eq "keep-alive: two allowed, one denied" "2 1" \
 	"$(grep -c '^< HTTP/1.1 200' <<<"$out") $(grep -c '^< HTTP/1.1 403' <<<"$out")"
+
+# ---- a kept-alive upstream that closes as it is reused: the request (no body) is retried once
+lab_bg oneshot -n inet "$LAB_PYTHON" "$SLUICE_SOURCE_DIR/tests/lib/oneshot-server.py" 9090
+lab_wait_port inet "$LAB_ALLOWED4" 9090 5
+out=$("${CURL[@]}" -v http://allowed.test:9090/one http://allowed.test:9090/two 2>&1)
+check_eq "upstream closed a reused connection: both requests answered" 2 "$(grep -c '^oneshot$' <<<"$out")"
 
 # ---- redirects are passed to the client, never followed
 out=$("${CURL[@]}" -D - -o /dev/null http://allowed.test/redirect/evil.test/x)
