@@ -132,7 +132,7 @@ static int bind_listener(const char *addr, int type, struct sockaddr_storage *ss
 	return steal_fd(&fd);
 }
 
-static int add_listeners(struct proxy_engine *e, json_object *list)
+static int add_listeners(struct proxy_engine *e, json_object *list, bool check)
 {
 	size_t n = json_object_array_length(list);
 	for (size_t i = 0; i < n && i < MAX_LISTENERS; i++) {
@@ -155,6 +155,12 @@ static int add_listeners(struct proxy_engine *e, json_object *list)
 			kinds[0] = PROXY_LISTEN_DNS_TCP;
 		else
 			return cfg_err(where, "unknown kind \"%s\" (http, dns, dns-udp, dns-tcp)", kind);
+		if (check) {
+			socklen_t len;
+			if (parse_sockaddr(addr, true, &ss, &len) != 0)
+				return cfg_err(where, "bad address \"%s\" (want IP:PORT or [IPv6]:PORT)", addr);
+			continue;
+		}
 		for (int k = 0; k < 2 && kinds[k] >= 0; k++) {
 			int fd = bind_listener(addr, kinds[k] == PROXY_LISTEN_DNS_UDP ? SOCK_DGRAM : SOCK_STREAM, &ss);
 			int r;
@@ -413,17 +419,17 @@ int main(int argc, char **argv)
 	}
 	if (add_sessions(e, v) != 0)
 		goto out;
+	if (!json_object_object_get_ex(root, "listen", &v) || !json_object_is_type(v, json_type_array)) {
+		cfg_err("listen", "missing (an array of listeners)");
+		goto out;
+	}
+	if (add_listeners(e, v, check) != 0)
+		goto out;
 	if (check) {
 		printf("sluice-proxy: %s: configuration is valid\n", cfg_path);
 		rc = 0;
 		goto out;
 	}
-	if (!json_object_object_get_ex(root, "listen", &v) || !json_object_is_type(v, json_type_array)) {
-		cfg_err("listen", "missing (an array of listeners)");
-		goto out;
-	}
-	if (add_listeners(e, v) != 0)
-		goto out;
 	if (drop_privileges(user) != 0)
 		goto out;
 	sigs[0] = evsignal_new(g_base, SIGHUP, on_signal, &e);
