@@ -1,0 +1,506 @@
+/* The launcher's configuration: the "sandbox" object of the layered policy files (org
+ * /etc/sluice/policy.json, user ~/.config/sluice/policy.json, project .sluice/policy.json), parsed
+ * with json-c, plus the value parsers shared with the command line. The policy library ignores
+ * the "sandbox" key; this file ignores everything else. The organisation layer caps the others:
+ * it may forbid the unsafe profile, the bypass and the network, and its limits are maxima. */
+#include "sandbox.h"
+
+#include "log.h"
+#include "util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#define SB_CONFIG_MAX_BYTES (1 << 20)
+
+int sb_strv_add(struct sb_strv *s, const char *str)
+{
+	char **nv = realloc(s->v, (s->n + 2) * sizeof *nv);
+	if (!nv)
+		return -ENOMEM;
+	s->v = nv;
+	if (!(s->v[s->n] = strdup(str)))
+		return -ENOMEM;
+	s->n++;
+	s->v[s->n] = NULL;
+	return 0;
+}
+
+bool sb_strv_contains(const struct sb_strv *s, const char *str)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (strcmp(s->v[i], str) == 0)
+			return true;
+	return false;
+}
+
+void sb_strv_clear(struct sb_strv *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->v[i]);
+	free(s->v);
+	s->v = NULL;
+	s->n = 0;
+}
+
+void sb_config_init(struct sb_config *c)
+{
+	memset(c, 0, sizeof *c);
+	c->profile = SB_PROFILE_BASE;
+	c->project_mode = SB_PROJECT_OVERLAY;
+	c->uid = getuid();
+	c->gid = getgid();
+}
+
+void sb_config_clear(struct sb_config *c)
+{
+	free(c->project_dir);
+	free(c->home);
+	free(c->audit_log);
+	free(c->hostname);
+	sb_strv_clear(&c->writable_paths);
+	sb_strv_clear(&c->plugin_paths);
+	sb_strv_clear(&c->env_keep);
+	sb_strv_clear(&c->env_set);
+	sb_strv_clear(&c->policies);
+	sb_strv_clear(&c->allows);
+	for (size_t i = 0; i < c->n_binds; i++) {
+		free(c->binds[i].src);
+		free(c->binds[i].dst);
+	}
+	free(c->binds);
+	memset(c, 0, sizeof *c);
+}
+
+/* "512M", "2G", "1048576", "1.5G" -> bytes. Suffixes K, M, G, T (powers of 1024), optional "B"/"iB". */
+int sb_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	double v;
+
+	if (!s || !*s || !(isdigit((unsigned char)*s) || *s == '.'))
+		return -EINVAL;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || v < 0)
+		return -EINVAL;
+	double mul = 1;
+	switch (toupper((unsigned char)*end)) {
+	case 'K':
+		mul = 1024.0;
+		end++;
+		break;
+	case 'M':
+		mul = 1024.0 * 1024;
+		end++;
+		break;
+	case 'G':
+		mul = 1024.0 * 1024 * 1024;
+		end++;
+		break;
+	case 'T':
+		mul = 1024.0 * 1024 * 1024 * 1024;
+		end++;
+		break;
+	default: break;
+	}
+	if (mul > 1 && toupper((unsigned char)end[0]) == 'I' && toupper((unsigned char)end[1]) == 'B')
+		end += 2;
+	else if (toupper((unsigned char)*end) == 'B')
+		end++;
+	if (*end)
+		return -EINVAL;
+	v *= mul;
+	if (v < 1 || v > (double)(UINT64_MAX / 2))
+		return -ERANGE;
+	*out = (uint64_t)v;
+	return 0;
+}
+
+/* "2" or "0.5" cores -> millicores (at least 10). */
+int sb_parse_cpu(const char *s, uint64_t *millicores)
+{
+	char *end;
+	double v;
+
+	if (!s || !*s)
+		return -EINVAL;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || *end || v != v)
+		return -EINVAL;
+	if (v < 0.01 || v > 4096)
+		return -ERANGE;
+	*millicores = (uint64_t)(v * 1000 + 0.5);
+	return 0;
+}
+
+/* "MAJ:MIN:RATE" (RATE with size suffixes) or "/dev/NAME:RATE". */
+int sb_parse_io(const char *s, unsigned *maj, unsigned *min, uint64_t *bps)
+{
+	const char *rate;
+	struct stat st;
+
+	if (!s)
+		return -EINVAL;
+	if (s[0] == '/') {
+		rate = strrchr(s, ':');
+		if (!rate)
+			return -EINVAL;
+		char dev[PATH_MAX];
+		size_t n = (size_t)(rate - s);
+		if (n >= sizeof dev)
+			return -ENAMETOOLONG;
+		memcpy(dev, s, n);
+		dev[n] = '\0';
+		if (stat(dev, &st) < 0)
+			return -errno;
+		if (!S_ISBLK(st.st_mode))
+			return -ENOTBLK;
+		*maj = major(st.st_rdev);
+		*min = minor(st.st_rdev);
+		rate++;
+	} else {
+		char *end;
+		unsigned long a, b;
+		errno = 0;
+		a = strtoul(s, &end, 10);
+		if (errno || *end != ':' || end == s)
+			return -EINVAL;
+		const char *p = end + 1;
+		b = strtoul(p, &end, 10);
+		if (errno || *end != ':' || end == p || a > 4095 || b > 1048575)
+			return -EINVAL;
+		*maj = (unsigned)a;
+		*min = (unsigned)b;
+		rate = end + 1;
+	}
+	return sb_parse_size(rate, bps);
+}
+
+char *sb_expand_home(const char *path, const char *home)
+{
+	char *r = NULL;
+
+	if (path[0] == '~' && (path[1] == '/' || path[1] == '\0')) {
+		if (!home)
+			return NULL;
+		if (asprintf(&r, "%s%s", home, path + 1) < 0)
+			return NULL;
+		return r;
+	}
+	return strdup(path);
+}
+
+/* ---- the "sandbox" object ---- */
+
+static int cfg_err(char *err, size_t errlen, const char *name, const char *key, const char *what)
+{
+	snprintf(err, errlen, "%s: sandbox.%s: %s", name, key, what);
+	return -EINVAL;
+}
+
+static int cfg_strlist(struct sb_strv *dst, json_object *arr, const char *name, const char *key, const char *home,
+                       bool expand, bool absolute, char *err, size_t errlen)
+{
+	if (!json_object_is_type(arr, json_type_array))
+		return cfg_err(err, errlen, name, key, "must be an array of strings");
+	size_t n = json_object_array_length(arr);
+	for (size_t i = 0; i < n; i++) {
+		json_object *e = json_object_array_get_idx(arr, i);
+		if (!json_object_is_type(e, json_type_string))
+			return cfg_err(err, errlen, name, key, "must be an array of strings");
+		const char *v = json_object_get_string(e);
+		cleanup_free char *x = expand ? sb_expand_home(v, home) : strdup(v);
+		if (!x)
+			return cfg_err(err, errlen, name, key,
+			               "cannot expand '~' (no home directory) or out of memory");
+		if (absolute && x[0] != '/')
+			return cfg_err(err, errlen, name, key, "paths must be absolute or start with ~/");
+		if (!*x || strlen(x) >= PATH_MAX)
+			return cfg_err(err, errlen, name, key, "empty or over-long entry");
+		if (!sb_strv_contains(dst, x) && sb_strv_add(dst, x) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int cfg_limit_str(json_object *v, char *buf, size_t len)
+{
+	if (json_object_is_type(v, json_type_string))
+		util_strlcpy(buf, json_object_get_string(v), len);
+	else if (json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double))
+		snprintf(buf, len, "%s", json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
+	else
+		return -EINVAL;
+	return 0;
+}
+
+/* Org limits are maxima: a lower layer (or the command line, applied in main.c) may only ask for
+ * less. The project layer may only lower what the user layer set. */
+static void cap_limit(uint64_t *cur, uint64_t v, enum sb_cfg_layer layer, uint64_t *org_cap)
+{
+	if (layer == SB_CFG_ORG) {
+		*org_cap = v;
+		*cur = v;
+		return;
+	}
+	if (*org_cap && v > *org_cap)
+		v = *org_cap;
+	if (layer == SB_CFG_PROJECT && *cur && v > *cur)
+		v = *cur;
+	*cur = v;
+}
+
+/* Per-process org caps (the launcher loads one configuration per process). */
+static struct sb_limits org_caps;
+
+const struct sb_limits *sb_config_org_caps(void)
+{
+	return &org_caps;
+}
+
+static int cfg_limits(struct sb_config *c, json_object *lim, const char *name, enum sb_cfg_layer layer, char *err,
+                      size_t errlen)
+{
+	char buf[64];
+	uint64_t v;
+
+	if (!json_object_is_type(lim, json_type_object))
+		return cfg_err(err, errlen, name, "limits", "must be an object");
+	json_object_object_foreach(lim, key, val)
+	{
+		if (cfg_limit_str(val, buf, sizeof buf) < 0)
+			return cfg_err(err, errlen, name, "limits", "values must be numbers or strings");
+		if (strcmp(key, "cpu") == 0) {
+			if (sb_parse_cpu(buf, &v) < 0)
+				return cfg_err(err, errlen, name, "limits.cpu",
+				               "want a number of cores such as 2 or 0.5");
+			cap_limit(&c->limits.cpu_millicores, v, layer, &org_caps.cpu_millicores);
+		} else if (strcmp(key, "memory") == 0) {
+			if (sb_parse_size(buf, &v) < 0)
+				return cfg_err(err, errlen, name, "limits.memory", "want a size such as 512M or 4G");
+			cap_limit(&c->limits.memory_bytes, v, layer, &org_caps.memory_bytes);
+		} else if (strcmp(key, "pids") == 0) {
+			char *end;
+			errno = 0;
+			v = strtoull(buf, &end, 10);
+			if (errno || *end || v == 0 || v > 4194304)
+				return cfg_err(err, errlen, name, "limits.pids", "want a count between 1 and 4194304");
+			cap_limit(&c->limits.pids, v, layer, &org_caps.pids);
+		} else if (strcmp(key, "timeout") == 0) {
+			char *end;
+			errno = 0;
+			v = strtoull(buf, &end, 10);
+			if (errno || *end || v == 0 || v > UINT_MAX)
+				return cfg_err(err, errlen, name, "limits.timeout",
+				               "want seconds (a positive integer)");
+			uint64_t t = c->limits.timeout_s, cap = org_caps.timeout_s;
+			cap_limit(&t, v, layer, &cap);
+			c->limits.timeout_s = (unsigned)t;
+			org_caps.timeout_s = (unsigned)cap;
+		} else {
+			return cfg_err(err, errlen, name, "limits", "unknown key (known: cpu, memory, pids, timeout)");
+		}
+	}
+	return 0;
+}
+
+static int cfg_bool(json_object *v, bool *out)
+{
+	if (!json_object_is_type(v, json_type_boolean))
+		return -EINVAL;
+	*out = json_object_get_boolean(v);
+	return 0;
+}
+
+int sb_config_load_json(struct sb_config *c, const char *name, const char *text, size_t len, enum sb_cfg_layer layer,
+                        char *err, size_t errlen)
+{
+	json_tokener *tok = json_tokener_new();
+	json_object *root = NULL, *sb;
+	int r = 0;
+
+	if (!tok)
+		return -ENOMEM;
+	if (len > INT_MAX) {
+		r = cfg_err(err, errlen, name, "", "file too large");
+		goto out;
+	}
+	root = json_tokener_parse_ex(tok, text, (int)len);
+	if (!root || json_tokener_get_error(tok) != json_tokener_success || json_tokener_get_parse_end(tok) < len) {
+		/* Count the line and column of the offending byte for the message. */
+		size_t off = json_tokener_get_parse_end(tok), line = 1, col = 1;
+		for (size_t i = 0; i < off && i < len; i++) {
+			if (text[i] == '\n') {
+				line++;
+				col = 1;
+			} else {
+				col++;
+			}
+		}
+		snprintf(err, errlen, "%s:%zu:%zu: invalid JSON: %s", name, line, col,
+		         json_tokener_error_desc(json_tokener_get_error(tok)));
+		r = -EINVAL;
+		goto out;
+	}
+	if (!json_object_is_type(root, json_type_object)) {
+		snprintf(err, errlen, "%s: the top level must be a JSON object", name);
+		r = -EINVAL;
+		goto out;
+	}
+	if (!json_object_object_get_ex(root, "sandbox", &sb))
+		goto out; /* this file has no sandbox settings */
+	if (!json_object_is_type(sb, json_type_object)) {
+		r = cfg_err(err, errlen, name, "", "\"sandbox\" must be an object");
+		goto out;
+	}
+	json_object_object_foreach(sb, key, val)
+	{
+		/* A repository's own .sluice/policy.json must not widen its sandbox: no host paths, no
+		 * environment pass-through (it could name a secret), no looser profile. */
+		if (layer == SB_CFG_PROJECT && (strcmp(key, "writable_paths") == 0 ||
+		                                strcmp(key, "plugin_paths") == 0 || strcmp(key, "env") == 0)) {
+			r = cfg_err(err, errlen, name, key,
+			            "a project file may not widen the sandbox; set it in ~/.config/sluice/policy.json");
+			goto out;
+		}
+		if (strcmp(key, "profile") == 0) {
+			enum sb_profile prev_profile = c->profile;
+			const char *p = json_object_is_type(val, json_type_string) ? json_object_get_string(val) : "";
+			if (strcmp(p, "base") == 0)
+				c->profile = SB_PROFILE_BASE;
+			else if (strcmp(p, "plugin") == 0)
+				c->profile = SB_PROFILE_PLUGIN;
+			else if (strcmp(p, "unsafe") == 0)
+				c->profile = SB_PROFILE_UNSAFE;
+			else
+				r = cfg_err(err, errlen, name, "profile", "must be \"base\", \"plugin\" or \"unsafe\"");
+			if (r == 0 && layer == SB_CFG_PROJECT && c->profile > prev_profile) {
+				c->profile = prev_profile;
+				r = cfg_err(err, errlen, name, "profile",
+				            "a project file may only choose a tighter profile than the user's");
+			}
+		} else if (strcmp(key, "writable_paths") == 0) {
+			r = cfg_strlist(&c->writable_paths, val, name, key, c->home, true, true, err, errlen);
+		} else if (strcmp(key, "plugin_paths") == 0) {
+			r = cfg_strlist(&c->plugin_paths, val, name, key, c->home, true, true, err, errlen);
+		} else if (strcmp(key, "env") == 0) {
+			r = cfg_strlist(&c->env_keep, val, name, key, NULL, false, false, err, errlen);
+		} else if (strcmp(key, "limits") == 0) {
+			r = cfg_limits(c, val, name, layer, err, errlen);
+		} else if (strcmp(key, "hostname") == 0) {
+			const char *h = json_object_is_type(val, json_type_string) ? json_object_get_string(val) : "";
+			if (!*h || strlen(h) > 64)
+				r = cfg_err(err, errlen, name, key, "must be a string of 1 to 64 bytes");
+			else {
+				free(c->hostname);
+				c->hostname = strdup(h);
+			}
+		} else if (strcmp(key, "allow_unsafe") == 0 || strcmp(key, "allow_no_sandbox") == 0 ||
+		           strcmp(key, "allow_network") == 0) {
+			bool b;
+			if (layer != SB_CFG_ORG)
+				r = cfg_err(err, errlen, name, key,
+				            "only the organisation file (/etc/sluice) may set it");
+			else if (cfg_bool(val, &b) < 0)
+				r = cfg_err(err, errlen, name, key, "must be true or false");
+			else if (strcmp(key, "allow_unsafe") == 0)
+				c->org_forbid_unsafe = !b;
+			else if (strcmp(key, "allow_no_sandbox") == 0)
+				c->org_forbid_no_sandbox = !b;
+			else
+				c->org_forbid_network = !b;
+		} else {
+			r = cfg_err(err, errlen, name, key,
+			            "unknown key (known: profile, writable_paths, plugin_paths, env, limits, hostname, "
+			            "allow_unsafe, allow_no_sandbox, allow_network)");
+		}
+		if (r < 0)
+			goto out;
+	}
+out:
+	json_object_put(root);
+	json_tokener_free(tok);
+	return r;
+}
+
+int sb_config_load_file(struct sb_config *c, const char *path, enum sb_cfg_layer layer, char *err, size_t errlen)
+{
+	cleanup_fd int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	cleanup_free char *buf = NULL;
+	struct stat st;
+	size_t len = 0;
+
+	if (fd < 0) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			return 0;
+		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		return -errno;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s: not a regular file", path);
+		return -EINVAL;
+	}
+	/* An organisation file anyone can edit caps nothing: refuse it (same rule as the policy). */
+	if (layer == SB_CFG_ORG && (st.st_uid != 0 || (st.st_mode & 022))) {
+		snprintf(err, errlen, "%s: refusing an organisation file not owned by root or writable by others",
+		         path);
+		return -EPERM;
+	}
+	if (st.st_size > SB_CONFIG_MAX_BYTES) {
+		snprintf(err, errlen, "%s: larger than %d bytes", path, SB_CONFIG_MAX_BYTES);
+		return -EFBIG;
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf)
+		return -ENOMEM;
+	while (len < (size_t)st.st_size) {
+		ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			snprintf(err, errlen, "%s: read: %s", path, strerror(errno));
+			return -errno;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	buf[len] = '\0';
+	return sb_config_load_json(c, path, buf, len, layer, err, errlen);
+}
+
+int sb_config_load_layers(struct sb_config *c, const char *sysconfdir, char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+	const char *xdg = getenv("XDG_CONFIG_HOME");
+	int r;
+
+	snprintf(path, sizeof path, "%s/policy.json", sysconfdir);
+	if ((r = sb_config_load_file(c, path, SB_CFG_ORG, err, errlen)) < 0)
+		return r;
+	if (xdg && xdg[0] == '/')
+		snprintf(path, sizeof path, "%s/sluice/policy.json", xdg);
+	else if (c->home)
+		snprintf(path, sizeof path, "%s/.config/sluice/policy.json", c->home);
+	else
+		path[0] = '\0';
+	if (path[0] && (r = sb_config_load_file(c, path, SB_CFG_USER, err, errlen)) < 0)
+		return r;
+	if (c->project_dir) {
+		snprintf(path, sizeof path, "%s/.sluice/policy.json", c->project_dir);
+		if ((r = sb_config_load_file(c, path, SB_CFG_PROJECT, err, errlen)) < 0)
+			return r;
+	}
+	return 0;
+}

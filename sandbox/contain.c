@@ -1,0 +1,196 @@
+/* The containment steps inside the sandbox, in order (each returns 0 or -errno, like nsjail's
+ * contain.cc): die with the launcher, wait for the launcher's "go" (id maps, cgroup, network
+ * done), cgroup namespace, hostname, loopback, filesystem (pivot), then lock pid 1 down (no fds
+ * beyond 0-2, not dumpable, no capabilities, no_new_privs, seccomp) and fork the command, which
+ * inherits all of that, sets its environment and working directory and execs. Any failure ends
+ * the session with status 125 and one line on stderr. */
+#include "session.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+struct sb_step {
+	const char *name;
+	int (*fn)(struct sb_session *s, struct sb_go *go, char *err, size_t errlen);
+};
+
+static int step_die_with_parent(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
+{
+	(void)s;
+	(void)go;
+	return sb_die_with_parent(err, errlen);
+}
+
+static int step_wait_go(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
+{
+	ssize_t n;
+	do
+		n = read(s->sync_fd, go, sizeof *go);
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof *go) {
+		snprintf(err, errlen, "the launcher went away during setup");
+		return -EPIPE;
+	}
+	go->proxy_url[sizeof go->proxy_url - 1] = '\0';
+	if (go->status < 0) {
+		err[0] = '\0'; /* the launcher already said why */
+		return go->status;
+	}
+	return 0;
+}
+
+/* The sandbox gets its own process group: kill(0, ...) from inside must reach neither the launcher
+ * nor the shell that started it (a process group spans pid namespaces). The launcher makes this
+ * group the terminal's foreground group when it owns the terminal. */
+static int step_process_group(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
+{
+	(void)s;
+	(void)go;
+	if (setpgid(0, 0) < 0) {
+		snprintf(err, errlen, "setpgid: %s", strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+static int step_cgroup_ns(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
+{
+	(void)s;
+	return go->cgroup_ns ? sb_ns_enter_cgroup_ns(err, errlen) : 0;
+}
+
+static int step_hostname(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
+{
+	(void)go;
+	return sb_ns_set_hostname(s->cfg->hostname ? s->cfg->hostname : "sluice", err, errlen);
+}
+
+static int step_loopback(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
+{
+	(void)s;
+	(void)go;
+	return sb_ns_loopback_up(err, errlen);
+}
+
+static int step_mounts(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
+{
+	return sb_mounts_build(s, go, err, errlen);
+}
+
+static int step_close_fds(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
+{
+	(void)go;
+	s->sync_fd = -1; /* closed below with every other fd above stderr */
+	return sb_close_fds_above(2, err, errlen);
+}
+
+static int step_not_dumpable(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
+{
+	(void)s;
+	(void)go;
+	/* pid 1 keeps no secrets, but the command must not ptrace it (it runs with the same uid). */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) {
+		snprintf(err, errlen, "prctl(PR_SET_DUMPABLE): %s", strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+static int step_caps(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
+{
+	(void)s;
+	(void)go;
+	return sb_caps_drop_all(err, errlen);
+}
+
+static int step_nnp(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
+{
+	(void)s;
+	(void)go;
+	return sb_no_new_privs(err, errlen);
+}
+
+static int step_seccomp(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
+{
+	(void)s;
+	(void)go;
+	return sb_seccomp_load(err, errlen);
+}
+
+static const struct sb_step sb_steps[] = {
+        {"parent death signal", step_die_with_parent},
+        {"process group", step_process_group},
+        {"launcher handshake", step_wait_go},
+        {"cgroup namespace", step_cgroup_ns},
+        {"hostname", step_hostname},
+        {"loopback", step_loopback},
+        {"filesystem", step_mounts},
+        {"file descriptors", step_close_fds},
+        {"dumpable", step_not_dumpable},
+        {"capabilities", step_caps},
+        {"no_new_privs", step_nnp},
+        {"seccomp", step_seccomp},
+};
+
+struct sb_exec_arg {
+	struct sb_session *s;
+	struct sb_go *go;
+};
+
+static void exec_command(void *p)
+{
+	struct sb_exec_arg *a = p;
+	struct sb_session *s = a->s;
+	extern char **environ;
+	char err[SB_ERR_MAX];
+
+	if (sb_die_with_parent(err, sizeof err) < 0) {
+		fprintf(stderr, "sluice: %s\n", err);
+		_exit(SB_EXIT_FAIL);
+	}
+	if (chdir(s->cwd) < 0 && (!s->cfg->project_dir || chdir(s->cfg->project_dir) < 0) && chdir("/") < 0)
+		_exit(SB_EXIT_FAIL);
+	char **env = sb_env_build(s, a->go, environ);
+	if (!env) {
+		fprintf(stderr, "sluice: cannot build the environment: out of memory\n");
+		_exit(SB_EXIT_FAIL);
+	}
+	/* execvp searches the PATH of the current environment: switch to the sandbox's first. */
+	environ = env;
+	execvp(s->argv[0], s->argv);
+	int e = errno;
+	fprintf(stderr, "sluice: cannot run %s: %s\n", s->argv[0], strerror(e));
+	_exit(e == ENOENT ? SB_EXIT_NOENT : SB_EXIT_NOEXEC);
+}
+
+void sb_contain_main(struct sb_session *s)
+{
+	char err[SB_ERR_MAX];
+	struct sb_go go;
+
+	memset(&go, 0, sizeof go);
+	log_init("sluice", s->cfg->verbose > 1 ? LOG_LEVEL_DEBUG : s->cfg->verbose ? LOG_LEVEL_INFO : LOG_LEVEL_WARN);
+	for (size_t i = 0; i < sizeof sb_steps / sizeof sb_steps[0]; i++) {
+		struct timespec t0, t1;
+		err[0] = '\0';
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		int r = sb_steps[i].fn(s, &go, err, sizeof err);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		log_debug("step %s: %ld us", sb_steps[i].name,
+		          (long)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000));
+		if (r < 0) {
+			if (err[0])
+				fprintf(stderr, "sluice: %s: %s\n", sb_steps[i].name, err);
+			_exit(SB_EXIT_FAIL);
+		}
+	}
+	struct sb_exec_arg a = {s, &go};
+	_exit(sb_init_run(exec_command, &a, &s->saved_mask));
+}

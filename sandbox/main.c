@@ -1,0 +1,537 @@
+/* `sluice run [options] -- CMD [ARGS...]`: the command line of the launcher. Parses options,
+ * loads the layered configuration, applies the organisation's caps, resolves every host path,
+ * and either runs the session (session.c) or, with the blunt bypass --no-sandbox-i-mean-it,
+ * logs loudly and runs the command directly. Exit status: the command's; 124 on --timeout; 125,
+ * 126, 127 for the launcher's own failures (like env(1)); 128+N when a signal N killed it. */
+#include "session.h"
+
+#include "config.h"
+#include "log.h"
+#include "util.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+enum {
+	OPT_PROFILE = 256,
+	OPT_PROJECT,
+	OPT_PROJECT_MODE,
+	OPT_SAVE,
+	OPT_APPLY,
+	OPT_BIND,
+	OPT_RO_BIND,
+	OPT_ENV,
+	OPT_ALLOW_NETWORK,
+	OPT_POLICY,
+	OPT_ALLOW,
+	OPT_CPU,
+	OPT_MEMORY,
+	OPT_PIDS,
+	OPT_IO_READ,
+	OPT_IO_WRITE,
+	OPT_TIMEOUT,
+	OPT_HOSTNAME,
+	OPT_AUDIT_LOG,
+	OPT_NO_SANDBOX,
+	OPT_VERSION,
+};
+
+static const struct option sb_options[] = {
+        {"profile", required_argument, NULL, OPT_PROFILE},
+        {"project", required_argument, NULL, OPT_PROJECT},
+        {"project-mode", required_argument, NULL, OPT_PROJECT_MODE},
+        {"save", no_argument, NULL, OPT_SAVE},
+        {"apply", no_argument, NULL, OPT_APPLY},
+        {"bind", required_argument, NULL, OPT_BIND},
+        {"ro-bind", required_argument, NULL, OPT_RO_BIND},
+        {"env", required_argument, NULL, OPT_ENV},
+        {"allow-network", no_argument, NULL, OPT_ALLOW_NETWORK},
+        {"policy", required_argument, NULL, OPT_POLICY},
+        {"allow", required_argument, NULL, OPT_ALLOW},
+        {"cpu", required_argument, NULL, OPT_CPU},
+        {"memory", required_argument, NULL, OPT_MEMORY},
+        {"pids", required_argument, NULL, OPT_PIDS},
+        {"io-read-bps", required_argument, NULL, OPT_IO_READ},
+        {"io-write-bps", required_argument, NULL, OPT_IO_WRITE},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"hostname", required_argument, NULL, OPT_HOSTNAME},
+        {"audit-log", required_argument, NULL, OPT_AUDIT_LOG},
+        {"no-sandbox-i-mean-it", no_argument, NULL, OPT_NO_SANDBOX},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {NULL, 0, NULL, 0},
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: sluice run [options] -- COMMAND [ARGS...]\n"
+	           "  --profile base|plugin|unsafe   filesystem visibility (default: base)\n"
+	           "  --project DIR                  project directory (default: the current directory)\n"
+	           "  --project-mode overlay|rw|ro   how the project is mounted (default: overlay)\n"
+	           "  --save                         keep the overlay changes: SESSION/changes.patch\n"
+	           "  --apply                        apply the overlay changes to the project at exit\n"
+	           "  --bind SRC[:DST]               bind a host path read-write (repeatable)\n"
+	           "  --ro-bind SRC[:DST]            bind a host path read-only (repeatable)\n"
+	           "  --env NAME[=VALUE]             pass NAME through, or set it (repeatable)\n"
+	           "  --allow-network                egress through sluiced's proxy (see --policy, --allow)\n"
+	           "  --policy NAME|FILE             add a preset or policy file (repeatable)\n"
+	           "  --allow HOST[:PORT]            allow one host (repeatable)\n"
+	           "  --cpu CORES --memory SIZE --pids N --timeout SECONDS\n"
+	           "  --io-read-bps DEV:RATE --io-write-bps DEV:RATE   (DEV is MAJ:MIN or /dev/NAME)\n"
+	           "  --hostname NAME                UTS host name (default: sluice)\n"
+	           "  --audit-log PATH               where the bypass is logged (default: syslog)\n"
+	           "  --no-sandbox-i-mean-it         run COMMAND with no sandbox at all (logged)\n"
+	           "  -v, --verbose                  more messages (twice: debug)\n");
+}
+
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("sluice: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return SB_EXIT_FAIL;
+}
+
+static char *resolve_home(void)
+{
+	const char *h = getenv("HOME");
+	struct passwd *pw;
+	char real[PATH_MAX];
+
+	if (!h || h[0] != '/') {
+		pw = getpwuid(getuid());
+		h = pw ? pw->pw_dir : NULL;
+	}
+	if (!h || h[0] != '/')
+		return NULL;
+	if (realpath(h, real))
+		return strdup(real);
+	return strdup(h);
+}
+
+/* Normalises an absolute path lexically ("//", "/./"); refuses "..". */
+static int clean_abs(const char *in, char *out, size_t len)
+{
+	size_t o = 0;
+	if (in[0] != '/')
+		return -EINVAL;
+	for (const char *p = in; *p;) {
+		while (*p == '/')
+			p++;
+		const char *e = p;
+		while (*e && *e != '/')
+			e++;
+		size_t n = (size_t)(e - p);
+		if (n == 0)
+			break;
+		if (n == 2 && p[0] == '.' && p[1] == '.')
+			return -EINVAL;
+		if (!(n == 1 && p[0] == '.')) {
+			if (o + 1 + n + 1 > len)
+				return -ENAMETOOLONG;
+			out[o++] = '/';
+			memcpy(out + o, p, n);
+			o += n;
+		}
+		p = e;
+	}
+	if (o == 0)
+		out[o++] = '/';
+	out[o] = '\0';
+	return 0;
+}
+
+static int add_bind(struct sb_config *c, const char *arg, bool rw)
+{
+	char src[PATH_MAX], real[PATH_MAX], dst[PATH_MAX];
+	const char *colon = strchr(arg, ':');
+	size_t sl = colon ? (size_t)(colon - arg) : strlen(arg);
+
+	if (sl == 0 || sl >= sizeof src)
+		return fail("--%s %s: want SRC[:DST]", rw ? "bind" : "ro-bind", arg);
+	memcpy(src, arg, sl);
+	src[sl] = '\0';
+	if (!realpath(src, real))
+		return fail("--%s: %s: %s", rw ? "bind" : "ro-bind", src, strerror(errno));
+	if (clean_abs(colon ? colon + 1 : real, dst, sizeof dst) < 0 || strcmp(dst, "/") == 0)
+		return fail("--%s %s: the destination must be an absolute path without '..' (and not /)",
+		            rw ? "bind" : "ro-bind", arg);
+	struct sb_bind *nb = realloc(c->binds, (c->n_binds + 1) * sizeof *nb);
+	if (!nb)
+		return fail("out of memory");
+	c->binds = nb;
+	nb[c->n_binds].src = strdup(real);
+	nb[c->n_binds].dst = strdup(dst);
+	nb[c->n_binds].rw = rw;
+	if (!nb[c->n_binds].src || !nb[c->n_binds].dst)
+		return fail("out of memory");
+	c->n_binds++;
+	return 0;
+}
+
+static void json_escape(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (ch == '"' || ch == '\\')
+			fprintf(f, "\\%c", ch);
+		else if (ch < 0x20 || ch == 0x7f)
+			fprintf(f, "\\u%04x", ch);
+		else
+			fputc(ch, f);
+	}
+}
+
+/* The bypass: loud on stderr, and recorded (audit log if given, else syslog). */
+static int run_unsandboxed(const struct sb_config *c, char *const *argv)
+{
+	char cmd[1024] = "";
+	size_t o = 0;
+
+	for (size_t i = 0; argv[i] && o < sizeof cmd - 2; i++)
+		o += (size_t)snprintf(cmd + o, sizeof cmd - o, "%s%s", i ? " " : "", argv[i]);
+	fprintf(stderr,
+	        "sluice: !!! WARNING: --no-sandbox-i-mean-it: running WITHOUT ANY SANDBOX: no namespaces, no\n"
+	        "sluice: !!! filesystem, network, process or resource isolation. Command: %s\n",
+	        cmd);
+	if (c->audit_log) {
+		FILE *f = fopen(c->audit_log, "ae");
+		if (!f)
+			return fail("cannot open the audit log %s: %s (refusing to bypass unlogged)", c->audit_log,
+			            strerror(errno));
+		struct timespec ts;
+		struct tm tm;
+		char t[32];
+		clock_gettime(CLOCK_REALTIME, &ts);
+		gmtime_r(&ts.tv_sec, &tm);
+		strftime(t, sizeof t, "%Y-%m-%dT%H:%M:%S", &tm);
+		fprintf(f, "{\"time\":\"%s.%03ldZ\",\"event\":\"no-sandbox\",\"uid\":%u,\"command\":\"", t,
+		        ts.tv_nsec / 1000000, (unsigned)c->uid);
+		json_escape(f, cmd);
+		fputs("\"}\n", f);
+		if (fclose(f) != 0)
+			return fail("cannot write the audit log %s: %s (refusing to bypass unlogged)", c->audit_log,
+			            strerror(errno));
+	} else {
+		openlog("sluice", LOG_PID, LOG_AUTH);
+		syslog(LOG_WARNING, "uid %u ran a command with --no-sandbox-i-mean-it (no sandbox): %s",
+		       (unsigned)c->uid, cmd);
+		closelog();
+	}
+	execvp(argv[0], argv);
+	int e = errno;
+	fail("cannot run %s: %s", argv[0], strerror(e));
+	return e == ENOENT ? SB_EXIT_NOENT : SB_EXIT_NOEXEC;
+}
+
+/* Command-line limits may not exceed the organisation's. */
+static int check_cap(const char *what, uint64_t v, uint64_t cap)
+{
+	if (cap && v > cap)
+		return fail("%s exceeds the organisation's maximum (%llu) set in %s/policy.json", what,
+		            (unsigned long long)cap, SLUICE_SYSCONFDIR);
+	return 0;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+	struct sb_config c;
+	struct sb_limits cli = {0};
+	const char *profile = NULL, *project = NULL, *mode = NULL;
+	bool no_sandbox = false, set_cpu = false, set_mem = false, set_pids = false, set_timeout = false;
+	char err[SB_ERR_MAX] = "", real[PATH_MAX];
+	int opt, rc = SB_EXIT_FAIL;
+
+	sb_config_init(&c);
+	c.home = resolve_home();
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "+vh", sb_options, NULL)) != -1) {
+		uint64_t v;
+		unsigned maj, min;
+		switch (opt) {
+		case OPT_PROFILE: profile = optarg; break;
+		case OPT_PROJECT: project = optarg; break;
+		case OPT_PROJECT_MODE: mode = optarg; break;
+		case OPT_SAVE: c.save = SB_SAVE_PATCH; break;
+		case OPT_APPLY: c.save = SB_SAVE_APPLY; break;
+		case OPT_BIND:
+		case OPT_RO_BIND:
+			if (add_bind(&c, optarg, opt == OPT_BIND))
+				goto out;
+			break;
+		case OPT_ENV: {
+			size_t nl = strcspn(optarg, "=");
+			if (nl == 0 ||
+			    strspn(optarg, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") != nl) {
+				fail("--env %s: want NAME or NAME=VALUE with NAME made of letters, digits and _",
+				     optarg);
+				goto out;
+			}
+			if (sb_strv_add(optarg[nl] ? &c.env_set : &c.env_keep, optarg) < 0)
+				goto out;
+			break;
+		}
+		case OPT_ALLOW_NETWORK: c.allow_network = true; break;
+		case OPT_POLICY:
+			if (sb_strv_add(&c.policies, optarg) < 0)
+				goto out;
+			break;
+		case OPT_ALLOW:
+			if (sb_strv_add(&c.allows, optarg) < 0)
+				goto out;
+			break;
+		case OPT_CPU:
+			if (sb_parse_cpu(optarg, &cli.cpu_millicores) < 0) {
+				fail("--cpu %s: want a number of cores between 0.01 and 4096 (e.g. 2 or 0.5)", optarg);
+				goto out;
+			}
+			set_cpu = true;
+			break;
+		case OPT_MEMORY:
+			if (sb_parse_size(optarg, &cli.memory_bytes) < 0 || cli.memory_bytes < 4096 * 256) {
+				fail("--memory %s: want a size of at least 1M (e.g. 512M, 4G)", optarg);
+				goto out;
+			}
+			set_mem = true;
+			break;
+		case OPT_PIDS: {
+			char *end;
+			errno = 0;
+			cli.pids = strtoull(optarg, &end, 10);
+			if (errno || *end || cli.pids == 0 || cli.pids > 4194304) {
+				fail("--pids %s: want a count between 1 and 4194304", optarg);
+				goto out;
+			}
+			set_pids = true;
+			break;
+		}
+		case OPT_TIMEOUT: {
+			char *end;
+			errno = 0;
+			unsigned long t = strtoul(optarg, &end, 10);
+			if (errno || *end || t == 0 || t > UINT_MAX) {
+				fail("--timeout %s: want a positive number of seconds", optarg);
+				goto out;
+			}
+			cli.timeout_s = (unsigned)t;
+			set_timeout = true;
+			break;
+		}
+		case OPT_IO_READ:
+		case OPT_IO_WRITE: {
+			int r = sb_parse_io(optarg, &maj, &min, &v);
+			if (r < 0) {
+				fail("--io-%s-bps %s: want MAJ:MIN:RATE or /dev/NAME:RATE (e.g. 8:0:10M): %s",
+				     opt == OPT_IO_READ ? "read" : "write", optarg, strerror(-r));
+				goto out;
+			}
+			size_t i;
+			for (i = 0; i < cli.n_io; i++)
+				if (cli.io[i].maj == maj && cli.io[i].min == min)
+					break;
+			if (i == cli.n_io) {
+				if (cli.n_io == SB_IO_MAX) {
+					fail("at most %d devices can be throttled", SB_IO_MAX);
+					goto out;
+				}
+				cli.io[cli.n_io++] = (struct sb_io_limit){.maj = maj, .min = min};
+			}
+			if (opt == OPT_IO_READ)
+				cli.io[i].read_bps = v;
+			else
+				cli.io[i].write_bps = v;
+			break;
+		}
+		case OPT_HOSTNAME:
+			if (!*optarg || strlen(optarg) > 64) {
+				fail("--hostname: want 1 to 64 bytes");
+				goto out;
+			}
+			free(c.hostname);
+			c.hostname = strdup(optarg);
+			break;
+		case OPT_AUDIT_LOG:
+			free(c.audit_log);
+			c.audit_log = strdup(optarg);
+			break;
+		case OPT_NO_SANDBOX: no_sandbox = true; break;
+		case 'v': c.verbose++; break;
+		case 'h':
+			usage(stdout);
+			rc = 0;
+			goto out;
+		case OPT_VERSION:
+			printf("sluice %s\n", SLUICE_VERSION);
+			rc = 0;
+			goto out;
+		default: usage(stderr); goto out;
+		}
+	}
+	log_init("sluice", c.verbose > 1 ? LOG_LEVEL_DEBUG : c.verbose ? LOG_LEVEL_INFO : LOG_LEVEL_WARN);
+	if (optind >= argc) {
+		fail("no command given (usage: sluice run [options] -- COMMAND [ARGS...])");
+		goto out;
+	}
+
+	/* The project directory decides which project config layer applies. */
+	if (!realpath(project ? project : ".", real)) {
+		fail("project directory %s: %s", project ? project : ".", strerror(errno));
+		goto out;
+	}
+	if (!(c.project_dir = strdup(real)))
+		goto out;
+	if (sb_config_load_layers(&c, SLUICE_SYSCONFDIR, err, sizeof err) < 0) {
+		fail("%s", err);
+		goto out;
+	}
+
+	if (no_sandbox) {
+		if (c.org_forbid_no_sandbox) {
+			fail("--no-sandbox-i-mean-it is forbidden by the organisation policy (%s/policy.json)",
+			     SLUICE_SYSCONFDIR);
+			goto out;
+		}
+		rc = run_unsandboxed(&c, argv + optind);
+		goto out;
+	}
+
+	if (profile) {
+		if (strcmp(profile, "base") == 0)
+			c.profile = SB_PROFILE_BASE;
+		else if (strcmp(profile, "plugin") == 0)
+			c.profile = SB_PROFILE_PLUGIN;
+		else if (strcmp(profile, "unsafe") == 0)
+			c.profile = SB_PROFILE_UNSAFE;
+		else {
+			fail("--profile %s: want base, plugin or unsafe (the bypass is --no-sandbox-i-mean-it, "
+			     "never a profile)",
+			     profile);
+			goto out;
+		}
+	}
+	if (c.profile == SB_PROFILE_UNSAFE && c.org_forbid_unsafe) {
+		fail("the unsafe profile is forbidden by the organisation policy (%s/policy.json)", SLUICE_SYSCONFDIR);
+		goto out;
+	}
+	if (mode) {
+		if (strcmp(mode, "overlay") == 0)
+			c.project_mode = SB_PROJECT_OVERLAY;
+		else if (strcmp(mode, "rw") == 0)
+			c.project_mode = SB_PROJECT_RW;
+		else if (strcmp(mode, "ro") == 0)
+			c.project_mode = SB_PROJECT_RO;
+		else {
+			fail("--project-mode %s: want overlay, rw or ro", mode);
+			goto out;
+		}
+	}
+	if (strcmp(c.project_dir, "/") == 0) {
+		fail("the project directory is /; cd into a project or pass --project DIR");
+		goto out;
+	}
+	if (c.project_mode == SB_PROJECT_OVERLAY && strpbrk(c.project_dir, ",:\\")) {
+		fail("overlayfs cannot use %s (',', ':' or '\\' in the path); use --project-mode rw or ro",
+		     c.project_dir);
+		goto out;
+	}
+	if (c.save != SB_SAVE_NONE && c.project_mode != SB_PROJECT_OVERLAY) {
+		fail("--save and --apply need --project-mode overlay (rw writes directly, ro writes nothing)");
+		goto out;
+	}
+	if ((c.policies.n || c.allows.n) && !c.allow_network) {
+		fail("--policy and --allow only apply with --allow-network");
+		goto out;
+	}
+	if (c.allow_network && c.org_forbid_network) {
+		fail("--allow-network is forbidden by the organisation policy (%s/policy.json)", SLUICE_SYSCONFDIR);
+		goto out;
+	}
+
+	/* Command-line limits override the config, within the organisation's maxima. */
+	const struct sb_limits *caps = sb_config_org_caps();
+	if ((set_cpu && check_cap("--cpu (millicores)", cli.cpu_millicores, caps->cpu_millicores)) ||
+	    (set_mem && check_cap("--memory (bytes)", cli.memory_bytes, caps->memory_bytes)) ||
+	    (set_pids && check_cap("--pids", cli.pids, caps->pids)) ||
+	    (set_timeout && check_cap("--timeout (seconds)", cli.timeout_s, caps->timeout_s)))
+		goto out;
+	if (set_cpu)
+		c.limits.cpu_millicores = cli.cpu_millicores;
+	if (set_mem)
+		c.limits.memory_bytes = cli.memory_bytes;
+	if (set_pids)
+		c.limits.pids = cli.pids;
+	if (set_timeout)
+		c.limits.timeout_s = cli.timeout_s;
+	if (cli.n_io) {
+		memcpy(c.limits.io, cli.io, sizeof cli.io);
+		c.limits.n_io = cli.n_io;
+	}
+
+	/* Cache carve-outs: created when missing (as the user) so they persist, then resolved. */
+	for (size_t i = 0; i < c.writable_paths.n; i++) {
+		char *p = c.writable_paths.v[i];
+		for (char *s = p + 1;; s++) {
+			if (*s == '/' || !*s) {
+				char sv = *s;
+				*s = '\0';
+				if (mkdir(p, 0700) < 0 && errno != EEXIST) {
+					fail("writable path %s: cannot create %s: %s", c.writable_paths.v[i], p,
+					     strerror(errno));
+					goto out;
+				}
+				*s = sv;
+				if (!sv)
+					break;
+			}
+		}
+		if (!realpath(p, real)) {
+			fail("writable path %s: %s", p, strerror(errno));
+			goto out;
+		}
+		free(c.writable_paths.v[i]);
+		if (!(c.writable_paths.v[i] = strdup(real)))
+			goto out;
+	}
+	for (size_t i = 0; i < c.plugin_paths.n; i++) {
+		if (realpath(c.plugin_paths.v[i], real)) {
+			free(c.plugin_paths.v[i]);
+			if (!(c.plugin_paths.v[i] = strdup(real)))
+				goto out;
+		}
+	}
+	rc = sb_session_run(&c, argv + optind);
+out:
+	sb_config_clear(&c);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	log_init("sluice", LOG_LEVEL_WARN);
+	if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? SB_EXIT_FAIL : 0;
+	}
+	if (strcmp(argv[1], "--version") == 0) {
+		printf("sluice %s\n", SLUICE_VERSION);
+		return 0;
+	}
+	if (strcmp(argv[1], "run") == 0)
+		return cmd_run(argc - 1, argv + 1);
+	fprintf(stderr, "sluice: unknown command '%s' (try: sluice run -- COMMAND)\n", argv[1]);
+	return SB_EXIT_FAIL;
+}

@@ -1,0 +1,576 @@
+/* The filesystem step: builds the sandbox's view under SESSION/root with the new mount API and
+ * pivots into it. Every mount target is opened by fd beneath the new root with openat2
+ * (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS) and mounts are attached with
+ * move_mount onto that fd, so a symlink planted in a writable place (the project, a cache) by an
+ * earlier session can never redirect a mount. Order: root, system dirs (or the whole host for
+ * `unsafe`), /tmp, /var/tmp, /run, home, project, caches, plugin paths, user binds, /dev, /proc,
+ * then the masks over secrets and daemon sockets (last, so nothing mounts over them), then
+ * resolv.conf, pivot_root, and the root made read-only. */
+#include "session.h"
+
+#include "log.h"
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* Directories of the host shown read-only in the base and plugin profiles (symlinks such as the
+ * merged-/usr /bin -> usr/bin are recreated as symlinks). */
+static const char *const sb_system_dirs[] = {"usr",   "bin",    "sbin", "lib", "lib32",
+                                             "lib64", "libx32", "etc",  "opt", "nix"};
+
+/* Masked wherever they are visible. "~/" is the user's home, "$R/" is $XDG_RUNTIME_DIR, "$S" is
+ * $SSH_AUTH_SOCK. Directories get an empty read-only tmpfs, files and sockets an empty file. */
+static const char *const sb_masks[] = {
+        "~/.ssh",
+        "~/.gnupg",
+        "~/.aws",
+        "~/.config/gcloud",
+        "~/.azure",
+        "~/.kube",
+        "~/.docker",
+        "~/.netrc",
+        "~/.git-credentials",
+        "~/.config/gh",
+        "~/.password-store",
+        "~/.local/share/keyrings",
+        "~/.pki",
+        "$S",
+        "$R/gnupg",
+        "$R/bus",
+        "$R/keyring",
+        "$R/docker.sock",
+        "$R/podman",
+        "$R/ssh-agent",
+        "/run/docker.sock",
+        "/var/run/docker.sock",
+        "/run/podman/podman.sock",
+        "/run/dbus/system_bus_socket",
+        "/etc/shadow",
+        "/etc/shadow-",
+        "/etc/gshadow",
+        "/etc/gshadow-",
+        "/etc/sudoers",
+        "/etc/ssh/ssh_host_rsa_key",
+        "/etc/ssh/ssh_host_ecdsa_key",
+        "/etc/ssh/ssh_host_ed25519_key",
+};
+
+/* Parts of a fresh /proc that a uid-0 command without capabilities could still write to through
+ * the owner permission bits (as root launcher): made read-only, like bubblewrap does. */
+static const char *const sb_proc_ro[] = {"sys", "sysrq-trigger", "irq", "bus", "fs"};
+
+static const char *rel(const char *path)
+{
+	while (*path == '/')
+		path++;
+	return *path ? path : ".";
+}
+
+int sb_open_beneath(int dirfd, const char *path, int flags, char *err, size_t errlen)
+{
+	struct open_how how = {
+	        .flags = (uint64_t)(flags | O_CLOEXEC),
+	        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	int fd = (int)syscall(SYS_openat2, dirfd, rel(path), &how, sizeof how);
+	if (fd < 0) {
+		int e = errno;
+		if (e != ENOENT)
+			sb_errc(err, errlen, e, "%s: %s%s", path, strerror(e),
+			        e == ELOOP ? " (a symlink on the path; refusing to follow it)" : "");
+		return -e;
+	}
+	return fd;
+}
+
+/* Creates PATH beneath rootfd (directories, and the last component as a directory or an empty
+ * file) without following symlinks, and returns an O_PATH fd on it. Existing components are
+ * used as they are (a read-only bind cannot be written to, but needs no mkdir). */
+static int mkpath(int rootfd, const char *path, bool dir, char *err, size_t errlen)
+{
+	char buf[PATH_MAX];
+	cleanup_fd int cur = -1;
+	char *save = NULL, *comp, *next;
+
+	if (util_strlcpy(buf, rel(path), sizeof buf) >= sizeof buf)
+		return sb_errc(err, errlen, ENAMETOOLONG, "%s: path too long", path);
+	cur = fcntl(rootfd, F_DUPFD_CLOEXEC, 3);
+	if (cur < 0)
+		return sb_err(err, errlen, "dup: %s", strerror(errno));
+	if (strcmp(buf, ".") == 0)
+		return steal_fd(&cur);
+	for (comp = strtok_r(buf, "/", &save); comp; comp = next) {
+		next = strtok_r(NULL, "/", &save);
+		bool last = next == NULL;
+		if (strcmp(comp, ".") == 0 || strcmp(comp, "..") == 0)
+			return sb_errc(err, errlen, EINVAL, "%s: '.' and '..' are not allowed in sandbox paths", path);
+		int fd;
+		if (!last || dir) {
+			fd = openat(cur, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (fd < 0 && errno == ENOENT) {
+				if (mkdirat(cur, comp, 0755) < 0 && errno != EEXIST)
+					return sb_err(err, errlen, "cannot create mount point %s (at '%s'): %s", path,
+					              comp, strerror(errno));
+				fd = openat(cur, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			}
+		} else {
+			fd = openat(cur, comp, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+			if (fd < 0 && errno == ENOENT) {
+				int c = openat(cur, comp, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+				if (c < 0 && errno != EEXIST)
+					return sb_err(err, errlen, "cannot create mount point %s: %s", path,
+					              strerror(errno));
+				if (c >= 0)
+					close(c);
+				fd = openat(cur, comp, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+			}
+		}
+		if (fd < 0) {
+			int e = errno;
+			return sb_errc(err, errlen, e, "mount point %s (at '%s'): %s%s", path, comp, strerror(e),
+			               (e == ENOTDIR || e == ELOOP)
+			                       ? " (a symlink or file is in the way; not following)"
+			                       : "");
+		}
+		close(cur);
+		cur = fd;
+	}
+	return steal_fd(&cur);
+}
+
+static int attach(int tree, int target, const char *what, char *err, size_t errlen)
+{
+	if (move_mount(tree, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		return sb_err(err, errlen, "cannot mount %s: %s", what, strerror(errno));
+	return 0;
+}
+
+static int set_attr(int tree, uint64_t set, bool recursive, const char *what, char *err, size_t errlen)
+{
+	struct mount_attr a = {.attr_set = set};
+	if (!set)
+		return 0;
+	if (mount_setattr(tree, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0), &a, sizeof a) < 0)
+		return sb_err(err, errlen, "cannot set mount flags on %s: %s", what, strerror(errno));
+	return 0;
+}
+
+/* A detached fresh filesystem of `type` with string options (NULL-terminated key, value pairs). */
+static int new_fs(const char *type, const char *const *opts, uint64_t attrs, char *err, size_t errlen)
+{
+	cleanup_fd int fs = fsopen(type, FSOPEN_CLOEXEC);
+	if (fs < 0)
+		return sb_err(err, errlen, "fsopen(%s): %s", type, strerror(errno));
+	for (size_t i = 0; opts && opts[i]; i += 2) {
+		int r = opts[i + 1] ? fsconfig(fs, FSCONFIG_SET_STRING, opts[i], opts[i + 1], 0)
+		                    : fsconfig(fs, FSCONFIG_SET_FLAG, opts[i], NULL, 0);
+		if (r < 0)
+			return sb_err(err, errlen, "%s option %s: %s", type, opts[i], strerror(errno));
+	}
+	if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		return sb_err(err, errlen, "cannot create %s: %s", type, strerror(errno));
+	int m = fsmount(fs, FSMOUNT_CLOEXEC, (unsigned)attrs);
+	if (m < 0)
+		return sb_err(err, errlen, "fsmount(%s): %s", type, strerror(errno));
+	return m;
+}
+
+/* A detached recursive copy of the host path src with attrs added. */
+static int clone_tree(const char *src, uint64_t attrs, char *err, size_t errlen)
+{
+	cleanup_fd int t = open_tree(AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+	if (t < 0)
+		return sb_err(err, errlen, "cannot bind %s: %s", src, strerror(errno));
+	int r = set_attr(t, attrs, true, src, err, errlen);
+	if (r < 0)
+		return r;
+	return steal_fd(&t);
+}
+
+/* Binds host path src at dst beneath rootfd. */
+static int bind_at(int rootfd, const char *src, const char *dst, uint64_t attrs, char *err, size_t errlen)
+{
+	struct stat st;
+	if (stat(src, &st) < 0)
+		return sb_err(err, errlen, "cannot bind %s: %s", src, strerror(errno));
+	cleanup_fd int tree = clone_tree(src, attrs, err, errlen);
+	if (tree < 0)
+		return tree;
+	cleanup_fd int target = mkpath(rootfd, dst, S_ISDIR(st.st_mode), err, errlen);
+	if (target < 0)
+		return target;
+	return attach(tree, target, dst, err, errlen);
+}
+
+static int tmpfs_at(int rootfd, const char *dst, const char *mode, uint64_t attrs, char *err, size_t errlen)
+{
+	const char *opts[] = {"mode", mode, NULL};
+	cleanup_fd int fs = new_fs("tmpfs", opts, attrs, err, errlen);
+	if (fs < 0)
+		return fs;
+	cleanup_fd int target = mkpath(rootfd, dst, true, err, errlen);
+	if (target < 0)
+		return target;
+	return attach(fs, target, dst, err, errlen);
+}
+
+static int system_dirs(int rootfd, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < sizeof sb_system_dirs / sizeof sb_system_dirs[0]; i++) {
+		char host[64], link[PATH_MAX];
+		struct stat st;
+		snprintf(host, sizeof host, "/%s", sb_system_dirs[i]);
+		if (lstat(host, &st) < 0)
+			continue;
+		if (S_ISLNK(st.st_mode)) {
+			ssize_t n = readlink(host, link, sizeof link - 1);
+			if (n < 0)
+				continue;
+			link[n] = '\0';
+			if (symlinkat(link, rootfd, sb_system_dirs[i]) < 0 && errno != EEXIST)
+				return sb_err(err, errlen, "symlink %s: %s", host, strerror(errno));
+			continue;
+		}
+		if (!S_ISDIR(st.st_mode))
+			continue;
+		int r = bind_at(rootfd, host, host, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err,
+		                errlen);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int dev_tree(int rootfd, char *err, size_t errlen)
+{
+	static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+	static const char *const links[][2] = {{"fd", "/proc/self/fd"},       {"stdin", "/proc/self/fd/0"},
+	                                       {"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"},
+	                                       {"ptmx", "pts/ptmx"},          {"core", "/proc/kcore"}};
+	int r;
+
+	if ((r = tmpfs_at(rootfd, "/dev", "0755", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err, errlen)) < 0)
+		return r;
+	cleanup_fd int dev = sb_open_beneath(rootfd, "dev", O_PATH | O_DIRECTORY, err, errlen);
+	if (dev < 0)
+		return dev;
+	for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) {
+		char host[32];
+		snprintf(host, sizeof host, "/dev/%s", nodes[i]);
+		if ((r = bind_at(dev, host, nodes[i], MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err, errlen)) < 0)
+			return r;
+	}
+	for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
+		if (i == 5)
+			break; /* no /dev/core: kcore is not readable anyway */
+		if (symlinkat(links[i][1], dev, links[i][0]) < 0)
+			return sb_err(err, errlen, "symlink /dev/%s: %s", links[i][0], strerror(errno));
+	}
+	const char *pts_opts[] = {"newinstance", NULL, "ptmxmode", "0666", "mode", "0620", NULL};
+	cleanup_fd int pts = new_fs("devpts", pts_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err, errlen);
+	if (pts < 0)
+		return pts;
+	cleanup_fd int ptsdir = mkpath(dev, "pts", true, err, errlen);
+	if (ptsdir < 0)
+		return ptsdir;
+	if ((r = attach(pts, ptsdir, "/dev/pts", err, errlen)) < 0)
+		return r;
+	return tmpfs_at(dev, "shm", "1777", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen);
+}
+
+static int proc_tree(int rootfd, bool userns, char *err, size_t errlen)
+{
+	int r;
+	cleanup_fd int proc =
+	        new_fs("proc", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err, errlen);
+	if (proc < 0)
+		return proc;
+	cleanup_fd int target = mkpath(rootfd, "/proc", true, err, errlen);
+	if (target < 0)
+		return target;
+	if ((r = attach(proc, target, "/proc", err, errlen)) < 0)
+		return r;
+	/* In a user namespace these files belong to the host's root, whom the command cannot act as:
+	 * the permission bits already refuse its writes. */
+	for (size_t i = 0; !userns && i < sizeof sb_proc_ro / sizeof sb_proc_ro[0]; i++) {
+		/* Opened from the fresh proc mount itself (not by path), then re-bound read-only. */
+		cleanup_fd int t = open_tree(proc, sb_proc_ro[i],
+		                             OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW);
+		if (t < 0 && errno == ENOENT)
+			continue;
+		if (t < 0)
+			return sb_err(err, errlen, "/proc/%s: %s", sb_proc_ro[i], strerror(errno));
+		if ((r = set_attr(t, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, true,
+		                  sb_proc_ro[i], err, errlen)) < 0)
+			return r;
+		if (move_mount(t, "", proc, sb_proc_ro[i], MOVE_MOUNT_F_EMPTY_PATH) < 0)
+			return sb_err(err, errlen, "cannot remount /proc/%s read-only: %s", sb_proc_ro[i],
+			              strerror(errno));
+	}
+	return 0;
+}
+
+/* Expands one sb_masks entry; false when it does not apply (variable unset). */
+static bool mask_path(const char *m, const struct sb_config *cfg, char *out, size_t len)
+{
+	const char *rt = getenv("XDG_RUNTIME_DIR"), *ssh = getenv("SSH_AUTH_SOCK");
+	int n;
+	if (m[0] == '~') {
+		if (!cfg->home)
+			return false;
+		n = snprintf(out, len, "%s%s", cfg->home, m + 1);
+	} else if (strncmp(m, "$R/", 3) == 0) {
+		if (!rt || rt[0] != '/')
+			return false;
+		n = snprintf(out, len, "%s/%s", rt, m + 3);
+	} else if (strcmp(m, "$S") == 0) {
+		if (!ssh || ssh[0] != '/')
+			return false;
+		n = snprintf(out, len, "%s", ssh);
+	} else {
+		n = snprintf(out, len, "%s", m);
+	}
+	return n > 0 && (size_t)n < len;
+}
+
+/* Masks every secret that is visible in the new tree. The host path is resolved first (a
+ * ~/.ssh that is a symlink to ~/dotfiles/ssh masks the real directory); the target in the new
+ * tree is then opened without following symlinks. */
+static int masks(const struct sb_session *s, int rootfd, char *err, size_t errlen)
+{
+	char path[PATH_MAX], real[PATH_MAX];
+	cleanup_fd int emptyfs = -1;
+	int r;
+
+	for (size_t i = 0; i < sizeof sb_masks / sizeof sb_masks[0]; i++) {
+		struct stat st;
+		if (!mask_path(sb_masks[i], s->cfg, path, sizeof path))
+			continue;
+		if (!realpath(path, real) || stat(real, &st) < 0)
+			continue; /* not on the host: nothing to hide */
+		/* A file this process can neither read nor write (connect to) is out of the command's
+		 * reach too: it holds no more rights than we do here (in a user namespace, files of
+		 * unmapped owners such as the host's /etc/shadow). Directories are always masked. */
+		if (!S_ISDIR(st.st_mode) && access(real, R_OK) < 0 && access(real, W_OK) < 0)
+			continue;
+		cleanup_fd int target = sb_open_beneath(rootfd, real, O_PATH, err, errlen);
+		if (target == -ENOENT || target == -EACCES)
+			continue; /* not visible in this sandbox */
+		if (target < 0)
+			return target;
+		cleanup_fd int tree = -1;
+		if (S_ISDIR(st.st_mode)) {
+			const char *opts[] = {"mode", "0555", "size", "4k", NULL};
+			tree = new_fs("tmpfs", opts,
+			              MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err,
+			              errlen);
+		} else {
+			/* Files are covered by an empty read-only file from a small detached tmpfs. */
+			if (emptyfs < 0) {
+				const char *opts[] = {"mode", "0555", "size", "4k", NULL};
+				emptyfs = new_fs("tmpfs", opts,
+				                 MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err, errlen);
+				if (emptyfs < 0)
+					return emptyfs;
+				int e = openat(emptyfs, "empty", O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
+				if (e < 0)
+					return sb_err(err, errlen, "cannot create the mask file: %s", strerror(errno));
+				close(e);
+			}
+			tree = open_tree(emptyfs, "empty", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+			if (tree < 0)
+				return sb_err(err, errlen, "cannot clone the mask file: %s", strerror(errno));
+			if ((r = set_attr(tree,
+			                  MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+			                  false, real, err, errlen)) < 0)
+				return r;
+		}
+		if (tree < 0)
+			return tree;
+		if ((r = attach(tree, target, real, err, errlen)) < 0)
+			return r;
+		log_debug("masked %s", real);
+	}
+	return 0;
+}
+
+/* Lexically normalises an absolute path, resolving "." and ".." (no symlinks are consulted). */
+static int normalize_abs(const char *in, char *out, size_t len)
+{
+	size_t o = 0;
+	if (in[0] != '/' || len < 2)
+		return -EINVAL;
+	for (const char *p = in; *p;) {
+		while (*p == '/')
+			p++;
+		const char *e = p;
+		while (*e && *e != '/')
+			e++;
+		size_t n = (size_t)(e - p);
+		if (n == 0 || (n == 1 && p[0] == '.')) {
+			/* nothing */
+		} else if (n == 2 && p[0] == '.' && p[1] == '.') {
+			while (o > 0 && out[o - 1] != '/')
+				o--;
+			if (o > 0)
+				o--;
+		} else {
+			if (o + 1 + n + 1 > len)
+				return -ENAMETOOLONG;
+			out[o++] = '/';
+			memcpy(out + o, p, n);
+			o += n;
+		}
+		p = e;
+	}
+	if (o == 0)
+		out[o++] = '/';
+	out[o] = '\0';
+	return 0;
+}
+
+/* resolvfd: SESSION/resolv.conf, opened before the new root covered the session directory. */
+static int resolv_conf(int resolvfd, int rootfd, char *err, size_t errlen)
+{
+	char link[PATH_MAX], joined[2 * PATH_MAX], path[PATH_MAX];
+	/* /etc comes from the host (root-owned, read-only): its symlinks are followed, but only
+	 * inside the new root. */
+	struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+	cleanup_fd int target = (int)syscall(SYS_openat2, rootfd, "etc/resolv.conf", &how, sizeof how);
+	if (target < 0 && errno == ENOENT) {
+		/* A link into /run (systemd-resolved's stub-resolv.conf): /run is our fresh tmpfs, so
+		 * create the file it points to there and mount over that. */
+		ssize_t n = readlinkat(rootfd, "etc/resolv.conf", link, sizeof link - 1);
+		if (n <= 0)
+			return sb_errc(err, errlen, ENOENT, "the host has no /etc/resolv.conf to replace");
+		link[n] = '\0';
+		snprintf(joined, sizeof joined, "%s%s", link[0] == '/' ? "" : "/etc/", link);
+		if (normalize_abs(joined, path, sizeof path) < 0)
+			return sb_errc(err, errlen, EINVAL, "/etc/resolv.conf points to an unusable path");
+		target = mkpath(rootfd, path, false, err, errlen);
+		if (target < 0)
+			return target;
+	}
+	if (target < 0)
+		return sb_err(err, errlen, "cannot replace /etc/resolv.conf in the sandbox: %s", strerror(errno));
+	cleanup_fd int tree = open_tree(resolvfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	if (tree < 0)
+		return sb_err(err, errlen, "cannot clone the session's resolv.conf: %s", strerror(errno));
+	int r = set_attr(tree, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, false,
+	                 "resolv.conf", err, errlen);
+	return r < 0 ? r : attach(tree, target, "/etc/resolv.conf", err, errlen);
+}
+
+static int user_binds(const struct sb_session *s, int rootfd, char *err, size_t errlen)
+{
+	const struct sb_config *c = s->cfg;
+	int r;
+
+	for (size_t i = 0; i < c->writable_paths.n; i++)
+		if ((r = bind_at(rootfd, c->writable_paths.v[i], c->writable_paths.v[i],
+		                 MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0)
+			return r;
+	if (c->profile != SB_PROFILE_BASE) {
+		for (size_t i = 0; i < c->plugin_paths.n; i++) {
+			if (access(c->plugin_paths.v[i], F_OK) < 0) {
+				log_info("plugin path %s does not exist; skipped", c->plugin_paths.v[i]);
+				continue;
+			}
+			if ((r = bind_at(rootfd, c->plugin_paths.v[i], c->plugin_paths.v[i],
+			                 MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0)
+				return r;
+		}
+	}
+	for (size_t i = 0; i < c->n_binds; i++) {
+		uint64_t a = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (c->binds[i].rw ? 0 : MOUNT_ATTR_RDONLY);
+		if ((r = bind_at(rootfd, c->binds[i].src, c->binds[i].dst, a, err, errlen)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+int sb_mounts_build(const struct sb_session *s, const struct sb_go *go, char *err, size_t errlen)
+{
+	const struct sb_config *c = s->cfg;
+	const uint64_t ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+	cleanup_fd int rootfd = -1, hostroot = -1, upperfd = -1, workfd = -1, resolvfd = -1;
+	int r;
+
+	/* Nothing we mount may propagate back to the host; host changes may still reach us. */
+	if (mount(NULL, "/", NULL, MS_SLAVE | MS_REC, NULL) < 0)
+		return sb_err(err, errlen, "cannot make the mount namespace private: %s", strerror(errno));
+	hostroot = open(s->dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (hostroot < 0)
+		return sb_err(err, errlen, "cannot open %s: %s", s->dir, strerror(errno));
+	if (c->project_mode == SB_PROJECT_OVERLAY) {
+		upperfd = openat(hostroot, "upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		workfd = openat(hostroot, "work", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (upperfd < 0 || workfd < 0)
+			return sb_err(err, errlen, "cannot open the overlay directories in %s: %s", s->dir,
+			              strerror(errno));
+	}
+	if (go->have_resolv && (resolvfd = openat(hostroot, "resolv.conf", O_PATH | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return sb_err(err, errlen, "cannot open %s/resolv.conf: %s", s->dir, strerror(errno));
+
+	if (c->profile == SB_PROFILE_UNSAFE) {
+		/* The whole host, read-only; fresh /tmp, /run, /dev, /proc go on top below. */
+		rootfd = clone_tree("/", ro, err, errlen);
+	} else {
+		const char *opts[] = {"mode", "0755", NULL};
+		rootfd = new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen);
+	}
+	if (rootfd < 0)
+		return rootfd;
+	if ((r = attach(rootfd, hostroot, "the sandbox root", err, errlen)) < 0)
+		return r;
+
+	if (c->profile != SB_PROFILE_UNSAFE) {
+		if ((r = system_dirs(rootfd, err, errlen)) < 0)
+			return r;
+		if (symlinkat("../run", rootfd, "var/run") < 0 && errno == ENOENT) {
+			cleanup_fd int v = mkpath(rootfd, "/var", true, err, errlen);
+			if (v < 0)
+				return v;
+			if (symlinkat("../run", rootfd, "var/run") < 0)
+				return sb_err(err, errlen, "symlink /var/run: %s", strerror(errno));
+		}
+	}
+	if ((r = tmpfs_at(rootfd, "/tmp", "1777", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0 ||
+	    (r = tmpfs_at(rootfd, "/var/tmp", "1777", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0 ||
+	    (r = tmpfs_at(rootfd, "/run", "0755", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0)
+		return r;
+	/* base/plugin: an empty, writable home that vanishes with the session. */
+	if (c->profile != SB_PROFILE_UNSAFE && c->home && strcmp(c->home, "/") != 0 &&
+	    (r = tmpfs_at(rootfd, c->home, "0700", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0)
+		return r;
+	if ((r = sb_overlay_mount_project(s, rootfd, upperfd, workfd, err, errlen)) < 0)
+		return r;
+	if ((r = user_binds(s, rootfd, err, errlen)) < 0)
+		return r;
+	if ((r = dev_tree(rootfd, err, errlen)) < 0 || (r = proc_tree(rootfd, s->userns, err, errlen)) < 0)
+		return r;
+	if ((r = masks(s, rootfd, err, errlen)) < 0)
+		return r;
+	if (go->have_resolv && (r = resolv_conf(resolvfd, rootfd, err, errlen)) < 0)
+		return r;
+
+	/* pivot_root(".", ".") stacks the old root under the new one; detaching it leaves only ours. */
+	if (fchdir(rootfd) < 0 || syscall(SYS_pivot_root, ".", ".") < 0)
+		return sb_err(err, errlen, "pivot_root: %s", strerror(errno));
+	if (umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
+		return sb_err(err, errlen, "cannot detach the host root: %s", strerror(errno));
+	struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY};
+	if (mount_setattr(AT_FDCWD, "/", 0, &a, sizeof a) < 0)
+		return sb_err(err, errlen, "cannot make the sandbox root read-only: %s", strerror(errno));
+	return 0;
+}

@@ -1,0 +1,169 @@
+/* The network step (launcher side). Without --allow-network the session's network namespace
+ * keeps only `lo` and nothing happens here. With it, the policy is compiled from the standard
+ * layers plus --policy/--allow (policy/ library), and netd wires the namespace: it gets the
+ * namespace fd and the serialised policy and returns the gateway, proxy port and resolv.conf.
+ * This file is the only place the launcher talks to netd (netd/client.h). */
+#include "session.h"
+
+#include "config.h"
+#include "log.h"
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if SB_HAVE_POLICY
+#include "policy.h"
+#endif
+#if SB_HAVE_NETD
+#include "client.h"
+#endif
+
+struct sb_netsess {
+#if SB_HAVE_NETD
+	struct netd_session *ns; /* owned */
+#endif
+	char id[64];
+};
+
+#if SB_HAVE_POLICY
+static bool looks_like_file(const char *p)
+{
+	size_t n = strlen(p);
+	return strchr(p, '/') || (n > 5 && strcmp(p + n - 5, ".json") == 0) ||
+	       (n > 4 && strcmp(p + n - 4, ".txt") == 0) || (n > 5 && strcmp(p + n - 5, ".list") == 0);
+}
+
+/* Compiles the session's policy and returns policy_serialize() output (malloced). */
+static char *build_policy(const struct sb_config *c, char *err, size_t errlen)
+{
+	struct policy_builder *b = policy_builder_new();
+	struct policy *p = NULL;
+	struct policy_error pe;
+	char buf[POLICY_ERR_MAX + 300];
+	char *json = NULL;
+	int r;
+
+	memset(&pe, 0, sizeof pe);
+	if (!b) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	if ((r = policy_builder_add_standard_layers(b, SLUICE_SYSCONFDIR, c->home, c->project_dir, &pe)) < 0)
+		goto fail;
+	for (size_t i = 0; i < c->policies.n; i++) {
+		const char *v = c->policies.v[i];
+		r = looks_like_file(v) ? policy_builder_add_file(b, POLICY_LAYER_CLI, v, &pe)
+		                       : policy_builder_add_preset(b, POLICY_LAYER_CLI, v, &pe);
+		if (r < 0)
+			goto fail;
+	}
+	for (size_t i = 0; i < c->allows.n; i++)
+		if ((r = policy_builder_add_pattern(b, POLICY_LAYER_CLI, c->allows.v[i], false, "--allow", &pe)) < 0)
+			goto fail;
+	if (!(p = policy_builder_compile(b, &pe)))
+		goto fail;
+	json = policy_serialize(p);
+	if (!json)
+		snprintf(err, errlen, "cannot serialise the policy (out of memory)");
+	policy_unref(p);
+	policy_builder_free(b);
+	return json;
+fail:
+	snprintf(err, errlen, "policy: %s", policy_error_format(&pe, buf, sizeof buf));
+	policy_builder_free(b);
+	return NULL;
+}
+#endif
+
+static int write_resolv(const struct sb_session *s, const char *content, char *err, size_t errlen)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/resolv.conf", s->dir);
+	cleanup_fd int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	size_t len = strlen(content);
+	if (fd < 0 || write(fd, content, len) != (ssize_t)len) {
+		snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno ? errno : EIO));
+		return -EIO;
+	}
+	return 0;
+}
+
+int sb_net_open(struct sb_session *s, int netns_fd, struct sb_go *go, char *err, size_t errlen)
+{
+	const struct sb_config *c = s->cfg;
+
+	if (!c->allow_network)
+		return 0;
+	if (c->org_forbid_network) {
+		snprintf(err, errlen, "--allow-network is forbidden by the organisation policy (%s/policy.json)",
+		         SLUICE_SYSCONFDIR);
+		return -EPERM;
+	}
+#if SB_HAVE_POLICY
+	cleanup_free char *policy_json = build_policy(c, err, errlen);
+	if (!policy_json)
+		return -EINVAL;
+#endif
+#if SB_HAVE_NETD && SB_HAVE_POLICY
+	struct netd_session_request req = {
+	        .netns_fd = netns_fd,
+	        .command = s->argv[0],
+	        .policy_json = policy_json,
+	        .audit_log = c->audit_log,
+	};
+	struct netd_session_reply reply;
+	struct sb_netsess *n = calloc(1, sizeof *n);
+	int r;
+
+	memset(&reply, 0, sizeof reply);
+	if (!n)
+		return -ENOMEM;
+	n->ns = netd_session_open(&req, &reply, err, errlen);
+	if (!n->ns) {
+		free(n);
+		return -ECONNREFUSED;
+	}
+	s->net = n;
+	util_strlcpy(n->id, reply.id, sizeof n->id);
+	/* The reply comes from sluiced: bound what we copy and refuse a malformed gateway. */
+	reply.resolv_conf[sizeof reply.resolv_conf - 1] = '\0';
+	reply.gw4[sizeof reply.gw4 - 1] = '\0';
+	reply.gw6[sizeof reply.gw6 - 1] = '\0';
+	if (reply.gw4[0] && strspn(reply.gw4, "0123456789.") == strlen(reply.gw4))
+		snprintf(go->proxy_url, sizeof go->proxy_url, "http://%s:%u", reply.gw4, (unsigned)reply.proxy_port);
+	else if (reply.gw6[0] && strspn(reply.gw6, "0123456789abcdefABCDEF:") == strlen(reply.gw6))
+		snprintf(go->proxy_url, sizeof go->proxy_url, "http://[%s]:%u", reply.gw6, (unsigned)reply.proxy_port);
+	else {
+		snprintf(err, errlen, "netd returned no usable gateway address");
+		return -EPROTO;
+	}
+	if ((r = write_resolv(s, reply.resolv_conf, err, errlen)) < 0)
+		return r;
+	go->have_resolv = 1;
+	return 0;
+#else
+	(void)netns_fd;
+	(void)go;
+	(void)write_resolv;
+	snprintf(err, errlen,
+	         "--allow-network is not available in this build: the netd client (netd/client.h) is not "
+	         "built in yet; run without --allow-network (no network) or update sluice");
+	return -ENOSYS;
+#endif
+}
+
+void sb_net_close(struct sb_session *s)
+{
+	if (!s->net)
+		return;
+#if SB_HAVE_NETD
+	netd_session_close(s->net->ns);
+#endif
+	free(s->net);
+	s->net = NULL;
+}

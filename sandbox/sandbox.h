@@ -1,0 +1,128 @@
+/* The launcher's shared types: the resolved session configuration (from config files and the
+ * command line) and the per-session runtime state that the containment steps read and fill.
+ * Every containment step is a function `int sb_<step>(...)` returning 0 or -errno and writing a
+ * one-line reason into an error buffer; none of them exits. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define SB_ERR_MAX 1024
+
+/* Exit statuses of the launcher itself (like env(1)); the command's own status passes through. */
+#define SB_EXIT_TIMEOUT 124 /* --timeout expired (like timeout(1)) */
+#define SB_EXIT_FAIL    125 /* the launcher failed: bad usage, bad config, a containment step failed */
+#define SB_EXIT_NOEXEC  126 /* the command was found but could not be executed */
+#define SB_EXIT_NOENT   127 /* the command was not found */
+
+enum sb_profile {
+	SB_PROFILE_BASE = 0, /* tight: system dirs read-only, empty home, project, caches */
+	SB_PROFILE_PLUGIN,   /* base + the extra paths named in config ("plugin_paths") */
+	SB_PROFILE_UNSAFE,   /* the whole host read-only (secrets still masked) */
+};
+
+enum sb_project_mode {
+	SB_PROJECT_OVERLAY = 0, /* copy-on-write; changes in the session dir */
+	SB_PROJECT_RW,
+	SB_PROJECT_RO,
+};
+
+enum sb_save_mode {
+	SB_SAVE_NONE = 0,
+	SB_SAVE_PATCH, /* keep the session dir and write changes.patch into it */
+	SB_SAVE_APPLY, /* copy the changes onto the project directory */
+};
+
+/* One extra mount. */
+struct sb_bind {
+	char *src; /* owned; absolute, resolved on the host */
+	char *dst; /* owned; absolute path inside the sandbox */
+	bool rw;
+};
+
+/* I/O throttle for one block device. */
+struct sb_io_limit {
+	unsigned maj, min;
+	uint64_t read_bps, write_bps; /* 0 = unlimited */
+};
+
+#define SB_IO_MAX 8
+
+struct sb_limits {
+	uint64_t cpu_millicores; /* 0 = none; 1500 = 1.5 cores */
+	uint64_t memory_bytes;   /* 0 = none */
+	uint64_t pids;           /* 0 = none */
+	struct sb_io_limit io[SB_IO_MAX];
+	size_t n_io;
+	unsigned timeout_s; /* wall clock; 0 = none */
+};
+
+/* A growable list of owned strings. */
+struct sb_strv {
+	char **v; /* owned array of owned strings; NULL-terminated when n > 0 */
+	size_t n;
+};
+
+int sb_strv_add(struct sb_strv *s, const char *str);
+bool sb_strv_contains(const struct sb_strv *s, const char *str);
+void sb_strv_clear(struct sb_strv *s);
+
+/* Everything the session needs to know, resolved before any namespace exists. */
+struct sb_config {
+	enum sb_profile profile;
+	enum sb_project_mode project_mode;
+	enum sb_save_mode save;
+	char *project_dir; /* owned; realpath of the project directory */
+	char *home;        /* owned; the invoking user's home (realpath when it exists) */
+	uid_t uid;         /* the invoking user */
+	gid_t gid;
+
+	struct sb_strv writable_paths; /* host paths bound read-write at the same place (caches) */
+	struct sb_strv plugin_paths;   /* host paths bound read-only for the plugin profile */
+	struct sb_strv env_keep;       /* variable names passed through (exact, or PREFIX* ) */
+	struct sb_strv env_set;        /* NAME=VALUE set in the sandbox */
+	struct sb_bind *binds;         /* owned array */
+	size_t n_binds;
+	struct sb_limits limits;
+
+	bool allow_network;
+	struct sb_strv policies; /* --policy NAME|FILE */
+	struct sb_strv allows;   /* --allow HOST[:PORT] */
+	char *audit_log;         /* owned; --audit-log PATH, or NULL */
+
+	/* Organisation caps (from /etc/sluice only). */
+	bool org_forbid_unsafe;
+	bool org_forbid_no_sandbox;
+	bool org_forbid_network;
+
+	char *hostname; /* owned; default "sluice" */
+	int verbose;
+};
+
+void sb_config_init(struct sb_config *c);
+void sb_config_clear(struct sb_config *c);
+
+/* Which configuration file a setting came from, strongest first. The project file lives in the
+ * (possibly untrusted) repository: it may only narrow (a tighter profile, lower limits). */
+enum sb_cfg_layer { SB_CFG_ORG = 0, SB_CFG_USER, SB_CFG_PROJECT };
+
+/* Reads the "sandbox" object of the layered configuration files (org, user, project) into c.
+ * Lower layers cannot widen what the organisation forbids. sysconfdir: e.g. "/etc/sluice". */
+int sb_config_load_layers(struct sb_config *c, const char *sysconfdir, char *err, size_t errlen);
+/* Parses one file's "sandbox" object (the rest of the file is the policy's business).
+ * Only the org layer may set the allow_* caps. Missing file: 0. */
+int sb_config_load_file(struct sb_config *c, const char *path, enum sb_cfg_layer layer, char *err, size_t errlen);
+/* Parses a "sandbox" JSON text as if read from `name`. */
+int sb_config_load_json(struct sb_config *c, const char *name, const char *text, size_t len, enum sb_cfg_layer layer,
+                        char *err, size_t errlen);
+/* The organisation's maxima (0 = none), for capping command-line limits. */
+const struct sb_limits *sb_config_org_caps(void);
+
+/* Parsers shared by the command line and config: "512M", "2G", "1.5" cores, "8:0:10M". */
+int sb_parse_size(const char *s, uint64_t *out);
+int sb_parse_cpu(const char *s, uint64_t *millicores);
+int sb_parse_io(const char *s, unsigned *maj, unsigned *min, uint64_t *bps);
+/* Expands a leading "~/" against home. Returns a malloced string or NULL (ENOMEM). */
+char *sb_expand_home(const char *path, const char *home);

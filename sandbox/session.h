@@ -1,0 +1,126 @@
+/* The per-session runtime state shared by the launcher (outside) and the containment steps run in
+ * the sandbox's first process (inside), and the prototypes of every containment step, grouped by
+ * the file that implements it. Each step returns 0 or -errno and writes one line into err. */
+#pragma once
+
+#include "sandbox.h"
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#define SB_ID_LEN 17 /* 16 hex digits + NUL */
+
+struct sb_cgroup;
+struct sb_netsess;
+
+/* What the launcher sends the sandbox's init once the outside is ready (fixed size, one write). */
+struct sb_go {
+	int32_t status;      /* 0 = continue; else -errno: the launcher failed, abort quietly */
+	char proxy_url[128]; /* "http://GW:PORT" with --allow-network, else "" */
+	uint8_t have_resolv; /* session dir holds resolv.conf to bind over /etc/resolv.conf */
+	uint8_t cgroup_ns;   /* enter a cgroup namespace (after init was placed in its cgroups) */
+};
+
+struct sb_session {
+	const struct sb_config *cfg; /* borrowed */
+	char id[SB_ID_LEN];
+	char *dir;              /* owned; the session directory (upper/, work/, resolv.conf); the new
+	                         * root is mounted over it in the sandbox's mount namespace */
+	bool keep_dir;          /* --save: leave it for the user */
+	bool userns;            /* run in a user namespace (the launcher is not root) */
+	char *cwd;              /* owned; the working directory the command starts in */
+	char *const *argv;      /* borrowed; the command */
+	struct sb_cgroup *cg;   /* owned (launcher side) */
+	struct sb_netsess *net; /* owned (launcher side) */
+	pid_t init_pid;         /* the sandbox's pid 1, as seen by the launcher */
+	int sync_fd;            /* owned; socketpair end (launcher's or init's) */
+	int lock_fd;            /* owned; the session directory, flock'ed while the launcher lives */
+	int tty_fd;             /* borrowed (stdin) while the sandbox owns the terminal, else -1 */
+	bool born_in_cgroup;    /* init was cloned straight into the v2 session cgroup */
+	sigset_t saved_mask;    /* the launcher's signal mask before it blocked the forwarded set */
+};
+
+/* ---- err.c ---- */
+/* Writes the message and returns -errno (errno as it was on entry). */
+int sb_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Writes the message and returns -code. */
+int sb_errc(char *err, size_t errlen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* ---- session.c: the launcher side ---- */
+/* Runs the whole session; returns the exit status for the launcher. */
+int sb_session_run(const struct sb_config *cfg, char *const *argv);
+
+/* ---- contain.c: the ordered containment steps inside; never returns ---- */
+__attribute__((noreturn)) void sb_contain_main(struct sb_session *s);
+
+/* ---- ns.c ---- */
+int sb_ns_clone_flags(const struct sb_session *s);
+int sb_ns_write_idmaps(pid_t pid, uid_t uid, gid_t gid, char *err, size_t errlen);
+int sb_ns_set_hostname(const char *name, char *err, size_t errlen);
+int sb_ns_loopback_up(char *err, size_t errlen);
+int sb_ns_enter_cgroup_ns(char *err, size_t errlen);
+
+/* ---- mounts.c ---- */
+/* Builds the sandbox's filesystem under the session's root directory and pivots into it. */
+int sb_mounts_build(const struct sb_session *s, const struct sb_go *go, char *err, size_t errlen);
+/* Safe path helpers (also used by overlay.c): open PATH beneath dirfd without following any
+ * symlink or crossing into /proc magic links. */
+int sb_open_beneath(int dirfd, const char *path, int flags, char *err, size_t errlen);
+
+/* ---- overlay.c ---- */
+int sb_session_dir_create(struct sb_session *s, char *err, size_t errlen);
+void sb_session_dir_remove(struct sb_session *s);
+/* Mounts the project at its place under rootfd (overlay/rw/ro); upperfd/workfd: the session's
+ * upper/ and work/ directories (overlay mode), opened before the new root covered them. */
+int sb_overlay_mount_project(const struct sb_session *s, int rootfd, int upperfd, int workfd, char *err, size_t errlen);
+/* After the session: writes SESSION/changes.patch (SB_SAVE_PATCH) or applies the upper dir onto
+ * the project (SB_SAVE_APPLY). */
+int sb_overlay_save(struct sb_session *s, char *err, size_t errlen);
+
+/* ---- env.c ---- */
+/* Builds the sandbox environment (malloced NULL-terminated array of malloced strings). */
+char **sb_env_build(const struct sb_session *s, const struct sb_go *go, char **environ_in);
+void sb_env_free(char **env);
+bool sb_env_name_allowed(const struct sb_config *cfg, const char *name, size_t namelen);
+
+/* ---- caps.c ---- */
+int sb_caps_drop_all(char *err, size_t errlen);
+int sb_no_new_privs(char *err, size_t errlen);
+int sb_die_with_parent(char *err, size_t errlen);
+int sb_close_fds_above(int keep_max, char *err, size_t errlen);
+
+/* ---- seccomp.c ---- */
+int sb_seccomp_load(char *err, size_t errlen);
+/* Builds the filter (libseccomp context) without loading it; used by seccomp-gen at build time.
+ * The caller owns *out (seccomp_release). Declared with void * so callers need not include
+ * seccomp.h. */
+int sb_seccomp_build(void **out, char *err, size_t errlen);
+
+/* ---- cgroup.c (launcher side) ---- */
+int sb_cgroup_new(const struct sb_limits *lim, const char *id, bool privileged, struct sb_cgroup **out, char *err,
+                  size_t errlen);
+/* Moves pid into the session's cgroups (v2_done: it was born in the v2 one, CLONE_INTO_CGROUP). */
+int sb_cgroup_attach(struct sb_cgroup *cg, pid_t pid, bool v2_done, char *err, size_t errlen);
+/* An fd on the session's v2 cgroup directory for clone3(CLONE_INTO_CGROUP), or -1. */
+int sb_cgroup_v2_fd(const struct sb_cgroup *cg);
+bool sb_cgroup_active(const struct sb_cgroup *cg);
+void sb_cgroup_kill_all(struct sb_cgroup *cg);
+void sb_cgroup_free(struct sb_cgroup *cg); /* kills what is left and removes the cgroups; NULL ok */
+/* Removes the cgroups sluice-ID of a session whose launcher died; -EBUSY while one of its tasks
+ * is still a zombie (try again later). */
+int sb_cgroup_reap(const char *id);
+
+/* ---- init.c: pid 1 of the sandbox ---- */
+/* Forks the command (which runs `exec_cmd`), then reaps and forwards signals; returns the exit
+ * status for init to exit with. */
+int sb_init_run(void (*exec_cmd)(void *), void *arg, const sigset_t *saved_mask);
+/* The signals the launcher and init forward to the command. */
+void sb_forward_sigset(sigset_t *set);
+
+/* ---- net.c (launcher side) ---- */
+/* The --allow-network step: wires the session's netns (netns_fd, borrowed) through netd, writes
+ * SESSION/resolv.conf and fills go->proxy_url. Without --allow-network: nothing. */
+int sb_net_open(struct sb_session *s, int netns_fd, struct sb_go *go, char *err, size_t errlen);
+void sb_net_close(struct sb_session *s);

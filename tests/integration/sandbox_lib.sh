@@ -1,0 +1,90 @@
+# Helpers for the sandbox integration tests (sourced after tests/lib/tap.sh). Every test runs the
+# launcher twice: as root, and as a throwaway unprivileged user (user namespaces) created here and
+# removed on exit. All state lives in a private temp dir; HOME is a fake home inside it.
+SLUICE="$SLUICE_BUILD_DIR/sandbox/sluice"
+ESC="$SLUICE_BUILD_DIR/tests/escape"
+[ "$(id -u)" = 0 ] || skip_all "the sandbox tests create a test user and cgroups: run as root"
+[ -x "$SLUICE" ] || skip_all "sluice not built"
+command -v setpriv >/dev/null || skip_all "setpriv (util-linux) missing"
+
+# Not under /tmp: the sandbox replaces /tmp, and the unsafe profile must see the fake homes.
+SB_T=$(mktemp -d "${SLUICE_SBTEST_DIR:-/var/lib}/sluice-sbtest.XXXXXX")
+chmod 755 "$SB_T"
+TU="sbt$$"
+TU_HOME="$SB_T/home-user"
+ROOT_HOME="$SB_T/home-root"
+mkdir -p "$TU_HOME" "$ROOT_HOME"
+useradd -M -d "$TU_HOME" -s /bin/sh "$TU" >/dev/null 2>&1 || skip_all "useradd failed"
+chown "$TU:$TU" "$TU_HOME"
+chmod 700 "$TU_HOME" "$ROOT_HOME"
+TU_UID=$(id -u "$TU")
+
+sb_cleanup() {
+	# Processes of the test user (there should be none): by uid, never by name.
+	local p
+	for p in $(pgrep -u "$TU_UID" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+	userdel "$TU" >/dev/null 2>&1
+	rm -rf "$SB_T" "/var/tmp/sluice-$TU_UID"
+}
+trap sb_cleanup EXIT
+
+# home MODE: the fake home of root or the test user.
+home() { if [ "$1" = root ]; then echo "$ROOT_HOME"; else echo "$TU_HOME"; fi; }
+
+# newdir MODE: a fresh directory owned by MODE's user.
+newdir() {
+	local d
+	d=$(mktemp -d "$SB_T/p.XXXXXX")
+	chmod 755 "$d"
+	[ "$1" = root ] || chown "$TU:$TU" "$d"
+	echo "$d"
+}
+
+# as MODE CMD...: runs CMD with a clean environment as root or as the test user, in the current
+# directory. Extra variables: set SB_ENV="NAME=VALUE ..." for the call.
+as() {
+	local mode=$1; shift
+	# shellcheck disable=SC2086
+	if [ "$mode" = root ]; then
+		env -i HOME="$ROOT_HOME" PATH=/usr/local/bin:/usr/bin:/bin USER=root LANG=C.UTF-8 ${SB_ENV:-} "$@"
+	else
+		setpriv --reuid="$TU_UID" --regid="$TU_UID" --clear-groups \
+			env -i HOME="$TU_HOME" PATH=/usr/local/bin:/usr/bin:/bin USER="$TU" LANG=C.UTF-8 ${SB_ENV:-} "$@"
+	fi
+}
+
+# bg_exec MODE CMD...: like `as`, but execs (use in a background subshell so $! is CMD's pid).
+bg_exec() {
+	local mode=$1; shift
+	# shellcheck disable=SC2086
+	if [ "$mode" = root ]; then
+		exec env -i HOME="$ROOT_HOME" PATH=/usr/local/bin:/usr/bin:/bin USER=root LANG=C.UTF-8 ${SB_ENV:-} "$@"
+	else
+		exec setpriv --reuid="$TU_UID" --regid="$TU_UID" --clear-groups \
+			env -i HOME="$TU_HOME" PATH=/usr/local/bin:/usr/bin:/bin USER="$TU" LANG=C.UTF-8 ${SB_ENV:-} "$@"
+	fi
+}
+
+# sb MODE ARGS...: `sluice run ARGS...` as MODE.
+sb() { local mode=$1; shift; as "$mode" "$SLUICE" run "$@"; }
+
+# q CMD...: runs CMD with its output turned into TAP comments; returns CMD's status.
+q() {
+	local o r
+	o=$("$@" 2>&1)
+	r=$?
+	[ -n "$o" ] && printf '%s\n' "$o" | sed 's/^/# /'
+	return $r
+}
+
+# rc CMD...: prints CMD's exit status (output discarded).
+rc() { "$@" >/dev/null 2>&1; echo $?; }
+
+# session_dirs MODE: how many session directories exist (must be 0 between sessions).
+session_dirs() {
+	local d
+	if [ "$1" = root ]; then d=/run/sluice/sessions; else d="/var/tmp/sluice-$TU_UID"; fi
+	find "$d" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l
+}
+
+MODES="root user"

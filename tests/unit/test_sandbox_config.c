@@ -1,0 +1,141 @@
+/* Unit tests for sandbox/config.c: the "sandbox" object of the layered config files, the
+ * organisation's caps, what a project file may not do, and the value parsers. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "sandbox.h"
+
+static int load(struct sb_config *c, enum sb_cfg_layer layer, const char *json, char *err)
+{
+	return sb_config_load_json(c, "test.json", json, strlen(json), layer, err, SB_ERR_MAX);
+}
+
+static void test_parse_size(void **state)
+{
+	uint64_t v;
+	(void)state;
+	assert_int_equal(sb_parse_size("512M", &v), 0);
+	assert_int_equal(v, 512ull << 20);
+	assert_int_equal(sb_parse_size("2G", &v), 0);
+	assert_int_equal(v, 2ull << 30);
+	assert_int_equal(sb_parse_size("1.5KiB", &v), 0);
+	assert_int_equal(v, 1536);
+	assert_int_equal(sb_parse_size("4096", &v), 0);
+	assert_int_equal(v, 4096);
+	assert_int_not_equal(sb_parse_size("", &v), 0);
+	assert_int_not_equal(sb_parse_size("-1M", &v), 0);
+	assert_int_not_equal(sb_parse_size("12Q", &v), 0);
+	assert_int_not_equal(sb_parse_size("M", &v), 0);
+	assert_int_not_equal(sb_parse_size("99999999999T", &v), 0);
+}
+
+static void test_parse_cpu_io(void **state)
+{
+	uint64_t v;
+	unsigned maj, min;
+	(void)state;
+	assert_int_equal(sb_parse_cpu("0.5", &v), 0);
+	assert_int_equal(v, 500);
+	assert_int_equal(sb_parse_cpu("2", &v), 0);
+	assert_int_equal(v, 2000);
+	assert_int_not_equal(sb_parse_cpu("0", &v), 0);
+	assert_int_not_equal(sb_parse_cpu("nan", &v), 0);
+	assert_int_not_equal(sb_parse_cpu("2x", &v), 0);
+	assert_int_equal(sb_parse_io("8:16:10M", &maj, &min, &v), 0);
+	assert_int_equal(maj, 8);
+	assert_int_equal(min, 16);
+	assert_int_equal(v, 10ull << 20);
+	assert_int_not_equal(sb_parse_io("8:10M", &maj, &min, &v), 0);
+	assert_int_not_equal(sb_parse_io("/dev/null:1M", &maj, &min, &v), 0); /* not a block device */
+	assert_int_not_equal(sb_parse_io(":1:1M", &maj, &min, &v), 0);
+}
+
+static void test_layers_and_caps(void **state)
+{
+	struct sb_config c;
+	char err[SB_ERR_MAX];
+	(void)state;
+
+	sb_config_init(&c);
+	c.home = strdup("/home/u");
+	/* org: forbids unsafe and the bypass; caps memory at 1G */
+	assert_int_equal(
+	        load(&c, SB_CFG_ORG,
+	             "{ // comments are fine\n \"sandbox\": { \"allow_unsafe\": false, \"allow_no_sandbox\": false,"
+	             " \"limits\": { \"memory\": \"1G\" } }, \"allow\": [\"x\"] }",
+	             err),
+	        0);
+	assert_true(c.org_forbid_unsafe);
+	assert_true(c.org_forbid_no_sandbox);
+	assert_false(c.org_forbid_network);
+	/* user asks for more memory than the org allows: capped */
+	assert_int_equal(
+	        load(&c, SB_CFG_USER,
+	             "{\"sandbox\": {\"limits\": {\"memory\": \"8G\", \"pids\": 500}, \"profile\": \"plugin\","
+	             " \"writable_paths\": [\"~/.npm\"], \"plugin_paths\": [\"/opt/x\"], \"env\": [\"GOPATH\"]}}",
+	             err),
+	        0);
+	assert_int_equal(c.limits.memory_bytes, 1ull << 30);
+	assert_int_equal(c.limits.pids, 500);
+	assert_int_equal(c.profile, SB_PROFILE_PLUGIN);
+	assert_string_equal(c.writable_paths.v[0], "/home/u/.npm");
+	assert_int_equal(sb_config_org_caps()->memory_bytes, 1ull << 30);
+	/* user may not set org-only keys */
+	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"allow_unsafe\": true}}", err), 0);
+	assert_non_null(strstr(err, "organisation"));
+	/* project: may lower limits and tighten the profile, not widen anything */
+	assert_int_equal(
+	        load(&c, SB_CFG_PROJECT, "{\"sandbox\": {\"limits\": {\"pids\": 100}, \"profile\": \"base\"}}", err),
+	        0);
+	assert_int_equal(c.limits.pids, 100);
+	assert_int_equal(c.profile, SB_PROFILE_BASE);
+	assert_int_equal(load(&c, SB_CFG_PROJECT, "{\"sandbox\": {\"limits\": {\"pids\": 100000}}}", err), 0);
+	assert_int_equal(c.limits.pids, 100);
+	assert_int_not_equal(load(&c, SB_CFG_PROJECT, "{\"sandbox\": {\"profile\": \"unsafe\"}}", err), 0);
+	assert_int_equal(c.profile, SB_PROFILE_BASE);
+	assert_int_not_equal(load(&c, SB_CFG_PROJECT, "{\"sandbox\": {\"writable_paths\": [\"~/.ssh\"]}}", err), 0);
+	assert_int_not_equal(load(&c, SB_CFG_PROJECT, "{\"sandbox\": {\"env\": [\"AWS_SECRET_ACCESS_KEY\"]}}", err), 0);
+	assert_int_equal(c.writable_paths.n, 1);
+	sb_config_clear(&c);
+}
+
+static void test_bad_input(void **state)
+{
+	struct sb_config c;
+	char err[SB_ERR_MAX];
+	(void)state;
+
+	sb_config_init(&c);
+	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"profile\": \"rawdog\"}}", err), 0);
+	assert_non_null(strstr(err, "test.json: sandbox.profile"));
+	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"limits\": {\"memory\": \"lots\"}}}", err), 0);
+	assert_non_null(strstr(err, "sandbox.limits.memory"));
+	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"limits\": {\"disk\": 1}}}", err), 0);
+	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"writable_paths\": [\"relative/path\"]}}", err), 0);
+	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"writable_paths\": [\"~/.npm\"]}}", err),
+	                     0); /* no home */
+	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"surprise\": 1}}", err), 0);
+	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": [] }", err), 0);
+	assert_int_not_equal(load(&c, SB_CFG_USER, "[1,2]", err), 0);
+	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\n  \"profile\": }", err), 0);
+	assert_non_null(strstr(err, "test.json:2:"));
+	assert_int_not_equal(load(&c, SB_CFG_USER, "{} trailing", err), 0);
+	assert_int_equal(load(&c, SB_CFG_USER, "{\"allow\": [\"pypi.org\"]}", err), 0); /* not ours: ignored */
+	sb_config_clear(&c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_parse_size),
+	        cmocka_unit_test(test_parse_cpu_io),
+	        cmocka_unit_test(test_layers_and_caps),
+	        cmocka_unit_test(test_bad_input),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
