@@ -15,8 +15,8 @@
 #include "util.h"
 
 struct audit_log {
-	char *path; /* owned; NULL when opened from an fd */
-	int fd;     /* owned */
+	char *path;    /* owned; NULL when opened from an fd */
+	int fd;        /* owned */
 	char *pending; /* owned; lines not yet written, in order */
 	size_t npending;
 	bool failed; /* the last write failed */
@@ -63,7 +63,8 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
 			return 0;
 		cp = (cp << 6) | (s[i] & 0x3f);
 	}
-	if ((need == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (need == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+	if ((need == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+	    (need == 4 && (cp < 0x10000 || cp > 0x10ffff)))
 		return 0;
 	return need;
 }
@@ -137,7 +138,7 @@ static int format_body(const struct audit_record *r, char *buf, size_t len)
 	if (!gmtime_r(&r->start.tv_sec, &tm))
 		memset(&tm, 0, sizeof tm);
 	n = snprintf(ts, sizeof ts, "{\"time\":\"%04d-%02d-%02dT%02d:%02d:%02d.", tm.tm_year + 1900, tm.tm_mon + 1,
-		     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+	             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
 	if (n < 0 || (size_t)n + 6 >= sizeof ts)
 		return -ENOSPC;
 	ts[n++] = (char)('0' + ms / 100 % 10);
@@ -161,7 +162,8 @@ static int format_body(const struct audit_record *r, char *buf, size_t len)
 	    field_str(buf, len, &pos, "rule", (r->rule && *r->rule) ? r->rule : NULL) ||
 	    field_str(buf, len, &pos, "reason", r->reason) || field_str(buf, len, &pos, "address", r->address) ||
 	    field_num(buf, len, &pos, "status", (uint64_t)(r->status < 0 ? 0 : r->status)) ||
-	    field_num(buf, len, &pos, "bytes_out", r->bytes_out) || field_num(buf, len, &pos, "bytes_in", r->bytes_in) ||
+	    field_num(buf, len, &pos, "bytes_out", r->bytes_out) ||
+	    field_num(buf, len, &pos, "bytes_in", r->bytes_in) ||
 	    field_num(buf, len, &pos, "duration_ms", r->duration_ms) || field_str(buf, len, &pos, "error", r->error))
 		return -ENOSPC;
 	buf[pos] = '\0';
@@ -215,8 +217,9 @@ struct audit_log *audit_log_open(const char *path, int fd, char *err, size_t err
 		a->path = strdup(path);
 		a->fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
 		if (!a->path || a->fd < 0) {
-			snprintf(err, errlen, "cannot open audit log %s: %s (check the directory exists and is writable)",
-				 path, strerror(errno));
+			snprintf(err, errlen,
+			         "cannot open audit log %s: %s (check the directory exists and is writable)", path,
+			         strerror(errno));
 			if (fd >= 0)
 				close(fd);
 			audit_log_free(a);

@@ -10,9 +10,9 @@
 #include <sys/types.h>
 #include <time.h>
 
-#define AUDIT_LINE_MAX 4608 /* record (4 KiB) plus the hash-chain suffix */
+#define AUDIT_LINE_MAX    4608 /* record (4 KiB) plus the hash-chain suffix */
 #define AUDIT_PENDING_MAX (1u << 20)
-#define AUDIT_BATCH_MAX (64u * 1024)
+#define AUDIT_BATCH_MAX   (64u * 1024)
 
 struct audit_record {
 	struct timespec start; /* CLOCK_REALTIME when the request/query arrived */
@@ -24,7 +24,7 @@ struct audit_record {
 	const char *protocol; /* http, connect, dns, tls-sni, direct, drop */
 	const char *host;
 	uint16_t port;
-	const char *method; /* HTTP method, DNS qtype, or IP protocol for drops */
+	const char *method;   /* HTTP method, DNS qtype, or IP protocol for drops */
 	const char *decision; /* allow, deny, ask */
 	const char *rule;     /* "file:line:col" of the deciding rule; NULL/"" = none */
 	const char *reason;   /* why, for humans */
@@ -64,5 +64,5 @@ uint64_t audit_log_lost(const struct audit_log *a);
 void audit_log_set_batching(struct audit_log *a, bool on);
 size_t audit_log_pending(const struct audit_log *a);
 
-int audit_log_reopen(struct audit_log *a);              /* -EBADF when opened from an fd */
-int audit_log_replace_fd(struct audit_log *a, int fd);  /* takes ownership */
+int audit_log_reopen(struct audit_log *a);             /* -EBADF when opened from an fd */
+int audit_log_replace_fd(struct audit_log *a, int fd); /* takes ownership */

@@ -86,7 +86,7 @@ static void closing_event_cb(struct bufferevent *bev, short what, void *arg)
 static void refuse(struct connect_conn *c, int status, const char *decision, const char *body)
 {
 	char dh[POLICY_WHERE_MAX + 32];
-	struct timeval tv = { 5, 0 };
+	struct timeval tv = {5, 0};
 
 	c->status = status;
 	proxy_decision_header(dh, sizeof dh, decision, c->rule);
@@ -124,8 +124,8 @@ static void dialed(struct bufferevent *up, const struct proxy_dial_result *res, 
 			refuse(c, 403, "deny", body);
 		} else {
 			snprintf(c->error, sizeof c->error, "%.255s", res->reason);
-			snprintf(body, sizeof body, "sluice: %d %s\n%s\n", res->status, proxy_http_status_text(res->status),
-				 res->reason);
+			snprintf(body, sizeof body, "sluice: %d %s\n%s\n", res->status,
+			         proxy_http_status_text(res->status), res->reason);
 			refuse(c, res->status, "error", body);
 		}
 		return;
@@ -151,7 +151,7 @@ static void early_event_cb(struct bufferevent *bev, short what, void *arg)
 }
 
 void proxy_connect_begin(struct proxy_session *s, struct bufferevent *client, const struct http_request *req,
-			 size_t head_len, const struct timespec *start_rt, uint64_t start_ms)
+                         size_t head_len, const struct timespec *start_rt, uint64_t start_ms)
 {
 	struct connect_conn *c = calloc(1, sizeof *c);
 	char body[1600];
@@ -187,7 +187,7 @@ void proxy_connect_begin(struct proxy_session *s, struct bufferevent *client, co
 	/* While dialing, the client's early bytes stay buffered (bounded by the read watermark). */
 	bufferevent_setcb(client, NULL, NULL, early_event_cb, c);
 	c->dial = proxy_dial_start(s, c->t.literal ? NULL : c->t.host, c->t.literal ? &c->t.addr : NULL, c->t.port,
-				   dialed, c);
+	                           dialed, c);
 	if (!c->dial) {
 		snprintf(c->error, sizeof c->error, "cannot start resolving or connecting (out of resources)");
 		refuse(c, 502, "error", "sluice: 502 Bad Gateway\ncannot start resolving or connecting\n");

@@ -103,15 +103,15 @@ static void try_next(struct proxy_dial *d)
 	if (d->timed_out && d->ncand == 1) {
 		d->res.status = 504;
 		snprintf(d->res.reason, sizeof d->res.reason, "connecting to %s (%s) timed out after %u ms", d->host,
-			 d->res.address, d->engine->connect_timeout_ms);
+		         d->res.address, d->engine->connect_timeout_ms);
 	} else if (d->timed_out && d->last_err == ETIMEDOUT) {
 		d->res.status = 504;
-		snprintf(d->res.reason, sizeof d->res.reason, "connecting to %s timed out (%zu addresses tried)", d->host,
-			 d->ncand);
+		snprintf(d->res.reason, sizeof d->res.reason, "connecting to %s timed out (%zu addresses tried)",
+		         d->host, d->ncand);
 	} else {
 		d->res.status = 502;
 		snprintf(d->res.reason, sizeof d->res.reason, "cannot connect to %s (%s): %s", d->host, d->res.address,
-			 strerror(d->last_err));
+		         strerror(d->last_err));
 	}
 	done(d);
 }
@@ -133,7 +133,8 @@ static void resolved(int err, const struct sockaddr_storage *addrs, size_t n, vo
 	d->resolve = NULL;
 	if (n == 0) {
 		d->res.status = err == DNS_ERR_TIMEOUT ? 504 : 502;
-		snprintf(d->res.reason, sizeof d->res.reason, "cannot resolve %s: %s", d->host, proxy_resolve_strerror(err));
+		snprintf(d->res.reason, sizeof d->res.reason, "cannot resolve %s: %s", d->host,
+		         proxy_resolve_strerror(err));
 		done(d);
 		return;
 	}
@@ -151,8 +152,9 @@ static void resolved(int err, const struct sockaddr_storage *addrs, size_t n, vo
 	}
 	if (d->ncand == 0) {
 		d->res.status = 403;
-		snprintf(d->res.reason, sizeof d->res.reason, "%s resolves only to addresses the policy forbids (%s): %s",
-			 d->host, denied, policy_decision_reason(&first_deny));
+		snprintf(d->res.reason, sizeof d->res.reason,
+		         "%s resolves only to addresses the policy forbids (%s): %s", d->host, denied,
+		         policy_decision_reason(&first_deny));
 		snprintf(d->res.address, sizeof d->res.address, "%s", denied);
 		snprintf(d->res.rule, sizeof d->res.rule, "%s", policy_rule_where(first_deny.rule));
 		done(d);
@@ -169,7 +171,7 @@ static void defer_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 struct proxy_dial *proxy_dial_start(struct proxy_session *s, const char *canon_host,
-				    const struct sockaddr_storage *literal, uint16_t port, proxy_dial_cb cb, void *arg)
+                                    const struct sockaddr_storage *literal, uint16_t port, proxy_dial_cb cb, void *arg)
 {
 	struct proxy_dial *d = calloc(1, sizeof *d);
 

@@ -17,9 +17,9 @@
 #include "log.h"
 #include "proxy_int.h"
 
-#define UDP_BATCH 32
+#define UDP_BATCH        32
 #define TCP_MAX_INFLIGHT 16
-#define TCP_IDLE_MS 10000
+#define TCP_IDLE_MS      10000
 
 struct dns_tcp;
 
@@ -36,7 +36,7 @@ struct dns_job {
 	socklen_t peerlen;
 	struct sockaddr_storage local; /* the address the query was sent to (answered from it) */
 	bool have_local;
-	struct dns_tcp *tcp; /* borrowed; NULL for UDP */
+	struct dns_tcp *tcp;        /* borrowed; NULL for UDP */
 	struct dns_relay_query *rq; /* owned while relayed */
 	char host[POLICY_HOST_MAX + 1];
 	char rule[POLICY_WHERE_MAX];
@@ -53,10 +53,10 @@ struct dns_job {
 
 /* A DNS-over-TCP client connection. */
 struct dns_tcp {
-	struct proxy_conn base;   /* attached, counted */
-	struct proxy_session *s;  /* borrowed */
-	struct bufferevent *bev;  /* owned */
-	struct event *idle;       /* owned */
+	struct proxy_conn base;  /* attached, counted */
+	struct proxy_session *s; /* borrowed */
+	struct bufferevent *bev; /* owned */
+	struct event *idle;      /* owned */
 	unsigned inflight;
 	bool closing;
 	TAILQ_HEAD(, dns_job) jobs; /* borrowed: jobs whose answers go here */
@@ -95,7 +95,7 @@ static void send_answer(struct dns_job *j, const uint8_t *msg, size_t len)
 {
 	j->alen = len;
 	if (j->tcp) {
-		uint8_t hdr[2] = { (uint8_t)(len >> 8), (uint8_t)len };
+		uint8_t hdr[2] = {(uint8_t)(len >> 8), (uint8_t)len};
 		if (!j->tcp->closing) {
 			bufferevent_write(j->tcp->bev, hdr, 2);
 			bufferevent_write(j->tcp->bev, msg, len);
@@ -103,7 +103,7 @@ static void send_answer(struct dns_job *j, const uint8_t *msg, size_t len)
 		return;
 	}
 	{
-		struct iovec iov = { (void *)msg, len };
+		struct iovec iov = {(void *)msg, len};
 		union {
 			char buf[CMSG_SPACE(sizeof(struct in6_pktinfo))];
 			struct cmsghdr align;
@@ -219,16 +219,17 @@ static bool relayed(const uint8_t *ans, size_t len, void *arg)
 		job_free(j);
 		return true;
 	}
-	maxlen = j->tcp ? DNS_MSG_MAX : (j->q.edns ? (j->q.edns_size < DNS_EDNS_SIZE ? j->q.edns_size : DNS_EDNS_SIZE)
-						   : DNS_UDP_PLAIN);
+	maxlen = j->tcp ? DNS_MSG_MAX
+	                : (j->q.edns ? (j->q.edns_size < DNS_EDNS_SIZE ? j->q.edns_size : DNS_EDNS_SIZE)
+	                             : DNS_UDP_PLAIN);
 	if (dns_msg_filter_answer(ans, len, &j->q, keep_addr, j, maxlen, &out, &outlen, &fr) != 0)
 		return false; /* not the answer to this question: keep waiting (spoofing, or garbage) */
 	j->rq = NULL;
 	j->rcode = fr.rcode;
 	snprintf(j->addr, sizeof j->addr, "%s", fr.first_addr);
 	if (fr.stripped)
-		snprintf(j->reason, sizeof j->reason, "%u address record(s) in forbidden ranges removed from the answer",
-			 fr.stripped);
+		snprintf(j->reason, sizeof j->reason,
+		         "%u address record(s) in forbidden ranges removed from the answer", fr.stripped);
 	send_answer(j, out, outlen);
 	free(out);
 	job_free(j);
@@ -370,7 +371,7 @@ void proxy_dns_udp_cb(int fd, short what, void *arg)
 			char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(struct in_pktinfo))];
 			struct cmsghdr align;
 		} cbuf;
-		struct iovec iov = { buf, sizeof buf };
+		struct iovec iov = {buf, sizeof buf};
 		struct msghdr mh;
 		struct proxy_session *s;
 		struct dns_job *j;
@@ -393,7 +394,8 @@ void proxy_dns_udp_cb(int fd, short what, void *arg)
 		if (mh.msg_flags & MSG_TRUNC)
 			continue; /* over 64 KiB: not DNS */
 		have_local = local_from_cmsg(&mh, &local);
-		s = proxy_session_find(l->engine, (struct sockaddr *)&peer, have_local ? (struct sockaddr *)&local : NULL);
+		s = proxy_session_find(l->engine, (struct sockaddr *)&peer,
+		                       have_local ? (struct sockaddr *)&local : NULL);
 		if (!s)
 			continue;
 		if (!audit_log_healthy(l->engine->audit) && !audit_log_flush(l->engine->audit)) {
@@ -438,7 +440,7 @@ static void tcp_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct dns_tcp *t = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
-	struct timeval tv = { TCP_IDLE_MS / 1000, 0 };
+	struct timeval tv = {TCP_IDLE_MS / 1000, 0};
 
 	event_add(t->idle, &tv);
 	while (!t->closing && t->inflight < TCP_MAX_INFLIGHT) {
@@ -512,7 +514,7 @@ static void tcp_idle_cb(evutil_socket_t fd, short what, void *arg)
 void proxy_dns_tcp_accept(struct proxy_session *s, int fd)
 {
 	struct dns_tcp *t = calloc(1, sizeof *t);
-	struct timeval tv = { TCP_IDLE_MS / 1000, 0 };
+	struct timeval tv = {TCP_IDLE_MS / 1000, 0};
 
 	if (!t) {
 		close(fd);

@@ -239,26 +239,26 @@ int dns_msg_build_upstream(const struct dns_query *q, uint8_t **out, size_t *out
 	if (!w)
 		return -ENOMEM;
 	memset(w, 0, 12);
-	w[2] = 0x01;                  /* RD */
-	w[3] = q->cd ? 0x10 : 0x00;   /* CD as asked */
-	w[5] = 1;                     /* QDCOUNT */
-	w[11] = 1;                    /* ARCOUNT: the OPT */
+	w[2] = 0x01;                /* RD */
+	w[3] = q->cd ? 0x10 : 0x00; /* CD as asked */
+	w[5] = 1;                   /* QDCOUNT */
+	w[11] = 1;                  /* ARCOUNT: the OPT */
 	memcpy(w + 12, q->qname_wire, q->qname_wire_len);
 	len = 12 + q->qname_wire_len;
 	w[len++] = (uint8_t)(q->qtype >> 8);
 	w[len++] = (uint8_t)q->qtype;
 	w[len++] = (uint8_t)(q->qclass >> 8);
 	w[len++] = (uint8_t)q->qclass;
-	w[len++] = 0;                 /* OPT: root owner */
+	w[len++] = 0; /* OPT: root owner */
 	w[len++] = 0;
-	w[len++] = 41;                /* TYPE OPT */
+	w[len++] = 41; /* TYPE OPT */
 	w[len++] = (uint8_t)(DNS_EDNS_SIZE >> 8);
 	w[len++] = (uint8_t)DNS_EDNS_SIZE;
-	w[len++] = 0;                 /* extended rcode */
-	w[len++] = 0;                 /* version */
+	w[len++] = 0; /* extended rcode */
+	w[len++] = 0; /* version */
 	w[len++] = q->dnssec_ok ? 0x80 : 0x00;
 	w[len++] = 0;
-	w[len++] = 0;                 /* RDLEN */
+	w[len++] = 0; /* RDLEN */
 	w[len++] = 0;
 	*out = w;
 	*outlen = len;
@@ -308,7 +308,7 @@ bool dns_msg_answer_matches(const uint8_t *ans, size_t len, const struct dns_que
 
 /* Copies the records of `from` that pass into a new list (owned by the caller). */
 static ldns_rr_list *filter_list(const ldns_rr_list *from, dns_addr_keep_fn keep, void *arg,
-				 struct dns_filter_result *res)
+                                 struct dns_filter_result *res)
 {
 	ldns_rr_list *to = ldns_rr_list_new();
 
@@ -339,8 +339,9 @@ static ldns_rr_list *filter_list(const ldns_rr_list *from, dns_addr_keep_fn keep
 				continue;
 			}
 			if (!res->first_addr[0]) {
-				const void *a = ss.ss_family == AF_INET ? (const void *)&((struct sockaddr_in *)&ss)->sin_addr
-									: (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr;
+				const void *a = ss.ss_family == AF_INET
+				                        ? (const void *)&((struct sockaddr_in *)&ss)->sin_addr
+				                        : (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr;
 				inet_ntop(ss.ss_family, a, res->first_addr, sizeof res->first_addr);
 			}
 			res->kept++;
@@ -381,9 +382,9 @@ static bool list_passes(const ldns_rr_list *l, dns_addr_keep_fn keep, void *arg,
 			return false;
 		if (!res->first_addr[0])
 			inet_ntop(ss.ss_family,
-				  t == LDNS_RR_TYPE_A ? (const void *)&((struct sockaddr_in *)&ss)->sin_addr
-						      : (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr,
-				  res->first_addr, sizeof res->first_addr);
+			          t == LDNS_RR_TYPE_A ? (const void *)&((struct sockaddr_in *)&ss)->sin_addr
+			                              : (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr,
+			          res->first_addr, sizeof res->first_addr);
 		res->kept++;
 	}
 	return true;
@@ -392,20 +393,21 @@ static bool list_passes(const ldns_rr_list *l, dns_addr_keep_fn keep, void *arg,
 /* True when the answer can go to the client as it is (only its id changed): every address kept,
  * flags as the client asked, EDNS present exactly when the client used it, and it fits. */
 static bool answer_passes(ldns_pkt *in, const struct dns_query *q, dns_addr_keep_fn keep, void *arg, size_t len,
-			  size_t maxlen, struct dns_filter_result *res)
+                          size_t maxlen, struct dns_filter_result *res)
 {
-	if (len > maxlen || !q->rd || ldns_pkt_tc(in) || ldns_pkt_edns(in) != q->edns ||
-	    ldns_pkt_cd(in) != q->cd || (q->edns && ldns_pkt_edns_do(in) != q->dnssec_ok))
+	if (len > maxlen || !q->rd || ldns_pkt_tc(in) || ldns_pkt_edns(in) != q->edns || ldns_pkt_cd(in) != q->cd ||
+	    (q->edns && ldns_pkt_edns_do(in) != q->dnssec_ok))
 		return false;
-	return list_passes(ldns_pkt_answer(in), keep, arg, res) && list_passes(ldns_pkt_authority(in), keep, arg, res) &&
+	return list_passes(ldns_pkt_answer(in), keep, arg, res) &&
+	       list_passes(ldns_pkt_authority(in), keep, arg, res) &&
 	       list_passes(ldns_pkt_additional(in), keep, arg, res);
 }
 
-int dns_msg_filter_answer(const uint8_t *ans, size_t len, const struct dns_query *q, dns_addr_keep_fn keep,
-			  void *arg, size_t maxlen, uint8_t **out, size_t *outlen, struct dns_filter_result *res)
+int dns_msg_filter_answer(const uint8_t *ans, size_t len, const struct dns_query *q, dns_addr_keep_fn keep, void *arg,
+                          size_t maxlen, uint8_t **out, size_t *outlen, struct dns_filter_result *res)
 {
 	ldns_pkt *in = NULL, *pkt = NULL;
-	ldns_rr_list *lists[3] = { NULL, NULL, NULL };
+	ldns_rr_list *lists[3] = {NULL, NULL, NULL};
 	ldns_rr *qrr;
 	int r = -EINVAL;
 

@@ -13,17 +13,17 @@
 
 #include "policy.h"
 
-#define DNS_MSG_MAX 65535
+#define DNS_MSG_MAX   65535
 #define DNS_UDP_PLAIN 512
 #define DNS_EDNS_SIZE 1232 /* what we advertise and accept at most over UDP */
 
 /* DNS rcodes used here */
-#define DNS_RC_NOERROR 0
-#define DNS_RC_FORMERR 1
+#define DNS_RC_NOERROR  0
+#define DNS_RC_FORMERR  1
 #define DNS_RC_SERVFAIL 2
 #define DNS_RC_NXDOMAIN 3
-#define DNS_RC_NOTIMP 4
-#define DNS_RC_REFUSED 5
+#define DNS_RC_NOTIMP   4
+#define DNS_RC_REFUSED  5
 
 struct dns_query {
 	uint16_t id;
@@ -40,8 +40,8 @@ struct dns_query {
 };
 
 /* Checks a query. Returns 0 when it may be decided on, an rcode to answer with (FORMERR for a
- * malformed message, REFUSED for an opcode, class or type not served) when it must be refused, or -1 when it must be dropped without an answer (too short to
- * answer, or a response). *why is a static reason. */
+ * malformed message, REFUSED for an opcode, class or type not served) when it must be refused, or -1 when it must be
+ * dropped without an answer (too short to answer, or a response). *why is a static reason. */
 int dns_msg_parse_query(const uint8_t *wire, size_t len, struct dns_query *q, const char **why);
 
 /* Builds a local answer with `rcode` (and the question, when known). Returns 0 and a malloced
@@ -67,8 +67,8 @@ struct dns_filter_result {
 /* Rewrites an upstream answer for the client: its id, only A/AAAA records for which keep() says
  * true, EDNS as the client asked, truncated (TC, no records) above maxlen. Returns 0 and a malloced
  * message, or -EINVAL for an answer that is malformed or does not match q. */
-int dns_msg_filter_answer(const uint8_t *ans, size_t len, const struct dns_query *q, dns_addr_keep_fn keep,
-			  void *arg, size_t maxlen, uint8_t **out, size_t *outlen, struct dns_filter_result *res);
+int dns_msg_filter_answer(const uint8_t *ans, size_t len, const struct dns_query *q, dns_addr_keep_fn keep, void *arg,
+                          size_t maxlen, uint8_t **out, size_t *outlen, struct dns_filter_result *res);
 
 /* "A", "AAAA", "TYPE65"... into buf. */
 const char *dns_msg_type_name(uint16_t qtype, char *buf, size_t len);

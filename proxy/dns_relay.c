@@ -15,10 +15,10 @@
 #include "log.h"
 #include "proxy_int.h"
 
-#define RELAY_SOCKS 4
+#define RELAY_SOCKS      4
 #define RELAY_TIMEOUT_MS 4000
-#define RELAY_BATCH 32
-#define RELAY_SWEEP_MS 250
+#define RELAY_BATCH      32
+#define RELAY_SWEEP_MS   250
 
 struct dns_relay_query {
 	struct dns_relay *r; /* borrowed */
@@ -32,9 +32,9 @@ struct dns_relay_query {
 };
 
 struct relay_sock {
-	int fd;                           /* owned */
-	struct event *ev;                 /* owned */
-	struct dns_relay_query **by_id;   /* owned array of 65536 borrowed pointers */
+	int fd;                         /* owned */
+	struct event *ev;               /* owned */
+	struct dns_relay_query **by_id; /* owned array of 65536 borrowed pointers */
 };
 
 struct dns_relay {
@@ -59,7 +59,7 @@ static void query_free(struct dns_relay_query *q)
 /* The sweep runs only while queries are in flight, so an idle engine does not wake up. */
 static void arm_sweep(struct dns_relay *r)
 {
-	struct timeval tv = { 0, RELAY_SWEEP_MS * 1000 };
+	struct timeval tv = {0, RELAY_SWEEP_MS * 1000};
 	if (!event_pending(r->sweep, EV_TIMEOUT, NULL))
 		event_add(r->sweep, &tv);
 }
@@ -248,8 +248,8 @@ static void tcp_event_cb(struct bufferevent *bev, short what, void *arg)
 struct dns_relay_query *dns_relay_send_tcp(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb, void *arg)
 {
 	struct dns_relay_query *q;
-	struct timeval tv = { RELAY_TIMEOUT_MS / 1000, (RELAY_TIMEOUT_MS % 1000) * 1000 };
-	uint8_t hdr[2] = { (uint8_t)(len >> 8), (uint8_t)len };
+	struct timeval tv = {RELAY_TIMEOUT_MS / 1000, (RELAY_TIMEOUT_MS % 1000) * 1000};
+	uint8_t hdr[2] = {(uint8_t)(len >> 8), (uint8_t)len};
 
 	if (len < 12 || len > DNS_MSG_MAX)
 		return NULL;
@@ -264,7 +264,7 @@ struct dns_relay_query *dns_relay_send_tcp(struct dns_relay *r, uint8_t *wire, s
 	wire[1] = (uint8_t)q->id;
 	q->bev = bufferevent_socket_new(r->e->base, -1, BEV_OPT_CLOSE_ON_FREE);
 	if (!q->bev || bufferevent_socket_connect(q->bev, (struct sockaddr *)&r->e->upstream_dns,
-						  (int)r->e->upstream_dns_len) != 0) {
+	                                          (int)r->e->upstream_dns_len) != 0) {
 		if (q->bev)
 			bufferevent_free(q->bev);
 		free(q);

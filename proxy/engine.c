@@ -82,7 +82,7 @@ void proxy_audit_schedule(struct proxy_engine *e)
 
 void proxy_audit_failed(struct proxy_engine *e)
 {
-	struct timeval tv = { 1, 0 };
+	struct timeval tv = {1, 0};
 	if (!event_pending(e->audit_retry, EV_TIMEOUT, NULL))
 		event_add(e->audit_retry, &tv);
 }
@@ -92,10 +92,11 @@ static void refuse(int fd, enum proxy_listener_kind kind, const char *why)
 {
 	if (kind == PROXY_LISTEN_HTTP) {
 		char msg[256];
-		int n = snprintf(msg, sizeof msg,
-				 "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nX-Sluice-Decision: error\r\n"
-				 "Content-Length: %zu\r\nConnection: close\r\n\r\n%s\n",
-				 strlen(why) + 1, why);
+		int n = snprintf(
+		        msg, sizeof msg,
+		        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nX-Sluice-Decision: error\r\n"
+		        "Content-Length: %zu\r\nConnection: close\r\n\r\n%s\n",
+		        strlen(why) + 1, why);
 		if (n > 0)
 			(void)!send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
 	}
@@ -217,7 +218,8 @@ int proxy_engine_add_listener(struct proxy_engine *e, int fd, enum proxy_listene
 			return -ENOMEM;
 		}
 	} else {
-		l->lev = evconnlistener_new(e->base, accept_cb, l, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
+		l->lev =
+		        evconnlistener_new(e->base, accept_cb, l, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
 		l->backoff = evtimer_new(e->base, backoff_cb, l);
 		if (!l->lev || !l->backoff) {
 			if (l->lev)
@@ -243,8 +245,7 @@ static bool upstream_ok(const struct proxy_config *cfg)
 	return false;
 }
 
-struct proxy_engine *proxy_engine_new(struct event_base *base, const struct proxy_config *cfg, char *err,
-				      size_t errlen)
+struct proxy_engine *proxy_engine_new(struct event_base *base, const struct proxy_config *cfg, char *err, size_t errlen)
 {
 	struct proxy_engine *e = NULL;
 	struct timeval tv;
@@ -292,7 +293,7 @@ struct proxy_engine *proxy_engine_new(struct event_base *base, const struct prox
 	e->evdns = evdns_base_new(base, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
 	if (!e->audit_retry || !e->audit_flush || !e->evdns ||
 	    evdns_base_nameserver_sockaddr_add(e->evdns, (const struct sockaddr *)&cfg->upstream_dns,
-					       cfg->upstream_dns_len, 0) != 0) {
+	                                       cfg->upstream_dns_len, 0) != 0) {
 		snprintf(err, errlen, "cannot set up the upstream resolver");
 		goto fail;
 	}
@@ -343,8 +344,7 @@ int proxy_engine_session_remove(struct proxy_engine *e, const char *id)
 	return proxy_session_remove(e, id);
 }
 
-int proxy_engine_audit_drop(struct proxy_engine *e, const struct sockaddr *src, const struct sockaddr *dst,
-			    int ipproto)
+int proxy_engine_audit_drop(struct proxy_engine *e, const struct sockaddr *src, const struct sockaddr *dst, int ipproto)
 {
 	struct proxy_session *s;
 	struct audit_record r;
@@ -358,19 +358,17 @@ int proxy_engine_audit_drop(struct proxy_engine *e, const struct sockaddr *src, 
 	r.protocol = "drop";
 	r.host = proxy_addr_str(dst, host, false);
 	r.port = ntohs(dst->sa_family == AF_INET ? ((const struct sockaddr_in *)dst)->sin_port
-						 : ((const struct sockaddr_in6 *)dst)->sin6_port);
+	                                         : ((const struct sockaddr_in6 *)dst)->sin6_port);
 	switch (ipproto) {
 	case IPPROTO_TCP: r.method = "tcp"; break;
 	case IPPROTO_UDP: r.method = "udp"; break;
 	case IPPROTO_ICMP: r.method = "icmp"; break;
 	case IPPROTO_ICMPV6: r.method = "icmpv6"; break;
-	default:
-		snprintf(proto, sizeof proto, "ip-%d", ipproto);
-		r.method = proto;
+	default: snprintf(proto, sizeof proto, "ip-%d", ipproto); r.method = proto;
 	}
 	r.decision = "deny";
 	snprintf(reason, sizeof reason, "packet from %s dropped by the firewall (not through the proxy)",
-		 proxy_addr_str(src, from, true));
+	         proxy_addr_str(src, from, true));
 	r.reason = reason;
 	s = proxy_session_find(e, src, NULL);
 	if (s) {

@@ -29,9 +29,9 @@ struct proxy_config {
 };
 
 /* Defaults for the 0 values above (see docs/proxy.md). */
-#define PROXY_DEFAULT_MAX_CONNS 512
-#define PROXY_DEFAULT_HEADER_TIMEOUT_MS 10000
-#define PROXY_DEFAULT_IDLE_TIMEOUT_MS 300000
+#define PROXY_DEFAULT_MAX_CONNS          512
+#define PROXY_DEFAULT_HEADER_TIMEOUT_MS  10000
+#define PROXY_DEFAULT_IDLE_TIMEOUT_MS    300000
 #define PROXY_DEFAULT_CONNECT_TIMEOUT_MS 10000
 
 enum proxy_listener_kind {
@@ -44,7 +44,7 @@ enum proxy_listener_kind {
 /* Creates an engine on `base` (borrowed; must outlive the engine). Opens (or adopts) the audit log.
  * Returns NULL with a one-line reason in err on failure; cfg->audit_fd is closed in that case too. */
 struct proxy_engine *proxy_engine_new(struct event_base *base, const struct proxy_config *cfg, char *err,
-				      size_t errlen);
+                                      size_t errlen);
 /* Closes every connection (writing their audit records), listener and the log. NULL is a no-op. */
 void proxy_engine_free(struct proxy_engine *e);
 
@@ -70,7 +70,7 @@ int proxy_engine_session_remove(struct proxy_engine *e, const char *id);
 /* netd reports a packet nftables dropped (NFLOG) so it lands in the same audit log. src and dst
  * carry the ports (0 for protocols without ports); ipproto is IPPROTO_TCP/UDP/ICMP... */
 int proxy_engine_audit_drop(struct proxy_engine *e, const struct sockaddr *src, const struct sockaddr *dst,
-			    int ipproto);
+                            int ipproto);
 
 /* Reopens audit_path (SIGHUP, logrotate). On failure the old log stays in use and -errno is returned.
  * -EBADF when the log was given as an fd (use proxy_engine_replace_log_fd). */

@@ -105,24 +105,24 @@ void proxy_http_error(struct bufferevent *out, int status, const char *decision_
 	snprintf(dh, sizeof dh, "%s", decision_hdr ? decision_hdr : "error");
 	sanitize(dh);
 	evbuffer_add_printf(o,
-			    "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nX-Sluice-Decision: %s\r\n"
-			    "Content-Length: %zu\r\nCache-Control: no-store\r\n%s\r\n%s",
-			    status, proxy_http_status_text(status), dh, strlen(body), close ? "Connection: close\r\n" : "",
-			    body);
+	                    "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nX-Sluice-Decision: %s\r\n"
+	                    "Content-Length: %zu\r\nCache-Control: no-store\r\n%s\r\n%s",
+	                    status, proxy_http_status_text(status), dh, strlen(body),
+	                    close ? "Connection: close\r\n" : "", body);
 }
 
 void proxy_deny_body(char *buf, size_t len, struct proxy_session *s, const char *host, uint16_t port,
-		     const char *reason, const char *rule)
+                     const char *reason, const char *rule)
 {
 	snprintf(buf, len,
-		 "sluice denied this request.\n\n"
-		 "  host:    %s\n  port:    %u\n  session: %s\n  reason:  %s\n  rule:    %s\n\n"
-		 "To allow it, add the host to the session's policy, for example\n"
-		 "  sluice run --allow %s:%u ...\n"
-		 "or an allow rule for \"%s\" in .sluice/policy.json. A deny rule of the organisation policy\n"
-		 "(/etc/sluice) can only be changed by its administrator.\n",
-		 host, port, s->id, reason, (rule && *rule) ? rule : "none (nothing allows it: default deny)", host, port,
-		 host);
+	         "sluice denied this request.\n\n"
+	         "  host:    %s\n  port:    %u\n  session: %s\n  reason:  %s\n  rule:    %s\n\n"
+	         "To allow it, add the host to the session's policy, for example\n"
+	         "  sluice run --allow %s:%u ...\n"
+	         "or an allow rule for \"%s\" in .sluice/policy.json. A deny rule of the organisation policy\n"
+	         "(/etc/sluice) can only be changed by its administrator.\n",
+	         host, port, s->id, reason, (rule && *rule) ? rule : "none (nothing allows it: default deny)", host,
+	         port, host);
 }
 
 static void set_timer(struct http_conn *c, const struct timeval *tv)
@@ -263,7 +263,7 @@ static void fail(struct http_conn *c, int status, const char *why)
 		return;
 	}
 	snprintf(body, sizeof body, "sluice: %s %s\n%s\n", proxy_http_status_text(status),
-		 status == 504 ? "(upstream timeout)" : "(upstream failure)", why);
+	         status == 504 ? "(upstream timeout)" : "(upstream failure)", why);
 	respond(c, status, "error", body);
 }
 
@@ -321,7 +321,8 @@ static void pump_request(struct http_conn *c)
 			evbuffer_remove_buffer(in, out, used);
 			c->bytes_out += used;
 			if (r == HTTP_CHUNK_ERROR) {
-				snprintf(c->error, sizeof c->error, "malformed chunked request body: %s", c->req_ch.error);
+				snprintf(c->error, sizeof c->error, "malformed chunked request body: %s",
+				         c->req_ch.error);
 				c->status = 400;
 				close_after_flush(c);
 				return;
@@ -460,7 +461,8 @@ static void pump_response(struct http_conn *c)
 				break;
 			r = http_chunked_feed(&c->resp_ch, v.iov_base, v.iov_len, &n);
 			if (r == HTTP_CHUNK_ERROR) {
-				snprintf(c->error, sizeof c->error, "malformed chunked response body: %s", c->resp_ch.error);
+				snprintf(c->error, sizeof c->error, "malformed chunked response body: %s",
+				         c->resp_ch.error);
 				close_after_flush(c);
 				return;
 			}
@@ -531,7 +533,7 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg)
 		bufferevent_disable(c->client, EV_READ);
 		event_del(c->timer);
 		c->dial = proxy_dial_start(c->s, c->t.literal ? NULL : c->t.host, c->t.literal ? &c->t.addr : NULL,
-					   c->t.port, dialed, c);
+		                           c->t.port, dialed, c);
 		if (!c->dial) {
 			c->state = ST_HEAD;
 			fail(c, 502, "cannot start resolving or connecting (out of resources)");
@@ -551,8 +553,8 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg)
 			return;
 		}
 		if (!c->resp_started) {
-			snprintf(msg, sizeof msg, "%s (%s) closed the connection without a response%s", c->t.host, c->up_addr,
-				 c->up_reused ? " (kept-alive connection)" : "");
+			snprintf(msg, sizeof msg, "%s (%s) closed the connection without a response%s", c->t.host,
+			         c->up_addr, c->up_reused ? " (kept-alive connection)" : "");
 			fail(c, 502, msg);
 			return;
 		}
@@ -561,7 +563,7 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	snprintf(msg, sizeof msg, "connection to %s (%s) failed: %s", c->t.host, c->up_addr,
-		 (what & BEV_EVENT_TIMEOUT) ? "timed out" : strerror(err ? err : EIO));
+	         (what & BEV_EVENT_TIMEOUT) ? "timed out" : strerror(err ? err : EIO));
 	fail(c, (what & BEV_EVENT_TIMEOUT) ? 504 : 502, msg);
 }
 
@@ -708,7 +710,7 @@ static void handle_request(struct http_conn *c, const struct http_request *req, 
 	bufferevent_disable(c->client, EV_READ);
 	event_del(c->timer);
 	c->dial = proxy_dial_start(c->s, c->t.literal ? NULL : c->t.host, c->t.literal ? &c->t.addr : NULL, c->t.port,
-				   dialed, c);
+	                           dialed, c);
 	if (!c->dial) {
 		c->state = ST_HEAD;
 		fail(c, 502, "cannot start resolving or connecting (out of resources)");
@@ -754,8 +756,8 @@ static void head_read(struct http_conn *c)
 	if (sr == HTTP_SCAN_ERROR) {
 		c->decision = "deny";
 		snprintf(c->t.why, sizeof c->t.why, "%s", c->scan.error);
-		snprintf(body, sizeof body, "sluice: %d %s\n%s\n", c->scan.status, proxy_http_status_text(c->scan.status),
-			 c->scan.error);
+		snprintf(body, sizeof body, "sluice: %d %s\n%s\n", c->scan.status,
+		         proxy_http_status_text(c->scan.status), c->scan.error);
 		respond(c, c->scan.status, "deny", body);
 		return;
 	}
@@ -771,7 +773,7 @@ static void head_read(struct http_conn *c)
 	if (st != 0) {
 		c->decision = "deny";
 		snprintf(c->method, sizeof c->method, "%.*s", (int)(req->method_len < 32 ? req->method_len : 32),
-			 req->method ? req->method : "");
+		         req->method ? req->method : "");
 		snprintf(c->t.why, sizeof c->t.why, "%s", why);
 		snprintf(body, sizeof body, "sluice: %d %s\n%s\n", st, proxy_http_status_text(st), why);
 		free(req);
@@ -815,20 +817,17 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 		if (c->scan.total > 0) {
 			/* A head that trickles in too slowly (slowloris). */
 			c->client_keep = false;
-			proxy_http_error(c->client, 408, "error", "sluice: 408 Request Timeout\nthe request head did not arrive in time\n", true);
+			proxy_http_error(c->client, 408, "error",
+			                 "sluice: 408 Request Timeout\nthe request head did not arrive in time\n",
+			                 true);
 			close_after_flush(c);
 		} else {
 			conn_free(c); /* idle keep-alive connection */
 		}
 		break;
-	case ST_FORWARD:
-		fail(c, 504, "the upstream did not respond within the idle timeout");
-		break;
-	case ST_DIAL:
-		break;
-	case ST_CLOSING:
-		conn_free(c);
-		break;
+	case ST_FORWARD: fail(c, 504, "the upstream did not respond within the idle timeout"); break;
+	case ST_DIAL: break;
+	case ST_CLOSING: conn_free(c); break;
 	}
 }
 

@@ -112,7 +112,7 @@ enum http_scan_result http_scanner_feed(struct http_scanner *s, const char *buf,
 /* ---- authority ---- */
 
 int http_parse_authority(const char *s, size_t len, bool require_port, uint16_t default_port,
-			 struct http_authority *out, const char **why)
+                         struct http_authority *out, const char **why)
 {
 	size_t host_end, i;
 
@@ -181,8 +181,8 @@ int http_parse_authority(const char *s, size_t len, bool require_port, uint16_t 
 				*why = "percent-encoding in the host is not allowed";
 				return -EINVAL;
 			}
-			if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '-' ||
-			      c == '.' || c == '_')) {
+			if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '-' || c == '.' ||
+			      c == '_')) {
 				*why = "invalid character in host";
 				return -EINVAL;
 			}
@@ -256,8 +256,8 @@ static int next_line(const char *buf, size_t len, size_t *pos, struct line *l, c
 }
 
 static const char *const hop_headers[] = {
-	"connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate",
-	"te", "trailer", "upgrade",
+        "connection",         "keep-alive", "proxy-connection", "proxy-authorization",
+        "proxy-authenticate", "te",         "trailer",          "upgrade",
 };
 
 /* Parses one header line into h; returns 0 or -1 with *why. */
@@ -272,9 +272,8 @@ static int parse_header_line(const struct line *l, struct http_header *h, const 
 	while (i < l->len && is_tchar((unsigned char)l->p[i]))
 		i++;
 	if (i == 0 || i >= l->len || l->p[i] != ':') {
-		*why = (i < l->len && (l->p[i] == ' ' || l->p[i] == '\t'))
-			       ? "whitespace between header name and colon"
-			       : "malformed header field name";
+		*why = (i < l->len && (l->p[i] == ' ' || l->p[i] == '\t')) ? "whitespace between header name and colon"
+		                                                           : "malformed header field name";
 		return -1;
 	}
 	h->name = l->p;
@@ -430,7 +429,7 @@ static int parse_version(const char *p, size_t n, unsigned *minor)
 }
 
 static int parse_target(const char *t, size_t n, bool is_connect, unsigned flags, struct http_request *req,
-			const char **why)
+                        const char **why)
 {
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)t[i];
@@ -543,8 +542,8 @@ int http_parse_request(const char *buf, size_t len, unsigned flags, struct http_
 			}
 			req->has_host_header = true;
 			if (http_parse_authority(h->value, h->value_len, false,
-						 req->form == HTTP_FORM_AUTHORITY ? req->authority.port : 80,
-						 &req->host_header, why) != 0) {
+			                         req->form == HTTP_FORM_AUTHORITY ? req->authority.port : 80,
+			                         &req->host_header, why) != 0) {
 				*why = "malformed Host header";
 				return 400;
 			}
@@ -592,8 +591,7 @@ int http_parse_request(const char *buf, size_t len, unsigned flags, struct http_
 		*why = "HTTP/1.1 request without a Host header";
 		return 400;
 	}
-	if (req->has_host_header && req->form != HTTP_FORM_ORIGIN &&
-	    !same_host(&req->authority, &req->host_header)) {
+	if (req->has_host_header && req->form != HTTP_FORM_ORIGIN && !same_host(&req->authority, &req->host_header)) {
 		*why = "Host header disagrees with the request target";
 		return 400;
 	}
@@ -608,8 +606,7 @@ int http_parse_request(const char *buf, size_t len, unsigned flags, struct http_
 
 /* ---- response ---- */
 
-int http_parse_response(const char *buf, size_t len, bool head_request, struct http_response *resp,
-			const char **why)
+int http_parse_response(const char *buf, size_t len, bool head_request, struct http_response *resp, const char **why)
 {
 	struct line l;
 	size_t pos = 0;
@@ -832,8 +829,7 @@ enum http_chunk_result http_chunked_feed(struct http_chunked *c, const char *buf
 			c->state = CH_DONE;
 			*used = i;
 			return HTTP_CHUNK_DONE;
-		default:
-			return chunk_fail(c, "chunk framer in a bad state");
+		default: return chunk_fail(c, "chunk framer in a bad state");
 		}
 	}
 	*used = len;

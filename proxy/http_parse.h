@@ -11,23 +11,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HTTP_REQLINE_MAX 8192   /* longer request line: 414 */
-#define HTTP_HEAD_MAX 65536     /* longer head: 431 (502 for a response) */
-#define HTTP_HEADERS_MAX 100    /* more header fields: 431 */
-#define HTTP_CHUNK_LINE_MAX 1024 /* chunk-size line incl. extensions */
-#define HTTP_TRAILER_MAX 8192
+#define HTTP_REQLINE_MAX    8192  /* longer request line: 414 */
+#define HTTP_HEAD_MAX       65536 /* longer head: 431 (502 for a response) */
+#define HTTP_HEADERS_MAX    100   /* more header fields: 431 */
+#define HTTP_CHUNK_LINE_MAX 1024  /* chunk-size line incl. extensions */
+#define HTTP_TRAILER_MAX    8192
 
 /* ---- head scanner: finds where a head ends, feeding bytes as they arrive ---- */
 
 enum http_scan_result { HTTP_SCAN_MORE = 0, HTTP_SCAN_DONE, HTTP_SCAN_ERROR };
 
 struct http_scanner {
-	size_t total;     /* bytes consumed so far */
-	size_t line_len;  /* bytes in the current line, excluding CR */
-	unsigned lines;   /* completed lines */
-	bool cr;          /* previous byte was CR */
-	bool is_response; /* limits say 502 instead of 414/431 */
-	int status;       /* on error: 400, 414, 431 (or 502 for responses) */
+	size_t total;      /* bytes consumed so far */
+	size_t line_len;   /* bytes in the current line, excluding CR */
+	unsigned lines;    /* completed lines */
+	bool cr;           /* previous byte was CR */
+	bool is_response;  /* limits say 502 instead of 414/431 */
+	int status;        /* on error: 400, 414, 431 (or 502 for responses) */
 	const char *error; /* on error: static reason */
 };
 
@@ -50,7 +50,7 @@ struct http_authority {
  * bytes, spaces are rejected). require_port: the port is mandatory (CONNECT). Returns 0 or -EINVAL
  * with *why set to a static reason. */
 int http_parse_authority(const char *s, size_t len, bool require_port, uint16_t default_port,
-			 struct http_authority *out, const char **why);
+                         struct http_authority *out, const char **why);
 
 /* ---- request head ---- */
 
@@ -107,8 +107,7 @@ struct http_response {
 
 /* Parses a complete response head. head_request: the request was HEAD (no body). Returns 0 or -EINVAL
  * with *why set. */
-int http_parse_response(const char *buf, size_t len, bool head_request, struct http_response *resp,
-			const char **why);
+int http_parse_response(const char *buf, size_t len, bool head_request, struct http_response *resp, const char **why);
 
 /* ---- chunked body framing (bytes are forwarded as they are; this finds where the body ends) ---- */
 

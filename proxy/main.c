@@ -24,7 +24,7 @@
 #include "policy.h"
 #include "util.h"
 
-#define MAX_SESSIONS 4096
+#define MAX_SESSIONS  4096
 #define MAX_LISTENERS 64
 
 static const char *cfg_path;
@@ -32,9 +32,9 @@ static const char *cfg_path;
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: sluice-proxy --config FILE [--verbose] [--check]\n"
-		   "  --config FILE  JSON configuration (see docs/proxy.md)\n"
-		   "  --check        load and validate the configuration, then exit\n"
-		   "  --verbose      debug logging (twice: more)\n");
+	           "  --config FILE  JSON configuration (see docs/proxy.md)\n"
+	           "  --check        load and validate the configuration, then exit\n"
+	           "  --verbose      debug logging (twice: more)\n");
 }
 
 static int cfg_err(const char *where, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -140,7 +140,7 @@ static int add_listeners(struct proxy_engine *e, json_object *list, bool check)
 		const char *kind = get_str(l, "kind"), *addr = get_str(l, "address");
 		struct sockaddr_storage ss;
 		char where[64];
-		int kinds[2] = { -1, -1 };
+		int kinds[2] = {-1, -1};
 
 		snprintf(where, sizeof where, "listen[%zu]", i);
 		if (!kind || !addr)
@@ -167,7 +167,8 @@ static int add_listeners(struct proxy_engine *e, json_object *list, bool check)
 			if (fd == -EINVAL)
 				return cfg_err(where, "bad address \"%s\" (want IP:PORT or [IPv6]:PORT)", addr);
 			if (fd < 0) {
-				fprintf(stderr, "sluice-proxy: cannot listen on %s (%s): %s\n", addr, kind, strerror(-fd));
+				fprintf(stderr, "sluice-proxy: cannot listen on %s (%s): %s\n", addr, kind,
+				        strerror(-fd));
 				return fd;
 			}
 			r = proxy_engine_add_listener(e, fd, (enum proxy_listener_kind)kinds[k]);
@@ -200,8 +201,9 @@ static struct policy *build_policy(json_object *pol, const char *where)
 		enum policy_layer layer;
 		int what; /* 0 file, 1 preset, 2 allow, 3 deny */
 	} parts[] = {
-		{ "org_files", POLICY_LAYER_ORG, 0 }, { "files", POLICY_LAYER_PROJECT, 0 },
-		{ "presets", POLICY_LAYER_PROJECT, 1 }, { "allow", POLICY_LAYER_CLI, 2 }, { "deny", POLICY_LAYER_CLI, 3 },
+	        {"org_files", POLICY_LAYER_ORG, 0},   {"files", POLICY_LAYER_PROJECT, 0},
+	        {"presets", POLICY_LAYER_PROJECT, 1}, {"allow", POLICY_LAYER_CLI, 2},
+	        {"deny", POLICY_LAYER_CLI, 3},
 	};
 	struct policy_builder *b = policy_builder_new();
 	struct policy_error perr;
@@ -226,7 +228,8 @@ static struct policy *build_policy(json_object *pol, const char *where)
 				r = policy_builder_add_preset(b, parts[k].layer, v, &perr);
 			else
 				r = policy_builder_add_pattern(b, parts[k].layer, v, parts[k].what == 3,
-							       parts[k].what == 3 ? "config deny" : "config allow", &perr);
+				                               parts[k].what == 3 ? "config deny" : "config allow",
+				                               &perr);
 			if (r) {
 				cfg_err(where, "policy: %s", policy_error_format(&perr, msg, sizeof msg));
 				goto out;
@@ -247,7 +250,7 @@ static int add_sessions(struct proxy_engine *e, json_object *list)
 	for (size_t i = 0; i < n && i < MAX_SESSIONS; i++) {
 		json_object *so = json_object_array_get_idx(list, i), *pol, *uid;
 		struct proxy_session_info info;
-		static const char *const addr_keys[] = { "addr4", "addr6", "gw4", "gw6" };
+		static const char *const addr_keys[] = {"addr4", "addr6", "gw4", "gw6"};
 		char where[64];
 		socklen_t len;
 		int r;
@@ -262,7 +265,10 @@ static int add_sessions(struct proxy_engine *e, json_object *list)
 			info.uid = (uid_t)json_object_get_int64(uid);
 		for (int k = 0; k < 4; k++) {
 			const char *a = get_str(so, addr_keys[k]);
-			struct sockaddr_storage *dst = k == 0 ? &info.addr4 : k == 1 ? &info.addr6 : k == 2 ? &info.gw4 : &info.gw6;
+			struct sockaddr_storage *dst = k == 0   ? &info.addr4
+			                               : k == 1 ? &info.addr6
+			                               : k == 2 ? &info.gw4
+			                                        : &info.gw6;
 			if (a && parse_sockaddr(a, false, dst, &len) != 0)
 				return cfg_err(where, "\"%s\" is not an IP address", a);
 		}
@@ -344,14 +350,16 @@ static void on_term(evutil_socket_t sig, short what, void *arg)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "config", required_argument, NULL, 'c' }, { "check", no_argument, NULL, 'C' },
-		{ "verbose", no_argument, NULL, 'v' },      { "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	        {"config", required_argument, NULL, 'c'},
+	        {"check", no_argument, NULL, 'C'},
+	        {"verbose", no_argument, NULL, 'v'},
+	        {"help", no_argument, NULL, 'h'},
+	        {NULL, 0, NULL, 0},
 	};
 	struct proxy_config cfg;
 	struct proxy_engine *e = NULL;
 	json_object *root = NULL, *v, *limits = NULL;
-	struct event *sigs[4] = { NULL, NULL, NULL, NULL };
+	struct event *sigs[4] = {NULL, NULL, NULL, NULL};
 	char err[512];
 	const char *user = "nobody", *audit;
 	bool check = false;
@@ -375,7 +383,7 @@ int main(int argc, char **argv)
 	root = json_object_from_file(cfg_path);
 	if (!root || !json_object_is_type(root, json_type_object)) {
 		fprintf(stderr, "sluice-proxy: %s: cannot read or parse the JSON config: %s\n", cfg_path,
-			json_util_get_last_err() ? json_util_get_last_err() : "not an object");
+		        json_util_get_last_err() ? json_util_get_last_err() : "not an object");
 		goto out;
 	}
 	memset(&cfg, 0, sizeof cfg);

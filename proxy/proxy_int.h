@@ -18,9 +18,9 @@ struct evdns_base;
 struct event;
 struct http_request;
 
-#define PROXY_ADDRSTR_MAX 64      /* "[v6]:port" */
-#define PROXY_BUF_HIGH (256 * 1024) /* per direction: stop reading above this much queued output */
-#define PROXY_DNS_PENDING_MAX 256 /* relayed DNS queries in flight per session */
+#define PROXY_ADDRSTR_MAX     64           /* "[v6]:port" */
+#define PROXY_BUF_HIGH        (256 * 1024) /* per direction: stop reading above this much queued output */
+#define PROXY_DNS_PENDING_MAX 256          /* relayed DNS queries in flight per session */
 
 struct proxy_conn;
 
@@ -29,11 +29,11 @@ struct proxy_session {
 	struct proxy_engine *engine; /* borrowed */
 	char *id;                    /* owned */
 	uid_t uid;
-	char *command;               /* owned */
+	char *command; /* owned */
 	struct sockaddr_storage addr4, addr6, gw4, gw6;
-	struct policy *policy;       /* owned reference */
-	unsigned nconns;             /* counted connections */
-	unsigned ndns;               /* DNS queries in flight */
+	struct policy *policy; /* owned reference */
+	unsigned nconns;       /* counted connections */
+	unsigned ndns;         /* DNS queries in flight */
 	TAILQ_HEAD(, proxy_conn) conns;
 };
 
@@ -82,7 +82,7 @@ void proxy_session_free_all(struct proxy_engine *e);
 /* The session whose own address is `peer` and, when it has a gateway of that family, whose gateway
  * is `local` (NULL = not checked). IPv4-mapped IPv6 peers are matched as IPv4. */
 struct proxy_session *proxy_session_find(struct proxy_engine *e, const struct sockaddr *peer,
-					 const struct sockaddr *local);
+                                         const struct sockaddr *local);
 /* 0 when a new connection may start; -EMFILE over the session cap, -EIO while the audit log fails. */
 int proxy_session_admit(struct proxy_session *s);
 void proxy_session_attach(struct proxy_session *s, struct proxy_conn *c, bool counted);
@@ -94,7 +94,7 @@ void proxy_session_audit(struct proxy_session *s, struct audit_record *r);
 /* Writes "a.b.c.d:port" / "[v6]:port" (port 0: address only). */
 const char *proxy_addr_str(const struct sockaddr *sa, char buf[PROXY_ADDRSTR_MAX], bool with_port);
 uint64_t proxy_mono_ms(void);
-void proxy_audit_failed(struct proxy_engine *e); /* arms the retry timer */
+void proxy_audit_failed(struct proxy_engine *e);   /* arms the retry timer */
 void proxy_audit_schedule(struct proxy_engine *e); /* flush the batch once this iteration ends */
 /* Sets `fd` (accepted, non-blocking) up for the HTTP proxy: the session was admitted. */
 void proxy_http_accept(struct proxy_session *s, int fd);
@@ -123,12 +123,12 @@ struct proxy_target {
  * policy_parse_ip_literal) and decides: names with policy_decide before any resolution, literals with
  * policy_decide_addr. Returns 0, or -EINVAL with t->why for a host that is not a valid name. */
 int proxy_target_decide(struct proxy_session *s, const struct http_authority *a, unsigned method_bit,
-			struct proxy_target *t);
+                        struct proxy_target *t);
 
 /* ---- dial.c: resolve, check every address with the policy, connect to exactly what was checked ---- */
 struct proxy_dial;
 struct proxy_dial_result {
-	int status;   /* 0 connected; 403 address denied; 502 failed; 504 timed out */
+	int status; /* 0 connected; 403 address denied; 502 failed; 504 timed out */
 	char reason[512];
 	char address[PROXY_ADDRSTR_MAX]; /* the address connected to (or refused) */
 	char rule[POLICY_WHERE_MAX];     /* rule that decided an address denial */
@@ -138,7 +138,7 @@ typedef void (*proxy_dial_cb)(struct bufferevent *bev, const struct proxy_dial_r
 /* Dials canon_host (a policy-canonical name, resolved here) or, when literal is non-NULL, exactly that
  * address (already decided by the caller). The callback always runs later from the event loop. */
 struct proxy_dial *proxy_dial_start(struct proxy_session *s, const char *canon_host,
-				    const struct sockaddr_storage *literal, uint16_t port, proxy_dial_cb cb, void *arg);
+                                    const struct sockaddr_storage *literal, uint16_t port, proxy_dial_cb cb, void *arg);
 void proxy_dial_cancel(struct proxy_dial *d); /* cb is not called afterwards; NULL no-op */
 
 /* ---- connect.c: CONNECT requests ---- */
@@ -146,7 +146,7 @@ void proxy_dial_cancel(struct proxy_dial *d); /* cb is not called afterwards; NU
  * still at the front of the bev's input (req points into them); bytes beyond the head are the
  * client's first tunnel bytes. start_* are when the request began. */
 void proxy_connect_begin(struct proxy_session *s, struct bufferevent *client, const struct http_request *req,
-			 size_t head_len, const struct timespec *start_rt, uint64_t start_ms);
+                         size_t head_len, const struct timespec *start_rt, uint64_t start_ms);
 
 /* ---- deny and error responses (http.c) ---- */
 /* Queues a complete response on out: status, X-Sluice-Decision value (sanitised), plain-text body. */
@@ -156,7 +156,7 @@ const char *proxy_http_status_text(int status);
 void proxy_decision_header(char *buf, size_t len, const char *decision, const char *rule);
 /* Formats the helpful 403 body for a denial. */
 void proxy_deny_body(char *buf, size_t len, struct proxy_session *s, const char *host, uint16_t port,
-		     const char *reason, const char *rule);
+                     const char *reason, const char *rule);
 
 /* ---- tunnel.c: moves bytes both ways between two connected bufferevents ---- */
 struct tunnel;
@@ -164,7 +164,7 @@ struct tunnel;
 typedef void (*tunnel_done_cb)(struct tunnel *t, const char *err, void *arg);
 /* Takes ownership of a and b (BEV_OPT_CLOSE_ON_FREE sockets). Bytes already in a's input are sent to b. */
 struct tunnel *tunnel_new(struct proxy_engine *e, struct bufferevent *a, struct bufferevent *b, tunnel_done_cb cb,
-			  void *arg);
+                          void *arg);
 void tunnel_free(struct tunnel *t); /* NULL no-op */
 void tunnel_bytes(const struct tunnel *t, uint64_t *a_to_b, uint64_t *b_to_a);
 
@@ -184,8 +184,7 @@ struct dns_relay_query;
 typedef bool (*dns_relay_cb)(const uint8_t *answer, size_t len, void *arg);
 struct dns_relay_query *dns_relay_send(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb, void *arg);
 /* The same over a TCP connection of its own (for answers that came back truncated over UDP). */
-struct dns_relay_query *dns_relay_send_tcp(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb,
-					   void *arg);
+struct dns_relay_query *dns_relay_send_tcp(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb, void *arg);
 void dns_relay_cancel(struct dns_relay_query *q); /* NULL no-op */
 
 /* ---- dns_msg.c: DNS message checks and rewriting (pure, fuzzable) ---- */

@@ -49,8 +49,8 @@ static struct proxy_session *find_by_id(struct proxy_engine *e, const char *id)
 {
 	struct proxy_session *s;
 	TAILQ_FOREACH(s, &e->sessions, entry)
-		if (strcmp(s->id, id) == 0)
-			return s;
+	if (strcmp(s->id, id) == 0)
+		return s;
 	return NULL;
 }
 
@@ -58,16 +58,18 @@ int proxy_session_add(struct proxy_engine *e, const struct proxy_session_info *i
 {
 	struct proxy_session *s, *o;
 
-	if (!info || !info->id || !*info->id || !info->policy ||
-	    (!has_addr(&info->addr4) && !has_addr(&info->addr6)))
+	if (!info || !info->id || !*info->id || !info->policy || (!has_addr(&info->addr4) && !has_addr(&info->addr6)))
 		return -EINVAL;
 	if (find_by_id(e, info->id))
 		return -EEXIST;
-	TAILQ_FOREACH(o, &e->sessions, entry) {
-		if ((has_addr(&info->addr4) && (addr_eq((const struct sockaddr *)&info->addr4, (struct sockaddr *)&o->addr4) ||
-						addr_eq((const struct sockaddr *)&info->addr4, (struct sockaddr *)&o->addr6))) ||
-		    (has_addr(&info->addr6) && (addr_eq((const struct sockaddr *)&info->addr6, (struct sockaddr *)&o->addr4) ||
-						addr_eq((const struct sockaddr *)&info->addr6, (struct sockaddr *)&o->addr6))))
+	TAILQ_FOREACH(o, &e->sessions, entry)
+	{
+		if ((has_addr(&info->addr4) &&
+		     (addr_eq((const struct sockaddr *)&info->addr4, (struct sockaddr *)&o->addr4) ||
+		      addr_eq((const struct sockaddr *)&info->addr4, (struct sockaddr *)&o->addr6))) ||
+		    (has_addr(&info->addr6) &&
+		     (addr_eq((const struct sockaddr *)&info->addr6, (struct sockaddr *)&o->addr4) ||
+		      addr_eq((const struct sockaddr *)&info->addr6, (struct sockaddr *)&o->addr6))))
 			return -EEXIST;
 	}
 	s = calloc(1, sizeof *s);
@@ -125,7 +127,7 @@ void proxy_session_free_all(struct proxy_engine *e)
 }
 
 struct proxy_session *proxy_session_find(struct proxy_engine *e, const struct sockaddr *peer,
-					 const struct sockaddr *local)
+                                         const struct sockaddr *local)
 {
 	struct proxy_session *s;
 	int fam;
@@ -134,7 +136,8 @@ struct proxy_session *proxy_session_find(struct proxy_engine *e, const struct so
 	norm_addr(peer, &fam, b);
 	if (!fam)
 		return NULL;
-	TAILQ_FOREACH(s, &e->sessions, entry) {
+	TAILQ_FOREACH(s, &e->sessions, entry)
+	{
 		const struct sockaddr_storage *gw;
 		if (fam == AF_INET && addr_eq(peer, (struct sockaddr *)&s->addr4))
 			gw = &s->gw4;

@@ -18,7 +18,7 @@ static void set_reason(struct proxy_target *t)
 }
 
 int proxy_target_decide(struct proxy_session *s, const struct http_authority *a, unsigned method_bit,
-			struct proxy_target *t)
+                        struct proxy_target *t)
 {
 	enum policy_canon_err ce = POLICY_CANON_IP_LITERAL;
 	char lit[POLICY_HOST_MAX + 3];

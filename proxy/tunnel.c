@@ -17,26 +17,26 @@
 #include "proxy_int.h"
 
 #define SPLICE_AFTER (256 * 1024) /* bytes a direction carries before it switches to splice */
-#define PIPE_SIZE (1024 * 1024)
+#define PIPE_SIZE    (1024 * 1024)
 
 struct tunnel;
 
 struct direction {
-	struct tunnel *t;          /* borrowed: owner */
-	struct bufferevent *src;   /* borrowed from the tunnel */
-	struct bufferevent *dst;   /* borrowed from the tunnel */
+	struct tunnel *t;        /* borrowed: owner */
+	struct bufferevent *src; /* borrowed from the tunnel */
+	struct bufferevent *dst; /* borrowed from the tunnel */
 	uint64_t bytes;
-	bool eof;                  /* src reached end of file */
-	bool shut;                 /* dst was shut down for writing */
+	bool eof;  /* src reached end of file */
+	bool shut; /* dst was shut down for writing */
 	bool splicing;
-	int pipe[2];               /* owned, -1 when not splicing */
+	int pipe[2]; /* owned, -1 when not splicing */
 	size_t in_pipe;
 	size_t pipe_cap;
-	struct event *rd, *wr;     /* owned: splice readiness on src and dst */
+	struct event *rd, *wr; /* owned: splice readiness on src and dst */
 };
 
 struct tunnel {
-	struct proxy_engine *e; /* borrowed */
+	struct proxy_engine *e;    /* borrowed */
 	struct bufferevent *a, *b; /* owned */
 	struct direction ab, ba;
 	struct event *idle; /* owned */
@@ -91,7 +91,7 @@ static void splice_out(struct direction *d)
 {
 	while (d->in_pipe > 0) {
 		ssize_t n = splice(d->pipe[0], NULL, bufferevent_getfd(d->dst), NULL, d->in_pipe,
-				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 		if (n > 0) {
 			d->in_pipe -= (size_t)n;
 			continue;
@@ -117,7 +117,8 @@ static void splice_rd_cb(evutil_socket_t fd, short what, void *arg)
 	struct direction *d = arg;
 	(void)what;
 	while (d->in_pipe < d->pipe_cap) {
-		ssize_t n = splice(fd, NULL, d->pipe[1], NULL, d->pipe_cap - d->in_pipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		ssize_t n =
+		        splice(fd, NULL, d->pipe[1], NULL, d->pipe_cap - d->in_pipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 		if (n > 0) {
 			d->in_pipe += (size_t)n;
 			d->bytes += (uint64_t)n;
@@ -155,8 +156,7 @@ static void maybe_splice(struct direction *d)
 {
 	struct event_base *base = d->t->e->base;
 
-	if (d->splicing || d->eof || d->bytes < SPLICE_AFTER ||
-	    evbuffer_get_length(bufferevent_get_input(d->src)) ||
+	if (d->splicing || d->eof || d->bytes < SPLICE_AFTER || evbuffer_get_length(bufferevent_get_input(d->src)) ||
 	    evbuffer_get_length(bufferevent_get_output(d->dst)))
 		return;
 	if (pipe2(d->pipe, O_NONBLOCK | O_CLOEXEC) != 0) {
@@ -293,7 +293,7 @@ static void dir_free(struct direction *d)
 }
 
 struct tunnel *tunnel_new(struct proxy_engine *e, struct bufferevent *a, struct bufferevent *b, tunnel_done_cb cb,
-			  void *arg)
+                          void *arg)
 {
 	struct tunnel *t = calloc(1, sizeof *t);
 

@@ -32,8 +32,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			enum policy_canon_err e = policy_canon_host(a.host, a.host_len, canon);
 			if (e == POLICY_CANON_OK) {
 				for (const char *p = canon; *p; p++)
-					if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '.' || *p == '-' ||
-					      *p == '_'))
+					if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '.' ||
+					      *p == '-' || *p == '_'))
 						abort();
 			} else if (e == POLICY_CANON_IP_LITERAL) {
 				if (policy_parse_ip_literal(a.host, a.host_len, &ss) != 0)

@@ -26,8 +26,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char *why;
 	uint8_t *out = NULL;
 	size_t outlen;
-	static const uint8_t query[] = { 0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0, 7, 'a', 'l', 'l', 'o', 'w',
-					 'e', 'd', 4, 't', 'e', 's', 't', 0, 0, 1, 0, 1 };
+	static const uint8_t query[] = {0x12, 0x34, 0x01, 0x00, 0,   1, 0,   0,   0,   0,   0, 0, 7, 'a', 'l',
+	                                'l',  'o',  'w',  'e',  'd', 4, 't', 'e', 's', 't', 0, 0, 1, 0,   1};
 
 	if (dns_msg_parse_query(data, size, &q, &why) == 0) {
 		if (dns_msg_build_upstream(&q, &out, &outlen) == 0)

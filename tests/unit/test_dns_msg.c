@@ -65,10 +65,11 @@ static void test_query_checks(void **state)
 	free(w);
 	{
 		/* one label holding a '.' byte must not read as two labels */
-		static const uint8_t dotlabel[] = { 0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0, 12, 'a', 'l', 'l', 'o',
-						    'w', 'e', 'd', '.', 't', 'e', 's', 't', 0, 0, 1, 0, 1 };
-		static const uint8_t twoq[] = { 0x12, 0x34, 0x01, 0x00, 0, 2, 0, 0, 0, 0, 0, 0, 1, 'a', 0, 0, 1, 0, 1,
-						1, 'b', 0, 0, 1, 0, 1 };
+		static const uint8_t dotlabel[] = {0x12, 0x34, 0x01, 0x00, 0,   1,   0,   0,   0,   0,
+		                                   0,    0,    12,   'a',  'l', 'l', 'o', 'w', 'e', 'd',
+		                                   '.',  't',  'e',  's',  't', 0,   0,   1,   0,   1};
+		static const uint8_t twoq[] = {0x12, 0x34, 0x01, 0x00, 0, 2, 0, 0,   0, 0, 0, 0, 1,
+		                               'a',  0,    0,    1,    0, 1, 1, 'b', 0, 0, 1, 0, 1};
 		assert_int_equal(dns_msg_parse_query(dotlabel, sizeof dotlabel, &q, &why), DNS_RC_REFUSED);
 		assert_int_equal(dns_msg_parse_query(twoq, sizeof twoq, &q, &why), DNS_RC_FORMERR);
 	}
@@ -88,8 +89,9 @@ static uint8_t *mkanswer(const char *qname, uint16_t id, const char *const *rrs,
 {
 	ldns_pkt *p = NULL;
 	uint8_t *w = NULL;
-	assert_int_equal(ldns_pkt_query_new_frm_str(&p, qname, LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, LDNS_RD | LDNS_QR | LDNS_RA),
-			 LDNS_STATUS_OK);
+	assert_int_equal(
+	        ldns_pkt_query_new_frm_str(&p, qname, LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, LDNS_RD | LDNS_QR | LDNS_RA),
+	        LDNS_STATUS_OK);
 	ldns_pkt_set_id(p, id);
 	for (; *rrs; rrs++) {
 		ldns_rr *rr = NULL;
@@ -103,8 +105,8 @@ static uint8_t *mkanswer(const char *qname, uint16_t id, const char *const *rrs,
 
 static void test_upstream_and_filter(void **state)
 {
-	static const char *const rrs[] = { "mixed.test. 60 IN A 10.1.2.3", "mixed.test. 60 IN A 198.18.1.12",
-					   "mixed.test. 60 IN A 127.0.0.1", NULL };
+	static const char *const rrs[] = {"mixed.test. 60 IN A 10.1.2.3", "mixed.test. 60 IN A 198.18.1.12",
+	                                  "mixed.test. 60 IN A 127.0.0.1", NULL};
 	struct dns_query q;
 	struct dns_filter_result fr;
 	const char *why;
@@ -165,8 +167,8 @@ static void test_upstream_and_filter(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_query_checks),
-		cmocka_unit_test(test_upstream_and_filter),
+	        cmocka_unit_test(test_query_checks),
+	        cmocka_unit_test(test_upstream_and_filter),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -35,10 +35,11 @@ static void test_good_request(void **state)
 {
 	struct http_request *req = malloc(sizeof *req);
 	(void)state;
-	assert_int_equal(parse("GET http://Example.COM:8080/a/b?c=d HTTP/1.1\r\nHost: example.com:8080\r\n"
-			       "Connection: X-Foo, keep-alive\r\nX-Foo: 1\r\nProxy-Authorization: x\r\nAccept: */*\r\n\r\n",
-			       req),
-			 0);
+	assert_int_equal(
+	        parse("GET http://Example.COM:8080/a/b?c=d HTTP/1.1\r\nHost: example.com:8080\r\n"
+	              "Connection: X-Foo, keep-alive\r\nX-Foo: 1\r\nProxy-Authorization: x\r\nAccept: */*\r\n\r\n",
+	              req),
+	        0);
 	assert_int_equal(req->form, HTTP_FORM_ABSOLUTE);
 	assert_int_equal(req->authority.port, 8080);
 	assert_int_equal(req->authority.host_len, 11);
@@ -68,7 +69,7 @@ static void test_connect(void **state)
 	assert_int_equal(req->authority.host_len, 11);
 	assert_int_equal(parse("CONNECT example.com HTTP/1.1\r\nHost: example.com\r\n\r\n", req), 400);
 	assert_int_equal(parse("CONNECT example.com:443 HTTP/1.1\r\nHost: e.com:443\r\nContent-Length: 5\r\n\r\n", req),
-			 400);
+	                 400);
 	free(req);
 }
 
@@ -78,37 +79,41 @@ static void test_bad_requests(void **state)
 		const char *req;
 		int status;
 	} cases[] = {
-		{ "POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", 400 },
-		{ "POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n", 400 },
-		{ "POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3, 4\r\n\r\n", 400 },
-		{ "POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nContent-Length: -1\r\n\r\n", 400 },
-		{ "POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nContent-Length: 99999999999999999999\r\n\r\n", 400 },
-		{ "GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\nX: 1\r\n folded\r\n\r\n", 400 },
-		{ "GET http://a.test/ HTTP/1.1\nHost: a.test\r\n\r\n", 400 },
-		{ "GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\nX: a\rb\r\n\r\n", 400 },
-		{ "GET http://user@a.test/ HTTP/1.1\r\nHost: a.test\r\n\r\n", 400 },
-		{ "GET http://a.test/ HTTP/1.1\r\nHost: b.test\r\n\r\n", 400 },
-		{ "GET http://a.test:80/ HTTP/1.1\r\nHost: a.test:81\r\n\r\n", 400 },
-		{ "GET http://a.test:0/ HTTP/1.1\r\nHost: a.test\r\n\r\n", 400 },
-		{ "GET http://a.test:65536/ HTTP/1.1\r\nHost: a.test\r\n\r\n", 400 },
-		{ "GET http://a.test:080/ HTTP/1.1\r\nHost: a.test\r\n\r\n", 400 },
-		{ "GET http://a.test:/ HTTP/1.1\r\nHost: a.test\r\n\r\n", 400 },
-		{ "GET http://a%2etest/ HTTP/1.1\r\nHost: a.test\r\n\r\n", 400 },
-		{ "GET http://a.test/ HTTP/1.1\r\nHost : a.test\r\n\r\n", 400 },
-		{ "GET http://a.test/ HTTP/1.1\r\n\r\n", 400 },
-		{ "GET / HTTP/1.1\r\nHost: a.test\r\n\r\n", 400 },
-		{ "GET https://a.test/ HTTP/1.1\r\nHost: a.test\r\n\r\n", 400 },
-		{ "GET http://a.test/#frag HTTP/1.1\r\nHost: a.test\r\n\r\n", 400 },
-		{ "GET  http://a.test/ HTTP/1.1\r\nHost: a.test\r\n\r\n", 400 },
-		{ "GET http://a.test/ HTTP/1.1 \r\nHost: a.test\r\n\r\n", 400 },
-		{ "GET http://::1/ HTTP/1.1\r\nHost: a.test\r\n\r\n", 400 },
-		{ "G@T http://a.test/ HTTP/1.1\r\nHost: a.test\r\n\r\n", 400 },
-		{ "GET http://a.test/ HTTP/2.0\r\nHost: a.test\r\n\r\n", 505 },
-		{ "GET http://a.test/ HTTX/1.1\r\nHost: a.test\r\n\r\n", 400 },
-		{ "POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: gzip\r\n\r\n", 501 },
-		{ "POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501 },
-		{ "POST http://a.test/ HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400 },
-		{ "POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", 400 },
+	        {"POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\nTransfer-Encoding: "
+	         "chunked\r\n\r\n",
+	         400},
+	        {"POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n", 400},
+	        {"POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3, 4\r\n\r\n", 400},
+	        {"POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nContent-Length: -1\r\n\r\n", 400},
+	        {"POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nContent-Length: 99999999999999999999\r\n\r\n", 400},
+	        {"GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\nX: 1\r\n folded\r\n\r\n", 400},
+	        {"GET http://a.test/ HTTP/1.1\nHost: a.test\r\n\r\n", 400},
+	        {"GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\nX: a\rb\r\n\r\n", 400},
+	        {"GET http://user@a.test/ HTTP/1.1\r\nHost: a.test\r\n\r\n", 400},
+	        {"GET http://a.test/ HTTP/1.1\r\nHost: b.test\r\n\r\n", 400},
+	        {"GET http://a.test:80/ HTTP/1.1\r\nHost: a.test:81\r\n\r\n", 400},
+	        {"GET http://a.test:0/ HTTP/1.1\r\nHost: a.test\r\n\r\n", 400},
+	        {"GET http://a.test:65536/ HTTP/1.1\r\nHost: a.test\r\n\r\n", 400},
+	        {"GET http://a.test:080/ HTTP/1.1\r\nHost: a.test\r\n\r\n", 400},
+	        {"GET http://a.test:/ HTTP/1.1\r\nHost: a.test\r\n\r\n", 400},
+	        {"GET http://a%2etest/ HTTP/1.1\r\nHost: a.test\r\n\r\n", 400},
+	        {"GET http://a.test/ HTTP/1.1\r\nHost : a.test\r\n\r\n", 400},
+	        {"GET http://a.test/ HTTP/1.1\r\n\r\n", 400},
+	        {"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n", 400},
+	        {"GET https://a.test/ HTTP/1.1\r\nHost: a.test\r\n\r\n", 400},
+	        {"GET http://a.test/#frag HTTP/1.1\r\nHost: a.test\r\n\r\n", 400},
+	        {"GET  http://a.test/ HTTP/1.1\r\nHost: a.test\r\n\r\n", 400},
+	        {"GET http://a.test/ HTTP/1.1 \r\nHost: a.test\r\n\r\n", 400},
+	        {"GET http://::1/ HTTP/1.1\r\nHost: a.test\r\n\r\n", 400},
+	        {"G@T http://a.test/ HTTP/1.1\r\nHost: a.test\r\n\r\n", 400},
+	        {"GET http://a.test/ HTTP/2.0\r\nHost: a.test\r\n\r\n", 505},
+	        {"GET http://a.test/ HTTX/1.1\r\nHost: a.test\r\n\r\n", 400},
+	        {"POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: gzip\r\n\r\n", 501},
+	        {"POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501},
+	        {"POST http://a.test/ HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400},
+	        {"POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: "
+	         "chunked\r\n\r\n",
+	         400},
 	};
 	struct http_request *req = malloc(sizeof *req);
 	(void)state;
@@ -131,9 +136,10 @@ static void test_equal_duplicate_cl_and_http10(void **state)
 {
 	struct http_request *req = malloc(sizeof *req);
 	(void)state;
-	assert_int_equal(parse("POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n",
-			       req),
-			 0);
+	assert_int_equal(
+	        parse("POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n",
+	              req),
+	        0);
 	assert_int_equal(req->content_length, 5);
 	assert_int_equal(parse("GET http://a.test/ HTTP/1.0\r\n\r\n", req), 0);
 	assert_false(req->keep_alive);
@@ -144,7 +150,8 @@ static void test_equal_duplicate_cl_and_http10(void **state)
 	assert_int_equal(parse("GET http://a.test?x HTTP/1.1\r\nHost: a.test\r\n\r\n", req), 0);
 	assert_int_equal(req->path_len, 2);
 	assert_int_equal(parse("GET http://a.test./ HTTP/1.1\r\nHost: A.TEST\r\n\r\n", req), 0);
-	assert_int_equal(parse("POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: Chunked\r\n\r\n", req), 0);
+	assert_int_equal(
+	        parse("POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: Chunked\r\n\r\n", req), 0);
 	assert_true(req->chunked);
 	assert_false(req->headers[1].hop);
 	free(req);
@@ -230,7 +237,8 @@ static void test_response(void **state)
 	assert_int_equal(r->status, 302);
 	assert_int_equal(RESP("HTTP/1.1 100 Continue\r\n\r\n", false), 0);
 	assert_int_equal(r->body, HTTP_BODY_NONE);
-	assert_int_equal(RESP("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", false), -EINVAL);
+	assert_int_equal(RESP("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", false),
+	                 -EINVAL);
 	assert_int_equal(RESP("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", false), -EINVAL);
 	assert_int_equal(RESP("HTTP/1.1 20 OK\r\n\r\n", false), -EINVAL);
 	assert_int_equal(RESP("HTTP/1.1 200 OK\nX: y\r\n\r\n", false), -EINVAL);
@@ -284,10 +292,10 @@ static void test_chunked(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_good_request), cmocka_unit_test(test_connect),
-		cmocka_unit_test(test_bad_requests), cmocka_unit_test(test_equal_duplicate_cl_and_http10),
-		cmocka_unit_test(test_scanner_limits), cmocka_unit_test(test_authority),
-		cmocka_unit_test(test_response),     cmocka_unit_test(test_chunked),
+	        cmocka_unit_test(test_good_request),   cmocka_unit_test(test_connect),
+	        cmocka_unit_test(test_bad_requests),   cmocka_unit_test(test_equal_duplicate_cl_and_http10),
+	        cmocka_unit_test(test_scanner_limits), cmocka_unit_test(test_authority),
+	        cmocka_unit_test(test_response),       cmocka_unit_test(test_chunked),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -207,10 +207,10 @@ static void test_failing_log(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_fields),
-		cmocka_unit_test(test_escaping),
-		cmocka_unit_test(test_log_chain_and_oversize),
-		cmocka_unit_test(test_failing_log),
+	        cmocka_unit_test(test_fields),
+	        cmocka_unit_test(test_escaping),
+	        cmocka_unit_test(test_log_chain_and_oversize),
+	        cmocka_unit_test(test_failing_log),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

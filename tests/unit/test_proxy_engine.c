@@ -142,7 +142,7 @@ static void test_api(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_api),
+	        cmocka_unit_test(test_api),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
