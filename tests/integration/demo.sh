@@ -41,6 +41,13 @@ check_match "evil.test: the 403 names the host" 'host: +evil.test' "$out"
 check_match "evil.test: the 403 says how to allow it" 'sluice run --allow evil.test:80' "$out"
 check_match "evil.test around the proxy: the name does not resolve" 'curl: \(6\) Could not resolve host: evil.test' "$out"
 check_match "a raw address around the proxy: the connection times out" 'curl: \(28\) .*198.18.1.13' "$out"
+# The denial summary `sluice run` prints at exit (its --quiet silences it): when this build has it, the
+# demo must show it.
+if "$SLUICE_BUILD_DIR/sandbox/sluice" --help 2>&1 | grep -q -- '--quiet'; then
+	check_match "the denial summary at exit names evil.test and how to allow it" \
+		'--allow evil.test:80' "$(sed -n '/requests* w[ae][rs]e* denied/,$p' <<<"$out")"
+	check_match "the denial summary counts the direct connection too" '198.18.1.13:80 +[0-9]+ x' "$out"
+fi
 
 # 3. the audit log, checked here independently of what the demo printed
 log=$out_dir/audit.log
