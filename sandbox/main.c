@@ -67,6 +67,7 @@ static const struct option sb_options[] = {
         {"audit-log", required_argument, NULL, OPT_AUDIT_LOG},
         {"no-sandbox-i-mean-it", no_argument, NULL, OPT_NO_SANDBOX},
         {"verbose", no_argument, NULL, 'v'},
+        {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {NULL, 0, NULL, 0},
@@ -89,9 +90,12 @@ static void usage(FILE *f)
 	           "  --cpu CORES --memory SIZE --pids N --timeout SECONDS\n"
 	           "  --io-read-bps DEV:RATE --io-write-bps DEV:RATE   (DEV is MAJ:MIN or /dev/NAME)\n"
 	           "  --hostname NAME                UTS host name (default: sluice)\n"
-	           "  --audit-log PATH               where the bypass is logged (default: syslog)\n"
+	           "  --audit-log PATH               audit log of an embedded netd session (sluiced keeps its\n"
+	           "                                 own); also where the bypass is logged (default: syslog)\n"
 	           "  --no-sandbox-i-mean-it         run COMMAND with no sandbox at all (logged)\n"
-	           "  -v, --verbose                  more messages (twice: debug)\n");
+	           "  -v, --verbose                  setup steps and the session id (twice: debug)\n"
+	           "  -q, --quiet                    no messages of sluice's own (errors still print)\n"
+	           "At exit, a session with --allow-network lists what it was denied and how to allow it.\n");
 }
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -259,7 +263,7 @@ static int cmd_run(int argc, char **argv)
 	sb_config_init(&c);
 	c.home = resolve_home();
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+vh", sb_options, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "+vqh", sb_options, NULL)) != -1) {
 		uint64_t v;
 		unsigned maj, min;
 		switch (opt) {
@@ -370,6 +374,7 @@ static int cmd_run(int argc, char **argv)
 			break;
 		case OPT_NO_SANDBOX: no_sandbox = true; break;
 		case 'v': c.verbose++; break;
+		case 'q': c.quiet = true; break;
 		case 'h':
 			usage(stdout);
 			rc = 0;
@@ -380,6 +385,10 @@ static int cmd_run(int argc, char **argv)
 			goto out;
 		default: usage(stderr); goto out;
 		}
+	}
+	if (c.quiet && c.verbose) {
+		fail("--quiet and --verbose contradict each other");
+		goto out;
 	}
 	log_init("sluice", c.verbose > 1 ? LOG_LEVEL_DEBUG : c.verbose ? LOG_LEVEL_INFO : LOG_LEVEL_WARN);
 	if (optind >= argc) {

@@ -448,7 +448,8 @@ int sb_overlay_save(struct sb_session *s, char *err, size_t errlen)
 		s->keep_dir = true;
 		if ((r = write_patch(s, err, errlen)) < 0)
 			return r;
-		fprintf(stderr,
+		if (!c->quiet)
+			fprintf(stderr,
 		        "sluice: session %s saved in %s (changes: %s/changes.patch; apply with "
 		        "`patch -p1 -d %s < %s/changes.patch`)\n",
 		        s->id, s->dir, s->dir, c->project_dir, s->dir);

@@ -99,6 +99,7 @@ struct sb_config {
 
 	char *hostname; /* owned; default "sluice" */
 	int verbose;
+	bool quiet; /* --quiet: no messages of the launcher's own but errors */
 };
 
 void sb_config_init(struct sb_config *c);
