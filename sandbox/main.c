@@ -6,6 +6,9 @@
 #include "session.h"
 
 #include "config.h"
+#if SB_HAVE_NETD && SB_HAVE_POLICY
+#include "ctl.h"
+#endif
 #include "log.h"
 #include "util.h"
 
@@ -76,6 +79,8 @@ static const struct option sb_options[] = {
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: sluice run [options] -- COMMAND [ARGS...]\n"
+	           "       sluice netns create [--name N] [--policy P]... [--allow HOST[:PORT]]...  (see sluicectl)\n"
+	           "       sluice netns delete ID|NAME\n"
 	           "  --profile base|plugin|unsafe   filesystem visibility (default: base)\n"
 	           "  --project DIR                  project directory (default: the current directory)\n"
 	           "  --project-mode overlay|rw|ro   how the project is mounted (default: overlay)\n"
@@ -541,6 +546,10 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "run") == 0)
 		return cmd_run(argc - 1, argv + 1);
+#if SB_HAVE_NETD && SB_HAVE_POLICY
+	if (strcmp(argv[1], "netns") == 0)
+		return ctl_netns(argc - 1, argv + 1, "sluice");
+#endif
 	fprintf(stderr, "sluice: unknown command '%s' (try: sluice run -- COMMAND)\n", argv[1]);
 	return SB_EXIT_FAIL;
 }
