@@ -46,6 +46,7 @@ enum {
 	OPT_AUDIT_LOG,
 	OPT_NO_SANDBOX,
 	OPT_VERSION,
+	OPT_SANDBOX_TYPE,
 };
 
 static const struct option sb_options[] = {
@@ -68,6 +69,7 @@ static const struct option sb_options[] = {
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"hostname", required_argument, NULL, OPT_HOSTNAME},
         {"audit-log", required_argument, NULL, OPT_AUDIT_LOG},
+        {"sandbox-type", required_argument, NULL, OPT_SANDBOX_TYPE},
         {"no-sandbox-i-mean-it", no_argument, NULL, OPT_NO_SANDBOX},
         {"verbose", no_argument, NULL, 'v'},
         {"quiet", no_argument, NULL, 'q'},
@@ -97,6 +99,8 @@ static void usage(FILE *f)
 	           "  --hostname NAME                UTS host name (default: sluice)\n"
 	           "  --audit-log PATH               audit log of an embedded netd session (sluiced keeps its\n"
 	           "                                 own); also where the bypass is logged (default: syslog)\n"
+	           "  --sandbox-type local|firejail  who sandboxes the command (firejail: root; sluice wires\n"
+	           "                                 its network namespace)\n"
 	           "  --no-sandbox-i-mean-it         run COMMAND with no sandbox at all (logged)\n"
 	           "  -v, --verbose                  setup steps and the session id (twice: debug)\n"
 	           "  -q, --quiet                    no messages of sluice's own (errors still print)\n"
@@ -378,6 +382,16 @@ static int cmd_run(int argc, char **argv)
 			c.audit_log = strdup(optarg);
 			break;
 		case OPT_NO_SANDBOX: no_sandbox = true; break;
+		case OPT_SANDBOX_TYPE:
+			if (strcmp(optarg, "local") == 0)
+				c.firejail = false;
+			else if (strcmp(optarg, "firejail") == 0)
+				c.firejail = true;
+			else {
+				fail("--sandbox-type %s: want local or firejail", optarg);
+				goto out;
+			}
+			break;
 		case 'v': c.verbose++; break;
 		case 'q': c.quiet = true; break;
 		case 'h':
@@ -526,6 +540,16 @@ static int cmd_run(int argc, char **argv)
 			if (!(c.plugin_paths.v[i] = strdup(real)))
 				goto out;
 		}
+	}
+	if (c.firejail) {
+		if (profile || c.n_binds || mode || c.save != SB_SAVE_NONE || set_cpu || set_mem || set_pids ||
+		    set_timeout || cli.n_io) {
+			fail("--sandbox-type firejail: firejail does the filesystem and resource sandbox; --profile, "
+			     "--project-mode, --save/--apply, --bind and limits apply to --sandbox-type local only");
+			goto out;
+		}
+		rc = sb_firejail_run(&c, argv + optind);
+		goto out;
 	}
 	rc = sb_session_run(&c, argv + optind);
 out:

@@ -80,6 +80,10 @@ int sb_overlay_mount_project(const struct sb_session *s, int rootfd, int upperfd
  * the project (SB_SAVE_APPLY). */
 int sb_overlay_save(struct sb_session *s, char *err, size_t errlen);
 
+/* ---- firejail.c ---- */
+/* --sandbox-type firejail: runs argv under firejail in a netd-wired namespace; the exit status. */
+int sb_firejail_run(const struct sb_config *cfg, char *const *argv);
+
 /* ---- summary.c ---- */
 /* The size of the audit log now (where this session's records will start), 0 when unreadable. */
 long long sb_summary_mark(const char *log_path);
