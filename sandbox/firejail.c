@@ -6,7 +6,10 @@
  * over /etc/resolv.conf (firejail builds its mount namespace from ours). Neither bind is visible
  * outside. The proxy variables go in the environment (the launcher's whitelist). firejail is set-uid
  * root and joins the namespace itself; binding under /run/netns needs CAP_SYS_ADMIN, so this backend
- * runs for root only (a user asks an administrator or uses `sluice netns create`, see docs). */
+ * runs for root only (a user asks an administrator or uses `sluice netns create`, see docs). The
+ * child enters the namespace before exec too, so the command never runs in the launcher's network
+ * even if firejail skips --netns; where firejail would skip its whole sandbox (it does so silently
+ * inside containers and PID namespaces), the launcher refuses instead. */
 #include "session.h"
 
 #include "log.h"
@@ -45,6 +48,45 @@ static char *find_firejail(void)
 		p += n;
 		if (*p == ':')
 			p++;
+	}
+	return NULL;
+}
+
+/* firejail runs the command WITHOUT any sandbox of its own (exit status 0, one warning line) when it
+ * thinks it already runs in one: no kernel thread among /proc/1..10, or `container=` set for us or
+ * for pid 1. Its check, mirrored here so that case fails closed before anything runs. Returns a
+ * reason or NULL. */
+static const char *firejail_would_degrade(void)
+{
+	static const char *const kthreads[] = {"kthreadd", "ksoftirqd", "kworker", "rcu_sched", "rcu_bh"};
+	const char *ct = getenv("container");
+	bool kernel = false;
+
+	if (ct && *ct)
+		return "the environment variable container is set";
+	for (int i = 1; i <= 10 && !kernel; i++) {
+		char path[32], comm[64] = "";
+		snprintf(path, sizeof path, "/proc/%d/comm", i);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			continue;
+		if (fgets(comm, sizeof comm, f))
+			for (size_t k = 0; k < sizeof kthreads / sizeof kthreads[0]; k++)
+				if (strncmp(comm, kthreads[k], strlen(kthreads[k])) == 0)
+					kernel = true;
+		fclose(f);
+	}
+	if (!kernel)
+		return "no kernel threads are visible in /proc (a PID namespace or container)";
+	cleanup_fd int fd = open("/proc/1/environ", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		char buf[65536];
+		ssize_t n = read(fd, buf, sizeof buf - 1);
+		for (ssize_t i = 0; n > 0 && i < n; i += (ssize_t)strlen(buf + i) + 1) {
+			buf[n] = '\0';
+			if (strncmp(buf + i, "container=", 10) == 0 && buf[i + 10])
+				return "pid 1 runs with container= set (a container)";
+		}
 	}
 	return NULL;
 }
@@ -119,6 +161,14 @@ int sb_firejail_run(const struct sb_config *cfg, char *const *argv)
 		                "install firejail`), or use --sandbox-type local\n");
 		return SB_EXIT_FAIL;
 	}
+	const char *why = firejail_would_degrade();
+	if (why) {
+		fprintf(stderr,
+		        "sluice: --sandbox-type firejail: firejail would run the command without its sandbox here "
+		        "(%s); refusing. Use --sandbox-type local (the default)\n",
+		        why);
+		return SB_EXIT_FAIL;
+	}
 	if (geteuid() != 0) {
 		fprintf(stderr, "sluice: --sandbox-type firejail needs root: firejail --netns only joins namespaces "
 		                "named under /run/netns; as a user, use the local sandbox (the default), or have an "
@@ -159,6 +209,12 @@ int sb_firejail_run(const struct sb_config *cfg, char *const *argv)
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		if (c.allow_network && child_mounts(&s, nsfd, nsname, go.have_resolv, err, sizeof err) < 0) {
 			fprintf(stderr, "sluice: %s\n", err);
+			_exit(SB_EXIT_FAIL);
+		}
+		/* firejail joins the namespace by name; entering it first as well means the command can
+		 * never run in the launcher's network, whatever firejail decides. */
+		if (c.allow_network && setns(nsfd, CLONE_NEWNET) < 0) {
+			fprintf(stderr, "sluice: cannot enter the session's network namespace: %s\n", strerror(errno));
 			_exit(SB_EXIT_FAIL);
 		}
 		size_t n = 0;

@@ -85,6 +85,19 @@ kill "$runpid"
 wait "$runpid"
 check_eq "the launcher ends on SIGTERM after its session was ended (143)" 143 "$?"
 
+# ---- --sandbox-type firejail in the lab: a PID namespace, where firejail would run the command with no
+# sandbox of its own (its "existing sandbox" check): sluice refuses (the positive path: product_firejail.sh)
+fj() { (cd "$P" && exec env -i HOME="$H" PATH="${FJ_PATH:-/usr/bin:/bin}" SLUICE_RUN_DIR=$RUN "$SLUICE" run --sandbox-type firejail "$@"); }
+out=$(fj --allow-network --allow allowed.test -- sh -c 'echo RAN' 2>&1)
+check_eq "firejail inside a PID namespace: refused (125)" 125 "$?"
+check_match "... saying firejail would not sandbox here" 'firejail would run the command without its sandbox here \(no kernel threads' "$out"
+check_not "... and the command did not run" grep -q RAN <<<"$out"
+mkdir -p "$LAB_DIR/nofj"
+out=$(FJ_PATH=$LAB_DIR/nofj fj -- true 2>&1)
+check_eq "firejail missing: exit 125" 125 "$?"
+check_match "... with an install hint" 'apt install firejail' "$out"
+check_eq "--sandbox-type other is refused (125)" 125 "$(sb --sandbox-type lxc -- true >/dev/null 2>&1; echo $?)"
+
 # ---- netns create / delete ----
 path=$("$CTL" netns create --name t1 --allow allowed.test 2>"$LAB_DIR/ns.err")
 check_eq "netns create prints the namespace's path" "$RUN/netns/t1" "$path"
