@@ -409,7 +409,11 @@ static int cmd_run(int argc, char **argv)
 		fail("--quiet and --verbose contradict each other");
 		goto out;
 	}
-	log_init("sluice", c.verbose > 1 ? LOG_LEVEL_DEBUG : c.verbose ? LOG_LEVEL_INFO : LOG_LEVEL_WARN);
+	/* --quiet: errors only, here and in an embedded netd (it inherits the level). */
+	log_init("sluice", c.verbose > 1 ? LOG_LEVEL_DEBUG
+	                   : c.verbose   ? LOG_LEVEL_INFO
+	                   : c.quiet     ? LOG_LEVEL_ERROR
+	                                 : LOG_LEVEL_WARN);
 	if (optind >= argc) {
 		fail("no command given (usage: sluice run [options] -- COMMAND [ARGS...])");
 		goto out;

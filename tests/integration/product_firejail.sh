@@ -15,9 +15,15 @@ trap 'rm -rf "$T"' EXIT
 chmod 755 "$T"
 mkdir -p "$T/proj" "$T/home" "$T/run"
 
-# in_ns SCRIPT: runs SCRIPT with bash in fresh network and mount namespaces, lo up, /run/netns private
+# in_ns SCRIPT: runs SCRIPT with bash in fresh network and mount namespaces: lo up, and a route to
+# 198.18.0.0/15 (a benchmark range) over a veth pair whose far end has no address, so packets go nowhere;
+# 198.18.0.53 is the resolver the embedded proxy engine is given (a private /etc/resolv.conf): it needs
+# one to start, and no request in this test reaches it.
+printf 'nameserver 198.18.0.53\n' >"$T/resolv.conf"
 in_ns() {
-	unshare --net --mount --propagation private bash -c 'ip link set lo up && mount -t tmpfs t "$0/run" && '"$1" "$T"
+	unshare --net --mount --propagation private bash -c 'ip link set lo up && ip link add d0 type veth peer name d1 && ip link set d1 up &&
+		ip addr add 198.18.0.1/15 dev d0 && ip link set d0 up && mount --bind "$0/resolv.conf" /etc/resolv.conf &&
+		mount -t tmpfs t "$0/run" && '"$1" "$T"
 }
 run_fj() {
 	in_ns 'cd "$0/proj" && exec env -i HOME="$0/home" PATH=/usr/bin:/bin SLUICE_RUN_DIR="$0/run" '"$SLUICE"' run \

@@ -38,7 +38,7 @@ check_match "... with the exact flag to allow it" 'to allow it: --allow other\.t
 check_match "... or the policy line" '"other\.test:80" to "allow" in \.sluice/policy\.json' "$err"
 check_match "evil.test:8080 denied once with its flag" '--allow evil\.test:8080' "$err"
 check_not "the allowed host is not in the summary" grep -q 'allowed\.test' "$LAB_DIR/err1"
-sid=$(grep -o 'session [0-9a-f]*:' "$LAB_DIR/err1" | head -1 | tr -dc '0-9a-f')
+sid=$(sed -n 's/^sluice: session \([0-9a-f]*\): .*denied:$/\1/p' "$LAB_DIR/err1" | head -1)
 check_eq "the summary's session id is the one in the audit log's denials" \
 	"$sid" "$(jq -r 'select(.decision=="deny" and .host=="other.test") | .session' "$AUDIT" | sort -u)"
 
