@@ -38,6 +38,7 @@ check_match "... with the exact flag to allow it" 'to allow it: --allow other\.t
 check_match "... or the policy line" '"other\.test:80" to "allow" in \.sluice/policy\.json' "$err"
 check_match "evil.test:8080 denied once with its flag" '--allow evil\.test:8080' "$err"
 check_not "the allowed host is not in the summary" grep -q 'allowed\.test' "$LAB_DIR/err1"
+check_not "no other messages from sluice or its embedded netd" grep -v -e '^sluice: session' -e '^  ' "$LAB_DIR/err1"
 sid=$(sed -n 's/^sluice: session \([0-9a-f]*\): .*denied:$/\1/p' "$LAB_DIR/err1" | head -1)
 check_eq "the summary's session id is the one in the audit log's denials" \
 	"$sid" "$(jq -r 'select(.decision=="deny" and .host=="other.test") | .session' "$AUDIT" | sort -u)"
@@ -66,6 +67,9 @@ out=$(sb --quiet --allow-network --allow allowed.test --audit-log "$AUDIT" -- sh
 check_match "--quiet: the command still ran (403 from the proxy)" '403' "$out"
 check_eq "--quiet: stderr holds only the command's own output" "done" "$(cat "$LAB_DIR/err5")"
 check_eq "--quiet: the denial was still logged" $((before + 1)) "$(denials)"
+
+# The sessions so far appended to one log (each embedded session reopened it): its hash chain holds.
+check "the audit log's hash chain holds across sessions" "$SLUICE_BUILD_DIR/tools/sluicectl" log verify "$AUDIT"
 
 # 6. --verbose: the network session id, the addresses and the audit log it goes to.
 sb --verbose --allow-network --allow allowed.test --audit-log "$AUDIT" -- true 2>"$LAB_DIR/err6"
