@@ -10,9 +10,7 @@ lab_enter "$@"
 _lab_need curl jq
 
 SLUICE=$SLUICE_BUILD_DIR/sandbox/sluice
-if "$SLUICE_BUILD_DIR/netd/sluiced" --version | grep -q "test listener"; then
-	skip_all "sluiced links the netd test listener (no proxy engine on this branch): no policy decisions to summarise"
-fi
+# (registered only when netd links the real proxy engine: the test listener decides nothing)
 lab_internet_up >/dev/null
 lab_forward on
 
