@@ -191,15 +191,16 @@ static int session_saved(const char *verb, int argc, char **argv)
 	char dir[PATH_MAX], project[PATH_MAX], patch[PATH_MAX + 32];
 	cleanup_fd int dfd = -1;
 
+	bool bad = false;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--patch") == 0 && strcmp(verb, "save") == 0)
 			print_patch = true;
 		else if (!id && argv[i][0] != '-')
 			id = argv[i];
 		else
-			id = NULL, argc = 0;
+			bad = true;
 	}
-	if (!id) {
+	if (!id || bad) {
 		fprintf(stderr, "usage: sluicectl session save [--patch] ID | session discard ID\n");
 		return 2;
 	}
