@@ -22,5 +22,12 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "sluice: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
+# Packages such as squid, tinyproxy and dnsmasq start a service in the root namespace when installed;
+# a policy-rc.d that forbids it (when none exists) keeps the machine as it was.
+rcd=/usr/sbin/policy-rc.d
+if [ ! -e "$rcd" ]; then
+	printf '#!/bin/sh\nexit 101\n' >"$rcd" && chmod 0755 "$rcd"
+	trap 'rm -f "$rcd"' EXIT
+fi
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

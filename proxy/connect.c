@@ -1,0 +1,195 @@
+/* CONNECT requests: decide on the canonical name before any DNS lookup or byte forwarded (a denied
+ * name is never resolved), dial an address the policy accepted, answer 200 and hand both sockets to
+ * a tunnel; one audit line when the tunnel closes (bytes each way, duration). */
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http_parse.h"
+#include "log.h"
+#include "proxy_int.h"
+
+struct connect_conn {
+	struct proxy_conn base;     /* attached to the session */
+	struct proxy_session *s;    /* borrowed */
+	struct bufferevent *client; /* owned until the tunnel takes it */
+	struct proxy_dial *dial;    /* owned while dialing */
+	struct tunnel *tunnel;      /* owned */
+	struct timespec start_rt;
+	uint64_t start_ms;
+	struct proxy_target t;
+	const char *decision;
+	char rule[POLICY_WHERE_MAX];
+	char address[PROXY_ADDRSTR_MAX];
+	char reason[512];
+	char error[256];
+	int status;
+	uint64_t bytes_out, bytes_in;
+};
+
+static void cc_free(struct connect_conn *c)
+{
+	struct audit_record r;
+
+	if (c->tunnel)
+		tunnel_bytes(c->tunnel, &c->bytes_out, &c->bytes_in);
+	memset(&r, 0, sizeof r);
+	r.start = c->start_rt;
+	r.duration_ms = proxy_mono_ms() - c->start_ms;
+	r.protocol = "connect";
+	r.host = c->t.host[0] ? c->t.host : NULL;
+	r.port = c->t.port;
+	r.method = "CONNECT";
+	r.decision = c->decision ? c->decision : "deny";
+	r.rule = c->rule;
+	r.reason = c->reason[0] ? c->reason : (c->t.reason[0] ? c->t.reason : NULL);
+	r.address = c->address[0] ? c->address : NULL;
+	r.status = c->status;
+	r.bytes_out = c->bytes_out;
+	r.bytes_in = c->bytes_in;
+	r.error = c->error[0] ? c->error : NULL;
+	if (c->s)
+		proxy_session_audit(c->s, &r);
+	proxy_dial_cancel(c->dial);
+	tunnel_free(c->tunnel);
+	if (c->client)
+		bufferevent_free(c->client);
+	proxy_session_detach(&c->base);
+	free(c);
+}
+
+static void session_close_cb(struct proxy_conn *pc)
+{
+	struct connect_conn *c = (struct connect_conn *)pc;
+	if (!c->error[0])
+		snprintf(c->error, sizeof c->error, "session removed");
+	cc_free(c);
+}
+
+static void drained_cb(struct bufferevent *bev, void *arg)
+{
+	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		cc_free(arg);
+}
+
+static void closing_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	(void)bev;
+	(void)what;
+	cc_free(arg);
+}
+
+/* Answers with our own response, then closes once it was written. */
+static void refuse(struct connect_conn *c, int status, const char *decision, const char *body)
+{
+	char dh[POLICY_WHERE_MAX + 32];
+	struct timeval tv = {5, 0};
+
+	c->status = status;
+	proxy_decision_header(dh, sizeof dh, decision, c->rule);
+	proxy_http_error(c->client, status, dh, body, true);
+	bufferevent_disable(c->client, EV_READ);
+	bufferevent_setwatermark(c->client, EV_WRITE, 0, 0);
+	bufferevent_setcb(c->client, NULL, drained_cb, closing_event_cb, c);
+	bufferevent_set_timeouts(c->client, NULL, &tv);
+	bufferevent_enable(c->client, EV_WRITE);
+}
+
+static void tunnel_done(struct tunnel *t, const char *err, void *arg)
+{
+	struct connect_conn *c = arg;
+	(void)t;
+	if (err)
+		snprintf(c->error, sizeof c->error, "%s", err);
+	cc_free(c);
+}
+
+static void dialed(struct bufferevent *up, const struct proxy_dial_result *res, void *arg)
+{
+	struct connect_conn *c = arg;
+	char body[1600];
+	struct bufferevent *cl;
+
+	c->dial = NULL;
+	snprintf(c->address, sizeof c->address, "%s", res->address);
+	if (!up) {
+		snprintf(c->reason, sizeof c->reason, "%s", res->reason);
+		if (res->status == 403) {
+			c->decision = "deny";
+			snprintf(c->rule, sizeof c->rule, "%s", res->rule);
+			proxy_deny_body(body, sizeof body, c->s, c->t.host, c->t.port, res->reason, res->rule);
+			refuse(c, 403, "deny", body);
+		} else {
+			snprintf(c->error, sizeof c->error, "%.255s", res->reason);
+			snprintf(body, sizeof body, "sluice: %d %s\n%s\n", res->status,
+			         proxy_http_status_text(res->status), res->reason);
+			refuse(c, res->status, "error", body);
+		}
+		return;
+	}
+	c->status = 200;
+	cl = c->client;
+	c->client = NULL;
+	evbuffer_add(bufferevent_get_output(cl), "HTTP/1.1 200 Connection established\r\n\r\n", 39);
+	c->tunnel = tunnel_new(c->s->engine, cl, up, tunnel_done, c);
+	if (!c->tunnel) {
+		snprintf(c->error, sizeof c->error, "out of memory");
+		cc_free(c);
+	}
+}
+
+static void early_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct connect_conn *c = arg;
+	(void)bev;
+	(void)what;
+	snprintf(c->error, sizeof c->error, "the client closed the connection");
+	cc_free(c);
+}
+
+void proxy_connect_begin(struct proxy_session *s, struct bufferevent *client, const struct http_request *req,
+                         size_t head_len, const struct timespec *start_rt, uint64_t start_ms)
+{
+	struct connect_conn *c = calloc(1, sizeof *c);
+	char body[1600];
+	int r;
+
+	if (!c) {
+		bufferevent_free(client);
+		return;
+	}
+	c->s = s;
+	c->client = client;
+	c->start_rt = *start_rt;
+	c->start_ms = start_ms;
+	c->base.close = session_close_cb;
+	proxy_session_attach(s, &c->base, true);
+	/* Decided on the canonical name alone: nothing is resolved or sent before this says allow. */
+	r = proxy_target_decide(s, &req->authority, POLICY_M_CONNECT, &c->t);
+	evbuffer_drain(bufferevent_get_input(client), head_len);
+	if (r != 0) {
+		c->decision = "deny";
+		snprintf(c->reason, sizeof c->reason, "%s", c->t.why);
+		snprintf(body, sizeof body, "sluice: 400 Bad Request\n%s\n", c->t.why);
+		refuse(c, 400, "deny", body);
+		return;
+	}
+	snprintf(c->rule, sizeof c->rule, "%s", policy_rule_where(c->t.dec.rule));
+	c->decision = policy_verdict_name(c->t.dec.verdict);
+	if (c->t.dec.verdict != POLICY_ALLOW) {
+		proxy_deny_body(body, sizeof body, s, c->t.host, c->t.port, c->t.reason, c->rule);
+		refuse(c, 403, c->decision, body);
+		return;
+	}
+	/* While dialing, the client's early bytes stay buffered (bounded by the read watermark). */
+	bufferevent_setcb(client, NULL, NULL, early_event_cb, c);
+	c->dial = proxy_dial_start(s, c->t.literal ? NULL : c->t.host, c->t.literal ? &c->t.addr : NULL, c->t.port,
+	                           dialed, c);
+	if (!c->dial) {
+		snprintf(c->error, sizeof c->error, "cannot start resolving or connecting (out of resources)");
+		refuse(c, 502, "error", "sluice: 502 Bad Gateway\ncannot start resolving or connecting\n");
+	}
+}

@@ -1,0 +1,539 @@
+/* The DNS proxy on each session's gateway, over UDP and TCP: a query is checked (dns_msg.c), its
+ * name canonicalised and decided by the session's policy; denied names are answered here (REFUSED)
+ * and never leave the host; allowed ones are rebuilt and relayed upstream (dns_relay.c), and the
+ * answer is filtered of addresses the policy forbids before it goes back. One audit line per query. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "proxy_int.h"
+
+#define UDP_BATCH        32
+#define TCP_MAX_INFLIGHT 16
+#define TCP_IDLE_MS      10000
+
+struct dns_tcp;
+
+/* One query being answered. */
+struct dns_job {
+	struct proxy_conn base;  /* attached to the session, not counted (ndns is) */
+	struct proxy_session *s; /* borrowed */
+	struct dns_query q;
+	struct timespec start_rt;
+	uint64_t start_ms;
+	/* where the answer goes: a UDP socket and peer, or a TCP connection */
+	int udp_fd; /* borrowed (the listener's) */
+	struct sockaddr_storage peer;
+	socklen_t peerlen;
+	struct sockaddr_storage local; /* the address the query was sent to (answered from it) */
+	bool have_local;
+	struct dns_tcp *tcp;        /* borrowed; NULL for UDP */
+	struct dns_relay_query *rq; /* owned while relayed */
+	char host[POLICY_HOST_MAX + 1];
+	char rule[POLICY_WHERE_MAX];
+	char reason[POLICY_ERR_MAX];
+	char addr[64];
+	const char *decision;
+	const char *error;
+	int rcode;
+	size_t qlen, alen;
+	bool audited;
+	bool via_tcp; /* the upstream is asked over TCP (its UDP answer was truncated) */
+	TAILQ_ENTRY(dns_job) tcp_entry;
+};
+
+/* A DNS-over-TCP client connection. */
+struct dns_tcp {
+	struct proxy_conn base;  /* attached, counted */
+	struct proxy_session *s; /* borrowed */
+	struct bufferevent *bev; /* owned */
+	struct event *idle;      /* owned */
+	unsigned inflight;
+	bool closing;
+	TAILQ_HEAD(, dns_job) jobs; /* borrowed: jobs whose answers go here */
+};
+
+static void job_free(struct dns_job *j);
+static void tcp_free(struct dns_tcp *t);
+
+static void job_audit(struct dns_job *j)
+{
+	struct audit_record r;
+	char qt[16];
+
+	if (j->audited)
+		return;
+	j->audited = true;
+	memset(&r, 0, sizeof r);
+	r.start = j->start_rt;
+	r.duration_ms = proxy_mono_ms() - j->start_ms;
+	r.protocol = "dns";
+	r.host = j->host[0] ? j->host : j->q.name;
+	r.port = 53;
+	r.method = dns_msg_type_name(j->q.qtype, qt, sizeof qt);
+	r.decision = j->decision ? j->decision : "deny";
+	r.rule = j->rule;
+	r.reason = j->reason[0] ? j->reason : NULL;
+	r.address = j->addr[0] ? j->addr : NULL;
+	r.status = j->rcode;
+	r.bytes_out = j->qlen;
+	r.bytes_in = j->alen;
+	r.error = j->error;
+	proxy_session_audit(j->s, &r);
+}
+
+static void send_answer(struct dns_job *j, const uint8_t *msg, size_t len)
+{
+	j->alen = len;
+	if (j->tcp) {
+		uint8_t hdr[2] = {(uint8_t)(len >> 8), (uint8_t)len};
+		if (!j->tcp->closing) {
+			bufferevent_write(j->tcp->bev, hdr, 2);
+			bufferevent_write(j->tcp->bev, msg, len);
+		}
+		return;
+	}
+	{
+		struct iovec iov = {(void *)msg, len};
+		union {
+			char buf[CMSG_SPACE(sizeof(struct in6_pktinfo))];
+			struct cmsghdr align;
+		} cbuf;
+		struct msghdr mh;
+		memset(&mh, 0, sizeof mh);
+		memset(&cbuf, 0, sizeof cbuf);
+		mh.msg_name = &j->peer;
+		mh.msg_namelen = j->peerlen;
+		mh.msg_iov = &iov;
+		mh.msg_iovlen = 1;
+		/* Answer from the address the query went to (the gateway), even on a wildcard socket. */
+		if (j->have_local && j->local.ss_family == AF_INET && j->peer.ss_family == AF_INET) {
+			struct cmsghdr *cm;
+			struct in_pktinfo pi;
+			memset(&pi, 0, sizeof pi);
+			pi.ipi_spec_dst = ((struct sockaddr_in *)&j->local)->sin_addr;
+			mh.msg_control = cbuf.buf;
+			mh.msg_controllen = CMSG_SPACE(sizeof pi);
+			cm = CMSG_FIRSTHDR(&mh);
+			cm->cmsg_level = IPPROTO_IP;
+			cm->cmsg_type = IP_PKTINFO;
+			cm->cmsg_len = CMSG_LEN(sizeof pi);
+			memcpy(CMSG_DATA(cm), &pi, sizeof pi);
+		} else if (j->have_local && j->local.ss_family == AF_INET6 && j->peer.ss_family == AF_INET6) {
+			struct cmsghdr *cm;
+			struct in6_pktinfo pi;
+			memset(&pi, 0, sizeof pi);
+			pi.ipi6_addr = ((struct sockaddr_in6 *)&j->local)->sin6_addr;
+			mh.msg_control = cbuf.buf;
+			mh.msg_controllen = CMSG_SPACE(sizeof pi);
+			cm = CMSG_FIRSTHDR(&mh);
+			cm->cmsg_level = IPPROTO_IPV6;
+			cm->cmsg_type = IPV6_PKTINFO;
+			cm->cmsg_len = CMSG_LEN(sizeof pi);
+			memcpy(CMSG_DATA(cm), &pi, sizeof pi);
+		}
+		if (sendmsg(j->udp_fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+			log_debug("dns: sendmsg: %s", strerror(errno));
+	}
+}
+
+static void answer_rcode(struct dns_job *j, int rcode)
+{
+	uint8_t *msg = NULL;
+	size_t len = 0;
+	j->rcode = rcode;
+	if (dns_msg_reply_rcode(&j->q, rcode, &msg, &len) == 0)
+		send_answer(j, msg, len);
+	free(msg);
+}
+
+static void job_free(struct dns_job *j)
+{
+	job_audit(j);
+	if (j->rq)
+		dns_relay_cancel(j->rq);
+	if (j->tcp) {
+		TAILQ_REMOVE(&j->tcp->jobs, j, tcp_entry);
+		j->tcp->inflight--;
+	}
+	if (j->s)
+		j->s->ndns--;
+	proxy_session_detach(&j->base);
+	free(j);
+}
+
+static void job_session_close(struct proxy_conn *pc)
+{
+	struct dns_job *j = (struct dns_job *)pc;
+	j->error = "session removed";
+	job_free(j);
+}
+
+static bool keep_addr(const struct sockaddr *sa, void *arg)
+{
+	struct dns_job *j = arg;
+	struct policy_decision d;
+	policy_decide_addr(j->s->policy, sa, 0, true, &d);
+	return d.verdict == POLICY_ALLOW;
+}
+
+static bool relayed(const uint8_t *ans, size_t len, void *arg)
+{
+	struct dns_job *j = arg;
+	struct dns_filter_result fr;
+	uint8_t *out = NULL;
+	size_t outlen = 0;
+	size_t maxlen;
+
+	if (!ans) {
+		j->rq = NULL;
+		j->error = "the upstream resolver did not answer in time";
+		answer_rcode(j, DNS_RC_SERVFAIL);
+		job_free(j);
+		return true;
+	}
+	if (len >= 12 && (ans[2] & 0x02) && !j->via_tcp && dns_msg_answer_matches(ans, len, &j->q)) {
+		/* Truncated over UDP: ask again over TCP for the whole answer (a UDP client then gets it
+		 * truncated to its size, retries over TCP, and gets it whole). */
+		uint8_t *up = NULL;
+		size_t uplen = 0;
+		j->rq = NULL;
+		j->via_tcp = true;
+		if (dns_msg_build_upstream(&j->q, &up, &uplen) == 0 &&
+		    (j->rq = dns_relay_send_tcp(j->s->engine->relay, up, uplen, relayed, j)) != NULL) {
+			free(up);
+			return true;
+		}
+		free(up);
+		j->error = "cannot ask the upstream resolver over TCP";
+		answer_rcode(j, DNS_RC_SERVFAIL);
+		job_free(j);
+		return true;
+	}
+	maxlen = j->tcp ? DNS_MSG_MAX
+	                : (j->q.edns ? (j->q.edns_size < DNS_EDNS_SIZE ? j->q.edns_size : DNS_EDNS_SIZE)
+	                             : DNS_UDP_PLAIN);
+	if (dns_msg_filter_answer(ans, len, &j->q, keep_addr, j, maxlen, &out, &outlen, &fr) != 0)
+		return false; /* not the answer to this question: keep waiting (spoofing, or garbage) */
+	j->rq = NULL;
+	j->rcode = fr.rcode;
+	snprintf(j->addr, sizeof j->addr, "%s", fr.first_addr);
+	if (fr.stripped)
+		snprintf(j->reason, sizeof j->reason,
+		         "%u address record(s) in forbidden ranges removed from the answer", fr.stripped);
+	send_answer(j, out, outlen);
+	free(out);
+	job_free(j);
+	return true;
+}
+
+/* Decides one query and answers it or relays it. Takes ownership of j. */
+static void handle_query(struct dns_job *j, const uint8_t *wire, size_t len)
+{
+	const char *why = "";
+	int rc = dns_msg_parse_query(wire, len, &j->q, &why);
+	enum policy_canon_err ce;
+	struct policy_decision d;
+	uint8_t *up = NULL;
+	size_t uplen = 0;
+
+	j->qlen = len;
+	if (rc < 0) {
+		j->audited = true; /* not a query: nothing to decide, nothing to log */
+		job_free(j);
+		return;
+	}
+	if (rc > 0) {
+		j->decision = "deny";
+		snprintf(j->reason, sizeof j->reason, "%s", why);
+		answer_rcode(j, rc);
+		job_free(j);
+		return;
+	}
+	ce = policy_canon_host(j->q.name, j->q.name_len, j->host);
+	if (ce != POLICY_CANON_OK) {
+		j->host[0] = '\0';
+		j->decision = "deny";
+		snprintf(j->reason, sizeof j->reason, "bad name: %s", policy_canon_strerror(ce));
+		answer_rcode(j, DNS_RC_REFUSED);
+		job_free(j);
+		return;
+	}
+	/* Port 0: "may this name be used at all". A denied name is answered here and never sent on. */
+	policy_decide(j->s->policy, j->host, 0, 0, &d);
+	snprintf(j->rule, sizeof j->rule, "%s", policy_rule_where(d.rule));
+	j->decision = policy_verdict_name(d.verdict);
+	if (d.verdict != POLICY_ALLOW) {
+		snprintf(j->reason, sizeof j->reason, "%s", policy_decision_reason(&d));
+		answer_rcode(j, DNS_RC_REFUSED);
+		job_free(j);
+		return;
+	}
+	if (j->s->ndns > PROXY_DNS_PENDING_MAX) {
+		j->error = "too many queries in flight for this session";
+		answer_rcode(j, DNS_RC_SERVFAIL);
+		job_free(j);
+		return;
+	}
+	if (dns_msg_build_upstream(&j->q, &up, &uplen) != 0 ||
+	    !(j->rq = dns_relay_send(j->s->engine->relay, up, uplen, relayed, j))) {
+		j->error = "cannot send the query upstream";
+		answer_rcode(j, DNS_RC_SERVFAIL);
+		free(up);
+		job_free(j);
+		return;
+	}
+	free(up);
+}
+
+static struct dns_job *job_new(struct proxy_session *s)
+{
+	struct dns_job *j = calloc(1, sizeof *j);
+	if (!j)
+		return NULL;
+	j->s = s;
+	j->udp_fd = -1;
+	j->base.close = job_session_close;
+	clock_gettime(CLOCK_REALTIME, &j->start_rt);
+	j->start_ms = proxy_mono_ms();
+	s->ndns++;
+	proxy_session_attach(s, &j->base, false);
+	return j;
+}
+
+/* ---- UDP ---- */
+
+int proxy_dns_udp_setup(int fd)
+{
+	int on = 1;
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof ss;
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
+		return -errno;
+	if (ss.ss_family == AF_INET) {
+		if (setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &on, sizeof on) != 0)
+			return -errno;
+	} else if (ss.ss_family == AF_INET6) {
+		if (setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &on, sizeof on) != 0)
+			return -errno;
+		(void)setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &on, sizeof on); /* dual-stack */
+	} else {
+		return -EAFNOSUPPORT;
+	}
+	return 0;
+}
+
+static bool local_from_cmsg(struct msghdr *mh, struct sockaddr_storage *local)
+{
+	memset(local, 0, sizeof *local);
+	if (mh->msg_flags & MSG_CTRUNC)
+		return false;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
+		if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO &&
+		    cm->cmsg_len >= CMSG_LEN(sizeof(struct in_pktinfo))) {
+			struct in_pktinfo pi;
+			memcpy(&pi, CMSG_DATA(cm), sizeof pi);
+			((struct sockaddr_in *)local)->sin_family = AF_INET;
+			((struct sockaddr_in *)local)->sin_addr = pi.ipi_addr;
+			return true;
+		}
+		if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_PKTINFO &&
+		    cm->cmsg_len >= CMSG_LEN(sizeof(struct in6_pktinfo))) {
+			struct in6_pktinfo pi;
+			memcpy(&pi, CMSG_DATA(cm), sizeof pi);
+			((struct sockaddr_in6 *)local)->sin6_family = AF_INET6;
+			((struct sockaddr_in6 *)local)->sin6_addr = pi.ipi6_addr;
+			return true;
+		}
+	}
+	return false;
+}
+
+void proxy_dns_udp_cb(int fd, short what, void *arg)
+{
+	struct proxy_listener *l = arg;
+	static uint8_t buf[DNS_MSG_MAX];
+	(void)what;
+
+	for (int i = 0; i < UDP_BATCH; i++) {
+		struct sockaddr_storage peer, local;
+		union {
+			char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(struct in_pktinfo))];
+			struct cmsghdr align;
+		} cbuf;
+		struct iovec iov = {buf, sizeof buf};
+		struct msghdr mh;
+		struct proxy_session *s;
+		struct dns_job *j;
+		bool have_local;
+		ssize_t n;
+
+		memset(&mh, 0, sizeof mh);
+		mh.msg_name = &peer;
+		mh.msg_namelen = sizeof peer;
+		mh.msg_iov = &iov;
+		mh.msg_iovlen = 1;
+		mh.msg_control = cbuf.buf;
+		mh.msg_controllen = sizeof cbuf.buf;
+		n = recvmsg(fd, &mh, MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				log_warn("dns: recvmsg");
+			return;
+		}
+		if (mh.msg_flags & MSG_TRUNC)
+			continue; /* over 64 KiB: not DNS */
+		have_local = local_from_cmsg(&mh, &local);
+		s = proxy_session_find(l->engine, (struct sockaddr *)&peer,
+		                       have_local ? (struct sockaddr *)&local : NULL);
+		if (!s)
+			continue;
+		if (!audit_log_healthy(l->engine->audit) && !audit_log_flush(l->engine->audit)) {
+			proxy_audit_failed(l->engine);
+			continue; /* fail closed: no answer without a record */
+		}
+		j = job_new(s);
+		if (!j)
+			continue;
+		j->udp_fd = fd;
+		j->peer = peer;
+		j->peerlen = mh.msg_namelen;
+		j->local = local;
+		j->have_local = have_local;
+		handle_query(j, buf, (size_t)n);
+	}
+}
+
+/* ---- TCP ---- */
+
+static void tcp_free(struct dns_tcp *t)
+{
+	struct dns_job *j;
+	while ((j = TAILQ_FIRST(&t->jobs)) != NULL) {
+		j->error = "the client closed the connection";
+		job_free(j);
+	}
+	if (t->bev)
+		bufferevent_free(t->bev);
+	if (t->idle)
+		event_free(t->idle);
+	proxy_session_detach(&t->base);
+	free(t);
+}
+
+static void tcp_session_close(struct proxy_conn *pc)
+{
+	tcp_free((struct dns_tcp *)pc);
+}
+
+static void tcp_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct dns_tcp *t = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	struct timeval tv = {TCP_IDLE_MS / 1000, 0};
+
+	event_add(t->idle, &tv);
+	while (!t->closing && t->inflight < TCP_MAX_INFLIGHT) {
+		uint8_t hdr[2];
+		size_t mlen;
+		uint8_t *msg;
+		struct dns_job *j;
+
+		if (evbuffer_copyout(in, hdr, 2) != 2)
+			break;
+		mlen = (size_t)hdr[0] << 8 | hdr[1];
+		if (mlen < 12) {
+			t->closing = true; /* framing is lost: nothing sane to answer */
+			break;
+		}
+		if (evbuffer_get_length(in) < mlen + 2)
+			break;
+		msg = evbuffer_pullup(in, (ev_ssize_t)mlen + 2);
+		if (!msg)
+			break;
+		if (!audit_log_healthy(t->s->engine->audit) && !audit_log_flush(t->s->engine->audit)) {
+			proxy_audit_failed(t->s->engine);
+			t->closing = true;
+			break;
+		}
+		j = job_new(t->s);
+		if (!j) {
+			t->closing = true;
+			break;
+		}
+		j->tcp = t;
+		t->inflight++;
+		TAILQ_INSERT_TAIL(&t->jobs, j, tcp_entry);
+		handle_query(j, msg + 2, mlen);
+		evbuffer_drain(in, mlen + 2);
+	}
+	if (t->inflight >= TCP_MAX_INFLIGHT)
+		bufferevent_disable(bev, EV_READ);
+	if (t->closing && evbuffer_get_length(bufferevent_get_output(bev)) == 0 && t->inflight == 0)
+		tcp_free(t);
+}
+
+static void tcp_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct dns_tcp *t = arg;
+	if (t->closing) {
+		if (t->inflight == 0)
+			tcp_free(t);
+		return;
+	}
+	if (t->inflight < TCP_MAX_INFLIGHT && !(bufferevent_get_enabled(bev) & EV_READ)) {
+		bufferevent_enable(bev, EV_READ);
+		tcp_read_cb(bev, t);
+	}
+}
+
+static void tcp_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	(void)bev;
+	(void)what;
+	tcp_free(arg);
+}
+
+static void tcp_idle_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	tcp_free(arg);
+}
+
+void proxy_dns_tcp_accept(struct proxy_session *s, int fd)
+{
+	struct dns_tcp *t = calloc(1, sizeof *t);
+	struct timeval tv = {TCP_IDLE_MS / 1000, 0};
+
+	if (!t) {
+		close(fd);
+		return;
+	}
+	t->s = s;
+	TAILQ_INIT(&t->jobs);
+	t->base.close = tcp_session_close;
+	proxy_session_attach(s, &t->base, true);
+	t->bev = bufferevent_socket_new(s->engine->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	t->idle = evtimer_new(s->engine->base, tcp_idle_cb, t);
+	if (!t->bev || !t->idle) {
+		if (!t->bev)
+			close(fd);
+		tcp_free(t);
+		return;
+	}
+	bufferevent_setcb(t->bev, tcp_read_cb, tcp_write_cb, tcp_event_cb, t);
+	bufferevent_setwatermark(t->bev, EV_READ, 0, 2 * (DNS_MSG_MAX + 2));
+	bufferevent_enable(t->bev, EV_READ | EV_WRITE);
+	event_add(t->idle, &tv);
+}

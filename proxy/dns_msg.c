@@ -1,0 +1,514 @@
+/* DNS message checks and rewriting with ldns (see dns_msg.h). */
+#include "dns_msg.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ldns/ldns.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A bounded walk over the message's records before ldns sees it: rejects messages whose sections
+ * overrun it, and any TSIG record or more than one OPT record (ldns 1.8 keeps only the last of
+ * either and leaks the others; we never use TSIG, and a message with two OPTs is malformed). */
+static int prescan(const uint8_t *w, size_t len)
+{
+	size_t pos = 12;
+	unsigned counts[4], opt = 0;
+
+	if (len < 12)
+		return -1;
+	for (int i = 0; i < 4; i++)
+		counts[i] = (unsigned)(w[4 + 2 * i] << 8 | w[5 + 2 * i]);
+	for (int sec = 0; sec < 4; sec++) {
+		for (unsigned k = 0; k < counts[sec]; k++) {
+			uint16_t type;
+			/* the owner name: labels, ending in a zero byte or a compression pointer */
+			for (;;) {
+				if (pos >= len)
+					return -1;
+				if ((w[pos] & 0xc0) == 0xc0) {
+					pos += 2;
+					break;
+				}
+				if (w[pos] & 0xc0)
+					return -1;
+				if (w[pos] == 0) {
+					pos++;
+					break;
+				}
+				pos += 1 + w[pos];
+			}
+			if (pos + 4 > len)
+				return -1;
+			type = (uint16_t)(w[pos] << 8 | w[pos + 1]);
+			pos += 4;
+			if (sec == 0)
+				continue;
+			if (pos + 6 > len)
+				return -1;
+			pos += 6 + (size_t)(w[pos + 4] << 8 | w[pos + 5]);
+			if (pos > len || type == LDNS_RR_TYPE_TSIG || (type == LDNS_RR_TYPE_OPT && ++opt > 1))
+				return -1;
+		}
+	}
+	return 0;
+}
+
+int dns_msg_parse_query(const uint8_t *wire, size_t len, struct dns_query *q, const char **why)
+{
+	ldns_pkt *pkt = NULL;
+	ldns_rr *rr;
+	ldns_rdf *owner;
+	const uint8_t *d;
+	size_t dl, pos = 0, out = 0;
+	int rc;
+
+	memset(q, 0, sizeof *q);
+	if (len < 12) {
+		*why = "message shorter than a DNS header";
+		return -1;
+	}
+	q->id = (uint16_t)(wire[0] << 8 | wire[1]);
+	q->opcode = (wire[2] >> 3) & 0x0f;
+	q->rd = wire[2] & 0x01;
+	q->cd = wire[3] & 0x10;
+	if (wire[2] & 0x80) {
+		*why = "a response, not a query";
+		return -1;
+	}
+	if (q->opcode != LDNS_PACKET_QUERY) {
+		*why = "opcode is not QUERY";
+		return DNS_RC_REFUSED;
+	}
+	if (prescan(wire, len) != 0 || ldns_wire2pkt(&pkt, wire, len) != LDNS_STATUS_OK) {
+		*why = "malformed DNS message";
+		return DNS_RC_FORMERR;
+	}
+	rc = DNS_RC_FORMERR;
+	if (ldns_pkt_qdcount(pkt) != 1 || ldns_rr_list_rr_count(ldns_pkt_question(pkt)) != 1) {
+		*why = "not exactly one question";
+		goto out;
+	}
+	if (ldns_pkt_ancount(pkt) || ldns_pkt_nscount(pkt) || ldns_pkt_tc(pkt) || ldns_pkt_aa(pkt)) {
+		*why = "query with answer/authority records or TC/AA flags";
+		goto out;
+	}
+	if (ldns_pkt_arcount(pkt) > 0 || ldns_rr_list_rr_count(ldns_pkt_additional(pkt)) > 0) {
+		*why = "additional records other than one EDNS OPT";
+		goto out;
+	}
+	if (ldns_pkt_tsig(pkt)) {
+		*why = "TSIG is not supported";
+		goto out;
+	}
+	if (ldns_pkt_edns(pkt)) {
+		q->edns = true;
+		if (ldns_pkt_edns_version(pkt) != 0) {
+			*why = "EDNS version other than 0";
+			goto out;
+		}
+		q->edns_size = ldns_pkt_edns_udp_size(pkt);
+		if (q->edns_size < DNS_UDP_PLAIN)
+			q->edns_size = DNS_UDP_PLAIN;
+		q->dnssec_ok = ldns_pkt_edns_do(pkt);
+	}
+	rr = ldns_rr_list_rr(ldns_pkt_question(pkt), 0);
+	q->qtype = (uint16_t)ldns_rr_get_type(rr);
+	q->qclass = (uint16_t)ldns_rr_get_class(rr);
+	owner = ldns_rr_owner(rr);
+	q->have_question = true;
+	d = ldns_rdf_data(owner);
+	dl = ldns_rdf_size(owner);
+	if (!d || dl == 0 || dl > sizeof q->qname_wire) {
+		*why = "bad question name";
+		goto out;
+	}
+	memcpy(q->qname_wire, d, dl);
+	q->qname_wire_len = dl;
+	/* Dotted form, bounds-checked label by label. A label holding a '.' byte would read as two
+	 * labels and could smuggle a different name past the policy: refused. */
+	rc = DNS_RC_REFUSED;
+	while (pos < dl && d[pos] != 0) {
+		size_t ll = d[pos++];
+		if (ll > 63 || pos + ll > dl) {
+			*why = "bad label in question name";
+			rc = DNS_RC_FORMERR;
+			goto out;
+		}
+		if (out && out + 1 < sizeof q->name)
+			q->name[out++] = '.';
+		for (size_t i = 0; i < ll; i++) {
+			if (d[pos + i] == '.' || d[pos + i] == '\0') {
+				*why = "'.' or NUL byte inside a label";
+				goto out;
+			}
+			if (out + 1 >= sizeof q->name) {
+				*why = "question name too long";
+				goto out;
+			}
+			q->name[out++] = (char)d[pos + i];
+		}
+		pos += ll;
+	}
+	q->name[out] = '\0';
+	q->name_len = out;
+	if (out == 0) {
+		*why = "query for the root name";
+		goto out;
+	}
+	if (q->qclass != LDNS_RR_CLASS_IN) {
+		*why = "class is not IN";
+		goto out;
+	}
+	if (q->qtype == LDNS_RR_TYPE_AXFR || q->qtype == LDNS_RR_TYPE_IXFR || q->qtype == LDNS_RR_TYPE_OPT ||
+	    q->qtype == LDNS_RR_TYPE_TSIG || q->qtype == 0) {
+		*why = "query type not served (zone transfer or meta type)";
+		goto out;
+	}
+	rc = 0;
+out:
+	ldns_pkt_free(pkt);
+	return rc;
+}
+
+static ldns_rr *question_rr(const struct dns_query *q)
+{
+	ldns_rr *rr;
+	ldns_rdf *name;
+
+	if (!q->have_question)
+		return NULL;
+	name = ldns_rdf_new_frm_data(LDNS_RDF_TYPE_DNAME, q->qname_wire_len, q->qname_wire);
+	if (!name)
+		return NULL;
+	rr = ldns_rr_new();
+	if (!rr) {
+		ldns_rdf_deep_free(name);
+		return NULL;
+	}
+	ldns_rr_set_owner(rr, name);
+	ldns_rr_set_type(rr, (ldns_rr_type)q->qtype);
+	ldns_rr_set_class(rr, (ldns_rr_class)q->qclass);
+	ldns_rr_set_question(rr, true);
+	return rr;
+}
+
+static int to_wire(ldns_pkt *pkt, uint8_t **out, size_t *outlen)
+{
+	if (ldns_pkt2wire(out, pkt, outlen) != LDNS_STATUS_OK || !*out)
+		return -ENOMEM;
+	return 0;
+}
+
+int dns_msg_reply_rcode(const struct dns_query *q, int rcode, uint8_t **out, size_t *outlen)
+{
+	ldns_pkt *pkt = ldns_pkt_new();
+	ldns_rr *rr;
+	int r;
+
+	if (!pkt)
+		return -ENOMEM;
+	ldns_pkt_set_id(pkt, q->id);
+	ldns_pkt_set_qr(pkt, true);
+	ldns_pkt_set_opcode(pkt, (ldns_pkt_opcode)q->opcode);
+	ldns_pkt_set_rd(pkt, q->rd);
+	ldns_pkt_set_ra(pkt, true);
+	ldns_pkt_set_cd(pkt, q->cd);
+	ldns_pkt_set_rcode(pkt, (uint8_t)rcode);
+	if (rcode != DNS_RC_FORMERR && (rr = question_rr(q)) != NULL)
+		ldns_pkt_push_rr(pkt, LDNS_SECTION_QUESTION, rr);
+	if (q->edns && rcode != DNS_RC_FORMERR)
+		ldns_pkt_set_edns_udp_size(pkt, DNS_EDNS_SIZE);
+	r = to_wire(pkt, out, outlen);
+	ldns_pkt_free(pkt);
+	return r;
+}
+
+int dns_msg_build_upstream(const struct dns_query *q, uint8_t **out, size_t *outlen)
+{
+	/* Written field by field from the parsed query (no byte of the client's message is copied
+	 * except the validated question name): header, question, and an EDNS OPT record. */
+	size_t len = 12 + q->qname_wire_len + 4 + 11;
+	uint8_t *w;
+
+	if (!q->have_question || q->qname_wire_len == 0 || q->qname_wire_len > sizeof q->qname_wire)
+		return -EINVAL;
+	w = malloc(len);
+	if (!w)
+		return -ENOMEM;
+	memset(w, 0, 12);
+	w[2] = 0x01;                /* RD */
+	w[3] = q->cd ? 0x10 : 0x00; /* CD as asked */
+	w[5] = 1;                   /* QDCOUNT */
+	w[11] = 1;                  /* ARCOUNT: the OPT */
+	memcpy(w + 12, q->qname_wire, q->qname_wire_len);
+	len = 12 + q->qname_wire_len;
+	w[len++] = (uint8_t)(q->qtype >> 8);
+	w[len++] = (uint8_t)q->qtype;
+	w[len++] = (uint8_t)(q->qclass >> 8);
+	w[len++] = (uint8_t)q->qclass;
+	w[len++] = 0; /* OPT: root owner */
+	w[len++] = 0;
+	w[len++] = 41; /* TYPE OPT */
+	w[len++] = (uint8_t)(DNS_EDNS_SIZE >> 8);
+	w[len++] = (uint8_t)DNS_EDNS_SIZE;
+	w[len++] = 0; /* extended rcode */
+	w[len++] = 0; /* version */
+	w[len++] = q->dnssec_ok ? 0x80 : 0x00;
+	w[len++] = 0;
+	w[len++] = 0; /* RDLEN */
+	w[len++] = 0;
+	*out = w;
+	*outlen = len;
+	return 0;
+}
+
+static bool question_matches(ldns_pkt *pkt, const struct dns_query *q)
+{
+	ldns_rr *rr;
+	ldns_rdf *owner;
+	const uint8_t *d;
+	size_t dl;
+
+	if (ldns_rr_list_rr_count(ldns_pkt_question(pkt)) != 1)
+		return false;
+	rr = ldns_rr_list_rr(ldns_pkt_question(pkt), 0);
+	if (ldns_rr_get_type(rr) != q->qtype || ldns_rr_get_class(rr) != q->qclass)
+		return false;
+	owner = ldns_rr_owner(rr);
+	d = ldns_rdf_data(owner);
+	dl = ldns_rdf_size(owner);
+	if (dl != q->qname_wire_len)
+		return false;
+	for (size_t i = 0; i < dl; i++) {
+		uint8_t a = d[i], b = q->qname_wire[i];
+		if (a >= 'A' && a <= 'Z')
+			a = (uint8_t)(a + 32);
+		if (b >= 'A' && b <= 'Z')
+			b = (uint8_t)(b + 32);
+		if (a != b)
+			return false;
+	}
+	return true;
+}
+
+bool dns_msg_answer_matches(const uint8_t *ans, size_t len, const struct dns_query *q)
+{
+	ldns_pkt *pkt = NULL;
+	bool ok;
+
+	if (prescan(ans, len) != 0 || ldns_wire2pkt(&pkt, ans, len) != LDNS_STATUS_OK)
+		return false;
+	ok = ldns_pkt_qr(pkt) && question_matches(pkt, q);
+	ldns_pkt_free(pkt);
+	return ok;
+}
+
+/* Copies the records of `from` that pass into a new list (owned by the caller). */
+static ldns_rr_list *filter_list(const ldns_rr_list *from, dns_addr_keep_fn keep, void *arg,
+                                 struct dns_filter_result *res)
+{
+	ldns_rr_list *to = ldns_rr_list_new();
+
+	if (!to)
+		return NULL;
+	for (size_t i = 0; from && i < ldns_rr_list_rr_count(from); i++) {
+		ldns_rr *rr = ldns_rr_list_rr(from, i);
+		ldns_rr_type t = ldns_rr_get_type(rr);
+		struct sockaddr_storage ss;
+
+		memset(&ss, 0, sizeof ss);
+		if ((t == LDNS_RR_TYPE_A || t == LDNS_RR_TYPE_AAAA) && ldns_rr_rd_count(rr) == 1) {
+			ldns_rdf *rd = ldns_rr_rdf(rr, 0);
+			size_t want = t == LDNS_RR_TYPE_A ? 4 : 16;
+			if (!rd || ldns_rdf_size(rd) != want)
+				continue; /* malformed address record: dropped */
+			if (t == LDNS_RR_TYPE_A) {
+				struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+				s4->sin_family = AF_INET;
+				memcpy(&s4->sin_addr, ldns_rdf_data(rd), 4);
+			} else {
+				struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+				s6->sin6_family = AF_INET6;
+				memcpy(&s6->sin6_addr, ldns_rdf_data(rd), 16);
+			}
+			if (!keep((struct sockaddr *)&ss, arg)) {
+				res->stripped++;
+				continue;
+			}
+			if (!res->first_addr[0]) {
+				const void *a = ss.ss_family == AF_INET
+				                        ? (const void *)&((struct sockaddr_in *)&ss)->sin_addr
+				                        : (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr;
+				inet_ntop(ss.ss_family, a, res->first_addr, sizeof res->first_addr);
+			}
+			res->kept++;
+		}
+		ldns_rr *c = ldns_rr_clone(rr);
+		if (!c || !ldns_rr_list_push_rr(to, c)) {
+			ldns_rr_free(c);
+			ldns_rr_list_deep_free(to);
+			return NULL;
+		}
+	}
+	return to;
+}
+
+/* Counts what keep() decides over the address records of a list; false if anything goes. */
+static bool list_passes(const ldns_rr_list *l, dns_addr_keep_fn keep, void *arg, struct dns_filter_result *res)
+{
+	for (size_t i = 0; l && i < ldns_rr_list_rr_count(l); i++) {
+		ldns_rr *rr = ldns_rr_list_rr(l, i);
+		ldns_rr_type t = ldns_rr_get_type(rr);
+		struct sockaddr_storage ss;
+		ldns_rdf *rd;
+
+		if (t != LDNS_RR_TYPE_A && t != LDNS_RR_TYPE_AAAA)
+			continue;
+		rd = ldns_rr_rd_count(rr) == 1 ? ldns_rr_rdf(rr, 0) : NULL;
+		if (!rd || ldns_rdf_size(rd) != (t == LDNS_RR_TYPE_A ? 4u : 16u))
+			return false;
+		memset(&ss, 0, sizeof ss);
+		if (t == LDNS_RR_TYPE_A) {
+			ss.ss_family = AF_INET;
+			memcpy(&((struct sockaddr_in *)&ss)->sin_addr, ldns_rdf_data(rd), 4);
+		} else {
+			ss.ss_family = AF_INET6;
+			memcpy(&((struct sockaddr_in6 *)&ss)->sin6_addr, ldns_rdf_data(rd), 16);
+		}
+		if (!keep((struct sockaddr *)&ss, arg))
+			return false;
+		if (!res->first_addr[0])
+			inet_ntop(ss.ss_family,
+			          t == LDNS_RR_TYPE_A ? (const void *)&((struct sockaddr_in *)&ss)->sin_addr
+			                              : (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr,
+			          res->first_addr, sizeof res->first_addr);
+		res->kept++;
+	}
+	return true;
+}
+
+/* True when the answer can go to the client as it is (only its id changed): every address kept,
+ * flags as the client asked, EDNS present exactly when the client used it, and it fits. */
+static bool answer_passes(ldns_pkt *in, const struct dns_query *q, dns_addr_keep_fn keep, void *arg, size_t len,
+                          size_t maxlen, struct dns_filter_result *res)
+{
+	if (len > maxlen || !q->rd || ldns_pkt_tc(in) || ldns_pkt_edns(in) != q->edns || ldns_pkt_cd(in) != q->cd ||
+	    (q->edns && ldns_pkt_edns_do(in) != q->dnssec_ok))
+		return false;
+	return list_passes(ldns_pkt_answer(in), keep, arg, res) &&
+	       list_passes(ldns_pkt_authority(in), keep, arg, res) &&
+	       list_passes(ldns_pkt_additional(in), keep, arg, res);
+}
+
+int dns_msg_filter_answer(const uint8_t *ans, size_t len, const struct dns_query *q, dns_addr_keep_fn keep, void *arg,
+                          size_t maxlen, uint8_t **out, size_t *outlen, struct dns_filter_result *res)
+{
+	ldns_pkt *in = NULL, *pkt = NULL;
+	ldns_rr_list *lists[3] = {NULL, NULL, NULL};
+	ldns_rr *qrr;
+	int r = -EINVAL;
+
+	memset(res, 0, sizeof *res);
+	*out = NULL;
+	if (prescan(ans, len) != 0 || ldns_wire2pkt(&in, ans, len) != LDNS_STATUS_OK)
+		return -EINVAL;
+	if (!ldns_pkt_qr(in) || ldns_pkt_get_opcode(in) != LDNS_PACKET_QUERY || !question_matches(in, q))
+		goto out;
+	res->rcode = ldns_pkt_get_rcode(in);
+	if (answer_passes(in, q, keep, arg, len, maxlen, res)) {
+		/* Nothing to remove or rewrite: the upstream's bytes (checked by ldns above) with the
+		 * client's id. */
+		*out = malloc(len);
+		if (!*out) {
+			r = -ENOMEM;
+			goto out;
+		}
+		memcpy(*out, ans, len);
+		(*out)[0] = (uint8_t)(q->id >> 8);
+		(*out)[1] = (uint8_t)q->id;
+		*outlen = len;
+		r = 0;
+		goto out;
+	}
+	memset(res, 0, sizeof *res);
+	res->rcode = ldns_pkt_get_rcode(in);
+	r = -ENOMEM;
+	pkt = ldns_pkt_new();
+	qrr = question_rr(q);
+	if (!pkt || !qrr) {
+		ldns_rr_free(qrr);
+		goto out;
+	}
+	ldns_pkt_push_rr(pkt, LDNS_SECTION_QUESTION, qrr);
+	ldns_pkt_set_id(pkt, q->id);
+	ldns_pkt_set_qr(pkt, true);
+	ldns_pkt_set_opcode(pkt, LDNS_PACKET_QUERY);
+	ldns_pkt_set_rd(pkt, q->rd);
+	ldns_pkt_set_ra(pkt, ldns_pkt_ra(in));
+	ldns_pkt_set_ad(pkt, ldns_pkt_ad(in));
+	ldns_pkt_set_cd(pkt, q->cd);
+	ldns_pkt_set_rcode(pkt, (uint8_t)res->rcode);
+	if (q->edns) {
+		ldns_pkt_set_edns_udp_size(pkt, DNS_EDNS_SIZE);
+		ldns_pkt_set_edns_do(pkt, q->dnssec_ok);
+	}
+	lists[0] = filter_list(ldns_pkt_answer(in), keep, arg, res);
+	lists[1] = filter_list(ldns_pkt_authority(in), keep, arg, res);
+	lists[2] = filter_list(ldns_pkt_additional(in), keep, arg, res);
+	if (!lists[0] || !lists[1] || !lists[2])
+		goto out;
+	ldns_rr_list_deep_free(ldns_pkt_answer(pkt));
+	ldns_rr_list_deep_free(ldns_pkt_authority(pkt));
+	ldns_rr_list_deep_free(ldns_pkt_additional(pkt));
+	ldns_pkt_set_answer(pkt, lists[0]);
+	ldns_pkt_set_authority(pkt, lists[1]);
+	ldns_pkt_set_additional(pkt, lists[2]);
+	ldns_pkt_set_ancount(pkt, (uint16_t)ldns_rr_list_rr_count(lists[0]));
+	ldns_pkt_set_nscount(pkt, (uint16_t)ldns_rr_list_rr_count(lists[1]));
+	ldns_pkt_set_arcount(pkt, (uint16_t)ldns_rr_list_rr_count(lists[2]));
+	lists[0] = lists[1] = lists[2] = NULL;
+	if (to_wire(pkt, out, outlen) != 0)
+		goto out;
+	if (*outlen > maxlen) {
+		/* Too big for the client's transport: header and question with TC, so it retries on TCP. */
+		free(*out);
+		*out = NULL;
+		res->truncated = true;
+		ldns_rr_list_deep_free(ldns_pkt_answer(pkt));
+		ldns_rr_list_deep_free(ldns_pkt_authority(pkt));
+		ldns_rr_list_deep_free(ldns_pkt_additional(pkt));
+		ldns_pkt_set_answer(pkt, ldns_rr_list_new());
+		ldns_pkt_set_authority(pkt, ldns_rr_list_new());
+		ldns_pkt_set_additional(pkt, ldns_rr_list_new());
+		ldns_pkt_set_ancount(pkt, 0);
+		ldns_pkt_set_nscount(pkt, 0);
+		ldns_pkt_set_arcount(pkt, 0);
+		ldns_pkt_set_tc(pkt, true);
+		if (to_wire(pkt, out, outlen) != 0)
+			goto out;
+	}
+	r = 0;
+out:
+	for (int i = 0; i < 3; i++)
+		ldns_rr_list_deep_free(lists[i]);
+	ldns_pkt_free(pkt);
+	ldns_pkt_free(in);
+	if (r && *out) {
+		free(*out);
+		*out = NULL;
+	}
+	return r;
+}
+
+const char *dns_msg_type_name(uint16_t qtype, char *buf, size_t len)
+{
+	const ldns_rr_descriptor *d = ldns_rr_descript(qtype);
+	if (d && d->_name)
+		snprintf(buf, len, "%s", d->_name);
+	else
+		snprintf(buf, len, "TYPE%u", qtype);
+	return buf;
+}

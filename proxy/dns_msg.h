@@ -1,0 +1,74 @@
+/* DNS message handling for the DNS proxy, with ldns: checking a query from a session, building the
+ * query relayed upstream (rebuilt, never the client's bytes), local answers (REFUSED, FORMERR...),
+ * and filtering an upstream answer (question must match; addresses the policy forbids are removed;
+ * truncation to what the client can take). Pure functions: no I/O, fuzzable.
+ *
+ * Trust boundary: queries come from a sandbox, answers from the upstream resolver (or a spoofer). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "policy.h"
+
+#define DNS_MSG_MAX   65535
+#define DNS_UDP_PLAIN 512
+#define DNS_EDNS_SIZE 1232 /* what we advertise and accept at most over UDP */
+
+/* DNS rcodes used here */
+#define DNS_RC_NOERROR  0
+#define DNS_RC_FORMERR  1
+#define DNS_RC_SERVFAIL 2
+#define DNS_RC_NXDOMAIN 3
+#define DNS_RC_NOTIMP   4
+#define DNS_RC_REFUSED  5
+
+struct dns_query {
+	uint16_t id;
+	uint8_t opcode;
+	bool rd, cd, dnssec_ok;
+	bool edns;
+	uint16_t edns_size;
+	bool have_question;
+	uint16_t qtype, qclass;
+	uint8_t qname_wire[256]; /* the question name as sent (case kept) */
+	size_t qname_wire_len;
+	char name[POLICY_HOST_MAX + 2]; /* dotted, raw bytes (not yet canonical) */
+	size_t name_len;
+};
+
+/* Checks a query. Returns 0 when it may be decided on, an rcode to answer with (FORMERR for a
+ * malformed message, REFUSED for an opcode, class or type not served) when it must be refused, or -1 when it must be
+ * dropped without an answer (too short to answer, or a response). *why is a static reason. */
+int dns_msg_parse_query(const uint8_t *wire, size_t len, struct dns_query *q, const char **why);
+
+/* Builds a local answer with `rcode` (and the question, when known). Returns 0 and a malloced
+ * message in *out, or -errno. */
+int dns_msg_reply_rcode(const struct dns_query *q, int rcode, uint8_t **out, size_t *outlen);
+
+/* Builds the query sent upstream: same name, type, class IN, RD, CD and DO as asked, EDNS with our
+ * buffer size, id 0 (the relay sets a fresh one). */
+int dns_msg_build_upstream(const struct dns_query *q, uint8_t **out, size_t *outlen);
+
+/* True when the answer's question is exactly the query's (name case-insensitively, type, class). */
+bool dns_msg_answer_matches(const uint8_t *ans, size_t len, const struct dns_query *q);
+
+typedef bool (*dns_addr_keep_fn)(const struct sockaddr *sa, void *arg);
+
+struct dns_filter_result {
+	int rcode;
+	unsigned kept, stripped; /* A/AAAA records kept / removed */
+	char first_addr[64];     /* first address kept ("" if none) */
+	bool truncated;
+};
+
+/* Rewrites an upstream answer for the client: its id, only A/AAAA records for which keep() says
+ * true, EDNS as the client asked, truncated (TC, no records) above maxlen. Returns 0 and a malloced
+ * message, or -EINVAL for an answer that is malformed or does not match q. */
+int dns_msg_filter_answer(const uint8_t *ans, size_t len, const struct dns_query *q, dns_addr_keep_fn keep, void *arg,
+                          size_t maxlen, uint8_t **out, size_t *outlen, struct dns_filter_result *res);
+
+/* "A", "AAAA", "TYPE65"... into buf. */
+const char *dns_msg_type_name(uint16_t qtype, char *buf, size_t len);

@@ -1,0 +1,286 @@
+/* The DNS relay: a few connected UDP sockets (each its own random source port) to the upstream
+ * resolver, fresh random query ids, replies matched by socket and id (and then by question, by the
+ * caller), and a timeout per query (all queries have the same timeout, so they expire in the order
+ * they were sent: one FIFO and one sweep timer, no timer per query). Only queries dns.c rebuilt for
+ * allowed names come here. */
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "proxy_int.h"
+
+#define RELAY_SOCKS      4
+#define RELAY_TIMEOUT_MS 4000
+#define RELAY_BATCH      32
+#define RELAY_SWEEP_MS   250
+
+struct dns_relay_query {
+	struct dns_relay *r; /* borrowed */
+	unsigned sock;
+	uint16_t id;
+	dns_relay_cb cb;
+	void *arg;
+	uint64_t deadline_ms;
+	TAILQ_ENTRY(dns_relay_query) entry; /* in the relay's FIFO (UDP) */
+	struct bufferevent *bev;            /* owned: the TCP connection (TCP queries only) */
+};
+
+struct relay_sock {
+	int fd;                         /* owned */
+	struct event *ev;               /* owned */
+	struct dns_relay_query **by_id; /* owned array of 65536 borrowed pointers */
+};
+
+struct dns_relay {
+	struct proxy_engine *e; /* borrowed */
+	struct relay_sock socks[RELAY_SOCKS];
+	unsigned next;
+	struct event *sweep; /* owned */
+	TAILQ_HEAD(, dns_relay_query) fifo;
+};
+
+static void query_free(struct dns_relay_query *q)
+{
+	if (q->bev) {
+		bufferevent_free(q->bev);
+	} else {
+		q->r->socks[q->sock].by_id[q->id] = NULL;
+		TAILQ_REMOVE(&q->r->fifo, q, entry);
+	}
+	free(q);
+}
+
+/* The sweep runs only while queries are in flight, so an idle engine does not wake up. */
+static void arm_sweep(struct dns_relay *r)
+{
+	struct timeval tv = {0, RELAY_SWEEP_MS * 1000};
+	if (!event_pending(r->sweep, EV_TIMEOUT, NULL))
+		event_add(r->sweep, &tv);
+}
+
+static void sweep_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct dns_relay *r = arg;
+	uint64_t now = proxy_mono_ms();
+	struct dns_relay_query *q;
+	(void)fd;
+	(void)what;
+	while ((q = TAILQ_FIRST(&r->fifo)) != NULL && q->deadline_ms <= now) {
+		dns_relay_cb cb = q->cb;
+		void *cbarg = q->arg;
+		query_free(q);
+		cb(NULL, 0, cbarg);
+	}
+	if (!TAILQ_EMPTY(&r->fifo))
+		arm_sweep(r);
+}
+
+static void read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct relay_sock *rs = arg;
+	uint8_t buf[DNS_MSG_MAX];
+	(void)what;
+
+	for (int i = 0; i < RELAY_BATCH; i++) {
+		ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+		struct dns_relay_query *q;
+		if (n < 0) {
+			if (errno != EAGAIN && errno != EINTR && errno != ECONNREFUSED)
+				log_warn("dns relay: recv");
+			return;
+		}
+		if (n < 12)
+			continue;
+		q = rs->by_id[(uint16_t)(buf[0] << 8 | buf[1])];
+		if (!q)
+			continue; /* late or spoofed */
+		if (q->cb(buf, (size_t)n, q->arg))
+			query_free(q);
+	}
+}
+
+struct dns_relay *dns_relay_new(struct proxy_engine *e)
+{
+	struct dns_relay *r = calloc(1, sizeof *r);
+
+	if (!r)
+		return NULL;
+	r->e = e;
+	TAILQ_INIT(&r->fifo);
+	r->sweep = evtimer_new(e->base, sweep_cb, r);
+	if (!r->sweep) {
+		dns_relay_free(r);
+		return NULL;
+	}
+	for (unsigned i = 0; i < RELAY_SOCKS; i++)
+		r->socks[i].fd = -1;
+	for (unsigned i = 0; i < RELAY_SOCKS; i++) {
+		struct relay_sock *rs = &r->socks[i];
+		int rcv = 1 << 20;
+		rs->fd = socket(e->upstream_dns.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (rs->fd < 0 || connect(rs->fd, (struct sockaddr *)&e->upstream_dns, e->upstream_dns_len) != 0)
+			goto fail;
+		(void)setsockopt(rs->fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv);
+		rs->by_id = calloc(65536, sizeof *rs->by_id);
+		rs->ev = event_new(e->base, rs->fd, EV_READ | EV_PERSIST, read_cb, rs);
+		if (!rs->by_id || !rs->ev || event_add(rs->ev, NULL) != 0)
+			goto fail;
+	}
+	return r;
+fail:
+	dns_relay_free(r);
+	return NULL;
+}
+
+void dns_relay_free(struct dns_relay *r)
+{
+	if (!r)
+		return;
+	for (unsigned i = 0; i < RELAY_SOCKS; i++) {
+		struct relay_sock *rs = &r->socks[i];
+		if (rs->by_id) {
+			for (unsigned id = 0; id < 65536; id++) {
+				struct dns_relay_query *q = rs->by_id[id];
+				if (q) {
+					dns_relay_cb cb = q->cb;
+					void *arg = q->arg;
+					query_free(q);
+					cb(NULL, 0, arg);
+				}
+			}
+			free(rs->by_id);
+		}
+		if (rs->ev)
+			event_free(rs->ev);
+		if (rs->fd >= 0)
+			close(rs->fd);
+	}
+	if (r->sweep)
+		event_free(r->sweep);
+	free(r);
+}
+
+struct dns_relay_query *dns_relay_send(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb, void *arg)
+{
+	struct dns_relay_query *q;
+	unsigned s = r->next++ % RELAY_SOCKS;
+	struct relay_sock *rs = &r->socks[s];
+	uint16_t id = 0;
+	int tries;
+
+	if (len < 12)
+		return NULL;
+	for (tries = 0; tries < 32; tries++) {
+		id = (uint16_t)arc4random();
+		if (!rs->by_id[id])
+			break;
+	}
+	if (tries == 32)
+		return NULL;
+	q = calloc(1, sizeof *q);
+	if (!q)
+		return NULL;
+	q->r = r;
+	q->sock = s;
+	q->id = id;
+	q->cb = cb;
+	q->arg = arg;
+	wire[0] = (uint8_t)(id >> 8);
+	wire[1] = (uint8_t)id;
+	if (send(rs->fd, wire, len, MSG_DONTWAIT) != (ssize_t)len) {
+		free(q);
+		return NULL;
+	}
+	q->deadline_ms = proxy_mono_ms() + RELAY_TIMEOUT_MS;
+	rs->by_id[id] = q;
+	TAILQ_INSERT_TAIL(&r->fifo, q, entry);
+	arm_sweep(r);
+	return q;
+}
+
+/* ---- TCP: for answers that did not fit in UDP ---- */
+
+static void tcp_fail(struct dns_relay_query *q)
+{
+	dns_relay_cb cb = q->cb;
+	void *arg = q->arg;
+	query_free(q);
+	cb(NULL, 0, arg);
+}
+
+static void tcp_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct dns_relay_query *q = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	uint8_t hdr[2];
+	size_t n;
+	uint8_t *msg;
+
+	if (evbuffer_copyout(in, hdr, 2) != 2)
+		return;
+	n = (size_t)hdr[0] << 8 | hdr[1];
+	if (evbuffer_get_length(in) < n + 2)
+		return;
+	msg = evbuffer_pullup(in, (ev_ssize_t)n + 2);
+	if (!msg || n < 12 || (uint16_t)(msg[2] << 8 | msg[3]) != q->id) {
+		tcp_fail(q);
+		return;
+	}
+	if (q->cb(msg + 2, n, q->arg))
+		query_free(q);
+	else
+		tcp_fail(q); /* one answer per connection: a wrong one ends it */
+}
+
+static void tcp_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	(void)bev;
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
+		tcp_fail(arg);
+}
+
+struct dns_relay_query *dns_relay_send_tcp(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb, void *arg)
+{
+	struct dns_relay_query *q;
+	struct timeval tv = {RELAY_TIMEOUT_MS / 1000, (RELAY_TIMEOUT_MS % 1000) * 1000};
+	uint8_t hdr[2] = {(uint8_t)(len >> 8), (uint8_t)len};
+
+	if (len < 12 || len > DNS_MSG_MAX)
+		return NULL;
+	q = calloc(1, sizeof *q);
+	if (!q)
+		return NULL;
+	q->r = r;
+	q->cb = cb;
+	q->arg = arg;
+	q->id = (uint16_t)arc4random();
+	wire[0] = (uint8_t)(q->id >> 8);
+	wire[1] = (uint8_t)q->id;
+	q->bev = bufferevent_socket_new(r->e->base, -1, BEV_OPT_CLOSE_ON_FREE);
+	if (!q->bev || bufferevent_socket_connect(q->bev, (struct sockaddr *)&r->e->upstream_dns,
+	                                          (int)r->e->upstream_dns_len) != 0) {
+		if (q->bev)
+			bufferevent_free(q->bev);
+		free(q);
+		return NULL;
+	}
+	bufferevent_setcb(q->bev, tcp_read_cb, NULL, tcp_event_cb, q);
+	bufferevent_set_timeouts(q->bev, &tv, &tv);
+	bufferevent_setwatermark(q->bev, EV_READ, 0, DNS_MSG_MAX + 2);
+	bufferevent_write(q->bev, hdr, 2);
+	bufferevent_write(q->bev, wire, len);
+	bufferevent_enable(q->bev, EV_READ | EV_WRITE);
+	return q;
+}
+
+void dns_relay_cancel(struct dns_relay_query *q)
+{
+	if (q)
+		query_free(q);
+}

@@ -1,0 +1,80 @@
+/* sluice proxy engine: the in-process API netd (and the standalone sluice-proxy) drive.
+ *
+ * One engine per process serves many sessions on a libevent base: an HTTP/1.1 forward proxy
+ * (absolute-form requests and CONNECT tunnels) and a DNS proxy (UDP and TCP). A connection's
+ * session is found by its source address (never by a token the sandbox could read); every decision
+ * is made by the session's policy and written to the audit log (one JSON object per line).
+ *
+ * Trust boundary: everything that arrives on a listener comes from a sandbox and is hostile.
+ * The engine never exits the process; errors are returned as 0 / -errno.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+struct event_base;
+struct policy;
+
+struct proxy_engine; /* one per process; serves many sessions */
+
+struct proxy_config {
+	const char *audit_path;               /* borrowed; append-only JSON lines; NULL with audit_fd */
+	int audit_fd;                         /* or an already-open fd (-1 = none); engine takes ownership */
+	struct sockaddr_storage upstream_dns; /* resolver the engine uses and relays allowed queries to */
+	socklen_t upstream_dns_len;
+	unsigned max_conns_per_session;                                  /* 0 = default */
+	unsigned header_timeout_ms, idle_timeout_ms, connect_timeout_ms; /* 0 = defaults */
+};
+
+/* Defaults for the 0 values above (see docs/proxy.md). */
+#define PROXY_DEFAULT_MAX_CONNS          512
+#define PROXY_DEFAULT_HEADER_TIMEOUT_MS  10000
+#define PROXY_DEFAULT_IDLE_TIMEOUT_MS    300000
+#define PROXY_DEFAULT_CONNECT_TIMEOUT_MS 10000
+
+enum proxy_listener_kind {
+	PROXY_LISTEN_HTTP,
+	PROXY_LISTEN_DNS_UDP,
+	PROXY_LISTEN_DNS_TCP,
+	PROXY_LISTEN_TRANSPARENT,
+};
+
+/* Creates an engine on `base` (borrowed; must outlive the engine). Opens (or adopts) the audit log.
+ * Returns NULL with a one-line reason in err on failure; cfg->audit_fd is closed in that case too. */
+struct proxy_engine *proxy_engine_new(struct event_base *base, const struct proxy_config *cfg, char *err,
+                                      size_t errlen);
+/* Closes every connection (writing their audit records), listener and the log. NULL is a no-op. */
+void proxy_engine_free(struct proxy_engine *e);
+
+/* Takes ownership of fd (already bound; listening for TCP kinds), also on error.
+ * PROXY_LISTEN_TRANSPARENT is not served yet and returns -EOPNOTSUPP (issue 8). */
+int proxy_engine_add_listener(struct proxy_engine *e, int fd, enum proxy_listener_kind kind);
+
+struct proxy_session_info {
+	const char *id; /* borrowed; copied */
+	uid_t uid;
+	const char *command;                  /* borrowed; copied */
+	struct sockaddr_storage addr4, addr6; /* session's own addresses (ss_family 0 = none) */
+	struct sockaddr_storage gw4, gw6;     /* gateway addresses the session must be talking to */
+	struct policy *policy;                /* borrowed; the engine takes its own policy_ref */
+};
+
+/* Registers a session. -EEXIST if the id or one of its addresses is already registered, -EINVAL
+ * for a session with no address or no policy. */
+int proxy_engine_session_add(struct proxy_engine *e, const struct proxy_session_info *s);
+/* Closes the session's connections (writing their audit records) and forgets it; -ENOENT if unknown. */
+int proxy_engine_session_remove(struct proxy_engine *e, const char *id);
+
+/* netd reports a packet nftables dropped (NFLOG) so it lands in the same audit log. src and dst
+ * carry the ports (0 for protocols without ports); ipproto is IPPROTO_TCP/UDP/ICMP... */
+int proxy_engine_audit_drop(struct proxy_engine *e, const struct sockaddr *src, const struct sockaddr *dst,
+                            int ipproto);
+
+/* Reopens audit_path (SIGHUP, logrotate). On failure the old log stays in use and -errno is returned.
+ * -EBADF when the log was given as an fd (use proxy_engine_replace_log_fd). */
+int proxy_engine_reopen_log(struct proxy_engine *e);
+/* Replaces the audit log with fd (takes ownership, also on error): for a privileged parent that
+ * reopens the log on the engine's behalf after privileges were dropped. */
+int proxy_engine_replace_log_fd(struct proxy_engine *e, int fd);

@@ -1,0 +1,191 @@
+/* Internal types the proxy engine's files share: the engine, sessions, the connection base every
+ * live connection embeds (so removing a session can close them all), and the helpers between
+ * files. Not a public interface: netd uses engine.h only. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "audit.h"
+#include "engine.h"
+#include "policy.h"
+
+struct bufferevent;
+struct evdns_base;
+struct event;
+struct http_request;
+
+#define PROXY_ADDRSTR_MAX     64           /* "[v6]:port" */
+#define PROXY_BUF_HIGH        (256 * 1024) /* per direction: stop reading above this much queued output */
+#define PROXY_DNS_PENDING_MAX 256          /* relayed DNS queries in flight per session */
+
+struct proxy_conn;
+
+struct proxy_session {
+	TAILQ_ENTRY(proxy_session) entry;
+	struct proxy_engine *engine; /* borrowed */
+	char *id;                    /* owned */
+	uid_t uid;
+	char *command; /* owned */
+	struct sockaddr_storage addr4, addr6, gw4, gw6;
+	struct policy *policy; /* owned reference */
+	unsigned nconns;       /* counted connections */
+	unsigned ndns;         /* DNS queries in flight */
+	TAILQ_HEAD(, proxy_conn) conns;
+};
+
+/* Embedded in every live connection or query; the session closes what is left when it goes. */
+struct proxy_conn {
+	TAILQ_ENTRY(proxy_conn) entry;
+	struct proxy_session *session; /* borrowed; set while attached */
+	bool counted;                  /* counts against max_conns_per_session */
+	/* Ends the connection now: writes its audit record, detaches and frees it. */
+	void (*close)(struct proxy_conn *c);
+};
+
+struct dns_relay;
+struct evconnlistener;
+
+struct proxy_listener {
+	TAILQ_ENTRY(proxy_listener) entry;
+	struct proxy_engine *engine; /* borrowed */
+	enum proxy_listener_kind kind;
+	int fd;                     /* owned through lev or ev */
+	struct evconnlistener *lev; /* owned (TCP kinds; LEV_OPT_CLOSE_ON_FREE) */
+	struct event *ev;           /* owned (UDP) */
+	struct event *backoff;      /* owned: re-enables accepting after EMFILE */
+	unsigned backoff_ms;
+};
+
+struct proxy_engine {
+	struct event_base *base;   /* borrowed */
+	struct evdns_base *evdns;  /* owned: upstream name resolution */
+	struct audit_log *audit;   /* owned */
+	struct event *audit_retry; /* owned: retries a failing audit log */
+	struct event *audit_flush; /* owned: writes the batch at the end of a loop iteration */
+	struct dns_relay *relay;   /* owned: relays allowed DNS queries upstream */
+	struct sockaddr_storage upstream_dns;
+	socklen_t upstream_dns_len;
+	unsigned max_conns, header_timeout_ms, idle_timeout_ms, connect_timeout_ms;
+	const struct timeval *tv_header, *tv_idle, *tv_connect; /* common timeouts of the base */
+	TAILQ_HEAD(, proxy_session) sessions;
+	TAILQ_HEAD(, proxy_listener) listeners; /* owned */
+};
+
+/* ---- session.c ---- */
+int proxy_session_add(struct proxy_engine *e, const struct proxy_session_info *info);
+int proxy_session_remove(struct proxy_engine *e, const char *id);
+void proxy_session_free_all(struct proxy_engine *e);
+/* The session whose own address is `peer` and, when it has a gateway of that family, whose gateway
+ * is `local` (NULL = not checked). IPv4-mapped IPv6 peers are matched as IPv4. */
+struct proxy_session *proxy_session_find(struct proxy_engine *e, const struct sockaddr *peer,
+                                         const struct sockaddr *local);
+/* 0 when a new connection may start; -EMFILE over the session cap, -EIO while the audit log fails. */
+int proxy_session_admit(struct proxy_session *s);
+void proxy_session_attach(struct proxy_session *s, struct proxy_conn *c, bool counted);
+void proxy_session_detach(struct proxy_conn *c);
+/* Fills the session fields of r and appends it to the audit log. */
+void proxy_session_audit(struct proxy_session *s, struct audit_record *r);
+
+/* ---- engine.c helpers ---- */
+/* Writes "a.b.c.d:port" / "[v6]:port" (port 0: address only). */
+const char *proxy_addr_str(const struct sockaddr *sa, char buf[PROXY_ADDRSTR_MAX], bool with_port);
+uint64_t proxy_mono_ms(void);
+void proxy_audit_failed(struct proxy_engine *e);   /* arms the retry timer */
+void proxy_audit_schedule(struct proxy_engine *e); /* flush the batch once this iteration ends */
+/* Sets `fd` (accepted, non-blocking) up for the HTTP proxy: the session was admitted. */
+void proxy_http_accept(struct proxy_session *s, int fd);
+
+/* ---- resolve.c: asynchronous A+AAAA resolution through the engine's evdns ---- */
+#define PROXY_RESOLVE_MAX 16
+struct proxy_resolve;
+/* err: 0, or a DNS_ERR_* code when neither family produced an address. */
+typedef void (*proxy_resolve_cb)(int err, const struct sockaddr_storage *addrs, size_t n, void *arg);
+struct proxy_resolve *proxy_resolve_start(struct proxy_engine *e, const char *name, proxy_resolve_cb cb, void *arg);
+void proxy_resolve_cancel(struct proxy_resolve *r); /* cb is not called afterwards */
+const char *proxy_resolve_strerror(int err);
+
+/* ---- target.c: the canonical destination of a request and the policy's decision on it ---- */
+struct http_authority;
+struct proxy_target {
+	char host[POLICY_HOST_MAX + 1]; /* canonical name, or the address for IP literals */
+	uint16_t port;
+	bool literal;                 /* the client named an address (any spelling) */
+	struct sockaddr_storage addr; /* the literal's address */
+	struct policy_decision dec;
+	char reason[POLICY_ERR_MAX]; /* the decision's reason, formatted */
+	char why[192];               /* when the host is not acceptable */
+};
+/* Canonicalises the authority (policy_canon_host; IP literals in every spelling through
+ * policy_parse_ip_literal) and decides: names with policy_decide before any resolution, literals with
+ * policy_decide_addr. Returns 0, or -EINVAL with t->why for a host that is not a valid name. */
+int proxy_target_decide(struct proxy_session *s, const struct http_authority *a, unsigned method_bit,
+                        struct proxy_target *t);
+
+/* ---- dial.c: resolve, check every address with the policy, connect to exactly what was checked ---- */
+struct proxy_dial;
+struct proxy_dial_result {
+	int status; /* 0 connected; 403 address denied; 502 failed; 504 timed out */
+	char reason[512];
+	char address[PROXY_ADDRSTR_MAX]; /* the address connected to (or refused) */
+	char rule[POLICY_WHERE_MAX];     /* rule that decided an address denial */
+};
+/* bev: the connected upstream (caller owns it) or NULL on failure. */
+typedef void (*proxy_dial_cb)(struct bufferevent *bev, const struct proxy_dial_result *res, void *arg);
+/* Dials canon_host (a policy-canonical name, resolved here) or, when literal is non-NULL, exactly that
+ * address (already decided by the caller). The callback always runs later from the event loop. */
+struct proxy_dial *proxy_dial_start(struct proxy_session *s, const char *canon_host,
+                                    const struct sockaddr_storage *literal, uint16_t port, proxy_dial_cb cb, void *arg);
+void proxy_dial_cancel(struct proxy_dial *d); /* cb is not called afterwards; NULL no-op */
+
+/* ---- connect.c: CONNECT requests ---- */
+/* Takes over client (bev, owned from now) after http.c parsed a CONNECT head whose head_len bytes are
+ * still at the front of the bev's input (req points into them); bytes beyond the head are the
+ * client's first tunnel bytes. start_* are when the request began. */
+void proxy_connect_begin(struct proxy_session *s, struct bufferevent *client, const struct http_request *req,
+                         size_t head_len, const struct timespec *start_rt, uint64_t start_ms);
+
+/* ---- deny and error responses (http.c) ---- */
+/* Queues a complete response on out: status, X-Sluice-Decision value (sanitised), plain-text body. */
+void proxy_http_error(struct bufferevent *out, int status, const char *decision_hdr, const char *body, bool close);
+const char *proxy_http_status_text(int status);
+/* The X-Sluice-Decision value for a verdict and rule ("deny; rule=FILE:LINE:COL"). */
+void proxy_decision_header(char *buf, size_t len, const char *decision, const char *rule);
+/* Formats the helpful 403 body for a denial. */
+void proxy_deny_body(char *buf, size_t len, struct proxy_session *s, const char *host, uint16_t port,
+                     const char *reason, const char *rule);
+
+/* ---- tunnel.c: moves bytes both ways between two connected bufferevents ---- */
+struct tunnel;
+/* err: NULL on a clean close both ways, else a static reason. */
+typedef void (*tunnel_done_cb)(struct tunnel *t, const char *err, void *arg);
+/* Takes ownership of a and b (BEV_OPT_CLOSE_ON_FREE sockets). Bytes already in a's input are sent to b. */
+struct tunnel *tunnel_new(struct proxy_engine *e, struct bufferevent *a, struct bufferevent *b, tunnel_done_cb cb,
+                          void *arg);
+void tunnel_free(struct tunnel *t); /* NULL no-op */
+void tunnel_bytes(const struct tunnel *t, uint64_t *a_to_b, uint64_t *b_to_a);
+
+/* ---- dns.c / dns_relay.c ---- */
+/* Prepares a bound UDP socket (destination-address ancillary data) */
+int proxy_dns_udp_setup(int fd);
+void proxy_dns_udp_cb(int fd, short what, void *arg /* struct proxy_listener */);
+/* Serves DNS over TCP on fd (accepted, non-blocking; taken over) for an admitted session. */
+void proxy_dns_tcp_accept(struct proxy_session *s, int fd);
+struct dns_relay *dns_relay_new(struct proxy_engine *e);
+void dns_relay_free(struct dns_relay *r);
+struct dns_relay_query;
+/* wire: the rebuilt query (the relay writes a fresh random id into it); answer: a reply carrying
+ * that id from the upstream's address, or NULL on timeout/error. Returns false to reject an answer
+ * that does not match the question (the query keeps waiting); true when it was consumed. After a
+ * consumed answer or a timeout the query is gone. */
+typedef bool (*dns_relay_cb)(const uint8_t *answer, size_t len, void *arg);
+struct dns_relay_query *dns_relay_send(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb, void *arg);
+/* The same over a TCP connection of its own (for answers that came back truncated over UDP). */
+struct dns_relay_query *dns_relay_send_tcp(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb, void *arg);
+void dns_relay_cancel(struct dns_relay_query *q); /* NULL no-op */
+
+/* ---- dns_msg.c: DNS message checks and rewriting (pure, fuzzable) ---- */
+#include "dns_msg.h"

@@ -1,0 +1,200 @@
+/* Sessions: registration, lookup by a connection's source address (never by a token), the per-session
+ * connection cap, and the list of live connections closed when the session goes. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "proxy_int.h"
+
+/* Normalises an address for comparison: IPv4-mapped IPv6 becomes IPv4. Port ignored. */
+static void norm_addr(const struct sockaddr *sa, int *family, uint8_t bytes[16])
+{
+	memset(bytes, 0, 16);
+	*family = 0;
+	if (!sa)
+		return;
+	if (sa->sa_family == AF_INET) {
+		*family = AF_INET;
+		memcpy(bytes, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	} else if (sa->sa_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+		if (IN6_IS_ADDR_V4MAPPED(a)) {
+			*family = AF_INET;
+			memcpy(bytes, a->s6_addr + 12, 4);
+		} else {
+			*family = AF_INET6;
+			memcpy(bytes, a->s6_addr, 16);
+		}
+	}
+}
+
+static bool addr_eq(const struct sockaddr *a, const struct sockaddr *b)
+{
+	int fa, fb;
+	uint8_t ba[16], bb[16];
+	norm_addr(a, &fa, ba);
+	norm_addr(b, &fb, bb);
+	return fa && fa == fb && memcmp(ba, bb, 16) == 0;
+}
+
+static bool has_addr(const struct sockaddr_storage *ss)
+{
+	return ss->ss_family == AF_INET || ss->ss_family == AF_INET6;
+}
+
+static struct proxy_session *find_by_id(struct proxy_engine *e, const char *id)
+{
+	struct proxy_session *s;
+	TAILQ_FOREACH(s, &e->sessions, entry)
+	if (strcmp(s->id, id) == 0)
+		return s;
+	return NULL;
+}
+
+int proxy_session_add(struct proxy_engine *e, const struct proxy_session_info *info)
+{
+	struct proxy_session *s, *o;
+
+	if (!info || !info->id || !*info->id || !info->policy || (!has_addr(&info->addr4) && !has_addr(&info->addr6)))
+		return -EINVAL;
+	if (find_by_id(e, info->id))
+		return -EEXIST;
+	TAILQ_FOREACH(o, &e->sessions, entry)
+	{
+		if ((has_addr(&info->addr4) &&
+		     (addr_eq((const struct sockaddr *)&info->addr4, (struct sockaddr *)&o->addr4) ||
+		      addr_eq((const struct sockaddr *)&info->addr4, (struct sockaddr *)&o->addr6))) ||
+		    (has_addr(&info->addr6) &&
+		     (addr_eq((const struct sockaddr *)&info->addr6, (struct sockaddr *)&o->addr4) ||
+		      addr_eq((const struct sockaddr *)&info->addr6, (struct sockaddr *)&o->addr6))))
+			return -EEXIST;
+	}
+	s = calloc(1, sizeof *s);
+	if (!s)
+		return -ENOMEM;
+	s->engine = e;
+	s->id = strdup(info->id);
+	s->command = strdup(info->command ? info->command : "");
+	if (!s->id || !s->command) {
+		free(s->id);
+		free(s->command);
+		free(s);
+		return -ENOMEM;
+	}
+	s->uid = info->uid;
+	s->addr4 = info->addr4;
+	s->addr6 = info->addr6;
+	s->gw4 = info->gw4;
+	s->gw6 = info->gw6;
+	s->policy = policy_ref(info->policy);
+	TAILQ_INIT(&s->conns);
+	TAILQ_INSERT_TAIL(&e->sessions, s, entry);
+	log_info("session %s added (uid %u, %s)", s->id, (unsigned)s->uid, s->command);
+	return 0;
+}
+
+static void session_free(struct proxy_session *s)
+{
+	struct proxy_conn *c;
+	/* Each close() writes the connection's audit record and detaches it. */
+	while ((c = TAILQ_FIRST(&s->conns)) != NULL)
+		c->close(c);
+	TAILQ_REMOVE(&s->engine->sessions, s, entry);
+	policy_unref(s->policy);
+	free(s->id);
+	free(s->command);
+	free(s);
+}
+
+int proxy_session_remove(struct proxy_engine *e, const char *id)
+{
+	struct proxy_session *s = id ? find_by_id(e, id) : NULL;
+	if (!s)
+		return -ENOENT;
+	log_info("session %s removed", id);
+	session_free(s);
+	return 0;
+}
+
+void proxy_session_free_all(struct proxy_engine *e)
+{
+	struct proxy_session *s;
+	while ((s = TAILQ_FIRST(&e->sessions)) != NULL)
+		session_free(s);
+}
+
+struct proxy_session *proxy_session_find(struct proxy_engine *e, const struct sockaddr *peer,
+                                         const struct sockaddr *local)
+{
+	struct proxy_session *s;
+	int fam;
+	uint8_t b[16];
+
+	norm_addr(peer, &fam, b);
+	if (!fam)
+		return NULL;
+	TAILQ_FOREACH(s, &e->sessions, entry)
+	{
+		const struct sockaddr_storage *gw;
+		if (fam == AF_INET && addr_eq(peer, (struct sockaddr *)&s->addr4))
+			gw = &s->gw4;
+		else if (fam == AF_INET6 && addr_eq(peer, (struct sockaddr *)&s->addr6))
+			gw = &s->gw6;
+		else
+			continue;
+		/* A session must talk to its own gateway: a connection to another session's gateway
+		 * address (or a host address) is not this session's traffic. */
+		if (local && has_addr(gw) && !addr_eq(local, (const struct sockaddr *)gw)) {
+			log_warnx("session %s: connection to an address that is not its gateway; refused", s->id);
+			return NULL;
+		}
+		return s;
+	}
+	return NULL;
+}
+
+int proxy_session_admit(struct proxy_session *s)
+{
+	struct proxy_engine *e = s->engine;
+	if (!audit_log_healthy(e->audit) && !audit_log_flush(e->audit)) {
+		proxy_audit_failed(e);
+		return -EIO;
+	}
+	if (s->nconns >= e->max_conns)
+		return -EMFILE;
+	return 0;
+}
+
+void proxy_session_attach(struct proxy_session *s, struct proxy_conn *c, bool counted)
+{
+	c->session = s;
+	c->counted = counted;
+	if (counted)
+		s->nconns++;
+	TAILQ_INSERT_TAIL(&s->conns, c, entry);
+}
+
+void proxy_session_detach(struct proxy_conn *c)
+{
+	struct proxy_session *s = c->session;
+	if (!s)
+		return;
+	TAILQ_REMOVE(&s->conns, c, entry);
+	if (c->counted)
+		s->nconns--;
+	c->session = NULL;
+}
+
+void proxy_session_audit(struct proxy_session *s, struct audit_record *r)
+{
+	r->session = s->id;
+	r->uid = s->uid;
+	r->has_uid = true;
+	r->command = s->command;
+	if (audit_log_write(s->engine->audit, r) != 0)
+		proxy_audit_failed(s->engine);
+	proxy_audit_schedule(s->engine);
+}

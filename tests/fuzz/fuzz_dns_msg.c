@@ -1,0 +1,52 @@
+/* Fuzz target: DNS message handling (proxy/dns_msg.c). The input is checked as a query; an accepted
+ * query is rebuilt for upstream and answered locally; then the input is also treated as an upstream
+ * answer to a fixed query and filtered (forbidden addresses removed, truncated to a small size). */
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dns_msg.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static bool keep_odd(const struct sockaddr *sa, void *arg)
+{
+	(void)arg;
+	if (sa->sa_family == AF_INET)
+		return (((const struct sockaddr_in *)sa)->sin_addr.s_addr & 1) != 0;
+	return true;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct dns_query q, fixed;
+	struct dns_filter_result fr;
+	const char *why;
+	uint8_t *out = NULL;
+	size_t outlen;
+	static const uint8_t query[] = {0x12, 0x34, 0x01, 0x00, 0,   1, 0,   0,   0,   0,   0, 0, 7, 'a', 'l',
+	                                'l',  'o',  'w',  'e',  'd', 4, 't', 'e', 's', 't', 0, 0, 1, 0,   1};
+
+	if (dns_msg_parse_query(data, size, &q, &why) == 0) {
+		if (dns_msg_build_upstream(&q, &out, &outlen) == 0)
+			free(out);
+		out = NULL;
+		if (dns_msg_reply_rcode(&q, DNS_RC_REFUSED, &out, &outlen) == 0)
+			free(out);
+		out = NULL;
+	} else if (q.have_question && dns_msg_reply_rcode(&q, DNS_RC_FORMERR, &out, &outlen) == 0) {
+		free(out);
+		out = NULL;
+	}
+	if (dns_msg_parse_query(query, sizeof query, &fixed, &why) != 0)
+		abort();
+	(void)dns_msg_answer_matches(data, size, &fixed);
+	if (dns_msg_filter_answer(data, size, &fixed, keep_odd, NULL, size % 2 ? 512 : 64, &out, &outlen, &fr) == 0) {
+		if (!out || outlen < 12)
+			abort();
+		free(out);
+	}
+	return 0;
+}

@@ -1,0 +1,63 @@
+/* Fuzz target: the proxy's HTTP head handling (proxy/http_parse.c). The input is fed to the head
+ * scanner in pieces (the first byte picks the piece size), the head it finds is parsed as a request
+ * and as a response, and whatever follows goes through the chunked-body framer. */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http_parse.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct http_scanner sc;
+	struct http_request *req;
+	struct http_response *resp;
+	struct http_chunked ch;
+	const char *why;
+	size_t step, off = 0, used = 0;
+	enum http_scan_result r = HTTP_SCAN_MORE;
+
+	if (size < 1)
+		return 0;
+	step = (size_t)(data[0] % 16) + 1;
+	data++;
+	size--;
+	http_scanner_init(&sc, false);
+	while (off < size && r == HTTP_SCAN_MORE) {
+		size_t n = size - off < step ? size - off : step;
+		r = http_scanner_feed(&sc, (const char *)data + off, n, &used);
+		off += used;
+	}
+	req = malloc(sizeof *req);
+	resp = malloc(sizeof *resp);
+	if (!req || !resp)
+		goto out;
+	/* The parsers must be safe on any bytes, not only on what the scanner accepts. */
+	(void)http_parse_request((const char *)data, off, 0, req, &why);
+	(void)http_parse_request((const char *)data, off, HTTP_PARSE_ORIGIN_OK, req, &why);
+	(void)http_parse_response((const char *)data, off, false, resp, &why);
+	if (r == HTTP_SCAN_DONE && http_parse_request((const char *)data, sc.total, 0, req, &why) == 0) {
+		/* every pointer the parser returns lies inside the head */
+		for (unsigned i = 0; i < req->nheaders; i++) {
+			if (req->headers[i].name < (const char *)data ||
+			    req->headers[i].value + req->headers[i].value_len > (const char *)data + sc.total)
+				abort();
+		}
+	}
+	http_chunked_init(&ch);
+	while (off < size) {
+		size_t n = size - off < step ? size - off : step;
+		if (http_chunked_feed(&ch, (const char *)data + off, n, &used) != HTTP_CHUNK_MORE)
+			break;
+		if (used != n)
+			abort();
+		off += n;
+	}
+out:
+	free(req);
+	free(resp);
+	return 0;
+}

@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# proxy_http: sluice-proxy as an HTTP forward proxy and CONNECT proxy in the lab, with curl as the client
+# from a session namespace: allowed and denied GET/POST/CONNECT, redirects passed through, every
+# malformed-request case, SSRF spellings of forbidden addresses, upstream failures, and the audit log
+# checked field by field.
+set -u
+. "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
+. "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
+. "$SLUICE_SOURCE_DIR/tests/lib/proxy-lab.sh"
+lab_enter "$@"
+_lab_need curl
+
+lab_internet_up >/dev/null
+lab_session s1 >/dev/null
+proxy_start s1 '{
+  "allow": [
+    {"host": "allowed.test", "ports": [80, 443, 8080, 9090]},
+    {"host": "registry.test", "ports": [80, 443]},
+    {"host": "private.test", "ports": [80]},
+    {"host": "meta.test", "ports": [80]},
+    {"host": "nxdomain.test", "ports": [80]},
+    {"host": "closed.test", "ports": [81]},
+    {"host": "*.allowed.test", "ports": [80], "methods": ["GET", "HEAD"]}
+  ],
+  "deny": ["evil.allowed.test"]
+}'
+lab_dns_add closed.test "$LAB_ALLOWED4"
+
+CURL=(lab_exec s1 curl -sS -m 10 --noproxy '' -x "$PROXY_URL")
+
+# ---- allowed and denied requests
+body=$("${CURL[@]}" http://allowed.test/hello?x=1)
+check_match "allowed GET reaches the origin" '"target": ?"/hello\?x=1"' "$body"
+check_match "origin sees an origin-form target and our Host" '"host": ?"allowed.test"' "$body"
+code=$("${CURL[@]}" -o /dev/null -w '%{http_code}' -d 'a=1&b=2' http://allowed.test/post)
+check_eq "allowed POST" 200 "$code"
+body=$("${CURL[@]}" --data-binary @<(head -c 3000000 /dev/zero) -H 'Expect:' http://allowed.test/upload)
+check_match "3 MB POST body streamed completely" '"body_length": ?3000000' "$body"
+body=$("${CURL[@]}" -H 'Transfer-Encoding: chunked' --data-binary @<(head -c 200000 /dev/zero) http://allowed.test/chunked)
+check_match "chunked POST body passed through" '"body_length": ?200000' "$body"
+n=$("${CURL[@]}" -o /dev/null -w '%{size_download}' http://allowed.test/bytes/5000000)
+check_eq "5 MB response streamed" 5000000 "$n"
+out=$("${CURL[@]}" -D - -o /dev/null http://evil.test/)
+check_match "denied host: 403" '^HTTP/1.1 403' "$out"
+check_match "denial carries X-Sluice-Decision" 'X-Sluice-Decision: deny' "$out"
+body=$("${CURL[@]}" http://evil.test/)
+check_match "403 body names the host and how to allow it" 'host: +evil.test' "$body"
+check_match "403 body says how to allow" 'allow evil.test:80' "$body"
+out=$("${CURL[@]}" -D - -o /dev/null http://evil.allowed.test/)
+check_match "deny rule beats wildcard allow, rule quoted" 'X-Sluice-Decision: deny; rule=.*policy-s1.json:[0-9]+:[0-9]+' "$out"
+code=$("${CURL[@]}" -o /dev/null -w '%{http_code}' -X DELETE http://x.allowed.test/)
+check_eq "method not allowed by the rule: 403" 403 "$code"
+code=$("${CURL[@]}" -o /dev/null -w '%{http_code}' http://allowed.test:8443/)
+check_eq "port not allowed: 403" 403 "$code"
+
+# ---- keep-alive: several requests on one connection, each decided on its own
+out=$("${CURL[@]}" -v http://allowed.test/a http://allowed.test/b http://evil.test/c 2>&1)
+check_match "keep-alive: connection reused" 'Re-using existing connection' "$out"
+check_eq "keep-alive: two allowed, one denied" "2 1" \
+	"$(grep -c '^< HTTP/1.1 200' <<<"$out") $(grep -c '^< HTTP/1.1 403' <<<"$out")"
+
+# ---- a kept-alive upstream that closes as it is reused: the request (no body) is retried once
+lab_bg oneshot -n inet "$LAB_PYTHON" "$SLUICE_SOURCE_DIR/tests/lib/oneshot-server.py" 9090
+lab_wait_port inet "$LAB_ALLOWED4" 9090 5
+out=$("${CURL[@]}" -v http://allowed.test:9090/one http://allowed.test:9090/two 2>&1)
+check_eq "upstream closed a reused connection: both requests answered" 2 "$(grep -c '^oneshot$' <<<"$out")"
+
+# ---- redirects are passed to the client, never followed
+out=$("${CURL[@]}" -D - -o /dev/null http://allowed.test/redirect/evil.test/x)
+check_match "redirect passed through" '^HTTP/1.1 30[12]' "$out"
+check_match "redirect Location kept" 'Location: http://evil.test/x' "$out"
+check_not "the redirect target was not contacted" grep -q '"host": "evil.test"' "$LAB_DIR/log/http-inet.jsonl"
+
+# ---- CONNECT
+body=$("${CURL[@]}" --cacert "$LAB_CA" https://allowed.test/tls)
+check_match "CONNECT to an allowed host: TLS works end to end" '"tls_sni": ?"allowed.test"' "$body"
+n=$("${CURL[@]}" --cacert "$LAB_CA" -o /dev/null -w '%{size_download}' https://allowed.test/bytes/20000000)
+check_eq "CONNECT bulk 20 MB (splice path)" 20000000 "$n"
+lab_dns_mark
+out=$("${CURL[@]}" --cacert "$LAB_CA" -D - -o /dev/null https://evil.test/ 2>&1)
+check_match "CONNECT to a denied host: 403" '403' "$out"
+sleep 0.2
+check_not "a denied CONNECT name is never resolved" grep -qx 'evil.test' <(lab_dns_queries)
+code=$(raw_http s1 'CONNECT allowed.test HTTP/1.1\r\nHost: allowed.test\r\n\r\n')
+check_eq "CONNECT without a port: 400" 400 "$code"
+code=$(raw_http s1 'CONNECT allowed.test:0 HTTP/1.1\r\nHost: allowed.test:0\r\n\r\n')
+check_eq "CONNECT to port 0: 400" 400 "$code"
+code=$(raw_http s1 'CONNECT user@allowed.test:443 HTTP/1.1\r\n\r\n')
+check_eq "CONNECT with userinfo: 400" 400 "$code"
+
+# ---- malformed requests: 400 / 414 / 431 / 501 / 505
+declare -A bad=(
+	['both Content-Length and Transfer-Encoding']='POST http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n'
+	['differing duplicate Content-Length']='POST http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd'
+	['obs-fold']='GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nX-A: 1\r\n  folded\r\n\r\n'
+	['bare LF']='GET http://allowed.test/ HTTP/1.1\nHost: allowed.test\n\n'
+	['NUL in the authority']='GET http://allowed.test\x00.evil.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n'
+	['control byte in the authority']='GET http://allowed\x01.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n'
+	['userinfo in the URI']='GET http://user:pw@allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n'
+	['Host disagrees with the URI']='GET http://allowed.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n'
+	['two Host headers']='GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nHost: allowed.test\r\n\r\n'
+	['bad port']='GET http://allowed.test:99999/ HTTP/1.1\r\nHost: allowed.test:99999\r\n\r\n'
+	['empty port']='GET http://allowed.test:/ HTTP/1.1\r\nHost: allowed.test:\r\n\r\n'
+	['non-numeric port']='GET http://allowed.test:8o/ HTTP/1.1\r\nHost: allowed.test:8o\r\n\r\n'
+	['space before colon']='GET http://allowed.test/ HTTP/1.1\r\nHost : allowed.test\r\n\r\n'
+	['origin-form target to a forward proxy']='GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n'
+	['percent-encoded host']='GET http://allowed%2etest/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n'
+	['missing Host in HTTP/1.1']='GET http://allowed.test/ HTTP/1.1\r\n\r\n'
+	['garbage request line']='HELLO\r\n\r\n'
+)
+for k in "${!bad[@]}"; do
+	check_eq "malformed: $k -> 400" 400 "$(raw_http s1 "${bad[$k]}")"
+done
+check_eq "unsupported Transfer-Encoding -> 501" 501 \
+	"$(raw_http s1 'POST http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: gzip\r\n\r\n')"
+check_eq "HTTP/2.0 request line -> 505" 505 "$(raw_http s1 'GET http://allowed.test/ HTTP/2.0\r\nHost: allowed.test\r\n\r\n')"
+long=$(printf 'a%.0s' $(seq 1 9000))
+check_eq "request line over 8 KiB -> 414" 414 "$(raw_http s1 "GET http://allowed.test/$long HTTP/1.1\r\nHost: allowed.test\r\n\r\n")"
+hdrs=$(for i in $(seq 1 120); do printf 'X-H%d: v\\r\\n' "$i"; done)
+check_eq "more than 100 header fields -> 431" 431 "$(raw_http s1 "GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n$hdrs\r\n")"
+big=$(printf 'b%.0s' $(seq 1 7000))
+hdrs=$(for i in $(seq 1 10); do printf 'X-H%d: %s\\r\\n' "$i" "$big"; done)
+check_eq "head over 64 KiB -> 431" 431 "$(raw_http s1 "GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n$hdrs\r\n")"
+check_match "the proxy survived every malformed request" '200' \
+	"$("${CURL[@]}" -o /dev/null -w '%{http_code}' http://allowed.test/)"
+
+# ---- SSRF: forbidden addresses in every spelling, and allowed names resolving to them
+for h in 127.1 0x7f.1 2130706433 127.0.0.1 '[::ffff:127.0.0.1]' '[::1]' 169.254.169.254 10.255.255.1 0177.0.0.1; do
+	code=$(raw_http s1 "GET http://$h/ HTTP/1.1\r\nHost: $h\r\n\r\n")
+	check_eq "SSRF literal $h -> 403" 403 "$code"
+done
+check_eq "allowed name resolving to a private address -> 403" 403 \
+	"$("${CURL[@]}" -o /dev/null -w '%{http_code}' http://private.test/)"
+check_eq "allowed name resolving to the metadata address -> 403" 403 \
+	"$("${CURL[@]}" -o /dev/null -w '%{http_code}' http://meta.test/latest/meta-data/)"
+code=$(raw_http s1 'CONNECT 127.1:22 HTTP/1.1\r\nHost: 127.1:22\r\n\r\n')
+check_eq "CONNECT to 127.1:22 -> 403" 403 "$code"
+check_eq "SSRF: public literal address with no CIDR rule -> 403" 403 \
+	"$(raw_http s1 "GET http://$LAB_ALLOWED4/ HTTP/1.1\r\nHost: $LAB_ALLOWED4\r\n\r\n")"
+
+# ---- upstream failures
+out=$("${CURL[@]}" -D - http://nxdomain.test/ 2>&1)
+check_match "unresolvable name -> 502 with the reason" '502' "$out"
+check_match "502 says the name does not exist" 'NXDOMAIN' "$out"
+out=$("${CURL[@]}" -D - http://closed.test:81/ 2>&1)
+check_match "refused connection -> 502 with the reason" 'refused' "$out"
+
+# ---- the audit log, field by field
+sleep 0.3
+r=$(audit_find 'r["protocol"]=="http" and r["host"]=="allowed.test" and r["method"]=="POST" and r["bytes_out"]>3000000')
+check_match "audit: the 3 MB POST has a line" 'allowed.test' "$r"
+check_eq "audit: session" s1 "$(jget "$r" session)"
+check_eq "audit: uid" 1000 "$(jget "$r" uid)"
+check_eq "audit: command (escaped quotes survive)" 'test "s1"' "$(jget "$r" command)"
+check_eq "audit: port" 80 "$(jget "$r" port)"
+check_eq "audit: decision" allow "$(jget "$r" decision)"
+check_match "audit: rule file:line:col" 'policy-s1.json:[0-9]+:[0-9]+$' "$(jget "$r" rule)"
+check_eq "audit: resolved address" "$LAB_ALLOWED4:80" "$(jget "$r" address)"
+check_eq "audit: status" 200 "$(jget "$r" status)"
+check_match "audit: bytes in" '^[1-9][0-9]*$' "$(jget "$r" bytes_in)"
+check_match "audit: RFC 3339 UTC time with ms" '^20[0-9]{2}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-6][0-9]\.[0-9]{3}Z$' "$(jget "$r" time)"
+check_match "audit: duration" '^[0-9]+$' "$(jget "$r" duration_ms)"
+r=$(audit_find 'r["protocol"]=="connect" and r["host"]=="allowed.test" and r["bytes_in"]>20000000')
+check_match "audit: the CONNECT bulk transfer is logged at close with its bytes" '"status": 200' "$r"
+r=$(audit_find 'r["protocol"]=="connect" and r["host"]=="evil.test"')
+check_eq "audit: denied CONNECT" deny "$(jget "$r" decision)"
+r=$(audit_find 'r["host"]=="127.0.0.1" and r["protocol"]=="http"')
+check_eq "audit: SSRF literal logged under its address" deny "$(jget "$r" decision)"
+r=$(audit_find 'r["host"]=="private.test"')
+check_eq "audit: private resolution logged with the address" "10.255.255.1" "$(jget "$r" address)"
+check "every audit line is valid JSON without raw control bytes" "$LAB_PYTHON" -c '
+import json, sys
+for line in open(sys.argv[1], "rb"):
+    assert all(b >= 0x20 for b in line[:-1]), line
+    json.loads(line)' "$PROXY_AUDIT"
+
+# ---- SIGHUP reopens the log
+mv "$PROXY_AUDIT" "$PROXY_AUDIT.1"
+touch "$PROXY_AUDIT" && chmod 0666 "$PROXY_AUDIT"
+kill -HUP "$(lab_pid proxy)"
+sleep 0.2
+"${CURL[@]}" -o /dev/null http://allowed.test/after-hup
+sleep 0.2
+check_match "after SIGHUP new lines go to the new file" 'after-hup|allowed.test' "$(cat "$PROXY_AUDIT")"
+
+out=$("$SLUICE_BUILD_DIR/tools/sluicectl" log verify "$PROXY_AUDIT.1" "$PROXY_AUDIT")
+check_match "the hash chain runs intact across the rotation (sluicectl log verify)" 'chain intact' "$out"
+
+check "the proxy dropped root" test "$(awk '/^Uid:/ {print $2}' "/proc/$(lab_pid proxy)/status")" = "$(id -u nobody)"
+lab_stop proxy
+check_eq "the proxy exits cleanly on SIGTERM" 0 "$LAB_STOP_STATUS"
+done_testing

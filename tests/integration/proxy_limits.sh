@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# proxy_limits: sluice-proxy's robustness in the lab: a slow request head gets 408 (slowloris), the
+# per-session connection cap answers 503, connections from an address that is no session (or to another
+# session's gateway) are closed unanswered, and when the audit log cannot be written new connections
+# are refused (503) without any request reaching the internet, until the log works again.
+set -u
+. "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
+. "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
+. "$SLUICE_SOURCE_DIR/tests/lib/proxy-lab.sh"
+lab_enter "$@"
+_lab_need curl
+
+lab_internet_up >/dev/null
+lab_session s1 >/dev/null
+lab_session s2 >/dev/null
+lab_session s3 >/dev/null
+read -r s2a s2g _ < <(lab_session_info s2)
+# The audit log lives on a tiny file system of its own, so the test can fill it.
+mkdir -p "$LAB_DIR/auditfs"
+mount -n -t tmpfs -o size=64k,mode=0755 lab-audit "$LAB_DIR/auditfs" || lab_bail "cannot mount a tmpfs"
+PROXY_AUDIT=$LAB_DIR/auditfs/audit.log
+PROXY_EXTRA_SESSIONS=",{\"id\": \"s2\", \"addr4\": \"$s2a\", \"gw4\": \"$s2g\", \"policy\": {\"allow\": [\"allowed.test\"]}}"
+proxy_start s1 '{"allow": ["allowed.test"]}' '{"header_timeout_ms": 1000, "max_conns_per_session": 3}'
+CURL=(lab_exec s1 curl -sS -m 10 --noproxy '' -x "$PROXY_URL")
+check_eq "baseline request works" 200 "$("${CURL[@]}" -o /dev/null -w '%{http_code}' http://allowed.test/)"
+
+# slowloris: a head that does not complete within the header timeout
+out=$(lab_exec s1 "$LAB_PYTHON" - "$PROXY_GW" <<'PY'
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], 3128), timeout=5)
+s.sendall(b"GET http://allowed.test/ HTTP/1.1\r\nHost: allo")
+t = time.time()
+data = s.recv(4096)
+rest = s.recv(4096)
+print(data.split(b"\r\n")[0].decode(), "closed" if rest == b"" else "open", round(time.time() - t, 1))
+PY
+)
+check_match "slow head: 408 after the header timeout, then closed" '^HTTP/1.1 408 Request Timeout closed (0\.[89]|1\.[0-9])' "$out"
+
+# per-session cap: three idle connections held, the fourth refused
+out=$(lab_exec s1 "$LAB_PYTHON" - "$PROXY_GW" <<'PY'
+import socket, sys
+held = [socket.create_connection((sys.argv[1], 3128), timeout=5) for _ in range(3)]
+s = socket.create_connection((sys.argv[1], 3128), timeout=5)
+print(s.recv(4096).split(b"\r\n")[0].decode())
+PY
+)
+check_eq "connection cap: the 4th connection gets 503" "HTTP/1.1 503 Service Unavailable" "$out"
+sleep 0.2
+check_eq "after the held connections closed, requests work again" 200 \
+	"$("${CURL[@]}" -o /dev/null -w '%{http_code}' http://allowed.test/)"
+
+# sessions are known by their source address and must talk to their own gateway
+check_not "an address that is no session gets no answer" \
+	lab_exec s3 curl -sS -m 3 --noproxy '' -x "$PROXY_URL" -o /dev/null http://allowed.test/
+check_not "a session talking to another session's gateway gets no answer" \
+	lab_exec s2 curl -sS -m 3 --noproxy '' -x "$PROXY_URL" -o /dev/null http://allowed.test/
+
+# the audit log cannot be written: once a write failed, new connections are refused and nothing goes
+# out; the record that could not be written is kept and written (whole) when space is back
+dd if=/dev/zero of="$LAB_DIR/auditfs/filler" bs=4k count=64 2>/dev/null
+ok=0 code=
+for i in $(seq 1 80); do
+	code=$("${CURL[@]}" -o /dev/null -w '%{http_code}' "http://allowed.test/fill-$i" 2>/dev/null)
+	[ "$code" = 200 ] || break
+	ok=$((ok + 1))
+done
+check_eq "audit log full: new connections get 503" 503 "$code"
+out=$("${CURL[@]}" -D - -o /dev/null http://allowed.test/while-full 2>&1)
+check_match "503 says why" 'X-Sluice-Decision: error' "$out"
+sleep 0.3
+check_not "audit log full: the refused request never reached the internet" grep -q 'while-full' "$LAB_DIR/log/http-inet.jsonl"
+rm -f "$LAB_DIR/auditfs/filler"
+sleep 1.3
+check_eq "space again: requests work" 200 "$("${CURL[@]}" -o /dev/null -w '%{http_code}' http://allowed.test/after)"
+sleep 0.2
+n=$("$LAB_PYTHON" -c '
+import json, sys
+print(sum(1 for l in open(sys.argv[1]) if json.loads(l)["protocol"] == "http" and json.loads(l)["status"] == 200))' "$PROXY_AUDIT")
+check_eq "no record lost: one allow line per request that went out" "$((ok + 3))" "$n"
+check "no torn line: every audit line is whole JSON" "$LAB_PYTHON" -c '
+import json, sys
+for line in open(sys.argv[1]): json.loads(line)' "$PROXY_AUDIT"
+out=$("$SLUICE_BUILD_DIR/tools/sluicectl" log verify "$PROXY_AUDIT")
+check_match "the hash chain is intact after the failure" 'chain intact' "$out"
+lab_stop proxy
+check_eq "the proxy exits cleanly" 0 "$LAB_STOP_STATUS"
+umount -n "$LAB_DIR/auditfs"
+done_testing

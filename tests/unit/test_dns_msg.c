@@ -1,0 +1,174 @@
+/* Unit tests of DNS message handling (proxy/dns_msg.c): query checks (FORMERR/REFUSED/drop), the
+ * rebuilt upstream query, local answers, and answer filtering (question must match, forbidden
+ * addresses removed, client id restored, truncation). Messages are built with ldns. */
+#include <arpa/inet.h>
+#include <ldns/ldns.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dns_msg.h"
+
+/* Builds a wire message: a query for name/type/class with the given flags (ldns flag bits). */
+static uint8_t *mkquery(const char *name, ldns_rr_type t, ldns_rr_class c, uint16_t id, bool edns, size_t *len)
+{
+	ldns_pkt *p = NULL;
+	uint8_t *w = NULL;
+	assert_int_equal(ldns_pkt_query_new_frm_str(&p, name, t, c, LDNS_RD), LDNS_STATUS_OK);
+	ldns_pkt_set_id(p, id);
+	if (edns)
+		ldns_pkt_set_edns_udp_size(p, 4096);
+	assert_int_equal(ldns_pkt2wire(&w, p, len), LDNS_STATUS_OK);
+	ldns_pkt_free(p);
+	return w;
+}
+
+static void test_query_checks(void **state)
+{
+	struct dns_query q;
+	const char *why;
+	size_t len;
+	uint8_t *w;
+	(void)state;
+
+	w = mkquery("Allowed.Test.", LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, 0x4242, true, &len);
+	assert_int_equal(dns_msg_parse_query(w, len, &q, &why), 0);
+	assert_int_equal(q.id, 0x4242);
+	assert_string_equal(q.name, "Allowed.Test");
+	assert_int_equal(q.qtype, LDNS_RR_TYPE_A);
+	assert_true(q.edns);
+	assert_true(q.rd);
+	/* a response is dropped; a truncated message is FORMERR; < 12 bytes dropped */
+	w[2] |= 0x80;
+	assert_int_equal(dns_msg_parse_query(w, len, &q, &why), -1);
+	w[2] &= 0x7f;
+	assert_int_equal(dns_msg_parse_query(w, len - 3, &q, &why), DNS_RC_FORMERR);
+	assert_int_equal(dns_msg_parse_query(w, 11, &q, &why), -1);
+	w[2] |= 0x10; /* opcode 2 (STATUS) */
+	assert_int_equal(dns_msg_parse_query(w, len, &q, &why), DNS_RC_REFUSED);
+	free(w);
+
+	w = mkquery("a.test.", LDNS_RR_TYPE_A, LDNS_RR_CLASS_CH, 1, false, &len);
+	assert_int_equal(dns_msg_parse_query(w, len, &q, &why), DNS_RC_REFUSED);
+	free(w);
+	w = mkquery("a.test.", LDNS_RR_TYPE_AXFR, LDNS_RR_CLASS_IN, 1, false, &len);
+	assert_int_equal(dns_msg_parse_query(w, len, &q, &why), DNS_RC_REFUSED);
+	free(w);
+	w = mkquery(".", LDNS_RR_TYPE_NS, LDNS_RR_CLASS_IN, 1, false, &len);
+	assert_int_equal(dns_msg_parse_query(w, len, &q, &why), DNS_RC_REFUSED);
+	free(w);
+	{
+		/* one label holding a '.' byte must not read as two labels */
+		static const uint8_t dotlabel[] = {0x12, 0x34, 0x01, 0x00, 0,   1,   0,   0,   0,   0,
+		                                   0,    0,    12,   'a',  'l', 'l', 'o', 'w', 'e', 'd',
+		                                   '.',  't',  'e',  's',  't', 0,   0,   1,   0,   1};
+		static const uint8_t twoq[] = {0x12, 0x34, 0x01, 0x00, 0, 2, 0, 0,   0, 0, 0, 0, 1,
+		                               'a',  0,    0,    1,    0, 1, 1, 'b', 0, 0, 1, 0, 1};
+		assert_int_equal(dns_msg_parse_query(dotlabel, sizeof dotlabel, &q, &why), DNS_RC_REFUSED);
+		assert_int_equal(dns_msg_parse_query(twoq, sizeof twoq, &q, &why), DNS_RC_FORMERR);
+	}
+}
+
+static bool keep_public(const struct sockaddr *sa, void *arg)
+{
+	(void)arg;
+	if (sa->sa_family == AF_INET) {
+		uint32_t a = ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr);
+		return (a >> 24) != 10 && (a >> 24) != 127;
+	}
+	return true;
+}
+
+static uint8_t *mkanswer(const char *qname, uint16_t id, const char *const *rrs, size_t *len)
+{
+	ldns_pkt *p = NULL;
+	uint8_t *w = NULL;
+	assert_int_equal(
+	        ldns_pkt_query_new_frm_str(&p, qname, LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, LDNS_RD | LDNS_QR | LDNS_RA),
+	        LDNS_STATUS_OK);
+	ldns_pkt_set_id(p, id);
+	for (; *rrs; rrs++) {
+		ldns_rr *rr = NULL;
+		assert_int_equal(ldns_rr_new_frm_str(&rr, *rrs, 60, NULL, NULL), LDNS_STATUS_OK);
+		ldns_pkt_push_rr(p, LDNS_SECTION_ANSWER, rr);
+	}
+	assert_int_equal(ldns_pkt2wire(&w, p, len), LDNS_STATUS_OK);
+	ldns_pkt_free(p);
+	return w;
+}
+
+static void test_upstream_and_filter(void **state)
+{
+	static const char *const rrs[] = {"mixed.test. 60 IN A 10.1.2.3", "mixed.test. 60 IN A 198.18.1.12",
+	                                  "mixed.test. 60 IN A 127.0.0.1", NULL};
+	struct dns_query q;
+	struct dns_filter_result fr;
+	const char *why;
+	size_t len, alen, olen, ulen;
+	uint8_t *w = mkquery("mixed.test.", LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, 0x7777, false, &len);
+	uint8_t *up = NULL, *ans, *out = NULL;
+	ldns_pkt *p = NULL;
+	(void)state;
+
+	assert_int_equal(dns_msg_parse_query(w, len, &q, &why), 0);
+	assert_int_equal(dns_msg_build_upstream(&q, &up, &ulen), 0);
+	assert_int_equal(up[0], 0); /* the relay writes a fresh id */
+	assert_int_equal(up[1], 0);
+	assert_int_equal(ldns_wire2pkt(&p, up, ulen), LDNS_STATUS_OK);
+	assert_int_equal(ldns_pkt_qdcount(p), 1);
+	assert_int_equal(ldns_pkt_ancount(p), 0);
+	assert_true(ldns_pkt_edns(p));
+	ldns_pkt_free(p);
+	free(up);
+
+	ans = mkanswer("mixed.test.", 0x1111, rrs, &alen);
+	assert_int_equal(dns_msg_filter_answer(ans, alen, &q, keep_public, NULL, 512, &out, &olen, &fr), 0);
+	assert_int_equal(fr.kept, 1);
+	assert_int_equal(fr.stripped, 2);
+	assert_string_equal(fr.first_addr, "198.18.1.12");
+	assert_int_equal(ldns_wire2pkt(&p, out, olen), LDNS_STATUS_OK);
+	assert_int_equal(ldns_pkt_id(p), 0x7777);
+	assert_int_equal(ldns_pkt_ancount(p), 1);
+	assert_false(ldns_pkt_edns(p)); /* the client sent no EDNS */
+	ldns_pkt_free(p);
+	free(out);
+	/* truncation when it does not fit */
+	assert_int_equal(dns_msg_filter_answer(ans, alen, &q, keep_public, NULL, 40, &out, &olen, &fr), 0);
+	assert_true(fr.truncated);
+	assert_int_equal(ldns_wire2pkt(&p, out, olen), LDNS_STATUS_OK);
+	assert_true(ldns_pkt_tc(p));
+	assert_int_equal(ldns_pkt_ancount(p), 0);
+	ldns_pkt_free(p);
+	free(out);
+	free(ans);
+	/* an answer to another question is rejected */
+	ans = mkanswer("other.test.", 0x1111, rrs + 3, &alen);
+	assert_int_equal(dns_msg_filter_answer(ans, alen, &q, keep_public, NULL, 512, &out, &olen, &fr), -EINVAL);
+	assert_false(dns_msg_answer_matches(ans, alen, &q));
+	free(ans);
+	/* a local REFUSED carries the question and the client's id */
+	assert_int_equal(dns_msg_reply_rcode(&q, DNS_RC_REFUSED, &out, &olen), 0);
+	assert_int_equal(ldns_wire2pkt(&p, out, olen), LDNS_STATUS_OK);
+	assert_int_equal(ldns_pkt_get_rcode(p), LDNS_RCODE_REFUSED);
+	assert_int_equal(ldns_pkt_id(p), 0x7777);
+	assert_int_equal(ldns_pkt_qdcount(p), 1);
+	assert_true(ldns_pkt_qr(p));
+	ldns_pkt_free(p);
+	free(out);
+	free(w);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_query_checks),
+	        cmocka_unit_test(test_upstream_and_filter),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
