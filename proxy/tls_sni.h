@@ -13,6 +13,8 @@
 #define TLS_SNI_HELLO_MAX   16384 /* ClientHello message body, bytes */
 #define TLS_SNI_RECORDS_MAX 4     /* records a ClientHello may be split over */
 #define TLS_SNI_NAME_MAX    255   /* bytes of a host_name */
+/* Bytes a reader buffers while looking for a complete ClientHello: its records fit with room to spare. */
+#define TLS_SNI_READ_MAX (TLS_SNI_HELLO_MAX + TLS_SNI_RECORDS_MAX * 5 + 4096)
 
 enum tls_sni_result {
 	TLS_SNI_MORE = 0, /* a valid prefix: more bytes are needed */

@@ -27,9 +27,7 @@
 #define IP6T_SO_ORIGINAL_DST 80 /* linux/netfilter_ipv6/ip6_tables.h */
 #endif
 
-/* Bytes buffered while looking for a complete ClientHello: its records (at most TLS_SNI_RECORDS_MAX,
- * TLS_SNI_HELLO_MAX of message) fit in this with room to spare. */
-#define TP_READ_MAX (TLS_SNI_HELLO_MAX + TLS_SNI_RECORDS_MAX * 5 + 4096)
+#define TP_READ_MAX TLS_SNI_READ_MAX
 
 struct tp_conn {
 	struct proxy_conn base;     /* attached to the session */

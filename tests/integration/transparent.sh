@@ -156,4 +156,19 @@ check_not "the plain session cannot use the transparent port on the gateway" \
 out=$(lab_exec p1 curl -s -m 10 -x "http://$GW4:3128" --cacert "$LAB_CA" https://allowed.test/p1)
 check_match "the plain session still works through the proxy" '"target": *"/p1"' "$out"
 
+# Domain fronting through CONNECT: the tunnel is for allowed.test, the ClientHello names evil.test
+front=$(echo | lab_exec p1 timeout 10 openssl s_client -proxy "$GW4:3128" -connect allowed.test:443 \
+	-servername evil.test -CAfile "$LAB_CA" 2>&1)
+check_match "openssl s_client with SNI evil.test through CONNECT allowed.test:443 gets no certificate" \
+	"no peer certificate available" "$front"
+check_match "... it is refused with an access_denied alert" "alert access denied" "$front"
+check "... audited as a connect denial naming the fronting" eventually audit_has \
+	"\"protocol\":\"connect\",\"host\":\"allowed.test\",\"port\":443,\"method\":\"CONNECT\",\"decision\":\"deny\".*domain fronting: the ClientHello names .*evil.test"
+check_not "curl --connect-to (CONNECT allowed.test, SNI evil.test) is refused" lab_exec p1 curl -sS -m 10 \
+	-x "http://$GW4:3128" --cacert "$LAB_CA" --connect-to evil.test:443:allowed.test:443 https://evil.test/front
+check_not "... and never reached the internet" grep -q '/front' <(lab_http_requests)
+ok=$(echo | lab_exec p1 timeout 10 openssl s_client -proxy "$GW4:3128" -connect allowed.test:443 \
+	-servername allowed.test -CAfile "$LAB_CA" 2>&1)
+check_match "the same CONNECT with the matching SNI works" "Verification: OK" "$ok"
+
 done_testing
