@@ -34,6 +34,7 @@ static const struct range forbidden4[] = {
 static const struct range forbidden6[] = {
 	{ { 0 }, 96 },                                             /* ::/96: unspecified, loopback, v4-compatible */
 	{ { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff }, 96 },    /* ::ffff:0:0/96 v4-mapped */
+	{ { 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0 }, 96 },    /* ::ffff:0:0:0/96 v4-translated (SIIT) */
 	{ { 0, 0x64, 0xff, 0x9b }, 96 },                          /* 64:ff9b::/96 NAT64 */
 	{ { 0, 0x64, 0xff, 0x9b, 0, 1 }, 48 },                    /* 64:ff9b:1::/48 local NAT64 */
 	{ { 0x01, 0 }, 64 },                                      /* 100::/64 discard */
@@ -160,4 +161,18 @@ int policy_parse_cidr(const char *text, struct policy_rule *r, char *why, size_t
 	r->prefix = (unsigned)prefix;
 	r->pat = PAT_CIDR;
 	return 0;
+}
+
+bool policy_cidr_touches_forbidden(const struct policy_rule *r)
+{
+	const struct range *list = r->family == AF_INET ? forbidden4 : forbidden6;
+	size_t n = r->family == AF_INET ? sizeof forbidden4 / sizeof forbidden4[0] : sizeof forbidden6 / sizeof forbidden6[0];
+
+	for (size_t i = 0; i < n; i++) {
+		/* overlap: one range contains the other's network address at the shorter prefix */
+		unsigned p = r->prefix < list[i].prefix ? r->prefix : list[i].prefix;
+		if (prefix_match(r->addr, list[i].addr, p))
+			return true;
+	}
+	return false;
 }

@@ -66,18 +66,41 @@ void policy_arena_release(struct policy_arena *a)
 
 /* ---- errors and names ---- */
 
+/* Copies src into dst with C0 controls, DEL and UTF-8-encoded C1 controls written as \xNN: messages
+ * quote what a (possibly hostile) file says, and end up on a terminal. */
+static void copy_escaped(char *dst, size_t len, const char *src)
+{
+	size_t o = 0;
+
+	for (const unsigned char *c = (const unsigned char *)src; *c && o + 1 < len; c++) {
+		bool c1 = c[0] == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f;
+		if (*c < 0x20 || *c == 0x7f || c1) {
+			if (o + 5 + (c1 ? 4 : 0) >= len)
+				break;
+			o += (size_t)snprintf(dst + o, len - o, "\\x%02x", *c);
+			if (c1)
+				o += (size_t)snprintf(dst + o, len - o, "\\x%02x", *++c);
+			continue;
+		}
+		dst[o++] = (char)*c;
+	}
+	dst[o] = '\0';
+}
+
 int policy_err(struct policy_error *err, const char *file, unsigned line, unsigned col, const char *fmt, ...)
 {
+	char msg[POLICY_ERR_MAX];
 	va_list ap;
 
 	if (!err)
 		return -EINVAL;
-	snprintf(err->file, sizeof err->file, "%s", file ? file : "");
+	copy_escaped(err->file, sizeof err->file, file ? file : "");
 	err->line = line;
 	err->col = col;
 	va_start(ap, fmt);
-	vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	copy_escaped(err->msg, sizeof err->msg, msg);
 	return -EINVAL;
 }
 
@@ -159,19 +182,38 @@ int policy_builder_push(struct policy_builder *b, const struct policy_rule *r)
 	return 0;
 }
 
-/* Reads a whole regular file (no FIFOs or devices: a policy path must not block or stream). */
-static int read_file(const char *path, char **out, size_t *outlen, struct stat *st_out, struct policy_error *err)
+/* An organisation file must be root's and not writable by anyone else, or it caps nothing. */
+static int check_org_stat(const char *path, const struct stat *st, struct policy_error *err)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (st->st_uid != 0 || (st->st_mode & 022))
+		return policy_err(err, path, 0, 0, "organisation policy must be owned by root and not group- or "
+				  "world-writable (fix with: chown root: %s && chmod 644 %s)", path, path);
+	return 0;
+}
+
+/* Reads a whole regular file (no FIFOs or devices: a policy path must not block or stream). With
+ * `org`, the file is checked as an organisation file on the descriptor that is read (no symlinks, no
+ * window between the check and the read). */
+static int read_file(const char *path, bool org, char **out, size_t *outlen, struct policy_error *err)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (org ? O_NOFOLLOW : 0));
 	struct stat st;
 	char *buf = NULL;
 	size_t got = 0;
 
-	if (fd < 0)
-		return policy_err(err, path, 0, 0, "cannot open: %s", strerror(errno)), -errno;
+	if (fd < 0) {
+		int e = errno;
+		if (org && e == ELOOP)
+			return policy_err(err, path, 0, 0, "organisation policy is not a regular file (symlinks are refused)");
+		return policy_err(err, path, 0, 0, "cannot open: %s", strerror(e)), -e;
+	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
 		return policy_err(err, path, 0, 0, "not a regular file");
+	}
+	if (org && check_org_stat(path, &st, err) < 0) {
+		close(fd);
+		return -EPERM;
 	}
 	if ((uint64_t)st.st_size > POLICY_FILE_MAX) {
 		close(fd);
@@ -198,8 +240,6 @@ static int read_file(const char *path, char **out, size_t *outlen, struct stat *
 	buf[got] = '\0';
 	*out = buf;
 	*outlen = got;
-	if (st_out)
-		*st_out = st;
 	return 0;
 }
 
@@ -209,27 +249,33 @@ static bool is_text_list(const char *path)
 	return (n > 4 && strcmp(path + n - 4, ".txt") == 0) || (n > 5 && strcmp(path + n - 5, ".list") == 0);
 }
 
-int policy_builder_add_file(struct policy_builder *b, enum policy_layer layer, const char *path,
-			    struct policy_error *err)
+static int add_file(struct policy_builder *b, enum policy_layer layer, const char *path, bool org_file,
+		    struct policy_error *err)
 {
 	char *text = NULL;
 	size_t len = 0;
-	int r = read_file(path, &text, &len, NULL, err);
+	int r = read_file(path, org_file, &text, &len, err);
 
 	if (r < 0)
 		return r;
 	if (is_text_list(path))
 		r = policy_load_text(b, layer, path, text, len, err);
 	else
-		r = policy_load_json(b, layer, path, text, len, err);
+		r = policy_load_json(b, layer, path, text, len, false, err);
 	free(text);
 	return r;
+}
+
+int policy_builder_add_file(struct policy_builder *b, enum policy_layer layer, const char *path,
+			    struct policy_error *err)
+{
+	return add_file(b, layer, path, false, err);
 }
 
 int policy_builder_add_json(struct policy_builder *b, enum policy_layer layer, const char *name,
 			    const char *text, size_t len, struct policy_error *err)
 {
-	return policy_load_json(b, layer, name, text, len, err);
+	return policy_load_json(b, layer, name, text, len, true, err);
 }
 
 static const char *preset_dir(const struct policy_builder *b)
@@ -273,9 +319,21 @@ int policy_builder_add_preset(struct policy_builder *b, enum policy_layer layer,
 			closedir(d);
 		return policy_err(err, "", 0, 0, "unknown preset \"%s\" (available: %s)", name, avail[0] ? avail : "none found");
 	}
+	for (const struct policy_preset_seen *s = b->presets_seen; s; s = s->next)
+		if (s->layer == layer && strcmp(s->name, name) == 0)
+			return 0; /* already there: loading it again would only repeat its rules */
 	b->preset_depth++;
 	r = policy_builder_add_file(b, layer, path, err);
 	b->preset_depth--;
+	if (r == 0) {
+		struct policy_preset_seen *s = policy_arena_alloc(&b->arena, sizeof *s + n + 1);
+		if (!s)
+			return policy_err(err, "", 0, 0, "out of memory");
+		s->layer = layer;
+		memcpy(s->name, name, n + 1);
+		s->next = b->presets_seen;
+		b->presets_seen = s;
+	}
 	return r;
 }
 
@@ -318,30 +376,34 @@ void policy_builder_set_options(struct policy_builder *b, const struct policy_op
 		b->opts.ask_timeout_s = o->ask_timeout_s;
 }
 
-/* An organisation file must be root's and not writable by anyone else, or it caps nothing. */
-static int check_org_file(const char *path, struct policy_error *err)
+/* A directory holding organisation files must be root's and not writable by others either: whoever
+ * can write it can delete /etc/sluice/policy.json, and with it the ceiling. Missing is fine (1). */
+static int check_org_dir(const char *path, struct policy_error *err)
 {
 	struct stat st;
 
-	if (lstat(path, &st) < 0)
+	if (stat(path, &st) < 0)
 		return errno == ENOENT ? 1 : policy_err(err, path, 0, 0, "cannot stat: %s", strerror(errno));
-	if (!S_ISREG(st.st_mode))
-		return policy_err(err, path, 0, 0, "organisation policy is not a regular file (symlinks are refused)");
+	if (!S_ISDIR(st.st_mode))
+		return policy_err(err, path, 0, 0, "organisation policy directory is not a directory");
 	if (st.st_uid != 0 || (st.st_mode & 022))
-		return policy_err(err, path, 0, 0, "organisation policy must be owned by root and not group- or "
-				  "world-writable (fix with: chown root: %s && chmod 644 %s)", path, path);
+		return policy_err(err, path, 0, 0, "organisation policy directory must be owned by root and not group- "
+				  "or world-writable (fix with: chown root: %s && chmod 755 %s)", path, path);
 	return 0;
 }
 
 static int add_if_exists(struct policy_builder *b, enum policy_layer layer, const char *path, struct policy_error *err)
 {
+	struct stat st;
+
 	if (layer == POLICY_LAYER_ORG) {
-		int r = check_org_file(path, err);
-		if (r != 0)
-			return r > 0 ? 0 : r;
-	} else if (access(path, F_OK) != 0) {
-		return 0;
+		if (lstat(path, &st) < 0)
+			return errno == ENOENT ? 0 : policy_err(err, path, 0, 0, "cannot stat: %s", strerror(errno));
+		/* ownership, mode and type are checked on the descriptor that is read (read_file) */
+		return add_file(b, layer, path, true, err);
 	}
+	if (access(path, F_OK) != 0)
+		return 0;
 	return policy_builder_add_file(b, layer, path, err);
 }
 
@@ -359,12 +421,16 @@ int policy_builder_add_standard_layers(struct policy_builder *b, const char *sys
 
 	if (!sysconfdir)
 		sysconfdir = SLUICE_SYSCONFDIR;
+	if ((r = check_org_dir(sysconfdir, err)) < 0)
+		return r;
 	snprintf(path, sizeof path, "%s/policy.json", sysconfdir);
 	if ((r = add_if_exists(b, POLICY_LAYER_ORG, path, err)) < 0)
 		return r;
 	/* policy.d/\*.json in name order, so the result does not depend on directory order */
 	snprintf(path, sizeof path, "%s/policy.d", sysconfdir);
-	DIR *d = opendir(path);
+	if ((r = check_org_dir(path, err)) < 0)
+		return r;
+	DIR *d = r == 0 ? opendir(path) : NULL;
 	if (d) {
 		char **names = NULL;
 		size_t n = 0;
@@ -425,6 +491,7 @@ struct policy *policy_builder_compile(struct policy_builder *b, struct policy_er
 	/* The policy takes the builder's rules and strings; the builder is left empty and reusable. */
 	p->arena = b->arena;
 	b->arena.head = NULL;
+	b->presets_seen = NULL;
 	p->rules = b->rules;
 	p->nrules = b->nrules;
 	b->rules = NULL;
@@ -445,9 +512,11 @@ struct policy *policy_builder_compile(struct policy_builder *b, struct policy_er
 			if (p->rules[i].pat == PAT_CIDR)
 				p->cidr[k++] = (uint32_t)i;
 	}
-	p->trie = policy_trie_build(p->rules, p->nrules);
-	if (!p->trie)
-		goto oom;
+	p->trie = policy_trie_build(p->rules, p->nrules, err);
+	if (!p->trie) {
+		policy_unref(p);
+		return NULL;
+	}
 
 	const struct policy_opt_state *o = &b->opts;
 	p->opts.direct = o->direct == 1 && !o->org_forbids_direct;

@@ -6,6 +6,7 @@
  * not, with one addition: it refuses duplicate keys in an object, which json-c would silently
  * resolve to the last one (a second "deny" key must not quietly replace the first). */
 #include "jsonpos.h"
+#include "policy_int.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -30,16 +31,15 @@ struct scanner {
 	size_t line_start;
 	struct jpos *map;
 	int depth;
+	int unrecorded; /* > 0 while inside a value whose path does not fit: nothing recorded there */
 	char dup_path[256];
 	unsigned dup_line, dup_col;
 };
 
+/* Keyed: paths carry the keys of a (possibly hostile) policy file (see hash.c). */
 static uint32_t hash_str(const char *s)
 {
-	uint32_t h = 2166136261u;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 16777619u;
-	return h;
+	return policy_hash(s, strlen(s), 0);
 }
 
 static int map_grow(struct jpos *m)
@@ -161,7 +161,56 @@ static void skip_ws(struct scanner *sc)
 	}
 }
 
-/* Scans a string starting at '"'; copies up to outlen-1 raw bytes of its content into out. */
+static int hex4(const char *s, size_t avail, unsigned *v)
+{
+	*v = 0;
+	if (avail < 4)
+		return -1;
+	for (int i = 0; i < 4; i++) {
+		char c = s[i];
+		unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0')
+			   : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+			   : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10) : 16u;
+		if (d > 15)
+			return -1;
+		*v = *v << 4 | d;
+	}
+	return 0;
+}
+
+/* Appends code point cp as UTF-8 (U+FFFD for what is not a scalar value). */
+static void put_utf8(char *out, size_t outlen, size_t *o, unsigned cp)
+{
+	char u[4];
+	size_t n;
+
+	if (cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		cp = 0xfffd;
+	if (cp < 0x80) {
+		u[0] = (char)cp;
+		n = 1;
+	} else if (cp < 0x800) {
+		u[0] = (char)(0xc0 | cp >> 6);
+		u[1] = (char)(0x80 | (cp & 0x3f));
+		n = 2;
+	} else if (cp < 0x10000) {
+		u[0] = (char)(0xe0 | cp >> 12);
+		u[1] = (char)(0x80 | (cp >> 6 & 0x3f));
+		u[2] = (char)(0x80 | (cp & 0x3f));
+		n = 3;
+	} else {
+		u[0] = (char)(0xf0 | cp >> 18);
+		u[1] = (char)(0x80 | (cp >> 12 & 0x3f));
+		u[2] = (char)(0x80 | (cp >> 6 & 0x3f));
+		u[3] = (char)(0x80 | (cp & 0x3f));
+		n = 4;
+	}
+	for (size_t i = 0; i < n && *o + 1 < outlen; i++)
+		out[(*o)++] = u[i];
+}
+
+/* Scans a string starting at '"'; writes up to outlen-1 bytes of its decoded content into out, escapes
+ * decoded as json-c decodes them (so "\u0064eny" and "deny" are the same key, as they are to json-c). */
 static int scan_string(struct scanner *sc, char *out, size_t outlen)
 {
 	size_t o = 0;
@@ -172,10 +221,29 @@ static int scan_string(struct scanner *sc, char *out, size_t outlen)
 	advance(sc);
 	while (sc->off < sc->len && sc->s[sc->off] != q) {
 		if (sc->s[sc->off] == '\\' && sc->off + 1 < sc->len) {
-			if (out && o + 1 < outlen)
-				out[o++] = sc->s[sc->off + 1];
+			char e = sc->s[sc->off + 1];
+			unsigned cp, lo;
 			advance(sc);
 			advance(sc);
+			if (!out)
+				continue;
+			if (e == 'u' && hex4(sc->s + sc->off, sc->len - sc->off, &cp) == 0) {
+				for (int i = 0; i < 4; i++)
+					advance(sc);
+				/* a surrogate pair: \uD8xx\uDCxx */
+				if (cp >= 0xd800 && cp <= 0xdbff && sc->off + 6 <= sc->len && sc->s[sc->off] == '\\' &&
+				    sc->s[sc->off + 1] == 'u' && hex4(sc->s + sc->off + 2, 4, &lo) == 0 && lo >= 0xdc00 &&
+				    lo <= 0xdfff) {
+					for (int i = 0; i < 6; i++)
+						advance(sc);
+					cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+				}
+				put_utf8(out, outlen, &o, cp);
+				continue;
+			}
+			char d = e == 'b' ? '\b' : e == 'f' ? '\f' : e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : e;
+			if (o + 1 < outlen)
+				out[o++] = d;
 			continue;
 		}
 		if (out && o + 1 < outlen)
@@ -195,6 +263,8 @@ static int scan_value(struct scanner *sc, char *path, size_t plen, size_t cap);
 static int record(struct scanner *sc, const char *path)
 {
 	unsigned line = sc->line, col = (unsigned)(sc->off - sc->line_start + 1);
+	if (sc->unrecorded)
+		return 0;
 	int r = map_put(sc->map, path[0] ? path : "/", line, col);
 
 	if (r == 1 && !sc->dup_line) {
@@ -240,12 +310,18 @@ static int scan_value(struct scanner *sc, char *path, size_t plen, size_t cap)
 				if (scan_string(sc, key, sizeof key) < 0)
 					return -EINVAL;
 				n = (size_t)snprintf(path + plen, cap - plen, "/%s", key);
-				if (n >= cap - plen)
-					return -E2BIG;
 				/* A duplicate key is reported at the key, the value gets its own entry below. */
 				char kpath[600];
-				snprintf(kpath, sizeof kpath, "%s#key", path);
-				int d = map_put(sc->map, kpath, kline, kcol);
+				int d = 0;
+				if (n >= cap - plen) {
+					/* too deep or too long to name: scanned, not recorded (no rule lives there) */
+					n = 0;
+					path[plen] = '\0';
+					sc->unrecorded++;
+				} else if (!sc->unrecorded) {
+					snprintf(kpath, sizeof kpath, "%s#key", path);
+					d = map_put(sc->map, kpath, kline, kcol);
+				}
 				if (d < 0)
 					return d;
 				if (d == 1 && !sc->dup_line) {
@@ -259,11 +335,17 @@ static int scan_value(struct scanner *sc, char *path, size_t plen, size_t cap)
 				advance(sc);
 			} else {
 				n = (size_t)snprintf(path + plen, cap - plen, "/%u", idx++);
-				if (n >= cap - plen)
-					return -E2BIG;
+				if (n >= cap - plen) {
+					n = 0;
+					path[plen] = '\0';
+					sc->unrecorded++;
+				}
 			}
+			bool deep = n == 0;
 			r = scan_value(sc, path, plen + n, cap);
 			path[plen] = '\0';
+			if (deep)
+				sc->unrecorded--;
 			if (r < 0)
 				return r;
 		}

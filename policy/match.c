@@ -32,12 +32,10 @@ struct policy_trie {
 	uint32_t nnodes;
 };
 
+/* Keyed: labels come from project files and from sandboxed programs (see hash.c). */
 static uint32_t edge_hash(uint32_t parent, const char *s, size_t n)
 {
-	uint32_t h = 2166136261u ^ (parent * 0x9e3779b1u);
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)s[i]) * 16777619u;
-	return h ^ (h >> 15);
+	return policy_hash(s, n, parent);
 }
 
 static int trie_grow_edges(struct policy_trie *t, size_t want)
@@ -105,7 +103,7 @@ void policy_trie_free(struct policy_trie *t)
 	free(t);
 }
 
-struct policy_trie *policy_trie_build(struct policy_rule *rules, size_t n)
+struct policy_trie *policy_trie_build(struct policy_rule *rules, size_t n, struct policy_error *err)
 {
 	struct policy_trie *t = calloc(1, sizeof *t);
 
@@ -134,11 +132,23 @@ struct policy_trie *policy_trie_build(struct policy_rule *rules, size_t n)
 		if (!e)
 			continue; /* empty name: refused by the parser, never indexed */
 		uint32_t *head = r->pat == PAT_EXACT ? &e->exact : &e->wild;
+		unsigned count = 0;
+		for (uint32_t k = *head; k != NONE; k = rules[k].next)
+			count++;
+		if (count >= POLICY_MAX_RULES_PER_NAME) {
+			/* keeps every lookup O(length of the name): a project file must not hang thousands of
+			 * rules on one name for the proxy to walk on each request */
+			policy_err(err, r->where, 0, 0, "too many rules for \"%s\" (at most %d per name across all layers: "
+				   "merge their ports into one rule)", r->pattern, POLICY_MAX_RULES_PER_NAME);
+			policy_trie_free(t);
+			return NULL;
+		}
 		r->next = *head;
 		*head = (uint32_t)i;
 	}
 	return t;
 fail:
+	policy_err(err, "", 0, 0, "out of memory");
 	policy_trie_free(t);
 	return NULL;
 }
@@ -190,7 +200,11 @@ static bool rule_applies(const struct policy_rule *r, uint16_t port, unsigned me
 	}
 	if (!policy_rule_port_matches(r, port))
 		return false;
-	return r->methods == 0 || (method & r->methods) != 0;
+	if (r->methods == 0 || (method & r->methods) != 0)
+		return true;
+	/* Inside a CONNECT tunnel or an opaque TLS stream (method 0) the denied methods may well be
+	 * used, and the proxy cannot see them: a method-restricted deny covers those too. */
+	return r->kind == RULE_DENY && (method == 0 || method == POLICY_M_CONNECT);
 }
 
 /* Is a better than b as the rule to quote? Deeper match, then exact over wildcard, then the stronger
@@ -278,6 +292,7 @@ static void decision_init(struct policy_decision *out, const char *host, const s
 	} else {
 		out->host[0] = '\0';
 	}
+	out->addr.ss_family = AF_UNSPEC; /* read by policy_decision_reason() for name decisions too */
 	if (sa && sa->sa_family == AF_INET)
 		memcpy(&out->addr, sa, sizeof(struct sockaddr_in));
 	else if (sa && sa->sa_family == AF_INET6)
@@ -319,23 +334,32 @@ void policy_decide_addr(const struct policy *p, const struct sockaddr *sa, uint1
 			struct policy_decision *out)
 {
 	const struct policy_rule *deny = NULL, *allow = NULL, *ceiling = NULL;
+	bool capped = false; /* an allow matched but the ceiling voids it */
 
 	decision_init(out, NULL, sa, port);
-	for (size_t i = 0; i < p->ncidr; i++) {
-		const struct policy_rule *r = &p->rules[p->cidr[i]];
-		if (!policy_cidr_contains(r, sa) || !rule_applies(r, port, 0))
-			continue;
-		const struct policy_rule **slot = r->kind == RULE_DENY ? &deny : r->kind == RULE_CEILING ? &ceiling : &allow;
-		/* the most specific range wins, then the stronger layer */
-		if (!*slot || r->prefix > (*slot)->prefix || (r->prefix == (*slot)->prefix && r->layer < (*slot)->layer))
-			*slot = r;
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; i < p->ncidr; i++) {
+			const struct policy_rule *r = &p->rules[p->cidr[i]];
+			if ((r->kind == RULE_ALLOW) != (pass == 1) || !policy_cidr_contains(r, sa) || !rule_applies(r, port, 0))
+				continue;
+			/* second pass: only allows the ceiling lets through, so that a narrower lower-layer
+			 * allow outside it cannot hide an organisation allow */
+			if (pass == 1 && p->has_ceiling && !ceiling && r->layer != POLICY_LAYER_ORG) {
+				capped = true;
+				continue;
+			}
+			const struct policy_rule **slot = r->kind == RULE_DENY ? &deny : r->kind == RULE_CEILING ? &ceiling : &allow;
+			/* the most specific range wins, then the stronger layer */
+			if (!*slot || r->prefix > (*slot)->prefix || (r->prefix == (*slot)->prefix && r->layer < (*slot)->layer))
+				*slot = r;
+		}
 	}
 	if (deny) {
 		out->why = POLICY_R_DENY_RULE;
 		out->rule = deny;
 		return;
 	}
-	if (allow && (!p->has_ceiling || ceiling || allow->layer == POLICY_LAYER_ORG)) {
+	if (allow) {
 		out->verdict = POLICY_ALLOW;
 		out->why = POLICY_R_ALLOW_RULE;
 		out->rule = allow;
@@ -350,7 +374,7 @@ void policy_decide_addr(const struct policy *p, const struct sockaddr *sa, uint1
 		out->why = POLICY_R_ADDR_NAMED;
 		return;
 	}
-	out->why = allow ? POLICY_R_ADDR_CEILING : POLICY_R_ADDR_LITERAL;
+	out->why = capped ? POLICY_R_ADDR_CEILING : POLICY_R_ADDR_LITERAL;
 }
 
 const char *policy_decision_reason(struct policy_decision *d)

@@ -281,13 +281,33 @@ static int parse_methods_json(const struct jctx *c, const char *path, json_objec
 	return 0;
 }
 
+/* The file name part of a "where": a name too long for POLICY_WHERE_MAX keeps its end (the file
+ * name) behind "...", so that line:col survive and a serialised policy still reloads. */
+static const char *where_name(const char *name, size_t *len, bool *cut)
+{
+	const size_t max = POLICY_WHERE_MAX - 32; /* room for "...", ":LINE:COL" and the NUL */
+	const char *s;
+
+	*cut = *len > max;
+	if (!*cut)
+		return name;
+	s = name + *len - (max - 3);
+	while (((unsigned char)*s & 0xc0) == 0x80)
+		s++; /* not in the middle of a UTF-8 character */
+	*len = (size_t)(name + *len - s);
+	return s;
+}
+
 static int set_where(const struct jctx *c, const char *path, struct policy_rule *r)
 {
 	char w[POLICY_WHERE_MAX];
 	unsigned line, col;
+	size_t nlen = strlen(c->name);
+	bool cut;
+	const char *n = where_name(c->name, &nlen, &cut);
 
 	jwhere(c, path, &line, &col);
-	snprintf(w, sizeof w, "%s:%u:%u", c->name, line, col);
+	snprintf(w, sizeof w, "%s%.*s:%u:%u", cut ? "..." : "", (int)nlen, n, line, col);
 	r->where = policy_arena_strndup(&c->b->arena, w, strlen(w));
 	return r->where ? 0 : policy_err(c->err, c->name, 0, 0, "out of memory");
 }
@@ -352,6 +372,12 @@ static int parse_rule_json(const struct jctx *c, const char *path, json_object *
 		const char *t = json_object_get_string(cidr);
 		if (policy_parse_cidr(t, &r, why, sizeof why) < 0)
 			return jfail(c, sub, "%s", why);
+		/* The project file ships with the (untrusted) code: it may not open loopback, private or
+		 * metadata ranges to it. The user's own policy or the command line can. */
+		if (!c->compiled && c->layer == POLICY_LAYER_PROJECT && kind == RULE_ALLOW && policy_cidr_touches_forbidden(&r))
+			return jfail(c, sub, "a project policy cannot allow \"%s\": it overlaps a forbidden range (loopback, "
+				     "private, link-local/metadata, CGNAT, ...); put it in your user policy "
+				     "(~/.config/sluice/policy.json) or pass --policy FILE on the command line", t);
 		char canon[64], abuf[48];
 		inet_ntop(r.family, r.addr, abuf, sizeof abuf);
 		snprintf(canon, sizeof canon, "%s/%u", abuf, r.prefix);
@@ -394,6 +420,14 @@ static int parse_rule_json(const struct jctx *c, const char *path, json_object *
 			return jfail(c, path, "unknown layer \"%s\"", json_object_get_string(l));
 		/* A serialised policy can never claim to be stronger than the layer it is loaded at. */
 		r.layer = lay > c->layer ? lay : c->layer;
+		if (lay < c->layer) {
+			/* keep the claim visible: the log must not quote /etc/sluice for a client's rule */
+			char claimed[POLICY_WHERE_MAX];
+			snprintf(claimed, sizeof claimed, "%s (claimed %s layer)", ws, policy_layer_name(lay));
+			r.where = policy_arena_strndup(&c->b->arena, claimed, strlen(claimed));
+			if (!r.where)
+				return -ENOMEM;
+		}
 		const char *ks = json_object_get_string(k);
 		if (strcmp(ks, "allow") == 0)
 			r.kind = RULE_ALLOW;
@@ -506,7 +540,7 @@ static int parse_presets_json(const struct jctx *c, json_object *v)
 }
 
 int policy_load_json(struct policy_builder *b, enum policy_layer layer, const char *name, const char *text,
-		     size_t len, struct policy_error *err)
+		     size_t len, bool compiled_ok, struct policy_error *err)
 {
 	struct json_tokener *tok = NULL;
 	json_object *root = NULL;
@@ -561,6 +595,13 @@ int policy_load_json(struct policy_builder *b, enum policy_layer layer, const ch
 	}
 	json_object *marker;
 	if (json_object_object_get_ex(root, "sluice-compiled", &marker)) {
+		/* The serialised form carries each rule's "where" verbatim: from a file (a project's
+		 * .sluice/policy.json) it would let the file quote /etc/sluice for its own rules. */
+		if (!compiled_ok) {
+			r = jfail(&c, "/sluice-compiled#key", "a serialised policy (\"sluice-compiled\") is only accepted "
+				  "from sluice itself, not from a policy file");
+			goto out;
+		}
 		if (!json_object_is_type(marker, json_type_int) || json_object_get_int(marker) != 1) {
 			r = jfail(&c, "/sluice-compiled", "unsupported compiled policy version");
 			goto out;
@@ -621,13 +662,20 @@ out:
 /* "name:line:col" in the arena, without printf: a million-rule list formats a million of these. */
 static const char *where_str(struct policy_builder *b, const char *name, size_t name_len, unsigned line, unsigned col)
 {
-	char *w = policy_arena_alloc(&b->arena, name_len + 24);
+	bool cut;
+	const char *n = where_name(name, &name_len, &cut);
+	char *w = policy_arena_alloc(&b->arena, name_len + 3 + 24);
 	char num[12];
-	size_t o = name_len;
+	size_t o = 0;
 
 	if (!w)
 		return NULL;
-	memcpy(w, name, name_len);
+	if (cut) {
+		memcpy(w, "...", 3);
+		o = 3;
+	}
+	memcpy(w + o, n, name_len);
+	o += name_len;
 	for (int part = 0; part < 2; part++) {
 		unsigned v = part ? col : line;
 		int k = 0;

@@ -166,8 +166,9 @@ struct policy *policy_builder_compile(struct policy_builder *b, struct policy_er
 
 /* Loads the standard layers for a user: /etc/sluice/policy.json and /etc/sluice/policy.d/\*.json
  * (org), $XDG_CONFIG_HOME/sluice/policy.json (user), PROJECT/.sluice/policy.json (project).
- * Missing files are skipped; `project_dir` and `home` may be NULL. Org files that are not owned by
- * root or are group/world-writable are refused (an org policy anyone can edit caps nothing). */
+ * Missing files are skipped; `project_dir` and `home` may be NULL. Org files (checked on the open
+ * descriptor, symlinks refused) and the org directories (sysconfdir, policy.d) that are not owned by
+ * root or are group/world-writable are refused (an org policy anyone can edit or delete caps nothing). */
 int policy_builder_add_standard_layers(struct policy_builder *b, const char *sysconfdir, const char *home,
 				       const char *project_dir, struct policy_error *err);
 
@@ -180,7 +181,9 @@ size_t policy_rule_count(const struct policy *p);
 /* ---- decisions ---- */
 
 /* Decides for a canonical host name (from policy_canon_host), a port and a method bit
- * (0 = unknown/none: only rules without a method list match). O(length of host). */
+ * (0 = unknown/none). With 0 or POLICY_M_CONNECT (methods the proxy cannot see), an allow rule with a
+ * method list matches only if it lists that method, while a deny rule with a method list always
+ * matches (fails closed). Port 0 asks whether the name is usable at all (DNS). O(length of host). */
 void policy_decide(const struct policy *p, const char *canon_host, uint16_t port, unsigned method,
 		   struct policy_decision *out);
 

@@ -49,8 +49,16 @@ struct policy_opt_state {
 	unsigned ask_timeout_s;
 };
 
+/* A preset already added at a layer (adding it again would only repeat its rules). */
+struct policy_preset_seen {
+	struct policy_preset_seen *next; /* arena */
+	enum policy_layer layer;
+	char name[];
+};
+
 struct policy_builder {
 	struct policy_arena arena;
+	struct policy_preset_seen *presets_seen; /* arena; reset when the arena moves to a policy */
 	struct policy_rule *rules; /* owned array */
 	size_t nrules, caprules;
 	struct policy_opt_state opts;
@@ -88,14 +96,22 @@ int policy_parse_ports_text(const char *text, struct policy_rule *r, char *why, 
 /* Parses a CIDR "a.b.c.d/n" or an address (as a host route) into r. */
 int policy_parse_cidr(const char *text, struct policy_rule *r, char *why, size_t whylen);
 
-/* Loads a policy JSON document / plain-text list into the builder. */
+/* Loads a policy JSON document / plain-text list into the builder. `compiled_ok`: the document may be
+ * policy_serialize() output (only through policy_builder_add_json, never from a file). */
 int policy_load_json(struct policy_builder *b, enum policy_layer layer, const char *name, const char *text,
-		     size_t len, struct policy_error *err);
+		     size_t len, bool compiled_ok, struct policy_error *err);
 int policy_load_text(struct policy_builder *b, enum policy_layer layer, const char *name, const char *text,
 		     size_t len, struct policy_error *err);
 
-/* Compiled name index. */
-struct policy_trie *policy_trie_build(struct policy_rule *rules, size_t n);
+/* Keyed hash (SipHash-1-3, random per-process key; see hash.c) of data, with a tweak such as a parent
+ * node id. Used for every hash table whose keys come from policy files or host names. */
+uint32_t policy_hash(const void *data, size_t len, uint32_t tweak);
+
+/* Compiled name index. At most this many rules may name one pattern ("a.example.org" or "*.example.org",
+ * all layers and kinds together): a lookup visits every rule on the names it walks. */
+#define POLICY_MAX_RULES_PER_NAME 64
+/* Returns NULL with *err set (out of memory, or too many rules on one name). */
+struct policy_trie *policy_trie_build(struct policy_rule *rules, size_t n, struct policy_error *err);
 void policy_trie_free(struct policy_trie *t);
 /* Calls back every name rule whose pattern matches host, deepest last. Returns nothing; see match.c. */
 typedef void (*policy_trie_visit_fn)(const struct policy_rule *r, unsigned depth, void *ctx);
@@ -104,6 +120,8 @@ void policy_trie_visit(const struct policy_trie *t, const struct policy_rule *ru
 
 bool policy_rule_port_matches(const struct policy_rule *r, uint16_t port);
 bool policy_cidr_contains(const struct policy_rule *r, const struct sockaddr *sa);
+/* True if a CIDR rule's range overlaps one of the forbidden ranges. */
+bool policy_cidr_touches_forbidden(const struct policy_rule *r);
 
 /* The name of one method bit ("GET"), "OTHER", or NULL. */
 const char *policy_method_name(unsigned bit);

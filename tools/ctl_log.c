@@ -62,10 +62,30 @@ struct log_filter {
 	bool json;
 };
 
+/* Prints a record line for --json: the bytes as written, except control bytes (C0, DEL, UTF-8 C1),
+ * which a record may only carry inside strings and which are written there as \uXXXX (still the same
+ * JSON value, but nothing a terminal acts on). */
+static void print_json_line(const char *line, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)line[i];
+		if (c < 0x20 || c == 0x7f) {
+			printf("\\u%04x", c);
+		} else if (c == 0xc2 && i + 1 < len && (unsigned char)line[i + 1] >= 0x80 &&
+			   (unsigned char)line[i + 1] <= 0x9f) {
+			printf("\\u%04x", (unsigned char)line[++i]);
+		} else {
+			putchar(c);
+		}
+	}
+	putchar('\n');
+}
+
 /* Prints one record; returns 1 if printed, 0 if filtered out, -1 if the line is not a record. */
 static int show_line(const struct log_filter *f, const char *line, size_t len)
 {
-	json_object *o = json_tokener_parse(line);
+	/* a NUL would hide the rest of the line from the parser, not from --json output */
+	json_object *o = memchr(line, '\0', len) ? NULL : json_tokener_parse(line);
 	int rc = 0;
 
 	if (!o || !json_object_is_type(o, json_type_object)) {
@@ -80,8 +100,7 @@ static int show_line(const struct log_filter *f, const char *line, size_t len)
 		goto out;
 	rc = 1;
 	if (f->json) {
-		fwrite(line, 1, len, stdout);
-		putchar('\n');
+		print_json_line(line, len);
 		goto out;
 	}
 	const char *host = get_str(o, "host");

@@ -1,5 +1,7 @@
 /* Fuzz target: host canonicalisation and IP literal parsing. Checks the invariants callers rely on:
- * a canonical name is idempotent, short enough, and made only of [a-z0-9-_.]. */
+ * a canonical name is idempotent, short enough, made only of [a-z0-9-_.], and never something the C
+ * library would read as an address (it would bypass the forbidden ranges as a "name"). */
+#include <arpa/inet.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +30,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 	}
 	if (policy_canon_host(out, n, again) != POLICY_CANON_OK || strcmp(out, again) != 0)
+		abort();
+	struct in_addr a4;
+	struct in6_addr a6;
+	if (inet_aton(out, &a4) != 0 || inet_pton(AF_INET6, out, &a6) == 1)
 		abort();
 	return 0;
 }

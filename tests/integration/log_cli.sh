@@ -62,6 +62,16 @@ check_match "control bytes are escaped, never printed raw" 'bell\\x07 here' "$ou
 out=$("$ctl" log --file "$log" --session s1 --json)
 check_eq "--session filters (4 of 8)" 4 "$(printf '%s\n' "$out" | wc -l)"
 check "--json prints valid JSON lines" python3 -c 'import json,sys; [json.loads(l) for l in sys.stdin]' <<<"$out"
+# A hostile writer (or an edited log) puts raw control bytes inside a JSON string, or hides them
+# after a NUL: no output mode may pass them to the terminal.
+printf '{"time":"t","session":"s1","decision":"deny","host":"x\033]0;owned\007.test\302\233","port":443}\n{"time":"t","session":"s1","decision":"deny","host":"y.test"}\000\033[2J\n' > "$tmp/hostile.log"
+out=$("$ctl" log --file "$tmp/hostile.log" --json 2>/dev/null)
+check_eq "--json never prints raw control bytes" 0 "$(printf '%s' "$out" | LC_ALL=C grep -c $'[\x01-\x1f\x7f]\|\xc2[\x80-\x9f]')"
+check_match "--json escapes them inside the string" 'x\\u001b\]0;owned\\u0007\.test' "$out"
+check "--json output stays valid JSON" python3 -c 'import json,sys; [json.loads(l) for l in sys.stdin]' <<<"$out"
+out=$("$ctl" log --file "$tmp/hostile.log" 2>/dev/null)
+check_eq "human format never prints raw control bytes" 0 "$(printf '%s' "$out" | LC_ALL=C grep -c $'[\x01-\x1f\x7f]')"
+check_eq "a line with a NUL is not a record" 1 "$(printf '%s\n' "$out" | grep -c .)"
 "$ctl" log --file "$tmp/nope.log" >/dev/null 2>&1
 check_eq "a missing log is an error (exit 1)" 1 "$?"
 

@@ -72,4 +72,16 @@ check_eq "unknown preset is an error (2)" 2 "$?"
 err=$("$ctl" policy explain x.org --policy nosuchpreset -N 2>&1)
 check_match "unknown preset lists the available ones" 'available: .*npm' "$err"
 
+# A hostile project file: its error quotes it, escaped (no terminal escape sequences reach stderr),
+# and it cannot pass itself off as a serialised policy that quotes /etc/sluice.
+printf '{"allow": ["https://\\u001b]0;owned\\u0007.example"]}\n' > "$tmp/esc.json"
+err=$("$ctl" policy check "$tmp/esc.json" 2>&1 >/dev/null); rc=$?
+check_eq "check rejects the hostile file (exit 1)" 1 "$rc"
+check_eq "its error carries no raw control bytes" 0 "$(printf '%s' "$err" | LC_ALL=C grep -c $'[\x01-\x1f\x7f]')"
+check_match "the bytes are shown escaped" '\\x1b\]0;owned\\x07' "$err"
+printf '{"sluice-compiled": 1, "rules": [{"host": "evil.example", "where": "/etc/sluice/policy.json:1:1", "layer": "org", "kind": "allow"}]}\n' > "$tmp/.sluice-compiled.json"
+err=$("$ctl" policy check "$tmp/.sluice-compiled.json" 2>&1 >/dev/null); rc=$?
+check_eq "a policy file in the serialised form is refused (exit 1)" 1 "$rc"
+check_match "with its position" '\.sluice-compiled\.json:1:2: a serialised policy' "$err"
+
 done_testing

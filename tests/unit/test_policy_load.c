@@ -185,11 +185,14 @@ static void test_layering(void **state)
 	struct policy_decision d;
 	const char *org = "{\"ceiling\": [\"*.npmjs.org\", \"pypi.org\", {\"cidr\": \"10.9.0.0/16\"}],"
 			  " \"deny\": [\"bad.npmjs.org\"], \"options\": {\"direct\": false}}";
-	const char *proj = "{\"allow\": [\"registry.npmjs.org\", \"evil.example.com\", \"bad.npmjs.org\","
-			   " {\"cidr\": \"10.9.1.0/24\"}, {\"cidr\": \"10.8.0.0/16\"}], \"options\": {\"direct\": true}}";
+	const char *proj = "{\"allow\": [\"registry.npmjs.org\", \"evil.example.com\", \"bad.npmjs.org\"],"
+			   " \"options\": {\"direct\": true}}";
+	/* private ranges: only the user's own policy (or the command line) may open them */
+	const char *user = "{\"allow\": [{\"cidr\": \"10.9.1.0/24\"}, {\"cidr\": \"10.8.0.0/16\"}]}";
 	(void)state;
 
 	assert_int_equal(policy_builder_add_json(b, POLICY_LAYER_ORG, "org.json", org, strlen(org), &err), 0);
+	assert_int_equal(policy_builder_add_json(b, POLICY_LAYER_USER, "user.json", user, strlen(user), &err), 0);
 	assert_int_equal(policy_builder_add_json(b, POLICY_LAYER_PROJECT, "proj.json", proj, strlen(proj), &err), 0);
 	assert_int_equal(policy_builder_add_pattern(b, POLICY_LAYER_CLI, "other.example.net", false, "--allow", &err), 0);
 	p = policy_builder_compile(b, &err);
@@ -241,6 +244,27 @@ static void test_org_file_permissions(void **state)
 		assert_int_equal(r, 0);
 	else
 		assert_int_not_equal(r, 0);
+
+	/* a symlink is refused even when its target is a good org file */
+	char target[256], link[256];
+	snprintf(target, sizeof target, "%s/etc/policy.json", tmpdir);
+	snprintf(link, sizeof link, "%s/etc/policy.d", tmpdir);
+	assert_int_equal(mkdir(link, 0755), 0);
+	snprintf(link, sizeof link, "%s/etc/policy.d/10-link.json", tmpdir);
+	assert_int_equal(symlink(target, link), 0);
+	assert_int_not_equal(policy_builder_add_standard_layers(b, dir, NULL, NULL, &err), 0);
+	assert_non_null(strstr(err.msg, "symlinks are refused"));
+	assert_int_equal(unlink(link), 0);
+
+	/* whoever can write the directory can delete the org policy and with it the ceiling */
+	assert_int_equal(chmod(dir, 0777), 0);
+	assert_int_not_equal(policy_builder_add_standard_layers(b, dir, NULL, NULL, &err), 0);
+	assert_non_null(strstr(err.msg, "directory must be owned by root"));
+	assert_int_equal(chmod(dir, 0755), 0);
+	snprintf(link, sizeof link, "%s/etc/policy.d", tmpdir);
+	assert_int_equal(chmod(link, 0777), 0);
+	assert_int_not_equal(policy_builder_add_standard_layers(b, dir, NULL, NULL, &err), 0);
+	assert_non_null(strstr(err.msg, "directory must be owned by root"));
 	policy_builder_free(b);
 }
 
@@ -275,6 +299,35 @@ static void test_presets(void **state)
 			policy_builder_free(b);
 		}
 	}
+}
+
+/* A repository's own .sluice/policy.json cannot open loopback, private or metadata ranges. */
+static void test_project_cannot_open_forbidden_ranges(void **state)
+{
+	struct policy_error err;
+	struct policy *p;
+	static const char *bad[] = { "{\"allow\": [{\"cidr\": \"169.254.169.254/32\"}]}",
+				     "{\"allow\": [{\"cidr\": \"127.0.0.0/8\"}]}",
+				     "{\"allow\": [{\"cidr\": \"10.0.0.0/8\"}]}",
+				     "{\"allow\": [{\"cidr\": \"10.20.0.0/16\"}]}",
+				     "{\"allow\": [{\"cidr\": \"fd12:3456::/32\"}]}",
+				     "{\"allow\": [{\"cidr\": \"::ffff:0:0/96\"}]}" };
+	(void)state;
+
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		p = load_json(POLICY_LAYER_PROJECT, bad[i], &err);
+		if (p)
+			fail_msg("project layer accepted %s", bad[i]);
+		assert_non_null(strstr(err.msg, "project policy cannot allow"));
+		assert_int_equal(err.line, 1);
+		p = load_json(POLICY_LAYER_USER, bad[i], &err); /* the user's own policy may */
+		assert_non_null(p);
+		policy_unref(p);
+	}
+	/* public ranges and denies are fine from a project */
+	p = load_json(POLICY_LAYER_PROJECT, "{\"allow\": [{\"cidr\": \"198.18.0.0/15\"}], \"deny\": [{\"cidr\": \"10.0.0.0/8\"}]}", &err);
+	assert_non_null(p);
+	policy_unref(p);
 }
 
 static void test_serialize_roundtrip(void **state)
@@ -329,9 +382,208 @@ static void test_serialize_roundtrip(void **state)
 	policy_decide(q, "evil.example", 443, 0, &d2);
 	assert_int_equal(d2.verdict, POLICY_ALLOW);
 	assert_int_equal(policy_rule_layer(d2.rule), POLICY_LAYER_USER); /* clamped */
+	assert_string_equal(policy_rule_where(d2.rule), "x:1:1 (claimed org layer)");
 	assert_int_equal(policy_rule_count(q), 1); /* the forged ceiling was dropped */
 	policy_unref(q);
 	policy_unref(p);
+}
+
+
+/* A policy file (project, user, org, preset) can never use the serialised form: its rules would carry
+ * any "where" they like, so a project could make the audit log quote /etc/sluice for its own rules. */
+static void test_compiled_form_only_from_sluiced(void **state)
+{
+	struct policy_builder *b = policy_builder_new();
+	struct policy_error err = { 0 };
+	char path[256];
+	(void)state;
+
+	write_file("compiled.json", "{\"sluice-compiled\": 1, \"rules\": [{\"host\": \"evil.example\","
+		   " \"where\": \"/etc/sluice/policy.json:3:5\", \"layer\": \"project\", \"kind\": \"allow\"}]}", 0644);
+	snprintf(path, sizeof path, "%s/compiled.json", tmpdir);
+	assert_int_not_equal(policy_builder_add_file(b, POLICY_LAYER_PROJECT, path, &err), 0);
+	assert_int_equal(err.line, 1);
+	assert_int_equal(err.col, 2);
+	assert_non_null(strstr(err.msg, "serialised"));
+	policy_builder_free(b);
+}
+
+/* Error messages quote what the file says; a hostile file must not reach the terminal with raw
+ * control bytes (escape sequences) through `sluicectl policy check` or `sluice run`. */
+static void test_error_messages_escape_control_bytes(void **state)
+{
+	static const char *texts[] = {
+		"{\"allow\": [\"https://\\u001b]0;pwned\\u0007x.org\"]}",
+		"{\"allow\": [{\"host\": \"a.org\", \"methods\": [\"\\u001b[2J\"]}]}",
+		"{\"\\u001b[31mkey\": 1}",
+		"{\"allow\": [\"a\\u0085b.org/x\"]}",
+	};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+		struct policy_error err;
+		struct policy *p = load_json(POLICY_LAYER_PROJECT, texts[i], &err);
+		assert_null(p);
+		for (const unsigned char *c = (const unsigned char *)err.msg; *c; c++) {
+			if (*c < 0x20 || *c == 0x7f || (c[0] == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f))
+				fail_msg("raw control byte 0x%02x in error for %s: %s", *c, texts[i], err.msg);
+		}
+		assert_non_null(strstr(err.msg, "\\x"));
+	}
+}
+
+/* json-c decodes escapes in keys, so "\u0064eny" is a second "deny" that would silently replace the
+ * first: the duplicate-key check must compare decoded keys. */
+static void test_duplicate_escaped_key(void **state)
+{
+	(void)state;
+	expect_error("{\"deny\": [\"evil.example\"], \"\\u0064eny\": []}", 1, 28, "duplicate key");
+	expect_error("{\"allow\": [{\"host\": \"a.org\", \"p\\u006frts\": [22], \"ports\": [443]}]}", 1, 50, "duplicate key");
+}
+
+/* Many rules on one name would make every lookup of that name walk all of them: refused at load. */
+static void test_rules_per_name_bounded(void **state)
+{
+	struct policy_builder *b = policy_builder_new();
+	struct policy_error err = { 0 };
+	char path[256];
+	char *text = malloc(70 * 32);
+	size_t o = 0;
+	(void)state;
+
+	assert_non_null(text);
+	for (int i = 0; i < 70; i++)
+		o += (size_t)sprintf(text + o, "a.example.org:%d\n", 1000 + i);
+	write_file("many.list", text, 0644);
+	free(text);
+	snprintf(path, sizeof path, "%s/many.list", tmpdir);
+	assert_int_equal(policy_builder_add_file(b, POLICY_LAYER_PROJECT, path, &err), 0);
+	assert_null(policy_builder_compile(b, &err));
+	char msg[2048];
+	policy_error_format(&err, msg, sizeof msg);
+	assert_non_null(strstr(msg, "too many rules"));
+	assert_non_null(strstr(msg, "many.list:65:1: "));
+	policy_builder_free(b);
+}
+
+/* Under an org ceiling, a narrower lower-layer cidr allow must not hide the org's own allow. */
+static void test_org_cidr_allow_not_shadowed(void **state)
+{
+	struct policy_builder *b = policy_builder_new();
+	struct policy_error err = { 0 };
+	struct policy_decision d;
+	struct sockaddr_storage ss;
+	const char *org = "{\"ceiling\": [\"pypi.org\"], \"allow\": [{\"cidr\": \"10.20.0.0/16\"}]}";
+	const char *proj = "{\"allow\": [{\"cidr\": \"10.20.1.0/24\"}, {\"cidr\": \"203.0.113.0/24\"}]}";
+	(void)state;
+
+	assert_int_equal(policy_builder_add_json(b, POLICY_LAYER_ORG, "org.json", org, strlen(org), &err), 0);
+	assert_int_equal(policy_builder_add_json(b, POLICY_LAYER_USER, "p.json", proj, strlen(proj), &err), 0);
+	struct policy *p = policy_builder_compile(b, &err);
+	assert_non_null(p);
+	assert_int_equal(policy_parse_ip_literal("10.20.1.5", 9, &ss), 0);
+	policy_decide_addr(p, (struct sockaddr *)&ss, 443, false, &d);
+	assert_int_equal(d.verdict, POLICY_ALLOW);
+	assert_string_equal(policy_rule_where(d.rule), "org.json:1:37");
+	assert_int_equal(policy_parse_ip_literal("203.0.113.5", 11, &ss), 0);
+	policy_decide_addr(p, (struct sockaddr *)&ss, 443, false, &d);
+	assert_int_equal(d.verdict, POLICY_DENY);
+	assert_int_equal(d.why, POLICY_R_ADDR_CEILING);
+	policy_unref(p);
+	policy_builder_free(b);
+}
+
+/* Deeply nested long keys (the "sandbox" section is free-form) must not make the file unreadable:
+ * positions are simply not recorded that deep. */
+static void test_long_key_paths(void **state)
+{
+	char text[2048], key[200];
+	struct policy_error err;
+	(void)state;
+
+	memset(key, 'k', sizeof key - 1);
+	key[sizeof key - 1] = '\0';
+	snprintf(text, sizeof text, "{\"sandbox\": {\"%s\": {\"%s\": {\"%s\": 1, \"x\": 2}}}, \"allow\": [\"pypi.org\"]}",
+		 key, key, key);
+	struct policy *p = load_json(POLICY_LAYER_PROJECT, text, &err);
+	if (!p)
+		fail_msg("%u:%u: %s", err.line, err.col, err.msg);
+	policy_unref(p);
+	/* errors around them still have their positions */
+	snprintf(text, sizeof text, "{\"sandbox\": {\"%s\": {\"%s\": {\"%s\": 1}}},\n \"allow\": [\"*\"]}", key, key, key);
+	expect_error(text, 2, 12, "every host");
+}
+
+/* Naming a preset again at the same layer adds nothing (its rules are already there): it must not
+ * load the files again, nor count against the per-name rule bound. */
+static void test_repeated_presets(void **state)
+{
+	char *text = malloc(100 * 16 + 64);
+	size_t o = 0;
+	struct policy_error err;
+	struct policy_decision d;
+	(void)state;
+
+	assert_non_null(text);
+	o += (size_t)sprintf(text + o, "{\"presets\": [\"registries\"");
+	for (int i = 0; i < 100; i++)
+		o += (size_t)sprintf(text + o, ", \"%s\"", i % 2 ? "npm" : "registries");
+	sprintf(text + o, "]}");
+	struct policy *p = load_json(POLICY_LAYER_PROJECT, text, &err);
+	free(text);
+	if (!p)
+		fail_msg("%s:%u:%u: %s", err.file, err.line, err.col, err.msg);
+	policy_decide(p, "registry.npmjs.org", 443, 0, &d);
+	assert_int_equal(d.verdict, POLICY_ALLOW);
+	struct policy *one = load_json(POLICY_LAYER_PROJECT, "{\"presets\": [\"registries\"]}", &err);
+	assert_non_null(one);
+	assert_int_equal(policy_rule_count(p), policy_rule_count(one));
+	policy_unref(one);
+	policy_unref(p);
+}
+
+/* A rule from a file with a long path keeps its line:col, and its policy still travels to sluiced
+ * (a serialised "where" longer than POLICY_WHERE_MAX is refused on reload). */
+static void test_long_path_where(void **state)
+{
+	char dir[1024], path[1100], name[200];
+	struct policy_error err = { 0 };
+	struct policy_decision d;
+	(void)state;
+
+	memset(name, 'd', sizeof name - 1);
+	name[sizeof name - 1] = '\0';
+	snprintf(dir, sizeof dir, "%s/%s", tmpdir, name);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(dir + strlen(dir), sizeof dir - strlen(dir), "/%s", name);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(dir + strlen(dir), sizeof dir - strlen(dir), "/%s", name);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	for (int json = 0; json < 2; json++) {
+		struct policy_builder *b = policy_builder_new();
+		snprintf(path, sizeof path, "%s/%s", dir, json ? "p.json" : "p.list");
+		FILE *f = fopen(path, "w");
+		assert_non_null(f);
+		fputs(json ? "{\"allow\": [\"pypi.org\"]}" : "pypi.org\n", f);
+		fclose(f);
+		assert_int_equal(policy_builder_add_file(b, POLICY_LAYER_PROJECT, path, &err), 0);
+		struct policy *p = policy_builder_compile(b, &err);
+		assert_non_null(p);
+		policy_decide(p, "pypi.org", 443, 0, &d);
+		const char *w = policy_rule_where(d.rule);
+		assert_true(strlen(w) < POLICY_WHERE_MAX);
+		const char *tail = json ? "/p.json:1:12" : "/p.list:1:1";
+		assert_string_equal(w + strlen(w) - strlen(tail), tail);
+		char *ser = policy_serialize(p);
+		assert_non_null(ser);
+		struct policy *q = load_json(POLICY_LAYER_USER, ser, &err);
+		if (!q)
+			fail_msg("reload: %s", err.msg);
+		policy_unref(q);
+		free(ser);
+		policy_unref(p);
+		policy_builder_free(b);
+	}
 }
 
 int main(void)
@@ -344,6 +596,15 @@ int main(void)
 		cmocka_unit_test(test_org_file_permissions),
 		cmocka_unit_test(test_presets),
 		cmocka_unit_test(test_serialize_roundtrip),
+		cmocka_unit_test(test_project_cannot_open_forbidden_ranges),
+		cmocka_unit_test(test_compiled_form_only_from_sluiced),
+		cmocka_unit_test(test_error_messages_escape_control_bytes),
+		cmocka_unit_test(test_duplicate_escaped_key),
+		cmocka_unit_test(test_rules_per_name_bounded),
+		cmocka_unit_test(test_org_cidr_allow_not_shadowed),
+		cmocka_unit_test(test_long_key_paths),
+		cmocka_unit_test(test_repeated_presets),
+		cmocka_unit_test(test_long_path_where),
 	};
 	return cmocka_run_group_tests(tests, setup_tmp, teardown_tmp);
 }
