@@ -33,6 +33,7 @@ struct dns_relay_query {
 
 struct relay_sock {
 	int fd;                         /* owned */
+	bool connected;                 /* connected to the upstream (only then is anything read) */
 	struct event *ev;               /* owned */
 	struct dns_relay_query **by_id; /* owned array of 65536 borrowed pointers */
 };
@@ -105,6 +106,22 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* Connects a relay socket to the upstream; only a connected socket is read (the kernel then drops
+ * datagrams from any other source). */
+static int relay_connect(struct dns_relay *r, struct relay_sock *rs)
+{
+	if (rs->connected)
+		return 0;
+	if (connect(rs->fd, (struct sockaddr *)&r->e->upstream_dns, r->e->upstream_dns_len) != 0)
+		return -1;
+	if (event_add(rs->ev, NULL) != 0) {
+		errno = ENOMEM;
+		return -1;
+	}
+	rs->connected = true;
+	return 0;
+}
+
 struct dns_relay *dns_relay_new(struct proxy_engine *e)
 {
 	struct dns_relay *r = calloc(1, sizeof *r);
@@ -124,12 +141,16 @@ struct dns_relay *dns_relay_new(struct proxy_engine *e)
 		struct relay_sock *rs = &r->socks[i];
 		int rcv = 1 << 20;
 		rs->fd = socket(e->upstream_dns.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (rs->fd < 0 || connect(rs->fd, (struct sockaddr *)&e->upstream_dns, e->upstream_dns_len) != 0)
+		if (rs->fd < 0)
 			goto fail;
 		(void)setsockopt(rs->fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv);
 		rs->by_id = calloc(65536, sizeof *rs->by_id);
 		rs->ev = event_new(e->base, rs->fd, EV_READ | EV_PERSIST, read_cb, rs);
-		if (!rs->by_id || !rs->ev || event_add(rs->ev, NULL) != 0)
+		if (!rs->by_id || !rs->ev)
+			goto fail;
+		/* No route to the upstream yet (a host without network): the engine still starts, relayed
+		 * queries fail (SERVFAIL) until a connect succeeds. */
+		if (relay_connect(r, rs) != 0 && errno != ENETUNREACH && errno != EHOSTUNREACH && errno != EADDRNOTAVAIL)
 			goto fail;
 	}
 	return r;
@@ -174,7 +195,7 @@ struct dns_relay_query *dns_relay_send(struct dns_relay *r, uint8_t *wire, size_
 	uint16_t id = 0;
 	int tries;
 
-	if (len < 12)
+	if (len < 12 || relay_connect(r, rs) != 0)
 		return NULL;
 	for (tries = 0; tries < 32; tries++) {
 		id = (uint16_t)arc4random();
