@@ -83,6 +83,13 @@ check_match "... through the resolved address" "\"addr\": *\"$LAB_ALLOWED4\"" "$
 check "the audit line says http, allow, allowed.test:80" eventually audit_has \
 	"\"session\":\"$T1\",.*\"protocol\":\"http\",\"host\":\"allowed.test\",\"port\":80,\"method\":\"GET\",\"decision\":\"allow\""
 
+out=$(lab_exec t1 curl -sS -m 10 --noproxy '*' --cacert "$LAB_CA" --resolve "allowed.test:443:[$LAB_EVIL6]" \
+	https://allowed.test/tp6-https 2>&1)
+check_match "over IPv6 too: HTTPS to allowed.test works without a proxy setting" '"target": *"/tp6-https"' "$out"
+check_match "... through an address the engine resolved for allowed.test" \
+	"\"addr\": *\"($LAB_ALLOWED4|$LAB_ALLOWED6)\"" "$out"
+out=$(lab_exec t1 curl -sS -m 10 --noproxy '*' --resolve "allowed.test:80:[$LAB_EVIL6]" http://allowed.test/tp6-http 2>&1)
+check_match "over IPv6 too: plain HTTP to allowed.test works" '"target": *"/tp6-http"' "$out"
 check_not "HTTPS to evil.test is refused" lab_exec t1 curl -sS -m 10 --noproxy '*' --cacert "$LAB_CA" \
 	--resolve "evil.test:443:$LAB_EVIL4" https://evil.test/x
 check "... and audited as a tls-sni denial" eventually audit_has \
