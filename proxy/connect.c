@@ -199,9 +199,11 @@ static void inspect_up_read_cb(struct bufferevent *bev, void *arg)
 static void inspect_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct connect_conn *c = arg;
-	(void)what;
-	snprintf(c->error, sizeof c->error, "%s closed the connection before the tunnel started",
-	         bev == c->up ? "the upstream" : "the client");
+	if (what & BEV_EVENT_TIMEOUT)
+		snprintf(c->error, sizeof c->error, "the client sent nothing within the idle timeout");
+	else
+		snprintf(c->error, sizeof c->error, "%s closed the connection before the tunnel started",
+		         bev == c->up ? "the upstream" : "the client");
 	cc_free(c);
 }
 
