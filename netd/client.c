@@ -229,6 +229,11 @@ void netd_session_close(struct netd_session *s)
 	free(s);
 }
 
+bool netd_session_is_embedded(const struct netd_session *s)
+{
+	return s && s->pid > 0;
+}
+
 int netd_netns_create(const char *name, const char *command, const char *policy_json,
 		      struct netd_session_reply *reply, char *path, size_t pathlen, char *err, size_t errlen)
 {

@@ -4,6 +4,7 @@
  * helper running the same netd + proxy code for this one session. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +31,9 @@ struct netd_session_reply {
 struct netd_session *netd_session_open(const struct netd_session_request *req, struct netd_session_reply *reply,
 				       char *err, size_t errlen);
 void netd_session_close(struct netd_session *s); /* NULL no-op; waits for an embedded helper to finish */
+/* Whether the session is served by an embedded helper (true) or by sluiced (false); only an
+ * embedded session honours netd_session_request.audit_log. */
+bool netd_session_is_embedded(const struct netd_session *s);
 
 /* ---- sluiced administration (daemon only) ---- */
 

@@ -26,7 +26,7 @@ int netd_embedded_main(int sock, const char *audit_log)
 	const char *rd = getenv("SLUICE_RUN_DIR");
 	char err[1024];
 
-	log_init("sluice-netd", LOG_LEVEL_WARN);
+	log_init("sluice-netd", log_get_level()); /* the launcher's: --quiet, -v */
 	netd_config_defaults(&cfg);
 	cfg.embedded = true;
 	if (rd && rd[0] == '/')

@@ -70,7 +70,8 @@ static int open_audit(const struct netd *d, char *err, size_t errlen)
 		snprintf(err, errlen, "creating the directory of %s: %s", d->cfg.audit_log, strerror(errno));
 		return -errno;
 	}
-	fd = open(d->cfg.audit_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
+	/* Read as well as append: the engine reads the last line to continue the log's hash chain. */
+	fd = open(d->cfg.audit_log, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
 	if (fd < 0) {
 		int r = -errno;
 		snprintf(err, errlen, "opening the audit log %s: %s", d->cfg.audit_log, strerror(-r));

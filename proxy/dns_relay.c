@@ -4,6 +4,7 @@
  * they were sent: one FIFO and one sweep timer, no timer per query). Only queries dns.c rebuilt for
  * allowed names come here. */
 #include <errno.h>
+#include <stdbool.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -33,8 +34,8 @@ struct dns_relay_query {
 
 struct relay_sock {
 	int fd;                         /* owned */
-	bool connected;                 /* connected to the upstream (only then is anything read) */
-	struct event *ev;               /* owned */
+	bool connected;                 /* connected to the upstream and reading */
+	struct event *ev;               /* owned; added only once connected */
 	struct dns_relay_query **by_id; /* owned array of 65536 borrowed pointers */
 };
 
@@ -106,18 +107,16 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-/* Connects a relay socket to the upstream; only a connected socket is read (the kernel then drops
- * datagrams from any other source). */
-static int relay_connect(struct dns_relay *r, struct relay_sock *rs)
+/* Connects a relay socket to the upstream and starts reading it. An unconnected UDP socket would
+ * accept answers from anyone, so nothing is read before the connect succeeded. */
+static int relay_sock_connect(struct dns_relay *r, struct relay_sock *rs)
 {
 	if (rs->connected)
 		return 0;
 	if (connect(rs->fd, (struct sockaddr *)&r->e->upstream_dns, r->e->upstream_dns_len) != 0)
-		return -1;
-	if (event_add(rs->ev, NULL) != 0) {
-		errno = ENOMEM;
-		return -1;
-	}
+		return -errno;
+	if (event_add(rs->ev, NULL) != 0)
+		return -EIO;
 	rs->connected = true;
 	return 0;
 }
@@ -148,10 +147,9 @@ struct dns_relay *dns_relay_new(struct proxy_engine *e)
 		rs->ev = event_new(e->base, rs->fd, EV_READ | EV_PERSIST, read_cb, rs);
 		if (!rs->by_id || !rs->ev)
 			goto fail;
-		/* No route to the upstream yet (a host without network): the engine still starts, relayed
-		 * queries fail (SERVFAIL) until a connect succeeds. */
-		if (relay_connect(r, rs) != 0 && errno != ENETUNREACH && errno != EHOSTUNREACH && errno != EADDRNOTAVAIL)
-			goto fail;
+		/* The upstream may be unreachable now (no route yet, laptop offline): the engine still
+		 * starts, and each query retries; until then queries fail (SERVFAIL), never open. */
+		(void)relay_sock_connect(r, rs);
 	}
 	return r;
 fail:
@@ -195,7 +193,7 @@ struct dns_relay_query *dns_relay_send(struct dns_relay *r, uint8_t *wire, size_
 	uint16_t id = 0;
 	int tries;
 
-	if (len < 12 || relay_connect(r, rs) != 0)
+	if (len < 12 || relay_sock_connect(r, rs) < 0)
 		return NULL;
 	for (tries = 0; tries < 32; tries++) {
 		id = (uint16_t)arc4random();

@@ -6,6 +6,9 @@
 #include "session.h"
 
 #include "config.h"
+#if SB_HAVE_NETD && SB_HAVE_POLICY
+#include "ctl.h"
+#endif
 #include "log.h"
 #include "util.h"
 
@@ -43,6 +46,7 @@ enum {
 	OPT_AUDIT_LOG,
 	OPT_NO_SANDBOX,
 	OPT_VERSION,
+	OPT_SANDBOX_TYPE,
 };
 
 static const struct option sb_options[] = {
@@ -65,8 +69,10 @@ static const struct option sb_options[] = {
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"hostname", required_argument, NULL, OPT_HOSTNAME},
         {"audit-log", required_argument, NULL, OPT_AUDIT_LOG},
+        {"sandbox-type", required_argument, NULL, OPT_SANDBOX_TYPE},
         {"no-sandbox-i-mean-it", no_argument, NULL, OPT_NO_SANDBOX},
         {"verbose", no_argument, NULL, 'v'},
+        {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {NULL, 0, NULL, 0},
@@ -75,6 +81,8 @@ static const struct option sb_options[] = {
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: sluice run [options] -- COMMAND [ARGS...]\n"
+	           "       sluice netns create [--name N] [--policy P]... [--allow HOST[:PORT]]...  (see sluicectl)\n"
+	           "       sluice netns delete ID|NAME\n"
 	           "  --profile base|plugin|unsafe   filesystem visibility (default: base)\n"
 	           "  --project DIR                  project directory (default: the current directory)\n"
 	           "  --project-mode overlay|rw|ro   how the project is mounted (default: overlay)\n"
@@ -89,9 +97,14 @@ static void usage(FILE *f)
 	           "  --cpu CORES --memory SIZE --pids N --timeout SECONDS\n"
 	           "  --io-read-bps DEV:RATE --io-write-bps DEV:RATE   (DEV is MAJ:MIN or /dev/NAME)\n"
 	           "  --hostname NAME                UTS host name (default: sluice)\n"
-	           "  --audit-log PATH               where the bypass is logged (default: syslog)\n"
+	           "  --audit-log PATH               audit log of an embedded netd session (sluiced keeps its\n"
+	           "                                 own); also where the bypass is logged (default: syslog)\n"
+	           "  --sandbox-type local|firejail  who sandboxes the command (firejail: root; sluice wires\n"
+	           "                                 its network namespace)\n"
 	           "  --no-sandbox-i-mean-it         run COMMAND with no sandbox at all (logged)\n"
-	           "  -v, --verbose                  more messages (twice: debug)\n");
+	           "  -v, --verbose                  setup steps and the session id (twice: debug)\n"
+	           "  -q, --quiet                    no messages of sluice's own (errors still print)\n"
+	           "At exit, a session with --allow-network lists what it was denied and how to allow it.\n");
 }
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -259,7 +272,7 @@ static int cmd_run(int argc, char **argv)
 	sb_config_init(&c);
 	c.home = resolve_home();
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+vh", sb_options, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "+vqh", sb_options, NULL)) != -1) {
 		uint64_t v;
 		unsigned maj, min;
 		switch (opt) {
@@ -369,7 +382,18 @@ static int cmd_run(int argc, char **argv)
 			c.audit_log = strdup(optarg);
 			break;
 		case OPT_NO_SANDBOX: no_sandbox = true; break;
+		case OPT_SANDBOX_TYPE:
+			if (strcmp(optarg, "local") == 0)
+				c.firejail = false;
+			else if (strcmp(optarg, "firejail") == 0)
+				c.firejail = true;
+			else {
+				fail("--sandbox-type %s: want local or firejail", optarg);
+				goto out;
+			}
+			break;
 		case 'v': c.verbose++; break;
+		case 'q': c.quiet = true; break;
 		case 'h':
 			usage(stdout);
 			rc = 0;
@@ -381,7 +405,15 @@ static int cmd_run(int argc, char **argv)
 		default: usage(stderr); goto out;
 		}
 	}
-	log_init("sluice", c.verbose > 1 ? LOG_LEVEL_DEBUG : c.verbose ? LOG_LEVEL_INFO : LOG_LEVEL_WARN);
+	if (c.quiet && c.verbose) {
+		fail("--quiet and --verbose contradict each other");
+		goto out;
+	}
+	/* --quiet: errors only, here and in an embedded netd (it inherits the level). */
+	log_init("sluice", c.verbose > 1 ? LOG_LEVEL_DEBUG
+	                   : c.verbose   ? LOG_LEVEL_INFO
+	                   : c.quiet     ? LOG_LEVEL_ERROR
+	                                 : LOG_LEVEL_WARN);
 	if (optind >= argc) {
 		fail("no command given (usage: sluice run [options] -- COMMAND [ARGS...])");
 		goto out;
@@ -513,6 +545,16 @@ static int cmd_run(int argc, char **argv)
 				goto out;
 		}
 	}
+	if (c.firejail) {
+		if (profile || c.n_binds || mode || c.save != SB_SAVE_NONE || set_cpu || set_mem || set_pids ||
+		    set_timeout || cli.n_io) {
+			fail("--sandbox-type firejail: firejail does the filesystem and resource sandbox; --profile, "
+			     "--project-mode, --save/--apply, --bind and limits apply to --sandbox-type local only");
+			goto out;
+		}
+		rc = sb_firejail_run(&c, argv + optind);
+		goto out;
+	}
 	rc = sb_session_run(&c, argv + optind);
 out:
 	sb_config_clear(&c);
@@ -532,6 +574,10 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "run") == 0)
 		return cmd_run(argc - 1, argv + 1);
+#if SB_HAVE_NETD && SB_HAVE_POLICY
+	if (strcmp(argv[1], "netns") == 0)
+		return ctl_netns(argc - 1, argv + 1, "sluice");
+#endif
 	fprintf(stderr, "sluice: unknown command '%s' (try: sluice run -- COMMAND)\n", argv[1]);
 	return SB_EXIT_FAIL;
 }

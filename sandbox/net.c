@@ -28,7 +28,17 @@ struct sb_netsess {
 	struct netd_session *ns; /* owned */
 #endif
 	char id[64];
+	char audit_log[4096]; /* where this session's records go ("" = unknown) */
+	long long audit_from; /* the log's size when the session started */
+	bool embedded;        /* served by an embedded helper (else sluiced) */
 };
+
+/* The audit log sluiced writes by default; SLUICE_AUDIT_LOG names another (as for sluicectl). */
+static const char *daemon_audit_log(void)
+{
+	const char *e = getenv("SLUICE_AUDIT_LOG");
+	return e && e[0] == '/' ? e : "/var/log/sluice/audit.log";
+}
 
 #if SB_HAVE_POLICY
 static bool looks_like_file(const char *p)
@@ -130,6 +140,22 @@ int sb_net_open(struct sb_session *s, int netns_fd, struct sb_go *go, char *err,
 	}
 	s->net = n;
 	util_strlcpy(n->id, reply.id, sizeof n->id);
+	n->id[strspn(n->id, "0123456789abcdefABCDEF-_")] = '\0'; /* printed and matched: keep it plain */
+	n->embedded = netd_session_is_embedded(n->ns);
+	/* Embedded: the log is ours (--audit-log, else the default path); with sluiced it is the
+	 * daemon's, and --audit-log does not move it. */
+	util_strlcpy(n->audit_log, n->embedded && c->audit_log ? c->audit_log : daemon_audit_log(),
+	             sizeof n->audit_log);
+	/* The records of a session come after this point. Taken after the open: the records the
+	 * engine writes about earlier sessions are already in the log by then. */
+	n->audit_from = sb_summary_mark(n->audit_log);
+	if (!n->embedded && c->audit_log && !c->quiet)
+		fprintf(stderr, "sluice: --audit-log %s is ignored: sluiced writes its own audit log (%s)\n",
+		        c->audit_log, n->audit_log);
+	if (c->verbose)
+		fprintf(stderr, "sluice: network session %s (%s): address %s, gateway %s, proxy port %u, audit log %s\n",
+		        n->id, n->embedded ? "embedded netd" : "sluiced", reply.addr4, reply.gw4,
+		        (unsigned)reply.proxy_port, n->audit_log);
 	/* The reply comes from sluiced: bound what we copy and refuse a malformed gateway. */
 	reply.resolv_conf[sizeof reply.resolv_conf - 1] = '\0';
 	reply.gw4[sizeof reply.gw4 - 1] = '\0';
@@ -157,13 +183,31 @@ int sb_net_open(struct sb_session *s, int netns_fd, struct sb_go *go, char *err,
 #endif
 }
 
+/* At exit: what this session was denied, and how to allow it (unless --quiet). */
+static void print_summary(const struct sb_session *s, const struct sb_netsess *n)
+{
+	if (s->cfg->quiet || !n->id[0] || !n->audit_log[0])
+		return;
+	int r = sb_summary_print(stderr, n->id, n->audit_log, n->audit_from);
+	if (r == -EACCES || r == -EPERM)
+		fprintf(stderr,
+		        "sluice: cannot read the audit log %s to summarise denials; see them with `sluicectl log "
+		        "--session %s --denied`\n",
+		        n->audit_log, n->id);
+	else if (r < 0 && r != -ENOENT)
+		fprintf(stderr, "sluice: cannot read the audit log %s: %s\n", n->audit_log, strerror(-r));
+}
+
 void sb_net_close(struct sb_session *s)
 {
 	if (!s->net)
 		return;
 #if SB_HAVE_NETD
+	/* Closing waits for an embedded helper, which flushes the log before it exits. */
 	netd_session_close(s->net->ns);
+	s->net->ns = NULL;
 #endif
+	print_summary(s, s->net);
 	free(s->net);
 	s->net = NULL;
 }

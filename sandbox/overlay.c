@@ -436,6 +436,17 @@ static int write_patch(struct sb_session *s, char *err, size_t errlen)
 	return 0;
 }
 
+/* SESSION/project: where `sluicectl session save ID` applies changes.patch. */
+static int record_project(const struct sb_session *s, char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/project", s->dir);
+	cleanup_fd int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 || dprintf(fd, "%s\n", s->cfg->project_dir) < 0)
+		return sb_err(err, errlen, "cannot write %s: %s", path, strerror(errno));
+	return 0;
+}
+
 int sb_overlay_save(struct sb_session *s, char *err, size_t errlen)
 {
 	const struct sb_config *c = s->cfg;
@@ -448,10 +459,13 @@ int sb_overlay_save(struct sb_session *s, char *err, size_t errlen)
 		s->keep_dir = true;
 		if ((r = write_patch(s, err, errlen)) < 0)
 			return r;
-		fprintf(stderr,
-		        "sluice: session %s saved in %s (changes: %s/changes.patch; apply with "
-		        "`patch -p1 -d %s < %s/changes.patch`)\n",
-		        s->id, s->dir, s->dir, c->project_dir, s->dir);
+		if ((r = record_project(s, err, errlen)) < 0)
+			return r;
+		if (!c->quiet)
+			fprintf(stderr,
+		        "sluice: session %s saved in %s (changes: %s/changes.patch); apply with `sluicectl session "
+		        "save %s`, drop with `sluicectl session discard %s`\n",
+		        s->id, s->dir, s->dir, s->id, s->id);
 		return 0;
 	}
 	snprintf(upper, sizeof upper, "%s/upper", s->dir);

@@ -99,6 +99,8 @@ struct sb_config {
 
 	char *hostname; /* owned; default "sluice" */
 	int verbose;
+	bool quiet; /* --quiet: no messages of the launcher's own but errors */
+	bool firejail; /* --sandbox-type firejail (else local: sluice's own sandbox) */
 };
 
 void sb_config_init(struct sb_config *c);

@@ -214,10 +214,10 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 		return SB_EXIT_FAIL;
 	if ((r = sb_session_dir_create(&s, err, sizeof err)) < 0)
 		goto fail;
-	log_debug("launcher: session directory %s: %ld us", s.dir, lap_us());
+	log_info("launcher: session directory %s: %ld us", s.dir, lap_us());
 	if ((r = sb_cgroup_new(&cfg->limits, s.id, !s.userns, &s.cg, err, sizeof err)) < 0)
 		goto fail;
-	log_debug("launcher: cgroups: %ld us", lap_us());
+	log_info("launcher: cgroups: %ld us", lap_us());
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		snprintf(err, sizeof err, "socketpair: %s", strerror(errno));
 		goto fail;
@@ -242,14 +242,14 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 		sb_contain_main(&s);
 	}
 	s.init_pid = pid;
-	log_debug("launcher: clone: %ld us", lap_us());
+	log_info("launcher: clone: %ld us", lap_us());
 	setpgid(pid, pid); /* also done by the child; whichever runs first wins the race harmlessly */
 	tty_give(&s);
 	close(sv[1]);
 	s.sync_fd = sv[0];
 
 	r = prepare_outside(&s, &go, err, sizeof err);
-	log_debug("launcher: id maps, cgroup, network: %ld us", lap_us());
+	log_info("launcher: id maps, cgroup, network: %ld us", lap_us());
 	go.status = r < 0 ? r : 0;
 	if (write(s.sync_fd, &go, sizeof go) != (ssize_t)sizeof go && r == 0) {
 		snprintf(err, sizeof err, "cannot start the sandbox: %s", strerror(errno));
@@ -266,10 +266,10 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 		if (timed_out)
 			status = SB_EXIT_TIMEOUT;
 	}
-	log_debug("launcher: session ran: %ld us", lap_us());
+	log_info("launcher: session ran: %ld us", lap_us());
 	tty_take_back(&s);
 	teardown(&s, r == 0);
-	log_debug("launcher: teardown: %ld us", lap_us());
+	log_info("launcher: teardown: %ld us", lap_us());
 	sigprocmask(SIG_SETMASK, &s.saved_mask, NULL);
 	return status;
 fail:

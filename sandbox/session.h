@@ -6,6 +6,7 @@
 #include "sandbox.h"
 
 #include <signal.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -78,6 +79,17 @@ int sb_overlay_mount_project(const struct sb_session *s, int rootfd, int upperfd
 /* After the session: writes SESSION/changes.patch (SB_SAVE_PATCH) or applies the upper dir onto
  * the project (SB_SAVE_APPLY). */
 int sb_overlay_save(struct sb_session *s, char *err, size_t errlen);
+
+/* ---- firejail.c ---- */
+/* --sandbox-type firejail: runs argv under firejail in a netd-wired namespace; the exit status. */
+int sb_firejail_run(const struct sb_config *cfg, char *const *argv);
+
+/* ---- summary.c ---- */
+/* The size of the audit log now (where this session's records will start), 0 when unreadable. */
+long long sb_summary_mark(const char *log_path);
+/* Prints the denials of session id found in log_path after offset `from` (nothing when none).
+ * Returns 0 or -errno (the log cannot be read). */
+int sb_summary_print(FILE *f, const char *id, const char *log_path, long long from);
 
 /* ---- env.c ---- */
 /* Builds the sandbox environment (malloced NULL-terminated array of malloced strings). */

@@ -1,4 +1,5 @@
-/* sluicectl: the operator's command line (policies now; sessions, logs and approvals as they land). */
+/* sluicectl: the operator's command line: policies, the audit log, live and saved sessions, named
+ * network namespaces for other sandbox backends. */
 #include "config.h"
 #include "ctl.h"
 #include "log.h"
@@ -14,6 +15,13 @@ static void usage(FILE *f)
 		   "  policy explain HOST[:PORT]    which rule decides, and why\n"
 		   "  log [-f] [--session ID] [--denied] [--json]   show the audit log\n"
 		   "  log verify [FILE...]          check the audit log's hash chain\n"
+		   "  sessions [--json]             live network sessions (sluiced)\n"
+		   "  session end ID                end a live session\n"
+		   "  session save [--patch] ID     apply a saved session's changes to its project (--patch: print them)\n"
+		   "  session discard ID            remove a saved session\n"
+		   "  netns create [--name N] [--policy P]... [--allow HOST[:PORT]]... [--json]\n"
+		   "                                a sluiced-wired netns for firejail/podman; prints its path\n"
+		   "  netns delete ID|NAME          remove it\n"
 		   "  version                       print the version\n"
 		   "Run `sluicectl COMMAND --help` for a command's options.\n");
 }
@@ -37,6 +45,10 @@ int main(int argc, char **argv)
 		return ctl_policy(argc - 1, argv + 1);
 	if (strcmp(argv[1], "log") == 0)
 		return ctl_log(argc - 1, argv + 1);
+	if (strcmp(argv[1], "sessions") == 0 || strcmp(argv[1], "session") == 0)
+		return ctl_session(argc - 1, argv + 1);
+	if (strcmp(argv[1], "netns") == 0)
+		return ctl_netns(argc - 1, argv + 1, "sluicectl");
 	fprintf(stderr, "sluicectl: unknown command \"%s\"\n", argv[1]);
 	usage(stderr);
 	return 2;

@@ -101,7 +101,14 @@ for m in $MODES; do
 	if [ -x "$SLUICE_BUILD_DIR/netd/sluiced" ]; then
 		if [ "$m" = root ]; then
 			RUN=$(newdir root)
+			# The embedded proxy engine needs a resolver it can open a socket to: a route to
+			# 198.18.0.0/15 (a benchmark range) over a veth pair whose far end has no address
+			# (packets go nowhere) and a private /etc/resolv.conf naming 198.18.0.53.
+			printf 'nameserver 198.18.0.53\n' >"$RUN/resolv.conf"
 			out=$(SLUICE_RUN_DIR="$RUN" unshare --net --mount sh -c 'ip link set lo up &&
+				ip link add d0 type veth peer name d1 && ip link set d1 up &&
+				ip addr add 198.18.0.1/15 dev d0 && ip link set d0 up &&
+				mount --bind "$2/resolv.conf" /etc/resolv.conf &&
 				env -i HOME="$1" PATH=/usr/bin:/bin SLUICE_RUN_DIR="$2" "$3" run --allow-network \
 				--allow example.test --audit-log "$2/audit.log" -- \
 				sh -c "cat /etc/resolv.conf; env; cut -d: -f1 /proc/net/dev"' _ "$ROOT_HOME" "$RUN" "$SLUICE" 2>&1)

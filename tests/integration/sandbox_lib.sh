@@ -13,7 +13,11 @@ chmod 755 "$SB_T"
 TU="sbt$$"
 TU_HOME="$SB_T/home-user"
 ROOT_HOME="$SB_T/home-root"
-mkdir -p "$TU_HOME" "$ROOT_HOME"
+# root's session directories go under this private XDG_RUNTIME_DIR, not the machine's shared
+# /run/sluice/sessions, so sessions of other runs never count as this test's leftovers
+ROOT_RT="$SB_T/rt-root"
+mkdir -p "$TU_HOME" "$ROOT_HOME" "$ROOT_RT"
+chmod 700 "$ROOT_RT"
 useradd -M -d "$TU_HOME" -s /bin/sh "$TU" >/dev/null 2>&1 || skip_all "useradd failed"
 chown "$TU:$TU" "$TU_HOME"
 chmod 700 "$TU_HOME" "$ROOT_HOME"
@@ -46,7 +50,7 @@ as() {
 	local mode=$1; shift
 	# shellcheck disable=SC2086
 	if [ "$mode" = root ]; then
-		env -i HOME="$ROOT_HOME" PATH=/usr/local/bin:/usr/bin:/bin USER=root LANG=C.UTF-8 ${SB_ENV:-} "$@"
+		env -i HOME="$ROOT_HOME" XDG_RUNTIME_DIR="$ROOT_RT" PATH=/usr/local/bin:/usr/bin:/bin USER=root LANG=C.UTF-8 ${SB_ENV:-} "$@"
 	else
 		setpriv --reuid="$TU_UID" --regid="$TU_UID" --clear-groups \
 			env -i HOME="$TU_HOME" PATH=/usr/local/bin:/usr/bin:/bin USER="$TU" LANG=C.UTF-8 ${SB_ENV:-} "$@"
@@ -58,7 +62,7 @@ bg_exec() {
 	local mode=$1; shift
 	# shellcheck disable=SC2086
 	if [ "$mode" = root ]; then
-		exec env -i HOME="$ROOT_HOME" PATH=/usr/local/bin:/usr/bin:/bin USER=root LANG=C.UTF-8 ${SB_ENV:-} "$@"
+		exec env -i HOME="$ROOT_HOME" XDG_RUNTIME_DIR="$ROOT_RT" PATH=/usr/local/bin:/usr/bin:/bin USER=root LANG=C.UTF-8 ${SB_ENV:-} "$@"
 	else
 		exec setpriv --reuid="$TU_UID" --regid="$TU_UID" --clear-groups \
 			env -i HOME="$TU_HOME" PATH=/usr/local/bin:/usr/bin:/bin USER="$TU" LANG=C.UTF-8 ${SB_ENV:-} "$@"
@@ -83,7 +87,7 @@ rc() { "$@" >/dev/null 2>&1; echo $?; }
 # session_dirs MODE: how many session directories exist (must be 0 between sessions).
 session_dirs() {
 	local d
-	if [ "$1" = root ]; then d=/run/sluice/sessions; else d="/var/tmp/sluice-$TU_UID"; fi
+	if [ "$1" = root ]; then d="$ROOT_RT/sluice"; else d="/var/tmp/sluice-$TU_UID"; fi
 	find "$d" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l
 }
 

@@ -1,0 +1,193 @@
+/* The denial summary `sluice run --allow-network` prints at exit: reads this session's records from
+ * the audit log (from where the log ended when the session started), groups the denials by
+ * destination and rule, and says for each the exact flag or policy line that would allow it. The
+ * log is written by netd's proxy but is still read as untrusted text: lines are bounded, parsed
+ * with json-c, and every string is printed with control bytes escaped. */
+#include "session.h"
+
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SUMMARY_MAX_ROWS  32
+#define SUMMARY_LINE_MAX  (64u * 1024)
+#define SUMMARY_READ_MAX  (256ull << 20) /* never read more than this of one log at exit */
+
+struct denial {
+	char host[256];
+	long port;       /* 0 = none (a DNS name) */
+	char rule[256];  /* "" = no rule decided: not in the policy */
+	char reason[512];
+	unsigned count;
+};
+
+struct denials {
+	struct denial row[SUMMARY_MAX_ROWS];
+	size_t n;
+	unsigned more; /* denials of destinations beyond the table */
+};
+
+static const char *jstr(json_object *o, const char *key)
+{
+	json_object *v;
+	if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
+		return NULL;
+	return json_object_get_string(v);
+}
+
+/* Copies s into dst with anything outside printable ASCII replaced by '?'. */
+static void copy_safe(char *dst, size_t len, const char *s)
+{
+	size_t i = 0;
+	for (; s && *s && i + 1 < len; s++)
+		dst[i++] = ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f) ? '?' : *s;
+	dst[i] = '\0';
+}
+
+static void add_line(struct denials *d, const char *id, const char *line)
+{
+	json_object *o = json_tokener_parse(line), *pv;
+	const char *sess, *dec, *host, *proto, *rule;
+	long port = 0;
+
+	if (!o || !json_object_is_type(o, json_type_object))
+		goto out;
+	sess = jstr(o, "session");
+	dec = jstr(o, "decision");
+	host = jstr(o, "host");
+	proto = jstr(o, "protocol");
+	if (!sess || strcmp(sess, id) != 0 || !dec || strcmp(dec, "deny") != 0 || !host || !*host)
+		goto out;
+	if (json_object_object_get_ex(o, "port", &pv) && json_object_is_type(pv, json_type_int))
+		port = (long)json_object_get_int64(pv);
+	/* A DNS query names no port: the flag to suggest is the bare host. */
+	if ((proto && strcmp(proto, "dns") == 0) || port < 0 || port > 65535)
+		port = 0;
+	rule = jstr(o, "rule");
+	char h[256], r[256];
+	copy_safe(h, sizeof h, host);
+	copy_safe(r, sizeof r, rule ? rule : "");
+	/* DNS lookups and the connection that follows are one destination to the user. */
+	for (size_t i = 0; i < d->n; i++) {
+		struct denial *x = &d->row[i];
+		if (strcmp(x->host, h) == 0 && strcmp(x->rule, r) == 0 && (x->port == port || !port || !x->port)) {
+			if (port)
+				x->port = port;
+			x->count++;
+			goto out;
+		}
+	}
+	if (d->n == SUMMARY_MAX_ROWS) {
+		d->more++;
+		goto out;
+	}
+	struct denial *x = &d->row[d->n++];
+	util_strlcpy(x->host, h, sizeof x->host);
+	util_strlcpy(x->rule, r, sizeof x->rule);
+	copy_safe(x->reason, sizeof x->reason, jstr(o, "reason"));
+	x->port = port;
+	x->count = 1;
+out:
+	json_object_put(o);
+}
+
+long long sb_summary_mark(const char *log_path)
+{
+	struct stat st;
+	if (!log_path || stat(log_path, &st) < 0 || !S_ISREG(st.st_mode))
+		return 0;
+	return (long long)st.st_size;
+}
+
+/* Whether the host is an address literal (a dropped packet): no --allow names it. */
+static bool is_addr(const char *h)
+{
+	return strspn(h, "0123456789.") == strlen(h) || strchr(h, ':');
+}
+
+int sb_summary_print(FILE *f, const char *id, const char *log_path, long long from)
+{
+	struct denials *d = calloc(1, sizeof *d);
+	char *line = malloc(SUMMARY_LINE_MAX);
+	cleanup_fd int fd = -1;
+	FILE *in = NULL;
+	struct stat st;
+	int r = 0;
+
+	if (!d || !line) {
+		r = -ENOMEM;
+		goto out;
+	}
+	fd = open(log_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		r = -errno;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		r = -EINVAL;
+		goto out;
+	}
+	/* The log was rotated (or truncated) during the session: read the new one from its start. */
+	if (from < 0 || from > (long long)st.st_size)
+		from = 0;
+	if ((unsigned long long)(st.st_size - from) > SUMMARY_READ_MAX)
+		from = st.st_size - (long long)SUMMARY_READ_MAX;
+	if (lseek(fd, (off_t)from, SEEK_SET) < 0 || !(in = fdopen(fd, "r"))) {
+		r = -errno;
+		goto out;
+	}
+	fd = -1; /* owned by in */
+	while (fgets(line, SUMMARY_LINE_MAX, in)) {
+		size_t n = strlen(line);
+		if (n && line[n - 1] != '\n' && !feof(in)) {
+			/* an over-long line: skip the rest of it */
+			int ch;
+			while ((ch = getc(in)) != EOF && ch != '\n')
+				;
+			continue;
+		}
+		add_line(d, id, line);
+	}
+	if (d->n == 0)
+		goto out;
+	unsigned total = d->more;
+	for (size_t i = 0; i < d->n; i++)
+		total += d->row[i].count;
+	fprintf(f, "sluice: session %s: %u request%s denied:\n", id, total, total == 1 ? " was" : "s were");
+	for (size_t i = 0; i < d->n; i++) {
+		const struct denial *x = &d->row[i];
+		char dest[300];
+		if (x->port)
+			snprintf(dest, sizeof dest, "%s:%ld", x->host, x->port);
+		else
+			snprintf(dest, sizeof dest, "%s", x->host);
+		fprintf(f, "  %-32s %4u x  %s%s\n", dest, x->count, x->rule[0] ? "rule " : "no rule",
+		        x->rule[0] ? x->rule : "");
+		/* Which fix works depends on why: a deny rule or the organisation's ceiling beats any
+		 * --allow, a forbidden address range needs a cidr rule, the rest is simply not allowed. */
+		if (is_addr(x->host) || strstr(x->reason, "forbidden range") || strstr(x->reason, "ceiling") ||
+		    strstr(x->reason, "IP address"))
+			fprintf(f, "      %s\n", x->reason[0] ? x->reason : "a direct connection to an address");
+		else if (strstr(x->reason, " denied by "))
+			fprintf(f, "      a deny rule decided (%s): --allow cannot override it; change %s\n",
+			        x->reason, x->rule[0] ? x->rule : "the deny rule");
+		else
+			fprintf(f, "      to allow it: --allow %s   (or add \"%s\" to \"allow\" in .sluice/policy.json)\n",
+			        dest, dest);
+	}
+	if (d->more)
+		fprintf(f, "  ... and %u more denied requests (sluicectl log --session %s --denied)\n", d->more, id);
+out:
+	if (in)
+		fclose(in);
+	free(line);
+	free(d);
+	return r;
+}

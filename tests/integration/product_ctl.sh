@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# product_ctl: sluicectl against a running sluiced in the lab — `sessions` (table and --json) lists a live
+# `sluice run --allow-network` session, `session end` ends it; `netns create|delete` (sluicectl and sluice)
+# makes a wired namespace under RUN_DIR/netns that another program can enter and reach the proxy from;
+# and `session save|discard` for sessions kept with `sluice run --save`.
+set -u
+. "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
+. "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
+lab_enter "$@"
+_lab_need curl jq nsenter patch diff
+
+B=$SLUICE_BUILD_DIR
+SLUICE=$B/sandbox/sluice CTL=$B/tools/sluicectl SLUICED=$B/netd/sluiced
+RUN=/run/sluice # the lab's own, private /run
+AUDIT=$LAB_DIR/audit.log
+export SLUICE_RUN_DIR=$RUN SLUICE_AUDIT_LOG=$AUDIT NETD_TEST_AUDIT_LOG=$AUDIT
+lab_internet_up >/dev/null
+lab_forward on
+mkdir -p "$LAB_DIR/etc-sluice"
+P=$LAB_DIR/proj H=$LAB_DIR/home
+mkdir -p "$P" "$H"
+sb() { (cd "$P" && exec env -i HOME="$H" PATH=/usr/bin:/bin SLUICE_RUN_DIR=$RUN "$SLUICE" run "$@"); }
+
+# ---- session save / discard (no daemon needed) ----
+printf 'one\n' >"$P/keep.txt"
+printf 'old\n' >"$P/edit.txt"
+printf 'bye\n' >"$P/gone.txt"
+out=$(sb --save -- sh -c 'echo new >added.txt; echo changed >edit.txt; rm gone.txt' 2>&1)
+id=$(printf '%s\n' "$out" | grep -o 'session [0-9a-f]\{16\} saved' | cut -d' ' -f2)
+check_match "--save prints the session id and how to save it" "sluicectl session save $id" "$out"
+check_eq "the project is untouched after --save" "old" "$(cat "$P/edit.txt")"
+check_eq "the launcher recorded the project path" "$P" "$(cat "$RUN/sessions/$id/project")"
+patch=$("$CTL" session save --patch "$id")
+check_match "session save --patch prints the changes" '^\+new' "$patch"
+check_match "... including the edit" '^\+changed' "$patch"
+check_eq "... and leaves the project alone" "old" "$(cat "$P/edit.txt")"
+check "session save applies the changes" "$CTL" session save "$id"
+check_eq "... the edited file" "changed" "$(cat "$P/edit.txt")"
+check_eq "... the new file" "new" "$(cat "$P/added.txt")"
+check_not "... the deleted file" test -e "$P/gone.txt"
+check_not "... and removes the session directory" test -e "$RUN/sessions/$id"
+check_not "saving it again fails (it is gone)" "$CTL" session save "$id"
+
+out=$(sb --save -- sh -c 'echo nope >discarded.txt; rm keep.txt' 2>&1)
+id2=$(printf '%s\n' "$out" | grep -o 'session [0-9a-f]\{16\} saved' | cut -d' ' -f2)
+check "session discard removes a saved session" "$CTL" session discard "$id2"
+check_not "... its directory is gone" test -e "$RUN/sessions/$id2"
+check_not "... and the project did not change" test -e "$P/discarded.txt"
+check "... (keep.txt still there)" test -e "$P/keep.txt"
+check_not "a malformed id is refused" "$CTL" session discard ../../etc
+# a patch that no longer applies leaves the project untouched
+out=$(sb --save -- sh -c 'echo mine >edit.txt' 2>&1)
+id3=$(printf '%s\n' "$out" | grep -o 'session [0-9a-f]\{16\} saved' | cut -d' ' -f2)
+echo theirs >"$P/edit.txt"
+err=$("$CTL" session save "$id3" 2>&1)
+check_eq "a conflicting save fails (1)" 1 "$?"
+check_match "... saying nothing was changed" 'do not apply cleanly.*nothing was changed' "$err"
+check_eq "... and the project keeps its file" theirs "$(cat "$P/edit.txt")"
+check "... and the session is kept" test -d "$RUN/sessions/$id3"
+
+# ---- live sessions (sluiced) ----
+check_not "sessions without sluiced fails" "$CTL" sessions
+lab_bg sluiced "$SLUICED" --run-dir "$RUN" --audit-log "$AUDIT" --pool4 100.64.0.0/16 --pool6 2001:db8:100::/64 \
+	--upstream-dns "$LAB_DNS" --sysconfdir "$LAB_DIR/etc-sluice" -v
+for _ in $(seq 200); do "$CTL" sessions >/dev/null 2>&1 && break; sleep 0.05; done
+check_eq "sessions with none running" "no live sessions" "$("$CTL" sessions)"
+
+(cd "$P" && exec env -i HOME="$H" PATH=/usr/bin:/bin SLUICE_RUN_DIR=$RUN "$SLUICE" run --allow-network \
+	--allow allowed.test -- sleep 60) >"$LAB_DIR/run.out" 2>&1 &
+runpid=$!
+for _ in $(seq 100); do [ "$("$CTL" sessions --json | jq length)" = 1 ] && break; sleep 0.1; done
+js=$("$CTL" sessions --json)
+check_eq "sessions --json lists the sluice run session" 1 "$(jq length <<<"$js")"
+check_eq "... its command" sleep "$(jq -r '.[0].command' <<<"$js")"
+check_eq "... its uid" 0 "$(jq -r '.[0].uid' <<<"$js")"
+check_match "... its IPv4 address from the pool" '^100\.64\.' "$(jq -r '.[0].addr4' <<<"$js")"
+check_match "... when it was created" '^20[0-9-]+T[0-9:]+Z$' "$(jq -r '.[0].created' <<<"$js")"
+sid=$(jq -r '.[0].id' <<<"$js")
+check_match "the table shows it" "^$sid +0 +[0-9]+ +100\\.64\\.[0-9.]+ .* sleep" "$("$CTL" sessions | tail -1)"
+check "session end ID ends it" "$CTL" session end "$sid"
+for _ in $(seq 100); do [ "$("$CTL" sessions --json | jq length)" = 0 ] && break; sleep 0.1; done
+check_eq "... it is gone from sessions" 0 "$("$CTL" sessions --json | jq length)"
+check_not "ending an unknown session fails" "$CTL" session end 0123456789
+kill "$runpid"
+wait "$runpid"
+check_eq "the launcher ends on SIGTERM after its session was ended (143)" 143 "$?"
+
+# ---- --sandbox-type firejail in the lab: a PID namespace, where firejail would run the command with no
+# sandbox of its own (its "existing sandbox" check): sluice refuses (the positive path: product_firejail.sh)
+fj() { (cd "$P" && exec env -i HOME="$H" PATH="${FJ_PATH:-/usr/bin:/bin}" SLUICE_RUN_DIR=$RUN "$SLUICE" run --sandbox-type firejail "$@"); }
+out=$(fj --allow-network --allow allowed.test -- sh -c 'echo RAN' 2>&1)
+check_eq "firejail inside a PID namespace: refused (125)" 125 "$?"
+check_match "... saying firejail would not sandbox here" 'firejail would run the command without its sandbox here \(no kernel threads' "$out"
+check_not "... and the command did not run" grep -q RAN <<<"$out"
+mkdir -p "$LAB_DIR/nofj"
+out=$(FJ_PATH=$LAB_DIR/nofj fj -- true 2>&1)
+check_eq "firejail missing: exit 125" 125 "$?"
+check_match "... with an install hint" 'apt install firejail' "$out"
+check_eq "--sandbox-type other is refused (125)" 125 "$(sb --sandbox-type lxc -- true >/dev/null 2>&1; echo $?)"
+
+# ---- netns create / delete ----
+path=$("$CTL" netns create --name t1 --allow allowed.test 2>"$LAB_DIR/ns.err")
+check_eq "netns create prints the namespace's path" "$RUN/netns/t1" "$path"
+check "... a namespace file" nsenter --net="$path" true
+check_match "... wired: eth0 with a pool address" 'inet 100\.64\.' "$(nsenter --net="$path" ip -4 addr show eth0)"
+check_match "... and says where the proxy is" 'proxy http://100\.64\.[0-9.]+:3128' "$(cat "$LAB_DIR/ns.err")"
+gw=$(grep -o 'proxy http://[0-9.]*' "$LAB_DIR/ns.err" | cut -d/ -f3)
+resp=$(nsenter --net="$path" curl -sS -m 10 -x "http://$gw:3128" http://allowed.test/ 2>&1)
+check_match "from inside, the proxy on the gateway answers" '"host": *"allowed.test"|sluice-test-engine session=' "$resp"
+check_match "sessions shows the namespace" "\\[netns $RUN/netns/t1\\]" "$("$CTL" sessions)"
+js=$("$SLUICE" netns create --name t2 --json --allow allowed.test)
+check_eq "sluice netns create --json: the path" "$RUN/netns/t2" "$(jq -r .path <<<"$js")"
+check_eq "... and the proxy port" 3128 "$(jq -r .proxy_port <<<"$js")"
+check_not "a second namespace of the same name is refused" "$CTL" netns create --name t1 --allow allowed.test
+check_not "a bad --allow is refused before sluiced is asked" "$CTL" netns create --name t3 --allow '*'
+check "netns delete NAME" "$CTL" netns delete t1
+for _ in $(seq 100); do [ -e "$path" ] || break; sleep 0.1; done
+check_not "... removes the namespace file" test -e "$path"
+check "sluice netns delete ID" "$SLUICE" netns delete "$(jq -r .id <<<"$js")"
+for _ in $(seq 100); do [ "$("$CTL" sessions --json | jq length)" = 0 ] && break; sleep 0.1; done
+check_eq "... and no sessions are left" 0 "$("$CTL" sessions --json | jq length)"
+check_not "deleting an unknown namespace fails" "$CTL" netns delete nosuch
+check_eq "no sluice process is left" "" "$(pgrep -x sluice)"
+done_testing
