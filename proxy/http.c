@@ -586,6 +586,8 @@ static void start_forward(struct http_conn *c)
 	c->resp_started = c->resp_head_done = c->resp_done = c->resp_keep = false;
 	c->bytes_out += evbuffer_get_length(c->head_out);
 	bufferevent_setcb(c->up, up_read_cb, up_write_cb, up_event_cb, c);
+	bufferevent_set_max_single_read(c->up, PROXY_BUF_HIGH);
+	bufferevent_set_max_single_write(c->up, PROXY_BUF_HIGH);
 	bufferevent_setwatermark(c->up, EV_READ, 0, PROXY_BUF_HIGH);
 	bufferevent_setwatermark(c->up, EV_WRITE, 0, 0);
 	bufferevent_enable(c->up, EV_READ | EV_WRITE);
@@ -886,6 +888,8 @@ void proxy_http_accept_transparent(struct proxy_session *s, int fd, uint16_t ori
 	}
 	http_scanner_init(&c->scan, false);
 	bufferevent_setcb(c->client, client_read_cb, client_write_cb, client_event_cb, c);
+	bufferevent_set_max_single_read(c->client, PROXY_BUF_HIGH);
+	bufferevent_set_max_single_write(c->client, PROXY_BUF_HIGH);
 	/* Bounded memory: never more than a head plus a buffer's worth of unread client bytes. */
 	bufferevent_setwatermark(c->client, EV_READ, 0, HTTP_HEAD_MAX + 4096);
 	bufferevent_enable(c->client, EV_READ | EV_WRITE);

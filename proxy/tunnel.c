@@ -318,6 +318,11 @@ struct tunnel *tunnel_new(struct proxy_engine *e, struct bufferevent *a, struct 
 	event_add(t->idle, e->tv_idle);
 	bufferevent_set_timeouts(a, NULL, NULL);
 	bufferevent_set_timeouts(b, NULL, NULL);
+	/* libevent reads at most 16 KiB per call by default: far too little for bulk data. */
+	bufferevent_set_max_single_read(a, PROXY_BUF_HIGH);
+	bufferevent_set_max_single_read(b, PROXY_BUF_HIGH);
+	bufferevent_set_max_single_write(a, PROXY_BUF_HIGH);
+	bufferevent_set_max_single_write(b, PROXY_BUF_HIGH);
 	bufferevent_setwatermark(a, EV_READ, 0, PROXY_BUF_HIGH);
 	bufferevent_setwatermark(b, EV_READ, 0, PROXY_BUF_HIGH);
 	bufferevent_setwatermark(a, EV_WRITE, 0, 0);

@@ -2,7 +2,8 @@
 # bench-proxy.sh [BUILD_DIR]: measures sluice-proxy against Squid and tinyproxy, and its DNS path
 # against dnsmasq, in one run inside a private lab (tests/lib/lab.sh: its own network, mount and pid
 # namespaces; no packet leaves them). Needs root and the bench packages (tools/deps.sh --bench).
-# Not part of the test suite. Prints a table with ratios; BENCH_SECONDS (default 8) per measurement.
+# Not part of the test suite. Prints a table of medians over BENCH_ROUNDS (default 3) rounds, whose order
+# rotates, with ratios; BENCH_SECONDS (default 8) per measurement.
 #
 #   small requests: wrk, keep-alive, 50 connections, a tiny response from a fast origin (bench-origin)
 #   latency:        wrk with 1 connection; p50/p99 and what each proxy adds over the direct path
@@ -114,27 +115,42 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else
 add() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a - b }'; }
 
 declare -A R
-[ "${BENCH_ONLY:-}" = dns ] || echo "# warming up"
-[ "${BENCH_ONLY:-}" = dns ] || wrk_run 3128 10 >/dev/null
-for p in 3128 3129 3130 direct; do
-	[ "${BENCH_ONLY:-}" = dns ] && break
-	echo "# small requests via $p"
-	read -r R[rps_$p] _ _ R[bad_$p] < <(wrk_run "$p" 50)
-	echo "# latency via $p"
-	read -r _ R[p50_$p] R[p99_$p] _ < <(wrk_run "$p" 1)
-	echo "# CONNECT bulk via $p"
-	R[bulk_$p]=$(bulk_run "$p")
+rounds=${BENCH_ROUNDS:-3}
+# median of the values given
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+[ "${BENCH_ONLY:-}" = dns ] || { echo "# warming up"; wrk_run 3128 10 >/dev/null; }
+order=(3128 3129 3130 direct)
+dorder=(53 5353 5354)
+declare -A S # space-separated samples per cell
+for ((round = 1; round <= rounds; round++)); do
+	# Rounds rotate the order, so load from other work on the machine lands on every contender alike.
+	for ((k = 0; k < 4; k++)); do
+		[ "${BENCH_ONLY:-}" = dns ] && break
+		p=${order[(k + round) % 4]}
+		echo "# round $round: via $p"
+		read -r rps _ _ bad < <(wrk_run "$p" 50)
+		read -r _ p50 p99 _ < <(wrk_run "$p" 1)
+		S[rps_$p]+=" $rps" S[p50_$p]+=" $p50" S[p99_$p]+=" $p99" S[bulk_$p]+=" $(bulk_run "$p")"
+		[ "$bad" = - ] || R[bad_$p]=$bad
+	done
+	for ((k = 0; k < 3; k++)); do
+		p=${dorder[(k + round) % 3]}
+		echo "# round $round: DNS via port $p"
+		S[dns_$p]+=" $(dns_run "$p")"
+	done
 done
-echo "# DNS"
-R[dns_sluice]=$(dns_run 53)
-R[dns_nocache]=$(dns_run 5353)
-R[dns_cache]=$(dns_run 5354)
+for key in "${!S[@]}"; do
+	# shellcheck disable=SC2086
+	R[$key]=$(median ${S[$key]})
+done
+for p in 3128 3129 3130; do : "${R[bad_$p]:=-}"; done
+R[dns_sluice]=${R[dns_53]:-0} R[dns_nocache]=${R[dns_5353]:-0} R[dns_cache]=${R[dns_5354]:-0}
 sleep 0.5
 audit_lines=$(wc -l <"$PROXY_AUDIT")
 
 row() { printf '%-42s %12s %12s %12s %12s\n' "$@"; }
 echo
-echo "sluice-proxy benchmark ($(nproc) CPUs, ${secs} s per run, kernel $(uname -r))"
+echo "sluice-proxy benchmark ($(nproc) CPUs, ${secs} s per run, median of $rounds rounds, kernel $(uname -r))"
 row "" sluice squid tinyproxy direct
 row "small requests/s (keep-alive, 50 conns)" "${R[rps_3128]}" "${R[rps_3129]}" "${R[rps_3130]}" "${R[rps_direct]}"
 row "latency p50 ms (1 conn)" "${R[p50_3128]}" "${R[p50_3129]}" "${R[p50_3130]}" "${R[p50_direct]}"
