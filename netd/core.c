@@ -72,6 +72,7 @@ void netd_config_defaults(struct netd_config *c)
 	netd_config_pool6(c, NETD_DEFAULT_POOL6, err, sizeof err);
 	c->v6 = true;
 	c->proxy_port = NETD_DEFAULT_PROXY_PORT;
+	c->transparent_port = NETD_DEFAULT_TRANSPARENT_PORT;
 	c->dns_port = 53;
 	c->nflog_group = NETD_DEFAULT_NFLOG_GROUP;
 	c->max_per_uid = NETD_DEFAULT_MAX_PER_UID;
@@ -359,11 +360,13 @@ static int bind_listener(int fam, int type, const void *addr, uint16_t port, int
 
 static int open_listeners(struct netd *d, char *err, size_t errlen)
 {
-	static const struct { int type; bool proxy; const char *what; } kinds[3] = {
-		{SOCK_STREAM, true, "proxy (TCP)"}, {SOCK_DGRAM, false, "DNS (UDP)"}, {SOCK_STREAM, false, "DNS (TCP)"}};
+	static const struct { int type; int port; const char *what; } kinds[4] = {
+		{SOCK_STREAM, 0, "proxy (TCP)"}, {SOCK_DGRAM, 1, "DNS (UDP)"}, {SOCK_STREAM, 1, "DNS (TCP)"},
+		{SOCK_STREAM, 2, "transparent (TCP)"}};
 
-	for (int i = 0; i < 3; i++) {
-		uint16_t port = kinds[i].proxy ? d->cfg.proxy_port : d->cfg.dns_port;
+	for (int i = 0; i < 4; i++) {
+		uint16_t port = kinds[i].port == 0 ? d->cfg.proxy_port :
+				kinds[i].port == 1 ? d->cfg.dns_port : d->cfg.transparent_port;
 		int r = bind_listener(AF_INET, kinds[i].type, &d->gw4, port, &d->listen_fds[i]);
 
 		if (r == 0 && d->cfg.v6)
@@ -373,7 +376,7 @@ static int open_listeners(struct netd *d, char *err, size_t errlen)
 			return r;
 		}
 	}
-	d->nlisten = 3;
+	d->nlisten = 4;
 	return 0;
 }
 
@@ -407,7 +410,7 @@ int netd_new(struct netd **out, const struct netd_config *cfg, bool reconcile, c
 		return -ENOMEM;
 	d->cfg = *cfg;
 	d->host_netns_fd = d->gw_lease_fd = -1;
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		d->listen_fds[i] = d->listen_fds6[i] = -1;
 	d->slot_first = 2;
 	d->slot_last = (cfg->len4 >= 31 ? 2 : (1u << (32 - cfg->len4)) - 2);
@@ -522,7 +525,7 @@ void netd_free(struct netd *d)
 	d->reaper = NULL;
 	netd_nflog_free(d->nflog);
 	netd_engine_free(d->engine);
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		if (d->listen_fds[i] >= 0)
 			close(d->listen_fds[i]);
 		if (d->listen_fds6[i] >= 0)
@@ -625,7 +628,8 @@ static bool valid_name(const char *s)
 
 /* Re-validates the client's policy by compiling it under the organisation layer; returns the
  * compiled policy's serialisation (what the engine gets). */
-static char *compile_policy(struct netd *d, const char *json, uid_t uid, char *err, size_t errlen)
+static char *compile_policy(struct netd *d, const char *json, uid_t uid, bool *transparent, char *err,
+			    size_t errlen)
 {
 	struct policy_builder *b = policy_builder_new();
 	struct policy_error pe = {0};
@@ -645,6 +649,7 @@ static char *compile_policy(struct netd *d, const char *json, uid_t uid, char *e
 		snprintf(err, errlen, "policy rejected: %s", policy_error_format(&pe, buf, sizeof buf));
 		goto out;
 	}
+	*transparent = policy_get_options(p)->transparent;
 	out = policy_serialize(p);
 	if (!out)
 		snprintf(err, errlen, "out of memory serialising the policy");
@@ -675,6 +680,7 @@ static void session_nft_view(const struct netd *d, const struct netd_sess *s, st
 	v->gw6 = d->cfg.v6 ? &d->gw6 : NULL;
 	v->proxy_port = d->cfg.proxy_port;
 	v->dns_port = d->cfg.dns_port;
+	v->transparent_port = s->transparent ? d->cfg.transparent_port : 0;
 }
 
 /* Undoes whatever of the wiring exists (each step tolerates "already gone"). The set elements go first:
@@ -745,7 +751,7 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 		goto fail_early;
 	}
 	s->command = strdup(req->command);
-	s->policy_json = compile_policy(d, req->policy_json, req->uid, err, errlen);
+	s->policy_json = compile_policy(d, req->policy_json, req->uid, &s->transparent, err, errlen);
 	if (!s->command || !s->policy_json) {
 		r = -EINVAL;
 		goto fail_early;

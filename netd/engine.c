@@ -299,7 +299,7 @@ static void engine_read_cb(evutil_socket_t fd, short what, void *arg)
 
 static int send_config(struct netd *d, int sock, char *err, size_t errlen)
 {
-	static const int kinds[3] = {0 /* HTTP */, 1 /* DNS UDP */, 2 /* DNS TCP */};
+	static const int kinds[4] = {0 /* HTTP */, 1 /* DNS UDP */, 2 /* DNS TCP */, 3 /* transparent */};
 	struct ipc_buf b;
 	int afd = open_audit(d, err, errlen), r;
 

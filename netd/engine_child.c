@@ -260,7 +260,7 @@ static int child_init(struct child *c)
 		} else if (m.type == NETD_ENG_LISTENER) {
 			uint32_t kind = ipc_get_u32(&m, NETD_A_KIND, 99);
 
-			if (c->nl >= CHILD_MAX_LISTENERS || kind > PROXY_LISTEN_DNS_TCP) {
+			if (c->nl >= CHILD_MAX_LISTENERS || kind > PROXY_LISTEN_TRANSPARENT) {
 				ipc_msg_clear(&m);
 				return -EINVAL;
 			}

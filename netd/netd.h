@@ -28,6 +28,7 @@ struct netd_conn;
 #define NETD_DEFAULT_POOL6 "fd5c:1ce0:5e55::/64"
 #define NETD_DEFAULT_NFLOG_GROUP 2110
 #define NETD_DEFAULT_PROXY_PORT 3128
+#define NETD_DEFAULT_TRANSPARENT_PORT 3129 /* transparent mode: redirected TCP 80/443 */
 #define NETD_DEFAULT_MAX_PER_UID 64
 
 struct netd_config {
@@ -41,6 +42,7 @@ struct netd_config {
 	unsigned len6;
 	bool v6;
 	uint16_t proxy_port, dns_port;
+	uint16_t transparent_port; /* the engine's transparent listener */
 	uint32_t nflog_group;
 	uid_t engine_uid;
 	gid_t engine_gid;
@@ -77,6 +79,7 @@ struct netd_sess {
 	bool engine_ok;           /* the engine acknowledged SESSION_ADD */
 	uint32_t engine_seq;      /* seq of the SESSION_ADD in flight (0 = none) */
 	bool wired;               /* nft + links in place */
+	bool transparent;         /* the compiled policy enables transparent mode */
 };
 
 struct netd {
@@ -94,8 +97,8 @@ struct netd {
 	struct in_addr gw4;
 	struct in6_addr gw6;
 	unsigned slot_first, slot_last, slot_hint;
-	int listen_fds[3];            /* owned: HTTP, DNS UDP, DNS TCP on the gateway address(es) */
-	int listen_fds6[3];
+	int listen_fds[4];            /* owned: HTTP, DNS UDP, DNS TCP, transparent on the gateway address(es) */
+	int listen_fds6[4];
 	unsigned nlisten;
 	struct netd_sess *sessions; /* owned list */
 	unsigned nsessions;

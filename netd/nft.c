@@ -45,6 +45,7 @@ enum { T_IPADDR = 7, T_IP6ADDR = 8, T_INET_PROTO = 12, T_INET_SERVICE = 13, T_IF
 #define KEY_SRC6_LEN (IFNAMSIZ + 16)
 #define KEY_SVC4_LEN (IFNAMSIZ + 4 + 4 + 4)
 #define KEY_SVC6_LEN (IFNAMSIZ + 16 + 4 + 4)
+#define KEY_TREDIR_LEN (IFNAMSIZ + 4) /* ifname . inet_service : inet_service (transparent mode) */
 
 struct netd_nft {
 	struct mnl_socket *nl; /* owned */
@@ -402,7 +403,8 @@ static void put_set(struct netd_nft *n, const char *name, uint32_t key_type, uin
 	nftnl_set_free(s);
 }
 
-static void put_chain(struct netd_nft *n, const char *name, int hook, bool flush)
+/* hook < 0: a regular chain; else a base chain of `type` ("filter", "nat") at priority prio. */
+static void put_chain_at(struct netd_nft *n, const char *name, int hook, int prio, const char *type, bool flush)
 {
 	struct nftnl_chain *c = nftnl_chain_alloc();
 	struct nlmsghdr *nlh;
@@ -414,9 +416,9 @@ static void put_chain(struct netd_nft *n, const char *name, int hook, bool flush
 	nftnl_chain_set_u32(c, NFTNL_CHAIN_FAMILY, NFPROTO_INET);
 	if (hook >= 0) {
 		nftnl_chain_set_u32(c, NFTNL_CHAIN_HOOKNUM, (uint32_t)hook);
-		nftnl_chain_set_s32(c, NFTNL_CHAIN_PRIO, -10);
+		nftnl_chain_set_s32(c, NFTNL_CHAIN_PRIO, prio);
 		nftnl_chain_set_u32(c, NFTNL_CHAIN_POLICY, NF_ACCEPT);
-		nftnl_chain_set_str(c, NFTNL_CHAIN_TYPE, "filter");
+		nftnl_chain_set_str(c, NFTNL_CHAIN_TYPE, type);
 	}
 	nlh = batch_msg(n, NFT_MSG_NEWCHAIN, NLM_F_CREATE, "create chain");
 	if (nlh) {
@@ -437,6 +439,60 @@ static void put_chain(struct netd_nft *n, const char *name, int hook, bool flush
 		}
 		nftnl_rule_free(r);
 	}
+}
+
+static void put_chain(struct netd_nft *n, const char *name, int hook, bool flush)
+{
+	put_chain_at(n, name, hook, -10, "filter", flush);
+}
+
+/* The transparent-mode map: ifname . inet_service -> inet_service (the port to redirect to). */
+static void put_tredir_map(struct netd_nft *n)
+{
+	struct nftnl_set *s = nftnl_set_alloc();
+	struct nlmsghdr *nlh;
+
+	if (!s)
+		abort();
+	nftnl_set_set_str(s, NFTNL_SET_TABLE, NETD_NFT_TABLE);
+	nftnl_set_set_str(s, NFTNL_SET_NAME, "tredir");
+	nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
+	nftnl_set_set_u32(s, NFTNL_SET_FLAGS, NFT_SET_MAP);
+	nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, CONCAT2(T_IFNAME, T_INET_SERVICE));
+	nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, KEY_TREDIR_LEN);
+	nftnl_set_set_u32(s, NFTNL_SET_DATA_TYPE, T_INET_SERVICE);
+	nftnl_set_set_u32(s, NFTNL_SET_DATA_LEN, 2);
+	nftnl_set_set_u32(s, NFTNL_SET_ID, n->seq);
+	nlh = batch_msg(n, NFT_MSG_NEWSET, NLM_F_CREATE, "create map tredir");
+	if (nlh) {
+		nftnl_set_nlmsg_build_payload(nlh, s);
+		batch_next(n);
+	}
+	nftnl_set_free(s);
+}
+
+/* prerouting (nat): iifname "sl-*" meta l4proto tcp redirect to : iifname . tcp dport map @tredir
+ * Only sessions whose policy enables transparent mode have elements (their ports 80 and 443). */
+static void rule_tredir(struct netd_nft *n)
+{
+	struct nftnl_rule *r = rule_new();
+	struct nftnl_expr *e;
+
+	x_ifprefix(r, NFT_META_IIFNAME);
+	x_meta(r, NFT_META_L4PROTO, NFT_REG_1);
+	x_cmp_u8(r, NFT_REG_1, NFT_CMP_EQ, IPPROTO_TCP);
+	x_meta(r, NFT_META_IIFNAME, NFT_REG32_00);
+	x_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, NFT_REG32_04);
+	e = nftnl_expr_alloc("lookup");
+	nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SREG, NFT_REG32_00);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_DREG, NFT_REG32_05);
+	nftnl_expr_set_str(e, NFTNL_EXPR_LOOKUP_SET, "tredir");
+	add_expr(r, e);
+	x_counter(r);
+	e = nftnl_expr_alloc("redir");
+	nftnl_expr_set_u32(e, NFTNL_EXPR_REDIR_REG_PROTO_MIN, NFT_REG32_05);
+	add_expr(r, e);
+	put_rule(n, r, "prerouting", "add rule prerouting: transparent redirect");
 }
 
 /* transport dport after an l4proto check happens through the set key (proto is part of it) */
@@ -553,11 +609,14 @@ int netd_nft_setup(struct netd_nft *n, uint32_t log_group, const struct in_addr 
 	put_set(n, "src6", CONCAT2(T_IFNAME, T_IP6ADDR), KEY_SRC6_LEN);
 	put_set(n, "svc4", CONCAT4(T_IFNAME, T_IPADDR, T_INET_PROTO, T_INET_SERVICE), KEY_SVC4_LEN);
 	put_set(n, "svc6", CONCAT4(T_IFNAME, T_IP6ADDR, T_INET_PROTO, T_INET_SERVICE), KEY_SVC6_LEN);
+	put_tredir_map(n);
 	/* base chains first: flushing them removes the jumps before the regular chains are flushed */
 	put_chain(n, "input", NF_INET_LOCAL_IN, true);
 	put_chain(n, "forward", NF_INET_FORWARD, true);
 	put_chain(n, "session_in", -1, true);
 	put_chain(n, "session_fwd", -1, true);
+	put_chain_at(n, "prerouting", NF_INET_PRE_ROUTING, -100 /* dstnat */, "nat", true);
+	rule_tredir(n);
 
 	/* session_in: everything a session interface sends to this host */
 	r = rule_new(); /* neighbour discovery to and from the gateway (link-local, hop limit 255) */
@@ -644,16 +703,56 @@ static void key_if(unsigned char *k, const char *ifname)
 	util_strlcpy((char *)k, ifname, IFNAMSIZ);
 }
 
+/* Transparent mode: the session's TCP 80 and 443 are redirected to transparent_port. */
+static void tredir_elems(struct netd_nft *n, const struct netd_nft_session *s, bool add)
+{
+	static const uint16_t ports[2] = {80, 443};
+	struct nftnl_set *set = nftnl_set_alloc();
+	struct nlmsghdr *nlh;
+	uint16_t to = htons(s->transparent_port);
+
+	if (!set)
+		abort();
+	nftnl_set_set_str(set, NFTNL_SET_TABLE, NETD_NFT_TABLE);
+	nftnl_set_set_str(set, NFTNL_SET_NAME, "tredir");
+	nftnl_set_set_u32(set, NFTNL_SET_FAMILY, NFPROTO_INET);
+	for (int i = 0; i < 2; i++) {
+		struct nftnl_set_elem *e = nftnl_set_elem_alloc();
+		unsigned char key[KEY_TREDIR_LEN];
+		uint16_t p = htons(ports[i]);
+
+		if (!e)
+			abort();
+		memset(key, 0, sizeof key);
+		key_if(key, s->ifname);
+		memcpy(key + IFNAMSIZ, &p, 2);
+		nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, key, sizeof key);
+		if (add)
+			nftnl_set_elem_set(e, NFTNL_SET_ELEM_DATA, &to, sizeof to);
+		nftnl_set_elem_add(set, e);
+	}
+	nlh = batch_msg(n, add ? NFT_MSG_NEWSETELEM : NFT_MSG_DELSETELEM, add ? NLM_F_CREATE : 0,
+			"session transparent redirect");
+	if (nlh) {
+		nftnl_set_elems_nlmsg_build_payload(nlh, set);
+		batch_next(n);
+	}
+	nftnl_set_free(set);
+}
+
 static void session_elems(struct netd_nft *n, const struct netd_nft_session *s, bool add)
 {
+	int nsvc = s->transparent_port ? 4 : 3;
+
 	if (s->addr4 && s->gw4) {
-		unsigned char src[KEY_SRC4_LEN], svc[3][KEY_SVC4_LEN];
-		struct { uint8_t proto; uint16_t port; } sv[3] = {
-			{IPPROTO_TCP, s->proxy_port}, {IPPROTO_UDP, s->dns_port}, {IPPROTO_TCP, s->dns_port}};
+		unsigned char src[KEY_SRC4_LEN], svc[4][KEY_SVC4_LEN];
+		struct { uint8_t proto; uint16_t port; } sv[4] = {
+			{IPPROTO_TCP, s->proxy_port}, {IPPROTO_UDP, s->dns_port}, {IPPROTO_TCP, s->dns_port},
+			{IPPROTO_TCP, s->transparent_port}};
 
 		key_if(src, s->ifname);
 		memcpy(src + IFNAMSIZ, s->addr4, 4);
-		for (int i = 0; i < 3; i++) {
+		for (int i = 0; i < nsvc; i++) {
 			uint16_t port = htons(sv[i].port);
 
 			memset(svc[i], 0, KEY_SVC4_LEN);
@@ -663,16 +762,17 @@ static void session_elems(struct netd_nft *n, const struct netd_nft_session *s, 
 			memcpy(svc[i] + IFNAMSIZ + 8, &port, 2);
 		}
 		put_elems(n, add, "src4", src, sizeof src, 1, "session source address (IPv4)");
-		put_elems(n, add, "svc4", svc, KEY_SVC4_LEN, 3, "session services (IPv4)");
+		put_elems(n, add, "svc4", svc, KEY_SVC4_LEN, (size_t)nsvc, "session services (IPv4)");
 	}
 	if (s->addr6 && s->gw6) {
-		unsigned char src[KEY_SRC6_LEN], svc[3][KEY_SVC6_LEN];
-		struct { uint8_t proto; uint16_t port; } sv[3] = {
-			{IPPROTO_TCP, s->proxy_port}, {IPPROTO_UDP, s->dns_port}, {IPPROTO_TCP, s->dns_port}};
+		unsigned char src[KEY_SRC6_LEN], svc[4][KEY_SVC6_LEN];
+		struct { uint8_t proto; uint16_t port; } sv[4] = {
+			{IPPROTO_TCP, s->proxy_port}, {IPPROTO_UDP, s->dns_port}, {IPPROTO_TCP, s->dns_port},
+			{IPPROTO_TCP, s->transparent_port}};
 
 		key_if(src, s->ifname);
 		memcpy(src + IFNAMSIZ, s->addr6, 16);
-		for (int i = 0; i < 3; i++) {
+		for (int i = 0; i < nsvc; i++) {
 			uint16_t port = htons(sv[i].port);
 
 			memset(svc[i], 0, KEY_SVC6_LEN);
@@ -682,8 +782,10 @@ static void session_elems(struct netd_nft *n, const struct netd_nft_session *s, 
 			memcpy(svc[i] + IFNAMSIZ + 20, &port, 2);
 		}
 		put_elems(n, add, "src6", src, sizeof src, 1, "session source address (IPv6)");
-		put_elems(n, add, "svc6", svc, KEY_SVC6_LEN, 3, "session services (IPv6)");
+		put_elems(n, add, "svc6", svc, KEY_SVC6_LEN, (size_t)nsvc, "session services (IPv6)");
 	}
+	if (s->transparent_port)
+		tredir_elems(n, s, add);
 }
 
 int netd_nft_session_add(struct netd_nft *n, const struct netd_nft_session *s, char *err, size_t errlen)
@@ -791,7 +893,8 @@ int netd_nft_prune(struct netd_nft *n, bool (*keep)(const char *ifname, void *ar
 		   char *err, size_t errlen)
 {
 	static const struct { const char *name; size_t keylen; } sets[] = {
-		{"src4", KEY_SRC4_LEN}, {"src6", KEY_SRC6_LEN}, {"svc4", KEY_SVC4_LEN}, {"svc6", KEY_SVC6_LEN}};
+		{"src4", KEY_SRC4_LEN}, {"src6", KEY_SRC6_LEN}, {"svc4", KEY_SVC4_LEN}, {"svc6", KEY_SVC6_LEN},
+		{"tredir", KEY_TREDIR_LEN}};
 	int total = 0;
 
 	for (size_t i = 0; i < ARRAY_SIZE(sets); i++) {

@@ -22,6 +22,7 @@ struct netd_nft_session {
 	const struct in_addr *addr4, *gw4;
 	const struct in6_addr *addr6, *gw6;
 	uint16_t proxy_port, dns_port;
+	uint16_t transparent_port; /* 0 = transparent mode off; else TCP 80/443 are redirected here */
 };
 
 /* Opens the netfilter netlink socket. Returns NULL with *err = -errno. */

@@ -1,6 +1,7 @@
 /* CONNECT requests: decide on the canonical name before any DNS lookup or byte forwarded (a denied
- * name is never resolved), dial an address the policy accepted, answer 200 and hand both sockets to
- * a tunnel; one audit line when the tunnel closes (bytes each way, duration). */
+ * name is never resolved), dial an address the policy accepted, answer 200, check that a TLS
+ * ClientHello the client sends first names the same host (domain fronting is refused), and hand both
+ * sockets to a tunnel; one audit line when the tunnel closes (bytes each way, duration). */
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -11,11 +12,13 @@
 #include "http_parse.h"
 #include "log.h"
 #include "proxy_int.h"
+#include "tls_sni.h"
 
 struct connect_conn {
 	struct proxy_conn base;     /* attached to the session */
 	struct proxy_session *s;    /* borrowed */
 	struct bufferevent *client; /* owned until the tunnel takes it */
+	struct bufferevent *up;     /* owned while the first client bytes are inspected */
 	struct proxy_dial *dial;    /* owned while dialing */
 	struct tunnel *tunnel;      /* owned */
 	struct timespec start_rt;
@@ -28,6 +31,7 @@ struct connect_conn {
 	char error[256];
 	int status;
 	uint64_t bytes_out, bytes_in;
+	uint64_t pre_in; /* upstream bytes passed to the client before the tunnel started */
 };
 
 static void cc_free(struct connect_conn *c)
@@ -36,6 +40,7 @@ static void cc_free(struct connect_conn *c)
 
 	if (c->tunnel)
 		tunnel_bytes(c->tunnel, &c->bytes_out, &c->bytes_in);
+	c->bytes_in += c->pre_in;
 	memset(&r, 0, sizeof r);
 	r.start = c->start_rt;
 	r.duration_ms = proxy_mono_ms() - c->start_ms;
@@ -57,6 +62,8 @@ static void cc_free(struct connect_conn *c)
 	tunnel_free(c->tunnel);
 	if (c->client)
 		bufferevent_free(c->client);
+	if (c->up)
+		bufferevent_free(c->up);
 	proxy_session_detach(&c->base);
 	free(c);
 }
@@ -107,11 +114,103 @@ static void tunnel_done(struct tunnel *t, const char *err, void *arg)
 	cc_free(c);
 }
 
+static void start_tunnel(struct connect_conn *c)
+{
+	struct bufferevent *cl = c->client, *up = c->up;
+
+	c->client = c->up = NULL;
+	c->tunnel = tunnel_new(c->s->engine, cl, up, tunnel_done, c);
+	if (!c->tunnel) {
+		snprintf(c->error, sizeof c->error, "out of memory");
+		cc_free(c);
+	}
+}
+
+/* Refuses after the 200 was sent: a fatal TLS alert (access_denied) to the client, then close. */
+static void refuse_tls(struct connect_conn *c, const char *reason)
+{
+	static const uint8_t alert[] = {0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x31};
+	struct timeval tv = {5, 0};
+
+	c->decision = "deny";
+	snprintf(c->reason, sizeof c->reason, "%s", reason);
+	bufferevent_free(c->up);
+	c->up = NULL;
+	bufferevent_disable(c->client, EV_READ);
+	evbuffer_add(bufferevent_get_output(c->client), alert, sizeof alert);
+	bufferevent_setwatermark(c->client, EV_WRITE, 0, 0);
+	bufferevent_setcb(c->client, NULL, drained_cb, closing_event_cb, c);
+	bufferevent_set_timeouts(c->client, NULL, &tv);
+	bufferevent_enable(c->client, EV_WRITE);
+}
+
+/* The client's first bytes after the 200. Anything that is not TLS is tunnelled as it is; a TLS
+ * ClientHello must be readable and, when the CONNECT named a host, its SNI must name the same host:
+ * otherwise the tunnel would carry a TLS session to whatever else the server at that address hosts
+ * (domain fronting), behind an allowed name. */
+static void inspect_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct connect_conn *c = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t len = evbuffer_get_length(in);
+	const uint8_t *buf = evbuffer_pullup(in, -1);
+	char sni[TLS_SNI_NAME_MAX + 1], canon[POLICY_HOST_MAX + 1], reason[POLICY_HOST_MAX * 2 + 128];
+	const char *why = NULL;
+
+	if (!buf)
+		return;
+	switch (tls_sni_parse(buf, len, sni, sizeof sni, &why)) {
+	case TLS_SNI_MORE:
+		if (len >= TLS_SNI_READ_MAX)
+			refuse_tls(c, "ClientHello too large");
+		return;
+	case TLS_SNI_NOT_TLS:
+	case TLS_SNI_NONE: start_tunnel(c); return;
+	case TLS_SNI_ERROR:
+		snprintf(reason, sizeof reason, "unreadable ClientHello in the tunnel: %s", why ? why : "malformed");
+		refuse_tls(c, reason);
+		return;
+	case TLS_SNI_FOUND: break;
+	}
+	if (c->t.literal) { /* an address the policy allowed as such: there is no name to front */
+		start_tunnel(c);
+		return;
+	}
+	if (policy_canon_host(sni, strlen(sni), canon) != POLICY_CANON_OK || strcmp(canon, c->t.host) != 0) {
+		snprintf(reason, sizeof reason, "domain fronting: the ClientHello names \"%.255s\", the CONNECT named %s",
+		         sni, c->t.host);
+		log_info("session %s: %s; tunnel refused", c->s->id, reason);
+		refuse_tls(c, reason);
+		return;
+	}
+	start_tunnel(c);
+}
+
+/* Until the client spoke, what the server sends (SSH banners...) is passed on as it comes. */
+static void inspect_up_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct connect_conn *c = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+
+	c->pre_in += evbuffer_get_length(in);
+	evbuffer_add_buffer(bufferevent_get_output(c->client), in);
+}
+
+static void inspect_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct connect_conn *c = arg;
+	if (what & BEV_EVENT_TIMEOUT)
+		snprintf(c->error, sizeof c->error, "the client sent nothing within the idle timeout");
+	else
+		snprintf(c->error, sizeof c->error, "%s closed the connection before the tunnel started",
+		         bev == c->up ? "the upstream" : "the client");
+	cc_free(c);
+}
+
 static void dialed(struct bufferevent *up, const struct proxy_dial_result *res, void *arg)
 {
 	struct connect_conn *c = arg;
 	char body[1600];
-	struct bufferevent *cl;
 
 	c->dial = NULL;
 	snprintf(c->address, sizeof c->address, "%s", res->address);
@@ -131,14 +230,19 @@ static void dialed(struct bufferevent *up, const struct proxy_dial_result *res, 
 		return;
 	}
 	c->status = 200;
-	cl = c->client;
-	c->client = NULL;
-	evbuffer_add(bufferevent_get_output(cl), "HTTP/1.1 200 Connection established\r\n\r\n", 39);
-	c->tunnel = tunnel_new(c->s->engine, cl, up, tunnel_done, c);
-	if (!c->tunnel) {
-		snprintf(c->error, sizeof c->error, "out of memory");
-		cc_free(c);
+	c->up = up;
+	evbuffer_add(bufferevent_get_output(c->client), "HTTP/1.1 200 Connection established\r\n\r\n", 39);
+	{
+		const struct timeval *idle = c->s->engine->tv_idle;
+		bufferevent_setcb(c->client, inspect_read_cb, NULL, inspect_event_cb, c);
+		bufferevent_setcb(up, inspect_up_read_cb, NULL, inspect_event_cb, c);
+		bufferevent_set_timeouts(c->client, idle, NULL);
+		bufferevent_setwatermark(c->client, EV_READ, 0, TLS_SNI_READ_MAX);
+		bufferevent_enable(c->client, EV_READ | EV_WRITE);
+		bufferevent_enable(up, EV_READ | EV_WRITE);
 	}
+	if (evbuffer_get_length(bufferevent_get_input(c->client)) > 0)
+		inspect_read_cb(c->client, c); /* an eager ClientHello behind the CONNECT head */
 }
 
 static void early_event_cb(struct bufferevent *bev, short what, void *arg)

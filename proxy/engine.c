@@ -137,6 +137,8 @@ static void accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct soc
 	}
 	if (l->kind == PROXY_LISTEN_HTTP)
 		proxy_http_accept(s, fd);
+	else if (l->kind == PROXY_LISTEN_TRANSPARENT)
+		proxy_transparent_accept(s, fd, &local);
 	else
 		proxy_dns_tcp_accept(s, fd);
 }
@@ -192,9 +194,8 @@ int proxy_engine_add_listener(struct proxy_engine *e, int fd, enum proxy_listene
 
 	if (fd < 0)
 		return -EBADF;
-	if (kind == PROXY_LISTEN_TRANSPARENT)
-		return -EOPNOTSUPP;
-	if (kind != PROXY_LISTEN_HTTP && kind != PROXY_LISTEN_DNS_UDP && kind != PROXY_LISTEN_DNS_TCP)
+	if (kind != PROXY_LISTEN_HTTP && kind != PROXY_LISTEN_DNS_UDP && kind != PROXY_LISTEN_DNS_TCP &&
+	    kind != PROXY_LISTEN_TRANSPARENT)
 		return -EINVAL;
 	if (evutil_make_socket_nonblocking(fd) != 0 || evutil_make_socket_closeonexec(fd) != 0)
 		return -errno;

@@ -49,7 +49,7 @@ struct proxy_engine *proxy_engine_new(struct event_base *base, const struct prox
 void proxy_engine_free(struct proxy_engine *e);
 
 /* Takes ownership of fd (already bound; listening for TCP kinds), also on error.
- * PROXY_LISTEN_TRANSPARENT is not served yet and returns -EOPNOTSUPP (issue 8). */
+ * PROXY_LISTEN_TRANSPARENT serves connections nftables redirected (transparent mode, docs/proxy.md). */
 int proxy_engine_add_listener(struct proxy_engine *e, int fd, enum proxy_listener_kind kind);
 
 struct proxy_session_info {

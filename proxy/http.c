@@ -28,6 +28,7 @@ struct http_conn {
 	struct evbuffer *head_out;  /* owned: the rewritten request head */
 	struct evbuffer *head_copy; /* owned: kept while a reused upstream may still fail before answering */
 	enum http_state state;
+	uint16_t transparent_port; /* 0: forward proxy; else a redirected connection's original port */
 	struct http_scanner scan;
 	bool requests_seen;
 	/* the kept-alive upstream */
@@ -661,8 +662,32 @@ static void handle_request(struct http_conn *c, const struct http_request *req, 
 {
 	char body[1600];
 	struct evbuffer *in = bufferevent_get_input(c->client);
+	struct http_authority auth = req->authority;
 
-	if (req->form == HTTP_FORM_AUTHORITY) {
+	if (c->transparent_port) {
+		/* The client believes it talks to the origin: the Host header names the destination, the
+		 * port is the one it connected to (nftables kept it for us), and the address it aimed at is
+		 * ignored: the name is decided, resolved and dialled like any other. */
+		const char *why = NULL;
+		if (req->form != HTTP_FORM_ORIGIN)
+			why = "transparent mode: expected an origin-form request (GET /path)";
+		else if (!req->has_host_header)
+			why = "transparent mode: a request without a Host header names no destination";
+		else if (req->host_header.has_port && req->host_header.port != c->transparent_port)
+			why = "transparent mode: the Host header's port differs from the port connected to";
+		if (why) {
+			evbuffer_drain(in, head_len);
+			c->audit_pending = true;
+			c->decision = "deny";
+			snprintf(c->t.why, sizeof c->t.why, "%s", why);
+			snprintf(body, sizeof body, "sluice: 400 Bad Request\n%s\n", why);
+			respond(c, 400, "deny", body);
+			return;
+		}
+		auth = req->host_header;
+		auth.port = c->transparent_port;
+		auth.has_port = true;
+	} else if (req->form == HTTP_FORM_AUTHORITY) {
 		struct bufferevent *cl = c->client;
 		struct proxy_session *s = c->s;
 		struct timespec rt = c->start_rt;
@@ -685,7 +710,7 @@ static void handle_request(struct http_conn *c, const struct http_request *req, 
 	http_chunked_init(&c->req_ch);
 	c->up_addr[0] = '\0';
 
-	if (proxy_target_decide(c->s, &req->authority, req->method_bit, &c->t) != 0) {
+	if (proxy_target_decide(c->s, &auth, req->method_bit, &c->t) != 0) {
 		evbuffer_drain(in, head_len);
 		c->decision = "deny";
 		snprintf(body, sizeof body, "sluice: 400 Bad Request\n%s\n", c->t.why);
@@ -771,7 +796,7 @@ static void head_read(struct http_conn *c)
 		close_after_flush(c);
 		return;
 	}
-	st = http_parse_request(head, c->scan.total, 0, req, &why);
+	st = http_parse_request(head, c->scan.total, c->transparent_port ? HTTP_PARSE_ORIGIN_OK : 0, req, &why);
 	if (st != 0) {
 		c->decision = "deny";
 		snprintf(c->method, sizeof c->method, "%.*s", (int)(req->method_len < 32 ? req->method_len : 32),
@@ -835,6 +860,11 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 
 void proxy_http_accept(struct proxy_session *s, int fd)
 {
+	proxy_http_accept_transparent(s, fd, 0);
+}
+
+void proxy_http_accept_transparent(struct proxy_session *s, int fd, uint16_t orig_port)
+{
 	struct http_conn *c = calloc(1, sizeof *c);
 
 	if (!c) {
@@ -843,6 +873,7 @@ void proxy_http_accept(struct proxy_session *s, int fd)
 	}
 	c->s = s;
 	c->e = s->engine;
+	c->transparent_port = orig_port;
 	c->client = bufferevent_socket_new(c->e->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	c->timer = evtimer_new(c->e->base, timer_cb, c);
 	c->head_out = evbuffer_new();

@@ -153,8 +153,10 @@ static int add_listeners(struct proxy_engine *e, json_object *list, bool check)
 			kinds[0] = PROXY_LISTEN_DNS_UDP;
 		else if (strcmp(kind, "dns-tcp") == 0)
 			kinds[0] = PROXY_LISTEN_DNS_TCP;
+		else if (strcmp(kind, "transparent") == 0)
+			kinds[0] = PROXY_LISTEN_TRANSPARENT;
 		else
-			return cfg_err(where, "unknown kind \"%s\" (http, dns, dns-udp, dns-tcp)", kind);
+			return cfg_err(where, "unknown kind \"%s\" (http, dns, dns-udp, dns-tcp, transparent)", kind);
 		if (check) {
 			socklen_t len;
 			if (parse_sockaddr(addr, true, &ss, &len) != 0)

@@ -98,6 +98,12 @@ void proxy_audit_failed(struct proxy_engine *e);   /* arms the retry timer */
 void proxy_audit_schedule(struct proxy_engine *e); /* flush the batch once this iteration ends */
 /* Sets `fd` (accepted, non-blocking) up for the HTTP proxy: the session was admitted. */
 void proxy_http_accept(struct proxy_session *s, int fd);
+/* The same for a connection redirected from the session's port orig_port (transparent mode): requests
+ * are origin-form and the Host header names the destination. orig_port 0 = forward proxy. */
+void proxy_http_accept_transparent(struct proxy_session *s, int fd, uint16_t orig_port);
+/* ---- transparent.c ---- */
+/* Serves fd (accepted on the transparent listener at local; taken over) for an admitted session. */
+void proxy_transparent_accept(struct proxy_session *s, int fd, const struct sockaddr_storage *local);
 
 /* ---- resolve.c: asynchronous A+AAAA resolution through the engine's evdns ---- */
 #define PROXY_RESOLVE_MAX 16

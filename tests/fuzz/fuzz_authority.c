@@ -36,7 +36,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					      *p == '-' || *p == '_'))
 						abort();
 			} else if (e == POLICY_CANON_IP_LITERAL) {
-				if (policy_parse_ip_literal(a.host, a.host_len, &ss) != 0)
+				/* the canonicaliser drops one trailing dot (the root) before it classifies */
+				size_t n = a.host_len > 1 && a.host[a.host_len - 1] == '.' ? a.host_len - 1 : a.host_len;
+				if (policy_parse_ip_literal(a.host, n, &ss) != 0)
 					abort();
 			}
 		} else {

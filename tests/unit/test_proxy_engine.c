@@ -88,7 +88,15 @@ static void test_api(void **state)
 	policy_unref(p); /* the engine holds its own references */
 
 	udp = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	assert_int_equal(proxy_engine_add_listener(e, udp, PROXY_LISTEN_TRANSPARENT), -EOPNOTSUPP);
+	assert_int_equal(proxy_engine_add_listener(e, udp, (enum proxy_listener_kind)99), -EINVAL);
+	{ /* transparent mode: a listening TCP socket like the HTTP one */
+		struct sockaddr_in lo = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		int t = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		assert_true(t >= 0);
+		assert_int_equal(bind(t, (struct sockaddr *)&lo, sizeof lo), 0);
+		assert_int_equal(listen(t, 16), 0);
+		assert_int_equal(proxy_engine_add_listener(e, t, PROXY_LISTEN_TRANSPARENT), 0);
+	}
 	assert_int_equal(proxy_engine_add_listener(e, -1, PROXY_LISTEN_HTTP), -EBADF);
 
 	sin4(&src, "100.64.0.2", 40000);
