@@ -4,11 +4,11 @@
 tap_n=0
 tap_failed=0
 
-# check DESC CMD...: runs CMD, "ok" when it exits 0.
+# check DESC CMD...: runs CMD, "ok" when it exits 0. CMD's output goes to stderr (it is not TAP).
 check() {
 	local desc=$1; shift
 	tap_n=$((tap_n + 1))
-	if "$@"; then
+	if "$@" >&2; then
 		echo "ok $tap_n - $desc"
 	else
 		echo "not ok $tap_n - $desc"
@@ -16,11 +16,11 @@ check() {
 	fi
 }
 
-# check_not DESC CMD...: "ok" when CMD fails.
+# check_not DESC CMD...: "ok" when CMD fails. CMD's output goes to stderr.
 check_not() {
 	local desc=$1; shift
 	tap_n=$((tap_n + 1))
-	if "$@"; then
+	if "$@" >&2; then
 		echo "not ok $tap_n - $desc"
 		tap_failed=$((tap_failed + 1))
 	else
@@ -55,6 +55,17 @@ check_match() {
 }
 
 diag() { echo "# $*"; }
+
+# skip_one DESC REASON: one check that cannot run here. Like skip_all, a failure under SLUICE_NO_SKIP.
+skip_one() {
+	tap_n=$((tap_n + 1))
+	if [ -n "${SLUICE_NO_SKIP:-}" ]; then
+		echo "not ok $tap_n - $1 (required capability missing: $2)"
+		tap_failed=$((tap_failed + 1))
+	else
+		echo "ok $tap_n - $1 # SKIP $2"
+	fi
+}
 
 skip_all() {
 	if [ -n "${SLUICE_NO_SKIP:-}" ]; then
