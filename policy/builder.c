@@ -9,10 +9,57 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define POLICY_FILE_MAX (256u << 20) /* a policy file larger than this is a mistake */
+
+/* ---- bulk arrays ---- */
+
+#define BULK_MAP_MIN (4u << 20) /* below this, calloc */
+
+/* Precedes every bulk array, which starts as aligned as malloc's memory. */
+struct bulk_hdr {
+	size_t map_len; /* 0: from calloc; else the length of the mapping that starts at the header */
+	max_align_t data[];
+};
+
+void *policy_bulk_calloc(size_t n, size_t size)
+{
+	struct bulk_hdr *h;
+	size_t len;
+
+	if (size && n > (SIZE_MAX - sizeof *h) / size)
+		return NULL;
+	len = n * size + sizeof *h;
+	if (len < BULK_MAP_MIN) {
+		h = calloc(1, len);
+		if (!h)
+			return NULL;
+		h->map_len = 0;
+		return h->data;
+	}
+	h = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (h == MAP_FAILED)
+		return NULL;
+	(void)madvise(h, len, MADV_HUGEPAGE); /* a hint: without THP it is only slower */
+	h->map_len = len;
+	return h->data;
+}
+
+void policy_bulk_free(void *p)
+{
+	struct bulk_hdr *h;
+
+	if (!p)
+		return;
+	h = (struct bulk_hdr *)((char *)p - offsetof(struct bulk_hdr, data));
+	if (h->map_len)
+		munmap(h, h->map_len);
+	else
+		free(h);
+}
 
 /* ---- arena ---- */
 
@@ -132,6 +179,11 @@ const char *policy_verdict_name(enum policy_verdict v)
 }
 
 const char *policy_rule_where(const struct policy_rule *r) { return r ? r->where : ""; }
+
+const char *policy_decision_where(const struct policy_decision *d)
+{
+	return d->why == POLICY_R_LEARN ? POLICY_LEARN_RULE : policy_rule_where(d->rule);
+}
 const char *policy_rule_pattern(const struct policy_rule *r) { return r ? r->pattern : ""; }
 bool policy_rule_is_deny(const struct policy_rule *r) { return r && r->kind == RULE_DENY; }
 enum policy_layer policy_rule_layer(const struct policy_rule *r) { return r ? r->layer : POLICY_LAYER_CLI; }
@@ -154,7 +206,7 @@ void policy_builder_free(struct policy_builder *b)
 	if (!b)
 		return;
 	policy_arena_release(&b->arena);
-	free(b->rules);
+	policy_bulk_free(b->rules);
 	free(b);
 }
 
@@ -169,9 +221,12 @@ int policy_builder_push(struct policy_builder *b, const struct policy_rule *r)
 		return -E2BIG;
 	if (b->nrules == b->caprules) {
 		size_t ncap = b->caprules ? b->caprules * 2 : 64;
-		struct policy_rule *n = realloc(b->rules, ncap * sizeof *n);
+		struct policy_rule *n = policy_bulk_calloc(ncap, sizeof *n);
 		if (!n)
 			return -ENOMEM;
+		if (b->nrules)
+			memcpy(n, b->rules, b->nrules * sizeof *n);
+		policy_bulk_free(b->rules);
 		b->rules = n;
 		b->caprules = ncap;
 	}
@@ -292,6 +347,8 @@ static const char *preset_dir(const struct policy_builder *b)
 	return SLUICE_SOURCE_PRESET_DIR;
 }
 
+const char *policy_builder_preset_dir(const struct policy_builder *b) { return preset_dir(b); }
+
 int policy_builder_add_preset(struct policy_builder *b, enum policy_layer layer, const char *name,
 			      struct policy_error *err)
 {
@@ -374,6 +431,8 @@ void policy_builder_set_options(struct policy_builder *b, const struct policy_op
 		b->opts.ask = 1;
 	if (o->ask_timeout_s)
 		b->opts.ask_timeout_s = o->ask_timeout_s;
+	if (o->learn)
+		b->opts.learn = true;
 }
 
 /* A directory holding organisation files must be root's and not writable by others either: whoever
@@ -481,8 +540,16 @@ int policy_builder_add_standard_layers(struct policy_builder *b, const char *sys
 
 struct policy *policy_builder_compile(struct policy_builder *b, struct policy_error *err)
 {
-	struct policy *p = calloc(1, sizeof *p);
+	struct policy *p;
 
+	/* Learn mode is asked for explicitly (--learn): running without it would not be what the user
+	 * asked for, so a pin-off by the organisation is an error rather than a silent downgrade. */
+	if (b->opts.learn && b->opts.org_forbids_learn) {
+		policy_err(err, b->opts.org_learn_where, 0, 0,
+			   "learn mode (--learn) is forbidden by the organisation policy (\"learn\": false)");
+		return NULL;
+	}
+	p = calloc(1, sizeof *p);
 	if (!p) {
 		policy_err(err, "", 0, 0, "out of memory");
 		return NULL;
@@ -523,8 +590,10 @@ struct policy *policy_builder_compile(struct policy_builder *b, struct policy_er
 	p->opts.transparent = o->transparent == 1 && !o->org_forbids_transparent;
 	p->opts.ask = o->ask == 1 && !o->org_forbids_ask;
 	p->opts.ask_timeout_s = o->ask_timeout_s;
+	p->opts.learn = o->learn;
 	/* Remember pins so a serialised copy reloaded at the org layer keeps them. */
 	p->org_pins = (o->org_forbids_direct ? 1u : 0) | (o->org_forbids_transparent ? 2u : 0) | (o->org_forbids_ask ? 4u : 0);
+	p->org_pins |= o->org_forbids_learn ? 8u : 0;
 	return p;
 oom:
 	policy_err(err, "", 0, 0, "out of memory");
@@ -545,7 +614,7 @@ void policy_unref(struct policy *p)
 		return;
 	policy_trie_free(p->trie);
 	free(p->cidr);
-	free(p->rules);
+	policy_bulk_free(p->rules);
 	policy_arena_release(&p->arena);
 	free(p);
 }
@@ -591,6 +660,8 @@ char *policy_serialize(const struct policy *p)
 	json_object_object_add(opts, "org_forbids_direct", json_object_new_boolean(p->org_pins & 1));
 	json_object_object_add(opts, "org_forbids_transparent", json_object_new_boolean(p->org_pins & 2));
 	json_object_object_add(opts, "org_forbids_ask", json_object_new_boolean(p->org_pins & 4));
+	json_object_object_add(opts, "learn", json_object_new_boolean(p->opts.learn));
+	json_object_object_add(opts, "org_forbids_learn", json_object_new_boolean(p->org_pins & 8));
 	json_object_object_add(root, "options", opts);
 	opts = NULL;
 	for (size_t i = 0; i < p->nrules; i++) {

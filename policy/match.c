@@ -43,7 +43,7 @@ static int trie_grow_edges(struct policy_trie *t, size_t want)
 	size_t ncap = t->capedges ? t->capedges * 2 : 1024;
 	while (ncap * 3 < want * 4)
 		ncap *= 2;
-	struct trie_edge *ne = calloc(ncap, sizeof *ne);
+	struct trie_edge *ne = policy_bulk_calloc(ncap, sizeof *ne);
 
 	if (!ne)
 		return -ENOMEM;
@@ -55,7 +55,7 @@ static int trie_grow_edges(struct policy_trie *t, size_t want)
 			j = (j + 1) & (ncap - 1);
 		ne[j] = t->edges[i];
 	}
-	free(t->edges);
+	policy_bulk_free(t->edges);
 	t->edges = ne;
 	t->capedges = ncap;
 	return 0;
@@ -99,7 +99,7 @@ void policy_trie_free(struct policy_trie *t)
 {
 	if (!t)
 		return;
-	free(t->edges);
+	policy_bulk_free(t->edges);
 	free(t);
 }
 
@@ -323,6 +323,12 @@ void policy_decide(const struct policy *p, const char *canon_host, uint16_t port
 		out->rule = c.allow;
 		return;
 	}
+	if (p->opts.learn) {
+		/* after deny rules and the ceiling: learn mode only widens the lower layers' default deny */
+		out->verdict = POLICY_ALLOW;
+		out->why = POLICY_R_LEARN;
+		return;
+	}
 	out->verdict = p->opts.ask ? POLICY_ASK : POLICY_DENY;
 	if (c.near) {
 		out->why = POLICY_R_NEAR_MISS;
@@ -374,6 +380,12 @@ void policy_decide_addr(const struct policy *p, const struct sockaddr *sa, uint1
 		out->why = POLICY_R_ADDR_NAMED;
 		return;
 	}
+	/* A public IP literal in learn mode, unless the organisation's ceiling leaves it out. */
+	if (p->opts.learn && !capped && !(p->has_ceiling && !ceiling)) {
+		out->verdict = POLICY_ALLOW;
+		out->why = POLICY_R_LEARN;
+		return;
+	}
 	out->why = capped ? POLICY_R_ADDR_CEILING : POLICY_R_ADDR_LITERAL;
 }
 
@@ -419,6 +431,11 @@ const char *policy_decision_reason(struct policy_decision *d)
 			 "denied: %s is in a forbidden range (loopback, private, link-local/metadata, CGNAT, multicast, "
 			 "reserved or IPv4-in-IPv6); allow it explicitly with {\"cidr\": \"%s/%u\"} if this is intended",
 			 tgt, abuf, plen);
+		break;
+	case POLICY_R_LEARN:
+		snprintf(d->reason_buf, sizeof d->reason_buf,
+			 "%s allowed in learn mode: no rule allows it; `sluice run --learn` records it for the policy it writes",
+			 tgt);
 		break;
 	case POLICY_R_ADDR_NAMED:
 		snprintf(d->reason_buf, sizeof d->reason_buf, "%s is public and the name was allowed", tgt);
