@@ -18,7 +18,7 @@
 
 #define IPC_MSG_MAX (128u * 1024u) /* whole message, header included; fits default socket buffers */
 #define IPC_MAX_FDS 4
-#define IPC_ATTR_MAX 31
+#define IPC_ATTR_MAX 63 /* attribute types per protocol (netd uses 1..33) */
 
 enum ipc_attr_type {
 	IPC_T_NONE = 0, /* attribute not allowed in this message */

@@ -13,6 +13,13 @@
 #define U32_REQ {IPC_T_U32, 0, true}
 #define U64 {IPC_T_U64, 0, false}
 #define U8_REQ {IPC_T_U8, 0, true}
+#define U16_REQ {IPC_T_U16, 0, true}
+
+/* a held request: the ask, its session, what it asks for */
+#define ASK_ATTRS                                                                                      \
+	[NETD_A_ASK_ID] = STR_REQ(NETD_ASK_ID_MAX), [NETD_A_ID] = STR_REQ(NETD_ID_MAX),                \
+	[NETD_A_UID] = U32_REQ, [NETD_A_PROTOCOL] = STR_REQ(15), [NETD_A_METHOD] = STR(NETD_METHOD_MAX), \
+	[NETD_A_HOST] = STR_REQ(NETD_HOST_MAX), [NETD_A_DPORT] = U16_REQ, [NETD_A_TIMEOUT] = U32
 
 #define SESSION_ATTRS                                                                                  \
 	[NETD_A_ID] = STR_REQ(NETD_ID_MAX), [NETD_A_ADDR4] = STR(NETD_ADDR_MAX),                       \
@@ -33,11 +40,15 @@ static const struct ipc_msg_spec control_msgs[NETD_MSG_COUNT_] = {
 			      [NETD_A_NAME] = STR(NETD_NAME_MAX)}},
 	[NETD_MSG_LIST] = {"LIST", NETD_CS_OPEN | NETD_CS_ATTACHED, 0, {{0}}},
 	[NETD_MSG_END] = {"END", NETD_CS_OPEN | NETD_CS_ATTACHED, 0, {[NETD_A_ID] = STR_REQ(NETD_ID_MAX)}},
+	[NETD_MSG_ASKS] = {"ASKS", NETD_CS_OPEN | NETD_CS_ATTACHED, 0, {{0}}},
+	[NETD_MSG_DECIDE] = {"DECIDE", NETD_CS_OPEN | NETD_CS_ATTACHED, 0,
+			     {[NETD_A_ASK_ID] = STR_REQ(NETD_ASK_ID_MAX), [NETD_A_VERDICT] = U8_REQ}},
 	[NETD_MSG_SESSION] = {"SESSION", NETD_CS_CLIENT, 0, {SESSION_ATTRS}},
 	[NETD_MSG_OK] = {"OK", NETD_CS_CLIENT, 0, {{0}}},
 	[NETD_MSG_ERROR] = {"ERROR", NETD_CS_CLIENT, 0,
 			    {[NETD_A_ERRNO] = U32_REQ, [NETD_A_ERRMSG] = STR_REQ(NETD_ERRMSG_MAX)}},
 	[NETD_MSG_LIST_END] = {"LIST_END", NETD_CS_CLIENT, 0, {{0}}},
+	[NETD_MSG_ASK] = {"ASK", NETD_CS_CLIENT, 0, {ASK_ATTRS, [NETD_A_CREATED] = U64}},
 };
 
 const struct ipc_proto netd_control_proto = {"control", control_msgs, NETD_MSG_COUNT_};
@@ -60,10 +71,15 @@ static const struct ipc_msg_spec engine_msgs[NETD_ENG_COUNT_] = {
 				 {[NETD_A_SRC] = STR_REQ(NETD_ADDR_MAX), [NETD_A_DST] = STR_REQ(NETD_ADDR_MAX),
 				  [NETD_A_SPORT] = U16, [NETD_A_DPORT] = U16, [NETD_A_PROTO] = U8_REQ}},
 	[NETD_ENG_REOPEN_LOG] = {"REOPEN_LOG", NETD_ES_RUN, 1, {{0}}},
+	[NETD_ENG_VERDICT] = {"VERDICT", NETD_ES_RUN, 0,
+			      {[NETD_A_ASK_ID] = STR_REQ(NETD_ASK_ID_MAX), [NETD_A_VERDICT] = U8_REQ,
+			       [NETD_A_UID] = U32_REQ}},
 	[NETD_ENG_READY] = {"READY", NETD_ES_PARENT, 0,
 			    {[NETD_A_ERRNO] = U32, [NETD_A_ERRMSG] = STR(NETD_ERRMSG_MAX)}},
 	[NETD_ENG_RESULT] = {"RESULT", NETD_ES_PARENT, 0,
 			     {[NETD_A_ERRNO] = U32_REQ, [NETD_A_ERRMSG] = STR(NETD_ERRMSG_MAX)}},
+	[NETD_ENG_ASK] = {"ASK", NETD_ES_PARENT, 0, {ASK_ATTRS}},
+	[NETD_ENG_ASK_END] = {"ASK_END", NETD_ES_PARENT, 0, {[NETD_A_ASK_ID] = STR_REQ(NETD_ASK_ID_MAX)}},
 };
 
 const struct ipc_proto netd_engine_proto = {"engine", engine_msgs, NETD_ENG_COUNT_};

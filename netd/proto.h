@@ -16,6 +16,9 @@
 #define NETD_ERRMSG_MAX 1023
 #define NETD_RESOLV_MAX 511
 #define NETD_NAME_MAX 32
+#define NETD_ASK_ID_MAX 8     /* PROXY_ASK_ID_LEN */
+#define NETD_HOST_MAX 253
+#define NETD_METHOD_MAX 32
 #define NETD_POLICY_MAX (IPC_MSG_MAX - 16384) /* the policy JSON plus room for the other attributes */
 
 /* ---- control protocol ---- */
@@ -32,10 +35,13 @@ enum netd_msg {
 	NETD_MSG_CREATE = 2,  /* client -> d: make a named netns under /run/sluice/netns and wire it */
 	NETD_MSG_LIST = 3,    /* client -> d: list sessions (root: all; others: their own) */
 	NETD_MSG_END = 4,     /* client -> d: end a session by id (root: any; others: their own) */
+	NETD_MSG_ASKS = 5,    /* client -> d: list held requests (root: all; others: their own sessions') */
+	NETD_MSG_DECIDE = 6,  /* client -> d: approve or deny a held request by its ask id */
 	NETD_MSG_SESSION = 16,  /* d -> client: a session (reply to ATTACH/CREATE, and LIST entries) */
 	NETD_MSG_OK = 17,       /* d -> client: END done */
 	NETD_MSG_ERROR = 18,    /* d -> client: request refused or failed */
 	NETD_MSG_LIST_END = 19, /* d -> client: end of a LIST reply */
+	NETD_MSG_ASK = 20,      /* d -> client: a held request (ASKS entries, and the reply to DECIDE) */
 	NETD_MSG_COUNT_,
 };
 
@@ -68,6 +74,12 @@ enum netd_attr {
 	NETD_A_SPORT = 25,
 	NETD_A_DPORT = 26,
 	NETD_A_REASON = 27,
+	NETD_A_ASK_ID = 28,   /* str 8: a held request's id (hex) */
+	NETD_A_HOST = 29,     /* str 253: canonical host name */
+	NETD_A_METHOD = 30,   /* str 32: HTTP method */
+	NETD_A_PROTOCOL = 31, /* str 15: "http", "connect" */
+	NETD_A_VERDICT = 32,  /* u8: 1 approve, 0 deny */
+	NETD_A_TIMEOUT = 33,  /* u32: seconds */
 };
 
 extern const struct ipc_proto netd_control_proto;
@@ -88,8 +100,11 @@ enum netd_eng_msg {
 	NETD_ENG_SESSION_REMOVE = 5, /* d -> engine */
 	NETD_ENG_AUDIT_DROP = 6,     /* d -> engine: a packet nftables dropped */
 	NETD_ENG_REOPEN_LOG = 7,     /* d -> engine: SIGHUP */
+	NETD_ENG_VERDICT = 8,        /* d -> engine: an operator's verdict on a held request */
 	NETD_ENG_READY = 16,         /* engine -> d: running (or ERRNO/ERRMSG if it could not start) */
 	NETD_ENG_RESULT = 17,        /* engine -> d: result of the request with the same seq */
+	NETD_ENG_ASK = 18,           /* engine -> d: a request is held for approval */
+	NETD_ENG_ASK_END = 19,       /* engine -> d: that ask ended (decided, timed out, abandoned) */
 	NETD_ENG_COUNT_,
 };
 
