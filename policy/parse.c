@@ -488,6 +488,24 @@ static int parse_options_json(const struct jctx *c, json_object *v)
 				return jfail(c, sub, "\"ask_timeout\" is a number of seconds, 1 to 3600");
 			o->ask_timeout_s = (unsigned)json_object_get_int64(val);
 			continue;
+		} else if (strcmp(key, "learn") == 0) {
+			/* Learn mode allows what no rule allows: a file (a project's above all, which ships
+			 * with untrusted code) must not be able to turn it on. Only `sluice run --learn`
+			 * does, and the serialised policy carries it to sluiced and the engine. */
+			if (!json_object_is_type(val, json_type_boolean))
+				return jfail(c, sub, "\"learn\" must be true or false");
+			if (json_object_get_boolean(val)) {
+				if (!c->compiled)
+					return jfail(c, sub, "\"learn\": true cannot be set in a policy file; learn mode is turned "
+					             "on with `sluice run --learn FILE` (an organisation file may set false to forbid it)");
+				o->learn = true;
+			} else if (org && !c->compiled && !o->org_forbids_learn) {
+				unsigned line, col;
+				jwhere(c, sub, &line, &col);
+				o->org_forbids_learn = true;
+				snprintf(o->org_learn_where, sizeof o->org_learn_where, "%s:%u:%u", c->name, line, col);
+			}
+			continue;
 		} else if (c->compiled && strncmp(key, "org_forbids_", 12) == 0) {
 			/* only meaningful when the compiled policy is loaded at the org layer */
 			if (!json_object_is_type(val, json_type_boolean))
@@ -499,10 +517,14 @@ static int parse_options_json(const struct jctx *c, json_object *v)
 					o->org_forbids_transparent = true;
 				else if (strcmp(key + 12, "ask") == 0)
 					o->org_forbids_ask = true;
+				else if (strcmp(key + 12, "learn") == 0 && !o->org_forbids_learn) {
+					o->org_forbids_learn = true;
+					snprintf(o->org_learn_where, sizeof o->org_learn_where, "%s", c->name);
+				}
 			}
 			continue;
 		} else {
-			return jfail(c, key_path(sub, sizeof sub, "/options", key), "unknown option \"%s\" (direct, transparent, ask, ask_timeout)", key);
+			return jfail(c, key_path(sub, sizeof sub, "/options", key), "unknown option \"%s\" (direct, transparent, ask, ask_timeout, learn)", key);
 		}
 		if (!json_object_is_type(val, json_type_boolean))
 			return jfail(c, sub, "\"%s\" must be true or false", key);

@@ -67,6 +67,11 @@ struct policy_options {
 	bool transparent; /* redirect TCP 80/443 to the proxy */
 	bool ask;         /* unmatched requests become POLICY_ASK instead of POLICY_DENY */
 	unsigned ask_timeout_s;
+	/* Learn mode (`sluice run --learn FILE`): requests no rule decides are allowed (POLICY_R_LEARN)
+	 * instead of denied or held; deny rules, the organisation ceiling and the forbidden address
+	 * ranges still refuse. Only the command line (and the serialised form) can turn it on; an
+	 * organisation "learn": false forbids it, and compiling a policy that asks for it then fails. */
+	bool learn;
 };
 
 struct policy_rule; /* opaque; owned by its policy */
@@ -81,6 +86,7 @@ enum policy_reason {
 	POLICY_R_ADDR_NAMED,    /* public address of an allowed name */
 	POLICY_R_ADDR_LITERAL,  /* IP literal with no cidr rule */
 	POLICY_R_ADDR_CEILING,  /* cidr allow outside the organisation ceiling */
+	POLICY_R_LEARN,         /* no rule decided and the policy is in learn mode: allowed, to be recorded */
 };
 
 struct policy_decision {
@@ -208,8 +214,40 @@ enum policy_layer policy_rule_layer(const struct policy_rule *r);
 const char *policy_layer_name(enum policy_layer layer);
 const char *policy_verdict_name(enum policy_verdict v); /* "allow", "deny", "ask" */
 
+/* What an audit record names as the deciding rule: the rule's "file:line:col", POLICY_LEARN_RULE for a
+ * learn-mode allow, "" when nothing decided (default deny). */
+#define POLICY_LEARN_RULE "learn mode"
+const char *policy_decision_where(const struct policy_decision *d);
 /* ---- serialisation (sluiced hands a compiled policy to the proxy engine) ---- */
 
 /* Writes the policy as JSON that policy_builder_add_json reloads into an equal policy, each rule
  * keeping its original "file:line:col". Returns a malloced NUL-terminated string or NULL. */
 char *policy_serialize(const struct policy *p);
+/* ---- learn mode: the policy a run needed (learn.c) ---- */
+
+struct policy_learn;
+
+struct policy_learn_summary {
+	size_t destinations; /* distinct (host, port) pairs recorded */
+	size_t presets;      /* presets named */
+	size_t hosts;        /* "allow" entries (hosts and addresses) */
+};
+
+struct policy_learn *policy_learn_new(void);
+void policy_learn_free(struct policy_learn *l); /* NULL is a no-op */
+/* Records a destination the run was allowed to reach: a host name (canonicalised here) or an IP
+ * literal, and a port (0: the name was only looked up in DNS). Duplicates cost nothing.
+ * Returns 0, -EINVAL (neither a valid name nor an address), -E2BIG (too many) or -ENOMEM. */
+int policy_learn_add(struct policy_learn *l, const char *host, uint16_t port);
+/* Distinct destinations recorded so far. */
+size_t policy_learn_count(struct policy_learn *l);
+/* The smallest policy (JSON with comments, the policy file format) that allows every recorded
+ * destination: a preset of `preset_dir` (NULL: the default directory) is named when it covers a
+ * destination, the smallest that does and only if something still needs it; the rest are exact
+ * "allow" entries, sorted, one per host ("host" when reached on 80/443 only, else "host:P,Q"), and
+ * {"cidr": "ADDR/32"} for addresses. No wildcard is ever made up. `header` (may be NULL, lines
+ * separated by '\n') opens the text as // comments. The text is compiled again and checked to
+ * allow every destination. Returns it malloced, or NULL with *err set. */
+char *policy_learn_render(struct policy_learn *l, const char *preset_dir, const char *header,
+			  struct policy_learn_summary *sum, struct policy_error *err);
+

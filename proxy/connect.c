@@ -281,7 +281,7 @@ void proxy_connect_begin(struct proxy_session *s, struct bufferevent *client, co
 		refuse(c, 400, "deny", body);
 		return;
 	}
-	snprintf(c->rule, sizeof c->rule, "%s", policy_rule_where(c->t.dec.rule));
+	snprintf(c->rule, sizeof c->rule, "%s", policy_decision_where(&c->t.dec));
 	c->decision = policy_verdict_name(c->t.dec.verdict);
 	if (c->t.dec.verdict != POLICY_ALLOW) {
 		proxy_deny_body(body, sizeof body, s, c->t.host, c->t.port, c->t.reason, c->rule);

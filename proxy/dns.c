@@ -270,7 +270,7 @@ static void handle_query(struct dns_job *j, const uint8_t *wire, size_t len)
 	}
 	/* Port 0: "may this name be used at all". A denied name is answered here and never sent on. */
 	policy_decide(j->s->policy, j->host, 0, 0, &d);
-	snprintf(j->rule, sizeof j->rule, "%s", policy_rule_where(d.rule));
+	snprintf(j->rule, sizeof j->rule, "%s", policy_decision_where(&d));
 	j->decision = policy_verdict_name(d.verdict);
 	if (d.verdict != POLICY_ALLOW) {
 		snprintf(j->reason, sizeof j->reason, "%s", policy_decision_reason(&d));

@@ -717,7 +717,7 @@ static void handle_request(struct http_conn *c, const struct http_request *req, 
 		respond(c, 400, "deny", body);
 		return;
 	}
-	snprintf(c->rule, sizeof c->rule, "%s", policy_rule_where(c->t.dec.rule));
+	snprintf(c->rule, sizeof c->rule, "%s", policy_decision_where(&c->t.dec));
 	c->decision = policy_verdict_name(c->t.dec.verdict);
 	if (c->t.dec.verdict != POLICY_ALLOW) {
 		evbuffer_drain(in, head_len);

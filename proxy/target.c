@@ -9,11 +9,12 @@
 #include "http_parse.h"
 #include "proxy_int.h"
 
-/* The human-readable reason is formatted for denials (the 403 body and the log quote it); an allow
- * is logged with its rule, which says the same without formatting text per request. */
+/* The human-readable reason is formatted for denials (the 403 body and the log quote it) and for
+ * learn-mode allows (no rule to quote); an allow by a rule is logged with its rule, which says the
+ * same without formatting text per request. */
 static void set_reason(struct proxy_target *t)
 {
-	if (t->dec.verdict != POLICY_ALLOW)
+	if (t->dec.verdict != POLICY_ALLOW || t->dec.why == POLICY_R_LEARN)
 		snprintf(t->reason, sizeof t->reason, "%s", policy_decision_reason(&t->dec));
 }
 

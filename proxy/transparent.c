@@ -170,7 +170,7 @@ static void decide(struct tp_conn *c, const char *sni)
 		return;
 	}
 	policy_decide(c->s->policy, c->host, c->port, POLICY_M_CONNECT, &dec);
-	snprintf(c->rule, sizeof c->rule, "%s", policy_rule_where(dec.rule));
+	snprintf(c->rule, sizeof c->rule, "%s", policy_decision_where(&dec));
 	if (dec.verdict != POLICY_ALLOW) {
 		snprintf(c->reason, sizeof c->reason, "%s", policy_decision_reason(&dec));
 		deny(c, policy_verdict_name(dec.verdict), NULL);
