@@ -41,7 +41,9 @@
 #                         status body_length [note]).
 # lab_defer CMD...        runs CMD (a string for eval) first in lab_down, last registered first.
 # lab_down                stops everything (also the EXIT trap; idempotent). On failure it prints the tail of
-#                         every lab log as TAP diagnostics. LAB_KEEP=DIR copies $LAB_DIR to DIR first.
+#                         every lab log as TAP diagnostics. LAB_KEEP=DIR copies $LAB_DIR to DIR first. A
+#                         sanitizer (ASan, UBSan, LSan) or valgrind report in any lab log fails the test
+#                         ("Bail out!", exit 1) even when every check passed; lab_down then returns 1.
 # lab_bail MSG            "Bail out!" and exit 1 (lab set-up errors end the test).
 #
 # Variables: LAB_DIR (private, removed with the lab), LAB_ID, LAB_CA, LAB_DNS, LAB_DNS6, LAB_HOST4/6 and
@@ -167,8 +169,32 @@ _lab_private_run() {
 
 _lab_exit() {
 	local rc=$?
-	lab_down "$rc"
+	lab_down "$rc" || [ "$rc" -ne 0 ] || rc=1
 	exit "$rc"
+}
+
+# _lab_sanitizer_check: after every lab process has stopped, a sanitizer or valgrind report in any lab log
+# fails the test, even if every check passed: a daemon that aborted under ASan and was restarted (sluiced
+# restarts its engine) would otherwise go unnoticed. Also a valgrind run that ended before its report (it was
+# killed) counts. Prints "Bail out!" and the reports; returns 1 if there was any.
+_LAB_SANITIZER_RE='AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|ThreadSanitizer|runtime error:|ERROR SUMMARY: [1-9]'
+_lab_sanitizer_check() {
+	local f bad=0 started ended
+	for f in "$LAB_DIR"/log/*; do
+		[ -s "$f" ] || continue
+		if grep -Eq "$_LAB_SANITIZER_RE" "$f"; then
+			echo "Bail out! lab: a sanitizer/valgrind report in the lab log ${f##*/}"
+			grep -E -m 20 -A 12 "$_LAB_SANITIZER_RE" "$f" | head -n 80 | sed 's/^/#   /'
+			bad=1
+		fi
+		started=$(grep -c 'Memcheck, a memory error detector' "$f")
+		ended=$(grep -c 'ERROR SUMMARY:' "$f")
+		if [ "$started" -gt "$ended" ]; then
+			echo "Bail out! lab: valgrind in ${f##*/} was stopped before its report ($started runs, $ended reports)"
+			bad=1
+		fi
+	done
+	return "$bad"
 }
 
 lab_defer() {
@@ -227,6 +253,8 @@ lab_down() {
 		done
 		_lab_kill_wait 1 "${strays[@]}"
 	fi
+	local sanitizer=0
+	_lab_sanitizer_check || sanitizer=1
 	if [ "$rc" -ne 0 ]; then
 		for f in "$LAB_DIR"/log/*; do
 			[ -s "$f" ] || continue
@@ -243,7 +271,7 @@ lab_down() {
 	umount -n /etc/resolv.conf 2>/dev/null
 	rm -rf "$LAB_DIR"
 	LAB_DIR=
-	return 0
+	return "$sanitizer"
 }
 
 # --------------------------------------------------------------------------------------------- processes

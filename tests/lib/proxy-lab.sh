@@ -3,6 +3,26 @@
 
 PROXY_BIN=$SLUICE_BUILD_DIR/proxy/sluice-proxy
 
+# Under SLUICE_VALGRIND=1 sluice-proxy runs inside valgrind's memcheck: any error, or memory definitely lost
+# at exit, is in its log and lab_down fails the test (see _lab_sanitizer_check in lab.sh); so is a run that
+# was killed before valgrind could report. Valgrind is ~20x slower: PROXY_WAIT (seconds to wait for the
+# listener) and LAB_STOP_TIMEOUT (for the leak check at exit) are raised.
+PROXY_WAIT=5
+PROXY_VALGRIND=()
+if [ -n "${SLUICE_VALGRIND:-}" ]; then
+	PROXY_WAIT=60 LAB_STOP_TIMEOUT=30
+	PROXY_VALGRIND=(valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite
+		--show-leak-kinds=definite --track-fds=no --num-callers=30)
+fi
+
+# proxy_bg CONFIG [ARGS...]: starts sluice-proxy (lab_bg name "proxy") with CONFIG, in valgrind under
+# SLUICE_VALGRIND=1. Does not wait.
+proxy_bg() {
+	local cfg=$1
+	shift
+	lab_bg proxy "${PROXY_VALGRIND[@]}" "$PROXY_BIN" --config "$cfg" "$@"
+}
+
 # proxy_start SESSION POLICY_JSON [LIMITS_JSON]: writes the config, starts sluice-proxy (lab_bg name
 # "proxy") serving HTTP on GW:3128 and DNS on GW:53 for the lab session SESSION, waits until it listens.
 # Sets PROXY_GW, PROXY_ADDR, PROXY_AUDIT, PROXY_URL. $PROXY_EXTRA_SESSIONS (JSON objects, each with a
@@ -35,8 +55,8 @@ proxy_start() {
 		  ]
 		}
 	EOF
-	lab_bg proxy "$PROXY_BIN" --config "$LAB_DIR/proxy/config-$sess.json" --verbose
-	lab_wait_port "$sess" "$PROXY_GW" 3128 5 || lab_bail "sluice-proxy did not start: $(tail -n 5 "$(lab_log proxy)")"
+	proxy_bg "$LAB_DIR/proxy/config-$sess.json" --verbose
+	lab_wait_port "$sess" "$PROXY_GW" 3128 "$PROXY_WAIT" || lab_bail "sluice-proxy did not start: $(tail -n 5 "$(lab_log proxy)")"
 }
 
 # raw_http SESSION "BYTES" : sends BYTES (printf %b escapes) to the proxy, prints the status line's code.

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# reliability: small versions of the load checks of tools/bench-load.sh, so a regression fails the suite:
+# 1,000 concurrent CONNECT tunnels across 10 sessions all work and still work after being held; the engine's
+# descriptors return to their baseline after the tunnels close and after 1,000 aborted connections (TCP
+# resets at four stages); concurrent clients get N decisions and the audit log has exactly N new lines,
+# whole, with the hash chain intact; a slowloris + connection flood from one session leaves another
+# session served.
+set -u
+. "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
+. "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
+. "$SLUICE_SOURCE_DIR/tests/lib/proxy-lab.sh"
+. "$SLUICE_SOURCE_DIR/tests/lib/load-lab.sh"
+lab_enter "$@"
+ulimit -n "$(ulimit -Hn)" || lab_bail "cannot raise the descriptor limit to its hard limit"
+
+TUNNELS=${RELIABILITY_TUNNELS:-1000} SESSIONS=${RELIABILITY_SESSIONS:-10} ABORTS=${RELIABILITY_ABORTS:-1000}
+lab_internet_up >/dev/null
+load_up "$SESSIONS" '{"header_timeout_ms": 2000}'
+# warm up (first connections allocate the engine's lazily made state), then the baseline
+out=$(load_gen tunnels "$LOAD_SESSIONS" 20 $LOAD_TARGETS </dev/null)
+check_eq "warm-up tunnels work" 20 "$(json_get "$(head -n 1 <<<"$out")" ok)"
+base=$(load_wait_fds 0 1)
+diag "engine descriptors at rest: $base"
+
+# concurrent tunnels, held open
+coproc TUN { load_gen tunnels "$LOAD_SESSIONS" "$TUNNELS" $LOAD_TARGETS; }
+tun_pid=$TUN_PID
+read -r -t 120 first <&"${TUN[0]}"
+check_eq "$TUNNELS concurrent tunnels across $SESSIONS sessions are set up (echo checked)" "$TUNNELS" "$(json_get "$first" ok)"
+diag "tunnels: $first"
+fds=$(load_fds)
+check "the engine holds two descriptors per tunnel" test "$fds" -ge $((base + 2 * TUNNELS))
+echo go >&"${TUN[1]}"
+read -r -t 120 second <&"${TUN[0]}"
+check_eq "after being held, every tunnel still echoes" "$TUNNELS" "$(json_get "$second" alive)"
+wait "$tun_pid" 2>/dev/null
+after=$(load_wait_fds "$base" 20)
+check_eq "descriptors back to the baseline after the tunnels closed" "$base" "$after"
+
+# aborted connections
+out=$(load_gen abort "$LOAD_SESSIONS" "$ABORTS" allowed.test:7001 </dev/null)
+diag "aborts: $out"
+check_eq "$ABORTS connections aborted (reset after connect, in a head, in a tunnel, while dialling)" "$ABORTS" \
+	"$(json_get "$out" aborted)"
+after=$(load_wait_fds "$base" 20)
+check_eq "descriptors back to the baseline after $ABORTS aborted connections" "$base" "$after"
+out=$(load_gen tunnels "$LOAD_SESSIONS" 10 $LOAD_TARGETS </dev/null)
+check_eq "the engine still serves after the aborts" 10 "$(json_get "$(head -n 1 <<<"$out")" ok)"
+
+# N decisions, N lines
+sleep 0.5
+before=$(load_audit_lines)
+out=$(load_gen decisions "$LOAD_SESSIONS" 50 6 allowed.test:7002 </dev/null)
+diag "decisions: $out"
+n=$(json_get "$out" decisions)
+check_eq "every request of 50 concurrent clients got its decision" 300 "$n"
+lines=$(load_wait_lines $((before + n)) 10)
+sleep 0.5
+lines=$(load_audit_lines)
+check_eq "N decisions made, N audit lines written" "$n" "$((lines - before))"
+check "no torn line: every audit line is whole JSON" "$LAB_PYTHON" -c '
+import json, sys
+for line in open(sys.argv[1]): json.loads(line)' "$LOAD_AUDIT"
+check_match "the hash chain is intact" 'chain intact' "$("$SLUICE_BUILD_DIR/tools/sluicectl" log verify "$LOAD_AUDIT" 2>&1)"
+
+# one session floods; another is still served
+coproc FLOOD { load_gen flood "$LOAD_S2" 4 100 8; }
+flood_pid=$FLOOD_PID
+sleep 1
+out=$(load_gen latency "$LOAD_S1" 50 allowed.test:7003 </dev/null)
+diag "latency of session 1 during the flood: $out"
+check_eq "during a flood from session 2, session 1's 50 requests all succeed" 50 "$(json_get "$out" n)"
+read -r -t 30 fl <&"${FLOOD[0]}"
+diag "flood: $fl"
+wait "$flood_pid" 2>/dev/null
+check "the flood made connections" test "$(json_get "$fl" flood_conns)" -gt 100
+after=$(load_wait_fds "$base" 20)
+check_eq "descriptors back to the baseline after the flood" "$base" "$after"
+
+lab_stop proxy
+check_eq "the engine exits cleanly after it all" 0 "$LAB_STOP_STATUS"
+done_testing

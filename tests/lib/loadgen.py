@@ -1,0 +1,369 @@
+"""Load and fault generator for the reliability tests (tests/lib/load-lab.sh, tests/integration/reliability.sh,
+tests/integration/faults.sh, tools/bench-load.sh). Runs inside a lab namespace; never aims anywhere but the
+addresses it is given. One asyncio process holds thousands of sockets. Results go to stdout as one JSON object.
+
+  echo PORT...                    TCP echo server on 0.0.0.0:PORT (many connections, epoll)
+  badserver ADDR PORT MODE        a misbehaving web server: rst (half a response, then a TCP reset),
+                                  garbage (a status line that is not HTTP), halfclose (reads until the
+                                  peer's FIN, then answers with what it got and closes)
+  tunnels SESSIONS N TARGET...    opens N CONNECT tunnels (round-robin over the sessions, echo-checked), prints
+                                  {"ok","fail","errors","setup_s"}, then holds them until stdin has a line
+                                  (or closes), checks every one echoes again, prints {"alive"} and closes
+  abort SESSIONS N TARGET         N connections aborted with a TCP reset at different stages
+  latency SESSION N TARGET        N sequential CONNECT + one echo round trip; prints p50/p99/max in ms
+  flood SESSION SECONDS           slowloris (held half-heads, a byte a second) plus a connection flood
+                                  (open/close, denied CONNECTs) from one session, for SECONDS
+  decisions SESSIONS CLIENTS R TARGET
+                                  CLIENTS concurrent clients, R requests each (allowed CONNECT with an echo,
+                                  denied CONNECT, allowed GET); prints how many decisions came back
+
+SESSIONS is a file of lines "SRC GW" (a session's address and its gateway, the proxy on GW:3128); SESSION is
+"SRC@GW". TARGET is host:port (several: chosen round-robin).
+"""
+import asyncio
+import json
+import os
+import resource
+import socket
+import struct
+import sys
+import time
+
+PORT = 3128
+
+
+def raise_nofile():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 1 << 17
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, want))
+    except (ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def read_sessions(path):
+    out = []
+    for line in open(path):
+        f = line.split()
+        if len(f) >= 2:
+            out.append((f[0], f[1]))
+    return out
+
+
+def emit(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def rst(writer):
+    """Closes with a TCP reset (SO_LINGER 0)."""
+    try:
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    except OSError:
+        pass
+    writer.transport.abort()
+
+
+async def open_from(src, gw, timeout=10):
+    return await asyncio.wait_for(asyncio.open_connection(gw, PORT, local_addr=(src, 0)), timeout)
+
+
+async def connect_tunnel(src, gw, target, timeout=10):
+    """A CONNECT tunnel through the proxy; returns (reader, writer, status)."""
+    r, w = await open_from(src, gw, timeout)
+    w.write(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target.encode(), target.encode()))
+    head = await asyncio.wait_for(r.readuntil(b"\r\n\r\n"), timeout)
+    status = int(head.split(b" ", 2)[1]) if head.startswith(b"HTTP/1.") else 0
+    return r, w, status
+
+
+async def echo_round(r, w, token, timeout=10):
+    w.write(token)
+    got = await asyncio.wait_for(r.readexactly(len(token)), timeout)
+    return got == token
+
+
+def err_name(e):
+    if isinstance(e, asyncio.TimeoutError):
+        return "timeout"
+    if isinstance(e, asyncio.IncompleteReadError):
+        return "closed"
+    if isinstance(e, OSError) and e.errno:
+        return os.strerror(e.errno)
+    return type(e).__name__
+
+
+# ------------------------------------------------------------------------------------------------ servers
+
+async def echo_server(ports):
+    async def handle(r, w):
+        try:
+            while True:
+                data = await r.read(65536)
+                if not data:
+                    break
+                w.write(data)
+                await w.drain()
+        except (OSError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            w.transport.abort()
+
+    servers = [await asyncio.start_server(handle, "0.0.0.0", int(p), backlog=4096, reuse_address=True)
+               for p in ports]
+    print("echo: listening on", " ".join(ports), flush=True)
+    await asyncio.gather(*(s.serve_forever() for s in servers))
+
+
+async def bad_server(addr, port, mode):
+    async def handle(r, w):
+        try:
+            if mode == "halfclose":
+                # what a client sends through a tunnel, until its FIN; then the answer
+                data = await r.read()
+                w.write(b"got %d bytes after your FIN\n" % len(data))
+                await w.drain()
+                w.close()
+                return
+            await r.readuntil(b"\r\n\r\n")
+            if mode == "rst":
+                w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\nContent-Type: text/plain\r\n\r\n"
+                        + b"x" * 1000)
+                await w.drain()
+                await asyncio.sleep(0.2)
+                rst(w)
+            elif mode == "garbage":
+                w.write(b"HTXP/9.9 \x01\x02 garbage\r\nwhat: ever\r\n\r\nbody")
+                await w.drain()
+                await asyncio.sleep(0.2)
+                w.close()
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            w.transport.abort()
+
+    srv = await asyncio.start_server(handle, addr, int(port), backlog=128, reuse_address=True)
+    print("badserver %s on %s:%s" % (mode, addr, port), flush=True)
+    await srv.serve_forever()
+
+
+# ------------------------------------------------------------------------------------------------ clients
+
+async def tunnels(sessions, n, targets):
+    sem = asyncio.Semaphore(256)  # setups in flight (the SYN backlog and the proxy's accept loop)
+    held, errors = [], {}
+    fail = 0
+
+    async def one(i):
+        nonlocal fail
+        src, gw = sessions[i % len(sessions)]
+        async with sem:
+            try:
+                r, w, status = await connect_tunnel(src, gw, targets[i % len(targets)])
+                if status != 200:
+                    raise RuntimeError("status %d" % status)
+                if not await echo_round(r, w, b"tunnel %08d\n" % i):
+                    raise RuntimeError("echo mismatch")
+                held.append((i, r, w))
+            except Exception as e:  # noqa: BLE001 (counted and reported)
+                fail += 1
+                errors[err_name(e)] = errors.get(err_name(e), 0) + 1
+
+    t0 = time.monotonic()
+    await asyncio.gather(*(one(i) for i in range(n)))
+    emit({"ok": len(held), "fail": fail, "errors": errors, "setup_s": round(time.monotonic() - t0, 2)})
+    # hold until told (a line or EOF on stdin), then check every tunnel still works
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    sem2 = asyncio.Semaphore(1024)
+    alive = 0
+
+    async def again(i, r, w):
+        nonlocal alive
+        async with sem2:
+            try:
+                if await echo_round(r, w, b"again  %08d\n" % i):
+                    alive += 1
+            except Exception:  # noqa: BLE001
+                pass
+            w.transport.abort()
+
+    await asyncio.gather(*(again(i, r, w) for i, r, w in held))
+    emit({"alive": alive})
+
+
+async def abort(sessions, n, target):
+    """Aborts (TCP reset) at four stages: right after connect, inside a head, inside a tunnel, and while the
+    proxy is dialling/answering a CONNECT."""
+    sem = asyncio.Semaphore(128)
+    stages = {"connect": 0, "head": 0, "tunnel": 0, "dial": 0}
+    failed = {}
+
+    async def one(i):
+        src, gw = sessions[i % len(sessions)]
+        stage = ("connect", "head", "tunnel", "dial")[i % 4]
+        async with sem:
+            try:
+                if stage == "tunnel":
+                    r, w, status = await connect_tunnel(src, gw, target)
+                    if status == 200:
+                        w.write(b"half a message")
+                        await w.drain()
+                else:
+                    r, w = await open_from(src, gw)
+                    if stage == "head":
+                        w.write(b"GET http://allowed.test/ HTTP/1.1\r\nHost: allo")
+                        await w.drain()
+                    elif stage == "dial":
+                        w.write(b"CONNECT %s HTTP/1.1\r\n\r\n" % target.encode())
+                        await w.drain()
+                rst(w)
+                stages[stage] += 1
+            except Exception as e:  # noqa: BLE001
+                failed[err_name(e)] = failed.get(err_name(e), 0) + 1
+
+    t0 = time.monotonic()
+    await asyncio.gather(*(one(i) for i in range(n)))
+    emit({"aborted": sum(stages.values()), "stages": stages, "errors": failed,
+          "seconds": round(time.monotonic() - t0, 2)})
+
+
+def pct(vals, p):
+    s = sorted(vals)
+    if not s:
+        return None
+    k = min(len(s) - 1, max(0, int(round(p / 100.0 * len(s) + 0.5)) - 1))
+    return s[k]
+
+
+async def latency(session, n, target):
+    src, gw = session.split("@")
+    times, errors = [], {}
+    for i in range(n):
+        t = time.perf_counter()
+        try:
+            r, w, status = await connect_tunnel(src, gw, target, timeout=10)
+            if status != 200 or not await echo_round(r, w, b"ping %d\n" % i):
+                raise RuntimeError("status %d" % status)
+            times.append((time.perf_counter() - t) * 1000.0)
+            w.transport.abort()
+        except Exception as e:  # noqa: BLE001
+            errors[err_name(e)] = errors.get(err_name(e), 0) + 1
+    emit({"n": len(times), "p50_ms": round(pct(times, 50) or 0, 3), "p99_ms": round(pct(times, 99) or 0, 3),
+          "max_ms": round(max(times) if times else 0, 3), "errors": errors})
+
+
+async def flood(session, seconds, slow=400, workers=32):
+    src, gw = session.split("@")
+    end = time.monotonic() + seconds
+    stat = {"slowloris_opened": 0, "slowloris_408": 0, "flood_conns": 0, "denied_403": 0, "refused_503": 0,
+            "other": 0}
+
+    async def slowloris():
+        while time.monotonic() < end:
+            try:
+                r, w = await open_from(src, gw)
+                stat["slowloris_opened"] += 1
+                w.write(b"GET http://allowed.test/ HTTP/1.1\r\n")
+                while time.monotonic() < end:
+                    w.write(b"X")
+                    await w.drain()
+                    try:
+                        data = await asyncio.wait_for(r.read(4096), 1.0)
+                    except asyncio.TimeoutError:
+                        continue
+                    if data.startswith(b"HTTP/1.1 408"):
+                        stat["slowloris_408"] += 1
+                    elif data.startswith(b"HTTP/1.1 503"):
+                        stat["refused_503"] += 1
+                    break
+                w.transport.abort()
+            except Exception:  # noqa: BLE001
+                stat["other"] += 1
+                await asyncio.sleep(0.1)
+
+    async def flooder(k):
+        while time.monotonic() < end:
+            try:
+                r, w = await open_from(src, gw)
+                stat["flood_conns"] += 1
+                if k % 2:
+                    w.transport.abort()  # open and close at once
+                    continue
+                w.write(b"CONNECT evil.test:443 HTTP/1.1\r\nHost: evil.test:443\r\n\r\n")
+                head = await asyncio.wait_for(r.readuntil(b"\r\n\r\n"), 10)
+                if head.startswith(b"HTTP/1.1 403"):
+                    stat["denied_403"] += 1
+                elif head.startswith(b"HTTP/1.1 503"):
+                    stat["refused_503"] += 1
+                else:
+                    stat["other"] += 1
+                w.transport.abort()
+            except Exception:  # noqa: BLE001
+                stat["other"] += 1
+                await asyncio.sleep(0.01)
+
+    await asyncio.gather(*(slowloris() for _ in range(slow)), *(flooder(k) for k in range(workers)))
+    emit(stat)
+
+
+async def decisions(sessions, clients, reqs, target):
+    """Each request is one decision the proxy must log: an allowed tunnel (logged when it ends), a denied
+    CONNECT (403) and an allowed plain GET. Counts the answers that came back."""
+    got = {"tunnel_200": 0, "denied_403": 0, "get_200": 0, "other": 0}
+
+    async def client(c):
+        src, gw = sessions[c % len(sessions)]
+        for k in range(reqs):
+            kind = (c + k) % 3
+            try:
+                if kind == 0:
+                    r, w, status = await connect_tunnel(src, gw, target)
+                    if status == 200 and await echo_round(r, w, b"decision %d %d\n" % (c, k)):
+                        got["tunnel_200"] += 1
+                    else:
+                        got["other"] += 1
+                    w.close()
+                elif kind == 1:
+                    r, w, status = await connect_tunnel(src, gw, "evil.test:443")
+                    got["denied_403" if status == 403 else "other"] += 1
+                    w.close()
+                else:
+                    r, w = await open_from(src, gw)
+                    w.write(b"GET http://allowed.test/decision-%d-%d HTTP/1.1\r\nHost: allowed.test\r\n"
+                            b"Connection: close\r\n\r\n" % (c, k))
+                    data = await asyncio.wait_for(r.read(), 20)
+                    got["get_200" if data.startswith(b"HTTP/1.1 200") else "other"] += 1
+                    w.close()
+            except Exception:  # noqa: BLE001
+                got["other"] += 1
+
+    t0 = time.monotonic()
+    await asyncio.gather(*(client(c) for c in range(clients)))
+    got["decisions"] = got["tunnel_200"] + got["denied_403"] + got["get_200"]
+    got["seconds"] = round(time.monotonic() - t0, 2)
+    emit(got)
+
+
+def main():
+    raise_nofile()
+    cmd, args = sys.argv[1], sys.argv[2:]
+    if cmd == "echo":
+        coro = echo_server(args)
+    elif cmd == "badserver":
+        coro = bad_server(args[0], args[1], args[2])
+    elif cmd == "tunnels":
+        coro = tunnels(read_sessions(args[0]), int(args[1]), args[2:])
+    elif cmd == "abort":
+        coro = abort(read_sessions(args[0]), int(args[1]), args[2])
+    elif cmd == "latency":
+        coro = latency(args[0], int(args[1]), args[2])
+    elif cmd == "flood":
+        coro = flood(args[0], float(args[1]), *(int(a) for a in args[2:4]))
+    elif cmd == "decisions":
+        coro = decisions(read_sessions(args[0]), int(args[1]), int(args[2]), args[3])
+    else:
+        sys.exit("loadgen: unknown command %r (see the docstring)" % cmd)
+    asyncio.run(coro)
+
+
+if __name__ == "__main__":
+    main()
