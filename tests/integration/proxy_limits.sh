@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# proxy_limits: sluice-proxy's robustness in the lab: a slow request head gets 408 (slowloris), the
-# per-session connection cap answers 503, connections from an address that is no session (or to another
-# session's gateway) are closed unanswered, and when the audit log cannot be written new connections
-# are refused (503) without any request reaching the internet, until the log works again.
+# proxy_limits: sluice-proxy's robustness in the lab: a slow request head gets 408 (slowloris), an origin
+# that does not answer and a destination that drops SYNs get 504 (idle and connect timeouts), an idle
+# kept-alive client connection is closed, the per-session connection cap answers 503, connections from an
+# address that is no session (or to another session's gateway) are closed unanswered, and when the audit
+# log cannot be written new connections are refused (503) without any request reaching the internet,
+# until the log works again.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
 . "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
@@ -20,7 +22,20 @@ mkdir -p "$LAB_DIR/auditfs"
 mount -n -t tmpfs -o size=64k,mode=0755 lab-audit "$LAB_DIR/auditfs" || lab_bail "cannot mount a tmpfs"
 PROXY_AUDIT=$LAB_DIR/auditfs/audit.log
 PROXY_EXTRA_SESSIONS=",{\"id\": \"s2\", \"addr4\": \"$s2a\", \"gw4\": \"$s2g\", \"policy\": {\"allow\": [\"allowed.test\"]}}"
-proxy_start s1 '{"allow": ["allowed.test"]}' '{"header_timeout_ms": 1000, "max_conns_per_session": 3}'
+# silent.test: the lab internet has its address but drops the SYNs to its port 80 (an nft rule in the
+# inet namespace), so a connect there can only time out.
+LAB_SILENT4=198.18.1.99
+lab_dns_add silent.test "$LAB_SILENT4"
+lab_exec inet nft -f - <<EOF || lab_bail "cannot install the SYN-drop rule in the inet namespace"
+table inet lab_silent {
+	chain input {
+		type filter hook input priority 0; policy accept;
+		ip daddr $LAB_SILENT4 tcp dport 80 drop
+	}
+}
+EOF
+proxy_start s1 '{"allow": ["allowed.test", "silent.test"]}' \
+	'{"header_timeout_ms": 1000, "max_conns_per_session": 3, "idle_timeout_ms": 2000, "connect_timeout_ms": 1000}'
 CURL=(lab_exec s1 curl -sS -m 10 --noproxy '' -x "$PROXY_URL")
 check_eq "baseline request works" 200 "$("${CURL[@]}" -o /dev/null -w '%{http_code}' http://allowed.test/)"
 
@@ -50,6 +65,54 @@ sleep 0.2
 check_eq "after the held connections closed, requests work again" 200 \
 	"$("${CURL[@]}" -o /dev/null -w '%{http_code}' http://allowed.test/)"
 
+# timeouts. An origin that accepts and reads the request but does not answer within the idle timeout
+# (2 s; /slow/MS answers after MS ms): 504 with the reason, after about 2 s.
+out=$(lab_exec s1 "$LAB_PYTHON" - "$PROXY_GW" <<'PY'
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], 3128), timeout=10)
+t = time.time()
+s.sendall(b"GET http://allowed.test/slow/8000 HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+data = b""
+while True:
+    chunk = s.recv(4096)
+    if not chunk:
+        break
+    data += chunk
+    if b"\r\n\r\n" in data and b"timeout" in data.split(b"\r\n\r\n", 1)[1]:
+        break
+print(round(time.time() - t, 1), data.decode("latin-1").replace("\r\n", " | "))
+PY
+)
+check_match "origin that never answers: 504" '^[0-9.]+ HTTP/1.1 504 Gateway Timeout' "$out"
+check_match "the 504 body gives the reason" 'did not respond within the idle timeout' "$out"
+check_match "the 504 comes after the idle timeout (2 s)" '^(1\.[89]|2\.[0-9]|3\.[0-4]) ' "$out"
+# A destination that drops SYNs: the connect timeout (1 s) ends it with a 504 that says so.
+t0=$(_lab_now_ms)
+out=$("${CURL[@]}" -D - http://silent.test/ 2>&1)
+t1=$(_lab_now_ms)
+check_match "SYNs dropped: 504" '^HTTP/1.1 504' "$out"
+check_match "the 504 says the connection timed out" 'connecting to silent.test .*timed out' "$out"
+check "the connect timeout ended it (1 s, before the 2 s idle timeout)" test $((t1 - t0)) -ge 900 -a $((t1 - t0)) -lt 1900
+# A kept-alive client connection with nothing to do is closed after the idle timeout.
+out=$(lab_exec s1 "$LAB_PYTHON" - "$PROXY_GW" <<'PY'
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], 3128), timeout=10)
+s.sendall(b"GET http://allowed.test/ka HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+data = b""
+while b"\r\n\r\n" not in data:
+    data += s.recv(4096)
+head, body = data.split(b"\r\n\r\n", 1)
+n = int([l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0])
+while len(body) < n:
+    body += s.recv(4096)
+t = time.time()
+rest = s.recv(4096)
+print(head.split(b"\r\n")[0].decode(), "closed" if rest == b"" else "data", round(time.time() - t, 1))
+PY
+)
+check_match "idle keep-alive client connection: closed after the idle timeout (2 s)" \
+	'^HTTP/1.1 200 OK closed (1\.[89]|2\.[0-9]|3\.[0-4])$' "$out"
+
 # sessions are known by their source address and must talk to their own gateway
 check_not "an address that is no session gets no answer" \
 	lab_exec s3 curl -sS -m 3 --noproxy '' -x "$PROXY_URL" -o /dev/null http://allowed.test/
@@ -77,7 +140,8 @@ sleep 0.2
 n=$("$LAB_PYTHON" -c '
 import json, sys
 print(sum(1 for l in open(sys.argv[1]) if json.loads(l)["protocol"] == "http" and json.loads(l)["status"] == 200))' "$PROXY_AUDIT")
-check_eq "no record lost: one allow line per request that went out" "$((ok + 3))" "$n"
+# ok + baseline, after-held, /ka (idle keep-alive) and after
+check_eq "no record lost: one allow line per request that went out" "$((ok + 4))" "$n"
 check "no torn line: every audit line is whole JSON" "$LAB_PYTHON" -c '
 import json, sys
 for line in open(sys.argv[1]): json.loads(line)' "$PROXY_AUDIT"
