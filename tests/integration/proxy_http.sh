@@ -48,6 +48,9 @@ check_match "403 body names the host and how to allow it" 'host: +evil.test' "$b
 check_match "403 body says how to allow" 'allow evil.test:80' "$body"
 out=$("${CURL[@]}" -D - -o /dev/null http://evil.allowed.test/)
 check_match "deny rule beats wildcard allow, rule quoted" 'X-Sluice-Decision: deny; rule=.*policy-s1.json:[0-9]+:[0-9]+' "$out"
+body=$("${CURL[@]}" http://evil.allowed.test/)
+check_match "403 body of an explicit deny names the deciding rule file:line:col" \
+	"rule: +$LAB_DIR/proxy/policy-s1.json:[0-9]+:[0-9]+" "$body"
 code=$("${CURL[@]}" -o /dev/null -w '%{http_code}' -X DELETE http://x.allowed.test/)
 check_eq "method not allowed by the rule: 403" 403 "$code"
 code=$("${CURL[@]}" -o /dev/null -w '%{http_code}' http://allowed.test:8443/)
