@@ -68,6 +68,15 @@ lab_wait_port inet "$LAB_ALLOWED4" 9090 5
 out=$("${CURL[@]}" -v http://allowed.test:9090/one http://allowed.test:9090/two 2>&1)
 check_eq "upstream closed a reused connection: both requests answered" 2 "$(grep -c '^oneshot$' <<<"$out")"
 
+# ---- hop-by-hop fields (RFC 9110 7.6.1) and those named by Connection are removed; end-to-end ones pass
+body=$("${CURL[@]}" -H 'Connection: X-Foo' -H 'X-Foo: 1' -H 'Proxy-Authorization: x' -H 'Keep-Alive: 5' \
+	-H 'TE: trailers' -H 'Proxy-Connection: keep-alive' -H 'X-End-To-End: kept' http://allowed.test/hop)
+names=$("$LAB_PYTHON" -c 'import json,sys; print(" ".join(sorted(k.lower() for k, v in json.loads(sys.stdin.read())["headers"])))' <<<"$body")
+check_match "hop-by-hop: the end-to-end header reaches the origin" '(^| )x-end-to-end( |$)' "$names"
+for h in connection x-foo proxy-authorization keep-alive te proxy-connection; do
+	check_not "hop-by-hop: $h is not forwarded to the origin" grep -qw -- "$h" <<<"${names// /$'\n'}"
+done
+
 # ---- redirects are passed to the client, never followed
 out=$("${CURL[@]}" -D - -o /dev/null http://allowed.test/redirect/evil.test/x)
 check_match "redirect passed through" '^HTTP/1.1 30[12]' "$out"
