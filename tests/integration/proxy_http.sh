@@ -12,11 +12,27 @@ _lab_need curl
 
 lab_internet_up >/dev/null
 lab_session s1 >/dev/null
+# s2 has the same name rules plus, in its organisation layer (a project file may not open a forbidden
+# range), a CIDR rule opening the private address intranet.test resolves to; the lab's internet answers
+# on that address (inside the lab's own namespaces, like every other lab address).
+lab_session s2 >/dev/null
+read -r s2a s2g s2a6 s2g6 _ < <(lab_session_info s2)
+LAB_INTRANET4=10.255.255.2
+lab_dns_add intranet.test "$LAB_INTRANET4"
+lab_inet_addr "$LAB_INTRANET4"
+ip route add "$LAB_INTRANET4/32" via "$LAB_INET4" || lab_bail "route to $LAB_INTRANET4"
+mkdir -p "$LAB_DIR/proxy"
+printf '{"allow": [{"host": "intranet.test", "ports": [80]}]}\n' >"$LAB_DIR/proxy/intranet-name.json"
+printf '{"allow": [{"cidr": "10.255.255.0/24", "ports": [80]}]}\n' >"$LAB_DIR/proxy/intranet-cidr.json"
+PROXY_EXTRA_SESSIONS=",{\"id\": \"s2\", \"addr4\": \"$s2a\", \"gw4\": \"$s2g\", \"addr6\": \"$s2a6\", \"gw6\": \"$s2g6\",
+  \"policy\": {\"files\": [\"$LAB_DIR/proxy/intranet-name.json\"], \"org_files\": [\"$LAB_DIR/proxy/intranet-cidr.json\"]}}"
+PROXY_EXTRA_LISTEN=",{\"kind\": \"http\", \"address\": \"$s2g:3128\"}"
 proxy_start s1 '{
   "allow": [
     {"host": "allowed.test", "ports": [80, 443, 8080, 9090]},
     {"host": "registry.test", "ports": [80, 443]},
     {"host": "private.test", "ports": [80]},
+    {"host": "intranet.test", "ports": [80]},
     {"host": "meta.test", "ports": [80]},
     {"host": "nxdomain.test", "ports": [80]},
     {"host": "closed.test", "ports": [81]},
@@ -76,6 +92,15 @@ check_match "hop-by-hop: the end-to-end header reaches the origin" '(^| )x-end-t
 for h in connection x-foo proxy-authorization keep-alive te proxy-connection; do
 	check_not "hop-by-hop: $h is not forwarded to the origin" grep -qw -- "$h" <<<"${names// /$'\n'}"
 done
+
+# ---- a CIDR rule opens a private range: the same name is refused without it (s1) and allowed with it
+CURL2=(lab_exec s2 curl -sS -m 10 --noproxy '' -x "http://$s2g:3128")
+out=$("${CURL[@]}" -D - http://intranet.test/ 2>&1)
+check_match "private address without a CIDR rule -> 403" '^HTTP/1.1 403' "$out"
+check_match "the 403 names the forbidden address" "address $LAB_INTRANET4 is in a forbidden range" "$out"
+body=$("${CURL2[@]}" http://intranet.test/cidr 2>&1)
+check_match "private address with a {\"cidr\": ...} rule -> reaches the origin" '"target": ?"/cidr"' "$body"
+check_match "the origin was reached on the private address" "\"addr\": ?\"$LAB_INTRANET4\"" "$body"
 
 # ---- redirects are passed to the client, never followed
 out=$("${CURL[@]}" -D - -o /dev/null http://allowed.test/redirect/evil.test/x)

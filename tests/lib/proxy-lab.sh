@@ -26,7 +26,8 @@ proxy_bg() {
 # proxy_start SESSION POLICY_JSON [LIMITS_JSON]: writes the config, starts sluice-proxy (lab_bg name
 # "proxy") serving HTTP on GW:3128 and DNS on GW:53 for the lab session SESSION, waits until it listens.
 # Sets PROXY_GW, PROXY_ADDR, PROXY_AUDIT, PROXY_URL. $PROXY_EXTRA_SESSIONS (JSON objects, each with a
-# leading comma) and $PROXY_AUDIT (path) may be set before.
+# leading comma), $PROXY_EXTRA_LISTEN (listen objects, each with a leading comma: the gateways of the extra
+# sessions) and $PROXY_AUDIT (path) may be set before.
 proxy_start() {
 	local sess=$1 policy=$2 limits=${3:-'{}'} info
 	read -r PROXY_ADDR PROXY_GW PROXY_ADDR6 PROXY_GW6 _ < <(lab_session_info "$sess")
@@ -46,6 +47,7 @@ proxy_start() {
 		    {"kind": "dns", "address": "$PROXY_GW:53"},
 		    {"kind": "http", "address": "[$PROXY_GW6]:3128"},
 		    {"kind": "dns", "address": "[$PROXY_GW6]:53"}
+		    ${PROXY_EXTRA_LISTEN:-}
 		  ],
 		  "sessions": [
 		    {"id": "$sess", "uid": 1000, "command": "test \"$sess\"", "addr4": "$PROXY_ADDR", "gw4": "$PROXY_GW",
