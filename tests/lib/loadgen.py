@@ -11,8 +11,10 @@ addresses it is given. One asyncio process holds thousands of sockets. Results g
                                   (or closes), checks every one echoes again, prints {"alive"} and closes
   abort SESSIONS N TARGET         N connections aborted with a TCP reset at different stages
   latency SESSION N TARGET        N sequential CONNECT + one echo round trip; prints p50/p99/max in ms
-  flood SESSION SECONDS           slowloris (held half-heads, a byte a second) plus a connection flood
-                                  (open/close, denied CONNECTs) from one session, for SECONDS
+  flood SESSION SECONDS [SLOW [WORKERS]]
+                                  slowloris (SLOW held half-heads, a byte a second) plus a connection flood
+                                  (WORKERS loops of open/close and denied CONNECTs) from one session, for
+                                  SECONDS or until a line (or EOF) on stdin
   decisions SESSIONS CLIENTS R TARGET
                                   CLIENTS concurrent clients, R requests each (allowed CONNECT with an echo,
                                   denied CONNECT, allowed GET); prints how many decisions came back
@@ -27,6 +29,7 @@ import resource
 import socket
 import struct
 import sys
+import threading
 import time
 
 PORT = 3128
@@ -254,6 +257,17 @@ async def latency(session, n, target):
 async def flood(session, seconds, slow=400, workers=32):
     src, gw = session.split("@")
     end = time.monotonic() + seconds
+    loop = asyncio.get_running_loop()
+
+    def stop_on_stdin():  # a line (or EOF) on stdin ends the flood early
+        sys.stdin.readline()
+
+        def stop():
+            nonlocal end
+            end = 0
+        loop.call_soon_threadsafe(stop)
+
+    threading.Thread(target=stop_on_stdin, daemon=True).start()
     stat = {"slowloris_opened": 0, "slowloris_408": 0, "flood_conns": 0, "denied_403": 0, "refused_503": 0,
             "other": 0}
 
