@@ -329,3 +329,77 @@ int netd_session_end(const char *id, char *err, size_t errlen)
 	close(fd);
 	return r;
 }
+
+static void fill_ask(const struct ipc_msg *m, struct netd_ask_entry *e)
+{
+	memset(e, 0, sizeof *e);
+	copy_str(e->id, sizeof e->id, m, NETD_A_ASK_ID);
+	copy_str(e->session, sizeof e->session, m, NETD_A_ID);
+	copy_str(e->protocol, sizeof e->protocol, m, NETD_A_PROTOCOL);
+	copy_str(e->method, sizeof e->method, m, NETD_A_METHOD);
+	copy_str(e->host, sizeof e->host, m, NETD_A_HOST);
+	e->uid = ipc_get_u32(m, NETD_A_UID, 0);
+	e->port = ipc_get_u16(m, NETD_A_DPORT, 0);
+	e->timeout_s = ipc_get_u32(m, NETD_A_TIMEOUT, 0);
+	e->created = (long long)ipc_get_u64(m, NETD_A_CREATED, 0);
+}
+
+int netd_asks_list(void (*fn)(const struct netd_ask_entry *e, void *arg), void *arg, char *err, size_t errlen)
+{
+	int fd = daemon_connect(err, errlen), r;
+
+	if (fd < 0)
+		return fd;
+	r = ipc_send_empty(fd, NETD_MSG_ASKS, 1);
+	while (r == 0) {
+		struct ipc_msg m = {0};
+		struct netd_ask_entry e;
+
+		r = recv_reply(fd, 1, &m, err, errlen);
+		if (r == 0 && m.type == NETD_MSG_LIST_END) {
+			ipc_msg_clear(&m);
+			break;
+		}
+		if (r == 0 && m.type == NETD_MSG_ASK) {
+			fill_ask(&m, &e);
+			fn(&e, arg);
+		} else if (r == 0) {
+			r = -EPROTO;
+		}
+		ipc_msg_clear(&m);
+	}
+	close(fd);
+	return r;
+}
+
+int netd_ask_decide(const char *id, bool allow, struct netd_ask_entry *out, char *err, size_t errlen)
+{
+	struct ipc_msg m = {0};
+	struct ipc_buf b;
+	int fd, r;
+
+	if (!id || strlen(id) != NETD_ASK_ID_MAX || strspn(id, "0123456789abcdef") != NETD_ASK_ID_MAX) {
+		snprintf(err, errlen, "bad request id \"%s\": want the %d hex digits `sluicectl asks` shows", id ? id : "",
+			 NETD_ASK_ID_MAX);
+		return -EINVAL;
+	}
+	fd = daemon_connect(err, errlen);
+	if (fd < 0)
+		return fd;
+	r = ipc_buf_init(&b, NETD_MSG_DECIDE, 1);
+	if (r == 0) {
+		ipc_buf_put_str(&b, NETD_A_ASK_ID, id);
+		ipc_buf_put_u8(&b, NETD_A_VERDICT, allow ? 1 : 0);
+		r = ipc_send(fd, &b);
+		ipc_buf_release(&b);
+	}
+	if (r == 0)
+		r = recv_reply(fd, 1, &m, err, errlen);
+	if (r == 0 && m.type != NETD_MSG_ASK)
+		r = -EPROTO;
+	if (r == 0 && out)
+		fill_ask(&m, out);
+	ipc_msg_clear(&m);
+	close(fd);
+	return r;
+}

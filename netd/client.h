@@ -55,3 +55,22 @@ int netd_sessions_list(void (*fn)(const struct netd_session_entry *e, void *arg)
 		       size_t errlen);
 /* Ends a session by id (root: any; others: their own). */
 int netd_session_end(const char *id, char *err, size_t errlen);
+
+/* ---- held requests (interactive approval, `sluice run --ask`; daemon only) ---- */
+
+struct netd_ask_entry {
+	char id[16];        /* the ask id sluicectl approve|deny takes */
+	char session[64];
+	unsigned uid;       /* the session's owner */
+	char protocol[16];  /* "http" or "connect" */
+	char method[33];
+	char host[254];
+	unsigned port;
+	unsigned timeout_s;
+	long long created;  /* unix time */
+};
+
+/* Lists held requests the caller may decide (root: all; others: their own sessions'). */
+int netd_asks_list(void (*fn)(const struct netd_ask_entry *e, void *arg), void *arg, char *err, size_t errlen);
+/* Approves (allow) or denies a held request; *out (may be NULL) receives what was decided. */
+int netd_ask_decide(const char *id, bool allow, struct netd_ask_entry *out, char *err, size_t errlen);

@@ -208,6 +208,72 @@ static void handle_end(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 	ipc_send_empty(c->fd, NETD_MSG_OK, m->seq);
 }
 
+static int send_ask(int fd, uint32_t seq, const struct netd_ask *a)
+{
+	struct ipc_buf b;
+	int r;
+
+	if ((r = ipc_buf_init(&b, NETD_MSG_ASK, seq)) < 0)
+		return r;
+	ipc_buf_put_str(&b, NETD_A_ASK_ID, a->id);
+	ipc_buf_put_str(&b, NETD_A_ID, a->session);
+	ipc_buf_put_u32(&b, NETD_A_UID, (uint32_t)a->uid);
+	ipc_buf_put_str(&b, NETD_A_PROTOCOL, a->protocol);
+	ipc_buf_put_str(&b, NETD_A_METHOD, a->method);
+	ipc_buf_put_str(&b, NETD_A_HOST, a->host);
+	ipc_buf_put_u16(&b, NETD_A_DPORT, a->port);
+	ipc_buf_put_u32(&b, NETD_A_TIMEOUT, a->timeout_s);
+	ipc_buf_put_u64(&b, NETD_A_CREATED, (uint64_t)a->created);
+	r = ipc_send(fd, &b);
+	ipc_buf_release(&b);
+	return r;
+}
+
+/* Held requests the caller may decide: root all, a user those of their own sessions (SO_PEERCRED). */
+static void handle_asks(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
+{
+	for (const struct netd_ask *a = d->asks; a; a = a->next) {
+		if (c->uid != 0 && a->uid != c->uid)
+			continue;
+		if (send_ask(c->fd, m->seq, a) < 0)
+			return;
+	}
+	ipc_send_empty(c->fd, NETD_MSG_LIST_END, m->seq);
+}
+
+static void handle_decide(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
+{
+	struct netd_ask *a = netd_ask_find(d, ipc_get_str(m, NETD_A_ASK_ID));
+	uint8_t v = ipc_get_u8(m, NETD_A_VERDICT, 0);
+	char err[NETD_ERRMSG_MAX + 1];
+	int r;
+
+	/* the same answer for "no such request" and "not yours": others' requests are not probed */
+	if (!a || (c->uid != 0 && a->uid != c->uid) || !netd_sess_find(d, a->session)) {
+		netd_send_error(c->fd, m->seq, ENOENT,
+				"no such held request of yours (it may have been decided or timed out: `sluicectl asks`)");
+		return;
+	}
+	if (v > 1) {
+		netd_send_error(c->fd, m->seq, EINVAL, "verdict must be 0 (deny) or 1 (approve)");
+		return;
+	}
+	if (v == 1 && (r = netd_ask_check_org(d, a, err, sizeof err)) < 0) {
+		netd_send_error(c->fd, m->seq, r, err);
+		return;
+	}
+	r = netd_engine_verdict(d, a->id, v == 1, c->uid);
+	if (r < 0) {
+		netd_send_error(c->fd, m->seq, r, "the proxy engine is not running; the request was not decided");
+		return;
+	}
+	log_info("session %s: %s %s:%u %s by uid %u", a->session, a->id, a->host, a->port,
+		 v ? "approved" : "denied", (unsigned)c->uid);
+	/* the reply says what was decided (sluicectl writes --remember from it) */
+	send_ask(c->fd, m->seq, a);
+	netd_ask_remove(d, a->id);
+}
+
 static void conn_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct netd_conn *c = arg;
@@ -251,6 +317,12 @@ static void conn_cb(evutil_socket_t fd, short what, void *arg)
 			break;
 		case NETD_MSG_END:
 			handle_end(d, c, &m);
+			break;
+		case NETD_MSG_ASKS:
+			handle_asks(d, c, &m);
+			break;
+		case NETD_MSG_DECIDE:
+			handle_decide(d, c, &m);
 			break;
 		default:
 			break;

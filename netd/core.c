@@ -525,6 +525,7 @@ void netd_free(struct netd *d)
 	d->reaper = NULL;
 	netd_nflog_free(d->nflog);
 	netd_engine_free(d->engine);
+	netd_asks_drop_session(d, NULL);
 	for (int i = 0; i < 4; i++) {
 		if (d->listen_fds[i] >= 0)
 			close(d->listen_fds[i]);
@@ -650,6 +651,12 @@ static char *compile_policy(struct netd *d, const char *json, uid_t uid, bool *t
 		goto out;
 	}
 	*transparent = policy_get_options(p)->transparent;
+	if (policy_get_options(p)->ask && d->cfg.embedded) {
+		/* nobody could reach an embedded helper to decide: fail closed and say what works */
+		snprintf(err, errlen, "interactive approval (--ask, option \"ask\") needs sluiced, which decides "
+			 "through `sluicectl approve`: start it with `sudo systemctl start sluiced`");
+		goto out;
+	}
 	out = policy_serialize(p);
 	if (!out)
 		snprintf(err, errlen, "out of memory serialising the policy");
@@ -657,6 +664,40 @@ out:
 	policy_unref(p);
 	policy_builder_free(b);
 	return out;
+}
+
+int netd_ask_check_org(struct netd *d, const struct netd_ask *a, char *err, size_t errlen)
+{
+	struct policy_builder *b = policy_builder_new();
+	struct policy_error pe = {0};
+	struct policy_decision dec;
+	struct policy *p = NULL;
+	char buf[POLICY_ERR_MAX + 300];
+	unsigned method = strcmp(a->protocol, "connect") == 0 ? POLICY_M_CONNECT
+	                  : policy_method_from_name(a->method, strlen(a->method));
+	int r = -EPERM;
+
+	if (!b) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	/* The organisation layer as it is now (it may have changed since the session started): an
+	 * approval never reaches past a deny rule or the ceiling of /etc/sluice. */
+	if (policy_builder_add_standard_layers(b, d->cfg.sysconfdir, NULL, NULL, &pe) < 0 ||
+	    !(p = policy_builder_compile(b, &pe))) {
+		snprintf(err, errlen, "cannot read the organisation policy: %s", policy_error_format(&pe, buf, sizeof buf));
+		goto out;
+	}
+	policy_decide(p, a->host, a->port, method, &dec);
+	if (dec.verdict == POLICY_DENY && (dec.why == POLICY_R_DENY_RULE || dec.why == POLICY_R_CEILING)) {
+		snprintf(err, errlen, "not approved: the organisation policy forbids it: %s", policy_decision_reason(&dec));
+		goto out;
+	}
+	r = 0;
+out:
+	policy_unref(p);
+	policy_builder_free(b);
+	return r;
 }
 
 static void session_free(struct netd_sess *s)
@@ -858,6 +899,7 @@ void netd_sess_close(struct netd *d, struct netd_sess *s)
 	if (s->next)
 		s->next->prev = s->prev;
 	d->nsessions--;
+	netd_asks_drop_session(d, s->id);
 	netd_engine_session_remove(d, s);
 	session_unwire(d, s, true);
 	log_info("session %s ended", s->id);

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "policy.h"
 #include "util.h"
 
 #define ENGINE_DROP_RATE 1000 /* NFLOG drops forwarded per second at most */
@@ -186,6 +187,114 @@ void netd_engine_reopen_log(struct netd *d)
 	close(fd);
 }
 
+/* ---- held requests (policy option "ask") ---- */
+
+struct netd_ask *netd_ask_find(struct netd *d, const char *id)
+{
+	for (struct netd_ask *a = d->asks; a && id; a = a->next)
+		if (strcmp(a->id, id) == 0)
+			return a;
+	return NULL;
+}
+
+void netd_ask_remove(struct netd *d, const char *id)
+{
+	for (struct netd_ask **p = &d->asks; *p; p = &(*p)->next)
+		if (strcmp((*p)->id, id) == 0) {
+			struct netd_ask *a = *p;
+			*p = a->next;
+			d->nasks--;
+			free(a);
+			return;
+		}
+}
+
+void netd_asks_drop_session(struct netd *d, const char *session_id)
+{
+	for (struct netd_ask **p = &d->asks; *p;) {
+		struct netd_ask *a = *p;
+		if (!session_id || strcmp(a->session, session_id) == 0) {
+			*p = a->next;
+			d->nasks--;
+			free(a);
+		} else {
+			p = &a->next;
+		}
+	}
+}
+
+int netd_engine_verdict(struct netd *d, const char *ask_id, bool allow, uid_t by)
+{
+	struct netd_engine *e = d->engine;
+	struct ipc_buf b;
+	int r;
+
+	if (!e || !e->ready)
+		return -EHOSTDOWN;
+	if ((r = ipc_buf_init(&b, NETD_ENG_VERDICT, next_seq(e))) < 0)
+		return r;
+	ipc_buf_put_str(&b, NETD_A_ASK_ID, ask_id);
+	ipc_buf_put_u8(&b, NETD_A_VERDICT, allow ? 1 : 0);
+	ipc_buf_put_u32(&b, NETD_A_UID, (uint32_t)by);
+	r = ipc_send(e->sock, &b);
+	ipc_buf_release(&b);
+	return r;
+}
+
+static bool hex_id(const char *s)
+{
+	return strlen(s) == NETD_ASK_ID_MAX && strspn(s, "0123456789abcdef") == NETD_ASK_ID_MAX;
+}
+
+static bool token(const char *s)
+{
+	return strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789!#$%&'*+-.^_`|~") == strlen(s);
+}
+
+/* Trust boundary: the engine parses hostile traffic, so what it reports is checked like a client's
+ * request: a session of ours (whose uid is ours to say), a well-formed id, a canonical host name, a
+ * port, and the same bounds the engine promises. A bad report is dropped (and logged). */
+static void engine_ask(struct netd *d, const struct ipc_msg *m)
+{
+	const char *id = ipc_get_str(m, NETD_A_ASK_ID), *sid = ipc_get_str(m, NETD_A_ID);
+	const char *host = ipc_get_str(m, NETD_A_HOST), *proto = ipc_get_str(m, NETD_A_PROTOCOL);
+	const char *method = ipc_get_str(m, NETD_A_METHOD);
+	uint16_t port = ipc_get_u16(m, NETD_A_DPORT, 0);
+	struct netd_sess *s = netd_sess_find(d, sid);
+	char canon[POLICY_HOST_MAX + 1];
+	struct netd_ask *a;
+	unsigned n = 0;
+
+	if (!s || !hex_id(id) || port == 0 || (strcmp(proto, "http") != 0 && strcmp(proto, "connect") != 0) ||
+	    (method && !token(method)) || policy_canon_host(host, strlen(host), canon) != POLICY_CANON_OK ||
+	    strcmp(canon, host) != 0 || netd_ask_find(d, id)) {
+		log_warnx("engine: ignoring a malformed held-request report (session %s)", s ? s->id : "unknown");
+		return;
+	}
+	for (a = d->asks; a; a = a->next)
+		n += strcmp(a->session, s->id) == 0;
+	if (n >= NETD_ASKS_PER_SESSION || d->nasks >= NETD_ASKS_MAX) {
+		log_warnx("engine: session %s: too many held requests reported; ignoring %s", s->id, id);
+		return;
+	}
+	a = calloc(1, sizeof *a);
+	if (!a)
+		return;
+	util_strlcpy(a->id, id, sizeof a->id);
+	util_strlcpy(a->session, s->id, sizeof a->session);
+	a->uid = s->uid;
+	util_strlcpy(a->protocol, proto, sizeof a->protocol);
+	util_strlcpy(a->method, method ? method : "", sizeof a->method);
+	util_strlcpy(a->host, host, sizeof a->host);
+	a->port = port;
+	a->timeout_s = ipc_get_u32(m, NETD_A_TIMEOUT, 0);
+	a->created = time(NULL);
+	a->next = d->asks;
+	d->asks = a;
+	d->nasks++;
+	log_info("session %s: %s %s:%u held for approval as %s", s->id, a->method, a->host, a->port, a->id);
+}
+
 static void engine_reap(struct netd_engine *e)
 {
 	if (e->ev) {
@@ -226,6 +335,7 @@ static void engine_died(struct netd *d, const char *why)
 	if (!e->last_err[0] || e->ready)
 		snprintf(e->last_err, sizeof e->last_err, "the proxy engine %s and is restarting", why);
 	engine_reap(e);
+	netd_asks_drop_session(d, NULL); /* the held requests died with the engine */
 	for (struct netd_sess *s = d->sessions; s; s = s->next)
 		s->engine_seq = 0;
 	if (d->stopping)
@@ -279,6 +389,10 @@ static void engine_read_cb(evutil_socket_t fd, short what, void *arg)
 			log_info("proxy engine %d running", (int)e->pid);
 			for (struct netd_sess *s = d->sessions; s; s = s->next)
 				engine_send_add(d, s);
+		} else if (m.type == NETD_ENG_ASK) {
+			engine_ask(d, &m);
+		} else if (m.type == NETD_ENG_ASK_END) {
+			netd_ask_remove(d, ipc_get_str(&m, NETD_A_ASK_ID));
 		} else if (m.type == NETD_ENG_RESULT) {
 			uint32_t en = ipc_get_u32(&m, NETD_A_ERRNO, 0);
 

@@ -162,6 +162,33 @@ out:
 	return r;
 }
 
+/* The engine held a request for approval, or such an ask ended: tell sluiced, which keeps the list
+ * operators see and sends the verdict back (VERDICT). */
+static void ask_notify(const struct proxy_ask_event *ev, void *arg)
+{
+	struct child *c = arg;
+	struct ipc_buf b;
+
+	if (ipc_buf_init(&b, ev->done ? NETD_ENG_ASK_END : NETD_ENG_ASK, 0) < 0)
+		return;
+	ipc_buf_put_str(&b, NETD_A_ASK_ID, ev->ask_id);
+	if (!ev->done) {
+		char method[NETD_METHOD_MAX + 1];
+
+		util_strlcpy(method, ev->method ? ev->method : "", sizeof method);
+		ipc_buf_put_str(&b, NETD_A_ID, ev->session_id);
+		ipc_buf_put_u32(&b, NETD_A_UID, (uint32_t)ev->uid);
+		ipc_buf_put_str(&b, NETD_A_PROTOCOL, ev->protocol);
+		ipc_buf_put_str(&b, NETD_A_METHOD, method);
+		ipc_buf_put_str(&b, NETD_A_HOST, ev->host);
+		ipc_buf_put_u16(&b, NETD_A_DPORT, ev->port);
+		ipc_buf_put_u32(&b, NETD_A_TIMEOUT, ev->timeout_s);
+	}
+	if (ipc_send(c->sock, &b) < 0)
+		log_warnx("engine: telling sluiced about ask %s failed", ev->ask_id);
+	ipc_buf_release(&b);
+}
+
 static int handle_drop(struct child *c, struct ipc_msg *m)
 {
 	struct sockaddr_storage src, dst;
@@ -218,6 +245,13 @@ static void run_cb(evutil_socket_t fd, short what, void *arg)
 		case NETD_ENG_AUDIT_DROP:
 			if (handle_drop(c, &m) < 0)
 				log_debug("engine: drop record not written");
+			break;
+		case NETD_ENG_VERDICT:
+			r = proxy_engine_ask_decide(c->engine, ipc_get_str(&m, NETD_A_ASK_ID),
+						    ipc_get_u8(&m, NETD_A_VERDICT, 0) == 1,
+						    (uid_t)ipc_get_u32(&m, NETD_A_UID, 0));
+			if (r < 0)
+				log_info("engine: verdict on an ask that is no longer held (timed out or abandoned)");
 			break;
 		case NETD_ENG_REOPEN_LOG:
 			r = proxy_engine_replace_log_fd(c->engine, ipc_msg_take_fd(&m, 0));
@@ -283,6 +317,8 @@ static int child_init(struct child *c)
 			cfg.audit_fd = steal_fd(&c->audit_fd);
 			cfg.upstream_dns = c->dns;
 			cfg.upstream_dns_len = c->dns_len;
+			cfg.ask_notify = ask_notify;
+			cfg.ask_arg = c;
 			c->engine = proxy_engine_new(c->base, &cfg, err, sizeof err);
 			if (!c->engine) {
 				send_result(c, NETD_ENG_READY, 0, EIO, err);

@@ -82,6 +82,23 @@ struct netd_sess {
 	bool transparent;         /* the compiled policy enables transparent mode */
 };
 
+/* A request the engine holds for an operator's verdict (policy option "ask"). The engine reports
+ * it (ENG_ASK, checked in engine.c); sluicectl lists (ASKS) and decides (DECIDE) through control.c. */
+#define NETD_ASKS_MAX 4096        /* held requests across all sessions */
+#define NETD_ASKS_PER_SESSION 16  /* PROXY_ASK_MAX_PER_SESSION */
+struct netd_ask {
+	struct netd_ask *next;
+	char id[NETD_ASK_ID_MAX + 1];
+	char session[NETD_ID_BUF];
+	uid_t uid;                  /* the session's (from sluiced's table, not from the engine) */
+	char protocol[16];
+	char method[NETD_METHOD_MAX + 1];
+	char host[NETD_HOST_MAX + 1];
+	uint16_t port;
+	unsigned timeout_s;
+	time_t created;
+};
+
 struct netd {
 	struct netd_config cfg;
 	struct event_base *base;      /* owned */
@@ -105,6 +122,8 @@ struct netd {
 	struct netd_engine *engine;    /* owned */
 	struct netd_nflog *nflog;      /* owned */
 	struct netd_reaper *reaper;    /* owned: deferred link deletion */
+	struct netd_ask *asks;         /* owned list: requests held for approval */
+	unsigned nasks;
 	bool stopping;
 	void *control; /* owned by control.c */
 };
@@ -148,6 +167,14 @@ void netd_engine_audit_drop(struct netd *d, const char *src, uint16_t sport, con
 			    uint8_t proto);
 void netd_engine_reopen_log(struct netd *d);
 bool netd_engine_running(const struct netd *d);
+/* Held requests: the verdict to the engine; lookup; forgetting one, a session's, or all. */
+int netd_engine_verdict(struct netd *d, const char *ask_id, bool allow, uid_t by);
+struct netd_ask *netd_ask_find(struct netd *d, const char *id);
+void netd_ask_remove(struct netd *d, const char *id);
+void netd_asks_drop_session(struct netd *d, const char *session_id);
+/* Before an approval: 0 when the organisation layer (read again now) neither denies nor caps
+ * host:port; else -EPERM with the rule in err. */
+int netd_ask_check_org(struct netd *d, const struct netd_ask *a, char *err, size_t errlen);
 /* NULL while the engine runs or starts for the first time; else why it is down. */
 const char *netd_engine_down_reason(const struct netd *d);
 /* Child side (engine_child.c): runs the engine in a forked child over sock; returns an exit code. */

@@ -20,6 +20,7 @@ struct connect_conn {
 	struct bufferevent *client; /* owned until the tunnel takes it */
 	struct bufferevent *up;     /* owned while the first client bytes are inspected */
 	struct proxy_dial *dial;    /* owned while dialing */
+	struct proxy_ask_wait wait; /* while held for approval */
 	struct tunnel *tunnel;      /* owned */
 	struct timespec start_rt;
 	uint64_t start_ms;
@@ -38,6 +39,11 @@ static void cc_free(struct connect_conn *c)
 {
 	struct audit_record r;
 
+	if (c->wait.ask) {
+		/* gone while held for approval: it never went anywhere */
+		c->decision = "deny";
+		proxy_ask_unhold(&c->wait);
+	}
 	if (c->tunnel)
 		tunnel_bytes(c->tunnel, &c->bytes_out, &c->bytes_in);
 	c->bytes_in += c->pre_in;
@@ -254,6 +260,35 @@ static void early_event_cb(struct bufferevent *bev, short what, void *arg)
 	cc_free(c);
 }
 
+/* Allowed: dial while the client's early bytes stay buffered (bounded by the read watermark). */
+static void proceed(struct connect_conn *c)
+{
+	bufferevent_setcb(c->client, NULL, NULL, early_event_cb, c);
+	c->dial = proxy_dial_start(c->s, c->t.literal ? NULL : c->t.host, c->t.literal ? &c->t.addr : NULL,
+	                           c->t.port, dialed, c);
+	if (!c->dial) {
+		snprintf(c->error, sizeof c->error, "cannot start resolving or connecting (out of resources)");
+		refuse(c, 502, "error", "sluice: 502 Bad Gateway\ncannot start resolving or connecting\n");
+	}
+}
+
+/* The verdict on a held CONNECT (ask.c). */
+static void asked(struct proxy_ask_wait *w, bool allow, const char *reason, void *arg)
+{
+	struct connect_conn *c = arg;
+	char body[1600];
+	(void)w;
+
+	snprintf(c->reason, sizeof c->reason, "%s", reason);
+	c->decision = allow ? "allow" : "deny";
+	if (allow) {
+		proceed(c);
+		return;
+	}
+	proxy_deny_body(body, sizeof body, c->s, c->t.host, c->t.port, reason, c->rule);
+	refuse(c, 403, "deny", body);
+}
+
 void proxy_connect_begin(struct proxy_session *s, struct bufferevent *client, const struct http_request *req,
                          size_t head_len, const struct timespec *start_rt, uint64_t start_ms)
 {
@@ -283,17 +318,22 @@ void proxy_connect_begin(struct proxy_session *s, struct bufferevent *client, co
 	}
 	snprintf(c->rule, sizeof c->rule, "%s", policy_decision_where(&c->t.dec));
 	c->decision = policy_verdict_name(c->t.dec.verdict);
+	if (c->t.dec.verdict == POLICY_ASK) {
+		/* No rule matched and the session asks: hold the tunnel until an operator decides. A client
+		 * that gives up is noticed (early_event_cb); nothing is resolved or sent meanwhile. */
+		bufferevent_setcb(client, NULL, NULL, early_event_cb, c);
+		if (proxy_ask_hold(s, &c->wait, "connect", "CONNECT", c->t.host, c->t.port, start_rt, asked, c, c->reason,
+		                   sizeof c->reason) == 0)
+			return;
+		c->decision = "deny";
+		proxy_deny_body(body, sizeof body, s, c->t.host, c->t.port, c->reason, c->rule);
+		refuse(c, 403, c->decision, body);
+		return;
+	}
 	if (c->t.dec.verdict != POLICY_ALLOW) {
 		proxy_deny_body(body, sizeof body, s, c->t.host, c->t.port, c->t.reason, c->rule);
 		refuse(c, 403, c->decision, body);
 		return;
 	}
-	/* While dialing, the client's early bytes stay buffered (bounded by the read watermark). */
-	bufferevent_setcb(client, NULL, NULL, early_event_cb, c);
-	c->dial = proxy_dial_start(s, c->t.literal ? NULL : c->t.host, c->t.literal ? &c->t.addr : NULL, c->t.port,
-	                           dialed, c);
-	if (!c->dial) {
-		snprintf(c->error, sizeof c->error, "cannot start resolving or connecting (out of resources)");
-		refuse(c, 502, "error", "sluice: 502 Bad Gateway\ncannot start resolving or connecting\n");
-	}
+	proceed(c);
 }

@@ -270,6 +270,11 @@ static void handle_query(struct dns_job *j, const uint8_t *wire, size_t len)
 	}
 	/* Port 0: "may this name be used at all". A denied name is answered here and never sent on. */
 	policy_decide(j->s->policy, j->host, 0, 0, &d);
+	/* "ask" sessions: a name approved in this session resolves; DNS itself is never held (the HTTP or
+	 * CONNECT request is what gets approved, docs/proxy.md), so an undecided name is refused now */
+	proxy_ask_granted(j->s, j->host, 0, &d, NULL, 0);
+	if (d.verdict == POLICY_ASK)
+		d.verdict = POLICY_DENY;
 	snprintf(j->rule, sizeof j->rule, "%s", policy_decision_where(&d));
 	j->decision = policy_verdict_name(d.verdict);
 	if (d.verdict != POLICY_ALLOW) {

@@ -270,6 +270,8 @@ struct proxy_engine *proxy_engine_new(struct event_base *base, const struct prox
 	TAILQ_INIT(&e->listeners);
 	e->upstream_dns = cfg->upstream_dns;
 	e->upstream_dns_len = cfg->upstream_dns_len;
+	e->ask_notify = cfg->ask_notify;
+	e->ask_arg = cfg->ask_arg;
 	e->max_conns = cfg->max_conns_per_session ? cfg->max_conns_per_session : PROXY_DEFAULT_MAX_CONNS;
 	e->header_timeout_ms = cfg->header_timeout_ms ? cfg->header_timeout_ms : PROXY_DEFAULT_HEADER_TIMEOUT_MS;
 	e->idle_timeout_ms = cfg->idle_timeout_ms ? cfg->idle_timeout_ms : PROXY_DEFAULT_IDLE_TIMEOUT_MS;

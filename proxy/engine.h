@@ -10,7 +10,9 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
@@ -19,6 +21,25 @@ struct policy;
 
 struct proxy_engine; /* one per process; serves many sessions */
 
+/* Interactive approval (policy option "ask", docs/proxy.md): a request the policy would deny only by
+ * default (no rule matched) is held, and the engine tells its parent, which lets an operator decide
+ * (proxy_engine_ask_decide). `done` is false when an ask starts and true when it ends (decided, timed
+ * out, or no request waits for it any more). All strings are borrowed for the call. */
+struct proxy_ask_event {
+	const char *ask_id;     /* PROXY_ASK_ID_LEN hex digits, unique in the engine */
+	const char *session_id;
+	uid_t uid;              /* the session's */
+	const char *protocol;   /* "http" or "connect" */
+	const char *method;
+	const char *host;       /* canonical */
+	uint16_t port;
+	unsigned timeout_s;
+	bool done;
+};
+typedef void (*proxy_ask_notify_fn)(const struct proxy_ask_event *ev, void *arg);
+#define PROXY_ASK_ID_LEN 8
+#define PROXY_ASK_MAX_PER_SESSION 16 /* held host:port pairs per session; more are denied */
+
 struct proxy_config {
 	const char *audit_path;               /* borrowed; append-only JSON lines; NULL with audit_fd */
 	int audit_fd;                         /* or an already-open fd (-1 = none); engine takes ownership */
@@ -26,6 +47,8 @@ struct proxy_config {
 	socklen_t upstream_dns_len;
 	unsigned max_conns_per_session;                                  /* 0 = default */
 	unsigned header_timeout_ms, idle_timeout_ms, connect_timeout_ms; /* 0 = defaults */
+	proxy_ask_notify_fn ask_notify; /* NULL: nobody can approve, so "ask" decisions are denials */
+	void *ask_arg;                  /* borrowed, passed to ask_notify */
 };
 
 /* Defaults for the 0 values above (see docs/proxy.md). */
@@ -78,3 +101,9 @@ int proxy_engine_reopen_log(struct proxy_engine *e);
 /* Replaces the audit log with fd (takes ownership, also on error): for a privileged parent that
  * reopens the log on the engine's behalf after privileges were dropped. */
 int proxy_engine_replace_log_fd(struct proxy_engine *e, int fd);
+
+/* The parent's verdict on a held request (sluicectl approve|deny, by uid `by`): every request of the
+ * session held for that host:port resumes (allow) or gets a 403 (deny), and the verdict applies to the
+ * host:port for the rest of the session. -ENOENT when no such ask is pending (it timed out, or its
+ * requests went away). */
+int proxy_engine_ask_decide(struct proxy_engine *e, const char *ask_id, bool allow, uid_t by);

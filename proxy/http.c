@@ -15,7 +15,7 @@
 #include "log.h"
 #include "proxy_int.h"
 
-enum http_state { ST_HEAD, ST_DIAL, ST_FORWARD, ST_CLOSING };
+enum http_state { ST_HEAD, ST_ASK, ST_DIAL, ST_FORWARD, ST_CLOSING };
 
 struct http_conn {
 	struct proxy_conn base;     /* attached to the session */
@@ -24,6 +24,7 @@ struct http_conn {
 	struct bufferevent *client; /* owned */
 	struct bufferevent *up;     /* owned; NULL when there is none */
 	struct proxy_dial *dial;    /* owned while dialing */
+	struct proxy_ask_wait wait; /* while held for approval (ST_ASK) */
 	struct event *timer;        /* owned: header, idle and flush timeouts */
 	struct evbuffer *head_out;  /* owned: the rewritten request head */
 	struct evbuffer *head_copy; /* owned: kept while a reused upstream may still fail before answering */
@@ -172,6 +173,11 @@ static void drop_upstream(struct http_conn *c)
 
 static void conn_free(struct http_conn *c)
 {
+	if (c->wait.ask) {
+		/* gone while held: it never went anywhere */
+		c->decision = "deny";
+		proxy_ask_unhold(&c->wait);
+	}
 	write_audit(c);
 	drop_upstream(c);
 	if (c->client)
@@ -658,6 +664,44 @@ static void build_head(struct http_conn *c, const struct http_request *req)
 	evbuffer_add(o, "Via: 1.1 sluice\r\n\r\n", 19);
 }
 
+/* The request was allowed and its head built: reuse the kept-alive upstream or dial. */
+static void proceed(struct http_conn *c)
+{
+	if (c->up && strcmp(c->up_host, c->t.host) == 0 && c->up_port == c->t.port) {
+		c->up_reused = true;
+		start_forward(c);
+		return;
+	}
+	drop_upstream(c);
+	c->state = ST_DIAL;
+	bufferevent_disable(c->client, EV_READ);
+	event_del(c->timer);
+	c->dial = proxy_dial_start(c->s, c->t.literal ? NULL : c->t.host, c->t.literal ? &c->t.addr : NULL, c->t.port,
+	                           dialed, c);
+	if (!c->dial) {
+		c->state = ST_HEAD;
+		fail(c, 502, "cannot start resolving or connecting (out of resources)");
+	}
+}
+
+/* The verdict on a held request (ask.c): resume it, or refuse it with who decided (or the timeout). */
+static void asked(struct proxy_ask_wait *w, bool allow, const char *reason, void *arg)
+{
+	struct http_conn *c = arg;
+	char body[1600];
+	(void)w;
+
+	c->state = ST_HEAD;
+	snprintf(c->t.reason, sizeof c->t.reason, "%s", reason);
+	c->decision = allow ? "allow" : "deny";
+	if (allow) {
+		proceed(c);
+		return;
+	}
+	proxy_deny_body(body, sizeof body, c->s, c->t.host, c->t.port, reason, c->rule);
+	respond(c, 403, "deny", body);
+}
+
 static void handle_request(struct http_conn *c, const struct http_request *req, size_t head_len)
 {
 	char body[1600];
@@ -719,6 +763,23 @@ static void handle_request(struct http_conn *c, const struct http_request *req, 
 	}
 	snprintf(c->rule, sizeof c->rule, "%s", policy_decision_where(&c->t.dec));
 	c->decision = policy_verdict_name(c->t.dec.verdict);
+	if (c->t.dec.verdict == POLICY_ASK) {
+		/* No rule matched and the session asks: hold the request (its head is built now, while req
+		 * is valid) until an operator decides or the ask times out. Reading stays on, so a client
+		 * that gives up is noticed; what it sends meanwhile waits within the read watermark. */
+		build_head(c, req);
+		evbuffer_drain(in, head_len);
+		event_del(c->timer);
+		if (proxy_ask_hold(c->s, &c->wait, "http", c->method, c->t.host, c->t.port, &c->start_rt, asked, c,
+		                   c->t.reason, sizeof c->t.reason) == 0) {
+			c->state = ST_ASK;
+			return;
+		}
+		c->decision = "deny";
+		proxy_deny_body(body, sizeof body, c->s, c->t.host, c->t.port, c->t.reason, c->rule);
+		respond(c, 403, c->decision, body);
+		return;
+	}
 	if (c->t.dec.verdict != POLICY_ALLOW) {
 		evbuffer_drain(in, head_len);
 		proxy_deny_body(body, sizeof body, c->s, c->t.host, c->t.port, c->t.reason, c->rule);
@@ -727,21 +788,7 @@ static void handle_request(struct http_conn *c, const struct http_request *req, 
 	}
 	build_head(c, req);
 	evbuffer_drain(in, head_len);
-	if (c->up && strcmp(c->up_host, c->t.host) == 0 && c->up_port == c->t.port) {
-		c->up_reused = true;
-		start_forward(c);
-		return;
-	}
-	drop_upstream(c);
-	c->state = ST_DIAL;
-	bufferevent_disable(c->client, EV_READ);
-	event_del(c->timer);
-	c->dial = proxy_dial_start(c->s, c->t.literal ? NULL : c->t.host, c->t.literal ? &c->t.addr : NULL, c->t.port,
-	                           dialed, c);
-	if (!c->dial) {
-		c->state = ST_HEAD;
-		fail(c, 502, "cannot start resolving or connecting (out of resources)");
-	}
+	proceed(c);
 }
 
 static void head_read(struct http_conn *c)
@@ -853,7 +900,8 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 		}
 		break;
 	case ST_FORWARD: fail(c, 504, "the upstream did not respond within the idle timeout"); break;
-	case ST_DIAL: break;
+	case ST_DIAL:
+	case ST_ASK: break;
 	case ST_CLOSING: conn_free(c); break;
 	}
 }

@@ -23,6 +23,8 @@ struct http_request;
 #define PROXY_DNS_PENDING_MAX 256          /* relayed DNS queries in flight per session */
 
 struct proxy_conn;
+struct proxy_ask;
+struct proxy_grant;
 
 struct proxy_session {
 	TAILQ_ENTRY(proxy_session) entry;
@@ -35,6 +37,10 @@ struct proxy_session {
 	unsigned nconns;       /* counted connections */
 	unsigned ndns;         /* DNS queries in flight */
 	TAILQ_HEAD(, proxy_conn) conns;
+	TAILQ_HEAD(, proxy_ask) asks; /* held host:port pairs waiting for a verdict (ask.c) */
+	unsigned nasks;
+	struct proxy_grant *grants;   /* owned: verdicts given in this session (ask.c) */
+	size_t ngrants;
 };
 
 /* Embedded in every live connection or query; the session closes what is left when it goes. */
@@ -73,6 +79,8 @@ struct proxy_engine {
 	const struct timeval *tv_header, *tv_idle, *tv_connect; /* common timeouts of the base */
 	TAILQ_HEAD(, proxy_session) sessions;
 	TAILQ_HEAD(, proxy_listener) listeners; /* owned */
+	proxy_ask_notify_fn ask_notify;         /* NULL: "ask" decisions are denials */
+	void *ask_arg;                          /* borrowed */
 };
 
 /* ---- session.c ---- */
@@ -130,6 +138,33 @@ struct proxy_target {
  * policy_decide_addr. Returns 0, or -EINVAL with t->why for a host that is not a valid name. */
 int proxy_target_decide(struct proxy_session *s, const struct http_authority *a, unsigned method_bit,
                         struct proxy_target *t);
+
+/* ---- ask.c: requests held for an operator's verdict (policy option "ask") ---- */
+/* A held request; embedded in the connection that waits. */
+struct proxy_ask_wait;
+typedef void (*proxy_ask_cb)(struct proxy_ask_wait *w, bool allow, const char *reason, void *arg);
+struct proxy_ask_wait {
+	TAILQ_ENTRY(proxy_ask_wait) entry;
+	struct proxy_ask *ask; /* borrowed; NULL when not waiting */
+	proxy_ask_cb cb;
+	void *arg;
+};
+/* Holds a request of s for host:port (a POLICY_ASK decision): writes its "ask" audit line and, for the
+ * first request of that host:port, tells the parent. cb runs once, later, with the verdict (or a
+ * timeout denial). Returns 0, or -EBUSY (too many held host:port pairs in the session) / -ENOTSUP
+ * (nobody can approve here) / -ENOMEM with why set: the caller denies. */
+int proxy_ask_hold(struct proxy_session *s, struct proxy_ask_wait *w, const char *protocol, const char *method,
+                   const char *host, uint16_t port, const struct timespec *start, proxy_ask_cb cb, void *arg,
+                   char *why, size_t whylen);
+/* Stops waiting (the connection goes away); cb is not called. Safe when not waiting. */
+void proxy_ask_unhold(struct proxy_ask_wait *w);
+/* Applies a verdict given earlier in this session to an ASK decision d for host:port (port 0: the
+ * name at all, DNS; only approvals count). True when one applied: d becomes ALLOW or DENY and, with
+ * reason, says who decided. */
+bool proxy_ask_granted(struct proxy_session *s, const char *host, uint16_t port, struct policy_decision *d,
+                       char *reason, size_t reasonlen);
+/* Session teardown: forgets its asks (no request waits any more by then) and grants. */
+void proxy_ask_session_free(struct proxy_session *s);
 
 /* ---- dial.c: resolve, check every address with the policy, connect to exactly what was checked ---- */
 struct proxy_dial;

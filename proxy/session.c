@@ -91,6 +91,7 @@ int proxy_session_add(struct proxy_engine *e, const struct proxy_session_info *i
 	s->gw6 = info->gw6;
 	s->policy = policy_ref(info->policy);
 	TAILQ_INIT(&s->conns);
+	TAILQ_INIT(&s->asks);
 	TAILQ_INSERT_TAIL(&e->sessions, s, entry);
 	log_info("session %s added (uid %u, %s)", s->id, (unsigned)s->uid, s->command);
 	return 0;
@@ -102,6 +103,7 @@ static void session_free(struct proxy_session *s)
 	/* Each close() writes the connection's audit record and detaches it. */
 	while ((c = TAILQ_FIRST(&s->conns)) != NULL)
 		c->close(c);
+	proxy_ask_session_free(s);
 	TAILQ_REMOVE(&s->engine->sessions, s, entry);
 	policy_unref(s->policy);
 	free(s->id);

@@ -31,7 +31,9 @@ int proxy_target_decide(struct proxy_session *s, const struct http_authority *a,
 		ce = policy_canon_host(a->host, a->host_len, t->host);
 	if (ce == POLICY_CANON_OK) {
 		policy_decide(s->policy, t->host, t->port, method_bit, &t->dec);
-		set_reason(t);
+		/* a verdict given earlier in this session (sluicectl approve|deny) settles an "ask" */
+		if (!proxy_ask_granted(s, t->host, t->port, &t->dec, t->reason, sizeof t->reason))
+			set_reason(t);
 		return 0;
 	}
 	if (ce != POLICY_CANON_IP_LITERAL) {

@@ -170,6 +170,11 @@ static void decide(struct tp_conn *c, const char *sni)
 		return;
 	}
 	policy_decide(c->s->policy, c->host, c->port, POLICY_M_CONNECT, &dec);
+	/* "ask" sessions: a host:port approved in this session passes; a redirected TLS connection is not
+	 * held (docs/proxy.md), so an undecided one is denied */
+	proxy_ask_granted(c->s, c->host, c->port, &dec, NULL, 0);
+	if (dec.verdict == POLICY_ASK)
+		dec.verdict = POLICY_DENY;
 	snprintf(c->rule, sizeof c->rule, "%s", policy_decision_where(&dec));
 	if (dec.verdict != POLICY_ALLOW) {
 		snprintf(c->reason, sizeof c->reason, "%s", policy_decision_reason(&dec));

@@ -47,6 +47,8 @@ enum {
 	OPT_NO_SANDBOX,
 	OPT_VERSION,
 	OPT_SANDBOX_TYPE,
+	OPT_ASK,
+	OPT_ASK_TIMEOUT,
 };
 
 static const struct option sb_options[] = {
@@ -61,6 +63,8 @@ static const struct option sb_options[] = {
         {"allow-network", no_argument, NULL, OPT_ALLOW_NETWORK},
         {"policy", required_argument, NULL, OPT_POLICY},
         {"allow", required_argument, NULL, OPT_ALLOW},
+        {"ask", no_argument, NULL, OPT_ASK},
+        {"ask-timeout", required_argument, NULL, OPT_ASK_TIMEOUT},
         {"cpu", required_argument, NULL, OPT_CPU},
         {"memory", required_argument, NULL, OPT_MEMORY},
         {"pids", required_argument, NULL, OPT_PIDS},
@@ -94,6 +98,9 @@ static void usage(FILE *f)
 	           "  --allow-network                egress through sluiced's proxy (see --policy, --allow)\n"
 	           "  --policy NAME|FILE             add a preset or policy file (repeatable)\n"
 	           "  --allow HOST[:PORT]            allow one host (repeatable)\n"
+	           "  --ask                          hold requests no rule allows until `sluicectl approve ID`\n"
+	           "                                 (or deny ID) decides; needs sluiced\n"
+	           "  --ask-timeout SECONDS          deny a held request after this long (default: 60)\n"
 	           "  --cpu CORES --memory SIZE --pids N --timeout SECONDS\n"
 	           "  --io-read-bps DEV:RATE --io-write-bps DEV:RATE   (DEV is MAJ:MIN or /dev/NAME)\n"
 	           "  --hostname NAME                UTS host name (default: sluice)\n"
@@ -307,6 +314,18 @@ static int cmd_run(int argc, char **argv)
 			if (sb_strv_add(&c.allows, optarg) < 0)
 				goto out;
 			break;
+		case OPT_ASK: c.ask = true; break;
+		case OPT_ASK_TIMEOUT: {
+			char *end;
+			errno = 0;
+			unsigned long t = strtoul(optarg, &end, 10);
+			if (errno || *end || t == 0 || t > 3600) {
+				fail("--ask-timeout %s: want a number of seconds from 1 to 3600", optarg);
+				goto out;
+			}
+			c.ask_timeout_s = (unsigned)t;
+			break;
+		}
 		case OPT_CPU:
 			if (sb_parse_cpu(optarg, &cli.cpu_millicores) < 0) {
 				fail("--cpu %s: want a number of cores between 0.01 and 4096 (e.g. 2 or 0.5)", optarg);
@@ -482,6 +501,14 @@ static int cmd_run(int argc, char **argv)
 	}
 	if (c.save != SB_SAVE_NONE && c.project_mode != SB_PROJECT_OVERLAY) {
 		fail("--save and --apply need --project-mode overlay (rw writes directly, ro writes nothing)");
+		goto out;
+	}
+	if ((c.ask || c.ask_timeout_s) && !c.allow_network) {
+		fail("--ask and --ask-timeout need --allow-network (without it there is no network to ask about)");
+		goto out;
+	}
+	if (c.learn_file && c.ask) {
+		fail("--learn and --ask contradict each other (learn mode allows what --ask would hold)");
 		goto out;
 	}
 	if ((c.policies.n || c.allows.n) && !c.allow_network) {

@@ -75,8 +75,19 @@ static char *build_policy(const struct sb_config *c, char *err, size_t errlen)
 	for (size_t i = 0; i < c->allows.n; i++)
 		if ((r = policy_builder_add_pattern(b, POLICY_LAYER_CLI, c->allows.v[i], false, "--allow", &pe)) < 0)
 			goto fail;
+	if (c->ask || c->ask_timeout_s) {
+		struct policy_options o = {.ask = c->ask, .ask_timeout_s = c->ask_timeout_s};
+		policy_builder_set_options(b, &o);
+	}
 	if (!(p = policy_builder_compile(b, &pe)))
 		goto fail;
+	if (c->ask && !policy_get_options(p)->ask) {
+		snprintf(err, errlen, "--ask is turned off by the organisation policy (%s/policy.json: \"ask\": false)",
+		         SLUICE_SYSCONFDIR);
+		policy_unref(p);
+		policy_builder_free(b);
+		return NULL;
+	}
 	json = policy_serialize(p);
 	if (!json)
 		snprintf(err, errlen, "cannot serialise the policy (out of memory)");

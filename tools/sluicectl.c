@@ -17,6 +17,10 @@ static void usage(FILE *f)
 		   "  log verify [FILE...]          check the audit log's hash chain\n"
 		   "  sessions [--json]             live network sessions (sluiced)\n"
 		   "  session end ID                end a live session\n"
+		   "  asks [--json]                 requests held for approval (sluice run --ask)\n"
+		   "  approve [ID [--remember user|project [--project DIR]]]\n"
+		   "                                let a held request through (no ID: list them)\n"
+		   "  deny ID                       refuse a held request (403)\n"
 		   "  session save [--patch] ID     apply a saved session's changes to its project (--patch: print them)\n"
 		   "  session discard ID            remove a saved session\n"
 		   "  netns create [--name N] [--policy P]... [--allow HOST[:PORT]]... [--json]\n"
@@ -47,6 +51,8 @@ int main(int argc, char **argv)
 		return ctl_log(argc - 1, argv + 1);
 	if (strcmp(argv[1], "sessions") == 0 || strcmp(argv[1], "session") == 0)
 		return ctl_session(argc - 1, argv + 1);
+	if (strcmp(argv[1], "asks") == 0 || strcmp(argv[1], "approve") == 0 || strcmp(argv[1], "deny") == 0)
+		return ctl_ask(argc - 1, argv + 1);
 	if (strcmp(argv[1], "netns") == 0)
 		return ctl_netns(argc - 1, argv + 1, "sluicectl");
 	fprintf(stderr, "sluicectl: unknown command \"%s\"\n", argv[1]);

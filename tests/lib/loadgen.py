@@ -6,6 +6,8 @@ addresses it is given. One asyncio process holds thousands of sockets. Results g
   badserver ADDR PORT MODE        a misbehaving web server: rst (half a response, then a TCP reset),
                                   garbage (a status line that is not HTTP), halfclose (reads until the
                                   peer's FIN, then answers with what it got and closes)
+  slowdns ADDR UPSTREAM           a resolver on ADDR:53 (UDP) that relays to UPSTREAM but never answers names
+                                  starting with "slow"
   tunnels SESSIONS N TARGET...    opens N CONNECT tunnels (round-robin over the sessions, echo-checked), prints
                                   {"ok","fail","errors","setup_s"}, then holds them until stdin has a line
                                   (or closes), checks every one echoes again, prints {"alive"} and closes
@@ -147,6 +149,34 @@ async def bad_server(addr, port, mode):
     srv = await asyncio.start_server(handle, addr, int(port), backlog=128, reuse_address=True)
     print("badserver %s on %s:%s" % (mode, addr, port), flush=True)
     await srv.serve_forever()
+
+
+async def slow_dns(addr, upstream):
+    """A resolver that relays to UPSTREAM (ip:port) but never answers names whose first label starts with
+    "slow" (a resolver that hangs on some names, as an overloaded or broken one does)."""
+    loop = asyncio.get_running_loop()
+    host, port = upstream.rsplit(":", 1)
+    up = (host, int(port))
+
+    class Relay(asyncio.DatagramProtocol):
+        def connection_made(self, transport):
+            self.t = transport
+            self.pending = {}
+
+        def datagram_received(self, data, peer):
+            if peer == up:
+                client = self.pending.pop(data[:2], None)
+                if client:
+                    self.t.sendto(data, client)
+                return
+            if len(data) > 13 and data[13:17].lower() == b"slow":
+                return
+            self.pending[data[:2]] = peer
+            self.t.sendto(data, up)
+
+    await loop.create_datagram_endpoint(Relay, local_addr=(addr, 53))
+    print("slowdns on %s:53, relaying to %s" % (addr, upstream), flush=True)
+    await asyncio.Event().wait()
 
 
 # ------------------------------------------------------------------------------------------------ clients
@@ -364,6 +394,8 @@ def main():
         coro = echo_server(args)
     elif cmd == "badserver":
         coro = bad_server(args[0], args[1], args[2])
+    elif cmd == "slowdns":
+        coro = slow_dns(args[0], args[1])
     elif cmd == "tunnels":
         coro = tunnels(read_sessions(args[0]), int(args[1]), args[2:])
     elif cmd == "abort":

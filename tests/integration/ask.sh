@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# ask: interactive approval in the lab. `sluice run --ask` sessions under sluiced hold requests no rule
+# allows; a second process (this script) lists them with `sluicectl asks`, approves (the request gets its
+# 200, and the host:port stays approved for the session), denies (403 naming who denied), or lets one time
+# out (403 "not approved within N s"). A host an explicit deny rule names is never held; CONNECT is held
+# and resumed like HTTP; another user can neither see nor decide root's held requests; --remember project
+# writes PROJECT/.sluice/policy.json so a later session needs no approval; the audit log has the "ask"
+# line and the final verdict with the deciding uid; the embedded helper refuses --ask.
+set -u
+. "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
+. "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
+lab_enter "$@"
+_lab_need curl jq setpriv useradd
+
+B=$SLUICE_BUILD_DIR
+SLUICE=$B/sandbox/sluice CTL=$B/tools/sluicectl SLUICED=$B/netd/sluiced
+RUN=/run/sluice # the lab's own, private /run
+AUDIT=$LAB_DIR/audit.log
+export SLUICE_RUN_DIR=$RUN SLUICE_AUDIT_LOG=$AUDIT
+lab_internet_up >/dev/null
+lab_forward on
+mkdir -p "$LAB_DIR/etc-sluice"
+P=$LAB_DIR/proj H=$LAB_DIR/home
+mkdir -p "$P" "$H"
+chmod 755 "$LAB_DIR"
+sb() { (cd "$P" && exec env -i HOME="$H" PATH=/usr/bin:/bin SLUICE_RUN_DIR=$RUN "$SLUICE" run --project-mode ro "$@"); }
+CODE='curl -s -m 40 -o /dev/null -w %{http_code}'
+
+# A throwaway unprivileged user (removed on exit), to show it cannot decide root's requests.
+TU="askt$$"
+useradd -M -d /nonexistent -s /bin/sh "$TU" >/dev/null 2>&1 || skip_all "useradd failed"
+trap 'userdel "$TU" >/dev/null 2>&1' EXIT
+as_tu() { setpriv --reuid="$TU" --regid="$TU" --clear-groups env -i PATH=/usr/bin:/bin SLUICE_RUN_DIR=$RUN "$@"; }
+
+# wait_asks N: polls until N requests are held; prints the JSON list
+wait_asks() {
+	local js="[]"
+	for _ in $(seq 150); do
+		js=$("$CTL" asks --json 2>/dev/null) || js="[]"
+		[ "$(jq length <<<"$js")" -ge "$1" ] && break
+		sleep 0.1
+	done
+	printf '%s' "$js"
+}
+ask_id() { jq -r --arg h "$2" '.[] | select(.host == $h) | .id' <<<"$1"; }
+
+# ---- without sluiced, the embedded helper cannot be reached by sluicectl: --ask is refused ----
+out=$(sb --allow-network --ask --allow allowed.test -- true 2>&1)
+check_eq "--ask without sluiced: exit 125" 125 "$?"
+check_match "... saying approval needs sluiced" 'interactive approval .*needs sluiced' "$out"
+check_eq "--ask without --allow-network is refused (125)" 125 "$(sb --ask -- true >/dev/null 2>&1; echo $?)"
+check_eq "--ask-timeout 0 is refused (125)" 125 "$(sb --allow-network --ask --ask-timeout 0 -- true >/dev/null 2>&1; echo $?)"
+
+lab_bg sluiced "$SLUICED" --run-dir "$RUN" --audit-log "$AUDIT" --pool4 100.64.0.0/16 --pool6 2001:db8:100::/64 \
+	--upstream-dns "$LAB_DNS" --sysconfdir "$LAB_DIR/etc-sluice" -v
+for _ in $(seq 200); do "$CTL" sessions >/dev/null 2>&1 && break; sleep 0.05; done
+check_eq "no held requests at first" "no requests are waiting for approval" "$("$CTL" asks)"
+
+# ---- one session: approve, deny, an explicit deny rule, and the approval lasting for the session ----
+printf '{ "deny": ["evil.test"] }\n' >"$LAB_DIR/deny.json"
+sb --allow-network --ask --ask-timeout 40 --allow allowed.test --policy "$LAB_DIR/deny.json" -- sh -c "
+	(echo other \$($CODE http://other.test/); echo again \$($CODE http://other.test/again)) &
+	(echo registry \$($CODE http://registry.test/); curl -s -m 40 http://registry.test/ >/dev/null) &
+	echo evil \$($CODE http://evil.test/) &
+	echo allowed \$($CODE http://allowed.test/)
+	wait" >"$LAB_DIR/a.out" 2>"$LAB_DIR/a.err" &
+runpid=$!
+js=$(wait_asks 2)
+check_eq "two requests are held" 2 "$(jq length <<<"$js")"
+oid=$(ask_id "$js" other.test)
+rid=$(ask_id "$js" registry.test)
+check_match "other.test:80 is held with an 8-hex-digit id" '^[0-9a-f]{8}$' "$oid"
+check_eq "... its method and port" "GET 80" "$(jq -r '.[] | select(.host == "other.test") | "\(.method) \(.port)"' <<<"$js")"
+check_eq "... its session's uid (root)" 0 "$(jq -r '.[] | select(.host == "other.test") | .uid' <<<"$js")"
+check_eq "the explicitly denied evil.test is never held" "" "$(ask_id "$js" evil.test)"
+check_match "the table lists them" "^$oid .* GET other\\.test:80\$" "$("$CTL" approve)"
+check_eq "another user sees none of root's held requests" "no requests are waiting for approval" \
+	"$(as_tu "$CTL" asks 2>&1)"
+out=$(as_tu "$CTL" approve "$oid" 2>&1)
+check_eq "another user cannot approve root's request (exit 1)" 1 "$?"
+check_match "... told there is no such request of theirs" 'no such held request of yours' "$out"
+check_eq "... and it is still held" "$oid" "$(ask_id "$("$CTL" asks --json)" other.test)"
+check_not "a malformed id is refused by sluicectl" "$CTL" deny ../../x
+out=$("$CTL" approve "$oid")
+check_match "approve ID" "approved $oid: GET other\\.test:80" "$out"
+out=$("$CTL" deny "$rid")
+check_match "deny ID" "denied $rid: GET registry\\.test:80" "$out"
+check_not "deciding it again fails (no longer held)" "$CTL" deny "$rid"
+wait "$runpid"
+check_eq "the session ended normally" 0 "$?"
+a=$(cat "$LAB_DIR/a.out")
+check_match "the approved request got its 200" '^other 200$' "$a"
+check_match "... and a second request to it in the session needed no approval" '^again 200$' "$a"
+check_match "the denied request got a 403" '^registry 403$' "$a"
+check_match "the explicitly denied host got its 403 at once" '^evil 403$' "$a"
+check_match "the allowed host was never held" '^allowed 200$' "$a"
+sid=$(jq -r 'select(.host == "other.test" and .decision == "ask") | .session' "$AUDIT" | head -1)
+check_eq "the audit log has one \"ask\" line for other.test" 1 \
+	"$(jq -c 'select(.host == "other.test" and .decision == "ask")' "$AUDIT" | wc -l)"
+check_match "... quoting the id and how to decide" "held for approval as $oid" \
+	"$(jq -r 'select(.host == "other.test" and .decision == "ask") | .reason' "$AUDIT")"
+check_match "the final line allows it, quoting who approved" "approved by uid 0" \
+	"$(jq -r --arg s "$sid" 'select(.session == $s and .host == "other.test" and .decision == "allow" and .status == 200) | .reason' "$AUDIT" | head -1)"
+check_match "the denial quotes who denied" "denied by uid 0" \
+	"$(jq -r --arg s "$sid" 'select(.session == $s and .host == "registry.test" and .decision == "deny") | .reason' "$AUDIT" | head -1)"
+check_eq "the second registry.test request was refused by the session's denial, not held again" 1 \
+	"$(jq -c --arg s "$sid" 'select(.session == $s and .host == "registry.test" and .decision == "ask")' "$AUDIT" | wc -l)"
+check_eq "evil.test has no \"ask\" line" 0 "$(jq -c 'select(.host == "evil.test" and .decision == "ask")' "$AUDIT" | wc -l)"
+check_eq "no held requests are left" "no requests are waiting for approval" "$("$CTL" asks)"
+
+# ---- a timeout denies ----
+start=$(date +%s)
+body=$(sb --allow-network --ask --ask-timeout 2 -- curl -s -m 30 -w '\n%{http_code}' http://registry.test/late 2>/dev/null)
+took=$(($(date +%s) - start))
+check_match "an unanswered request gets a 403 after the timeout" '403$' "$body"
+check_match "... saying it was not approved in time" 'not approved within 2 s' "$body"
+check "... after waiting for it (${took}s >= 2s)" test "$took" -ge 2
+check_match "... and the audit log says so" 'not approved within 2 s' \
+	"$(jq -r 'select(.host == "registry.test" and .decision == "deny") | .reason' "$AUDIT" | tail -1)"
+
+# ---- CONNECT is held and resumed like a plain request ----
+sb --allow-network --ask -- curl -s -p -m 40 -o /dev/null -w '%{http_connect} %{http_code}\n' http://other.test/tunnel \
+	>"$LAB_DIR/c.out" 2>/dev/null &
+runpid=$!
+js=$(wait_asks 1)
+check_eq "a CONNECT is held" "connect CONNECT" "$(jq -r '.[0] | "\(.protocol) \(.method)"' <<<"$js")"
+"$CTL" approve "$(jq -r '.[0].id' <<<"$js")" >/dev/null
+wait "$runpid"
+check_eq "... and once approved, the tunnel carries the request" "200 200" "$(cat "$LAB_DIR/c.out")"
+
+# ---- --remember project: the project's policy file, so the next session needs no approval ----
+mkdir -p "$P/.sluice"
+printf '// the project policy\n{ "allow": ["allowed.test"] }\n' >"$P/.sluice/policy.json"
+sb --allow-network --ask -- sh -c "$CODE http://other.test/remember" >"$LAB_DIR/r.out" 2>/dev/null &
+runpid=$!
+js=$(wait_asks 1)
+out=$("$CTL" approve "$(jq -r '.[0].id' <<<"$js")" --remember project --project "$P" 2>"$LAB_DIR/r.err")
+check_eq "approve --remember project" 0 "$?"
+check_match "... says which file now allows it" "$P/\\.sluice/policy\\.json now allows other\\.test:80" "$out"
+wait "$runpid"
+check_eq "... the held request went through" 200 "$(cat "$LAB_DIR/r.out")"
+check_eq "the project file allows both its old and the approved host" '["allowed.test","other.test:80"]' \
+	"$(jq -c .allow "$P/.sluice/policy.json")"
+check "... it is a valid policy" "$CTL" policy check "$P/.sluice/policy.json"
+check_match "the old file, with its comment, is kept next to it" '^// the project policy' "$(cat "$P/.sluice/policy.json.bak")"
+check_match "... and sluicectl said so" 'had comments' "$(cat "$LAB_DIR/r.err")"
+asks_before=$(jq -c 'select(.decision == "ask")' "$AUDIT" | wc -l)
+out=$(sb --allow-network --ask -- sh -c "$CODE http://other.test/later" 2>/dev/null)
+check_eq "a new session of the project reaches it without asking" 200 "$out"
+check_eq "... nothing was held" "$asks_before" "$(jq -c 'select(.decision == "ask")' "$AUDIT" | wc -l)"
+check_match "... allowed by the remembered rule" "$P/\\.sluice/policy\\.json" \
+	"$(jq -r 'select(.host == "other.test" and .decision == "allow") | .rule' "$AUDIT" | tail -1)"
+check_match "--remember with a bad layer is refused (2)" '2' "$("$CTL" approve 0123abcd --remember team >/dev/null 2>&1; echo $?)"
+
+check_eq "no sluice process is left" "" "$(pgrep -x sluice)"
+done_testing

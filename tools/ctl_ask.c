@@ -1,0 +1,420 @@
+/* `sluicectl asks`, `sluicectl approve [ID [--remember user|project]]` and `sluicectl deny ID`: the
+ * operator's side of interactive approval (`sluice run --ask`). sluiced keeps the held requests and
+ * checks who may decide them (root: any; a user: their own sessions', by SO_PEERCRED); a verdict goes
+ * from sluiced to the proxy engine. --remember writes the approval into a policy file, and it is
+ * sluicectl that writes it, as the approving user, never the root daemon: the user layer of whoever
+ * approves, or PROJECT/.sluice/policy.json of the directory the approver names (--project, default the
+ * current directory). */
+#include "ctl.h"
+
+#include "client.h"
+#include "policy.h"
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <json-c/json.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define POLICY_FILE_MAX (1024 * 1024) /* a policy file larger than this is not one we rewrite */
+
+struct asks_arg {
+	json_object *arr; /* owned by the caller; NULL = table */
+	unsigned n;
+};
+
+static void print_plain(const char *s)
+{
+	for (; s && *s; s++)
+		putchar(((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f) ? '?' : *s);
+}
+
+static void asks_cb(const struct netd_ask_entry *e, void *arg)
+{
+	struct asks_arg *a = arg;
+	long long now = (long long)time(NULL), left = e->created + (long long)e->timeout_s - now;
+
+	a->n++;
+	if (left < 0)
+		left = 0;
+	if (a->arr) {
+		json_object *o = json_object_new_object();
+		json_object_object_add(o, "id", json_object_new_string(e->id));
+		json_object_object_add(o, "session", json_object_new_string(e->session));
+		json_object_object_add(o, "uid", json_object_new_int64(e->uid));
+		json_object_object_add(o, "protocol", json_object_new_string(e->protocol));
+		json_object_object_add(o, "method", json_object_new_string(e->method));
+		json_object_object_add(o, "host", json_object_new_string(e->host));
+		json_object_object_add(o, "port", json_object_new_int(e->port));
+		json_object_object_add(o, "held_for", json_object_new_int64(now - e->created));
+		json_object_object_add(o, "timeout", json_object_new_int64(e->timeout_s));
+		json_object_array_add(a->arr, o);
+		return;
+	}
+	if (a->n == 1)
+		printf("%-8s %-12s %6s %5s  %s\n", "ID", "SESSION", "UID", "LEFT", "REQUEST");
+	print_plain(e->id);
+	printf(" ");
+	print_plain(e->session);
+	printf(" %*s%6u %4llds  ", (int)(12 - strlen(e->session) > 0 ? 12 - strlen(e->session) : 0), "", e->uid,
+	       left);
+	print_plain(e->method);
+	printf(" ");
+	print_plain(e->host);
+	printf(":%u\n", e->port);
+}
+
+static int list_asks(bool json)
+{
+	struct asks_arg a = {0};
+	char err[1024] = "";
+	int r;
+
+	if (json)
+		a.arr = json_object_new_array();
+	r = netd_asks_list(asks_cb, &a, err, sizeof err);
+	if (r < 0) {
+		fprintf(stderr, "sluicectl: asks: %s\n", err[0] ? err : strerror(-r));
+		json_object_put(a.arr);
+		return 1;
+	}
+	if (a.arr)
+		printf("%s\n", json_object_to_json_string_ext(a.arr, JSON_C_TO_STRING_PLAIN));
+	else if (a.n == 0)
+		printf("no requests are waiting for approval\n");
+	json_object_put(a.arr);
+	return 0;
+}
+
+/* ---- --remember: add host:port to a policy file's "allow" list ---- */
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+	char tmp[PATH_MAX];
+
+	if (util_strlcpy(tmp, path, sizeof tmp) >= sizeof tmp)
+		return -ENAMETOOLONG;
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* Whether JSON text carries comments (which json-c does not keep): '/' outside a string. */
+static bool has_comments(const char *s, size_t n)
+{
+	bool str = false;
+
+	for (size_t i = 0; i < n; i++) {
+		if (str) {
+			if (s[i] == '\\')
+				i++;
+			else if (s[i] == '"')
+				str = false;
+		} else if (s[i] == '"') {
+			str = true;
+		} else if (s[i] == '/' && i + 1 < n && (s[i + 1] == '/' || s[i + 1] == '*')) {
+			return true;
+		}
+	}
+	return false;
+}
+
+static int write_all(int fd, const char *s, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, s, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -errno ? -errno : -EIO;
+		s += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Writes text to dir/name through a temporary file and rename (readers see the old or the new file,
+ * never half of one). Keeps the old file's mode and owner; a new file gets the directory's owner. */
+static int replace_file(int dfd, const char *name, const char *text, const struct stat *old, char *err,
+                        size_t errlen)
+{
+	char tmp[64];
+	unsigned char rnd[6];
+	struct stat dst;
+	int fd, r;
+
+	if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd || fstat(dfd, &dst) < 0) {
+		snprintf(err, errlen, "no randomness or directory: %s", strerror(errno));
+		return -EIO;
+	}
+	snprintf(tmp, sizeof tmp, ".%s.%02x%02x%02x%02x%02x%02x", name, rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
+	fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, old ? (old->st_mode & 0777) : 0644);
+	if (fd < 0) {
+		r = -errno;
+		snprintf(err, errlen, "creating a temporary file next to %s: %s", name, strerror(-r));
+		return r;
+	}
+	/* root approving into someone else's file or directory: the file stays theirs */
+	if (geteuid() == 0 && fchown(fd, old ? old->st_uid : dst.st_uid, old ? old->st_gid : dst.st_gid) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	if ((r = write_all(fd, text, strlen(text))) < 0 || (fsync(fd) < 0 && (r = -errno) < 0))
+		goto fail;
+	close(fd);
+	fd = -1;
+	if (renameat(dfd, tmp, dfd, name) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	fsync(dfd);
+	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	unlinkat(dfd, tmp, 0);
+	snprintf(err, errlen, "writing %s: %s", name, strerror(-r));
+	return r;
+}
+
+static int remember(const struct netd_ask_entry *a, const char *layer, const char *project, char *err,
+                    size_t errlen)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 16], entry[300], real[PATH_MAX], buf[POLICY_ERR_MAX + 300];
+	enum policy_layer pl = POLICY_LAYER_USER;
+	cleanup_fd int dfd = -1, fd = -1;
+	cleanup_free char *text = NULL;
+	json_object *root = NULL, *allow = NULL;
+	struct stat st;
+	bool exists = false;
+	size_t len = 0;
+	int r = -EINVAL;
+
+	if (strcmp(layer, "user") == 0) {
+		const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+		struct passwd *pw = NULL;
+
+		if (!home || home[0] != '/') {
+			pw = getpwuid(getuid());
+			home = pw ? pw->pw_dir : NULL;
+		}
+		if (xdg && xdg[0] == '/')
+			snprintf(dir, sizeof dir, "%s/sluice", xdg);
+		else if (home)
+			snprintf(dir, sizeof dir, "%s/.config/sluice", home);
+		else {
+			snprintf(err, errlen, "--remember user: no home directory (set HOME)");
+			return -EINVAL;
+		}
+	} else {
+		pl = POLICY_LAYER_PROJECT;
+		if (!realpath(project ? project : ".", real)) {
+			r = -errno;
+			snprintf(err, errlen, "--remember project: the project directory %s: %s", project ? project : ".",
+			         strerror(-r));
+			return r;
+		}
+		snprintf(dir, sizeof dir, "%s/.sluice", real);
+	}
+	snprintf(path, sizeof path, "%s/policy.json", dir);
+	if ((r = mkdir_p(dir, pl == POLICY_LAYER_USER ? 0700 : 0755)) < 0) {
+		snprintf(err, errlen, "creating %s: %s", dir, strerror(-r));
+		return r;
+	}
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0) {
+		r = -errno;
+		snprintf(err, errlen, "opening %s: %s", dir, strerror(-r));
+		return r;
+	}
+	fd = openat(dfd, "policy.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0) {
+		if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > POLICY_FILE_MAX) {
+			snprintf(err, errlen, "%s is not a regular file of at most 1 MiB; not changed", path);
+			return -EINVAL;
+		}
+		exists = true;
+		text = malloc((size_t)st.st_size + 1);
+		if (!text)
+			return -ENOMEM;
+		while (len < (size_t)st.st_size) {
+			ssize_t n = read(fd, text + len, (size_t)st.st_size - len);
+			if (n <= 0) {
+				snprintf(err, errlen, "reading %s: %s", path, n < 0 ? strerror(errno) : "short read");
+				return -EIO;
+			}
+			len += (size_t)n;
+		}
+		text[len] = '\0';
+	} else if (errno != ENOENT) {
+		r = -errno;
+		snprintf(err, errlen, "opening %s: %s", path, strerror(-r));
+		return r;
+	}
+	if (exists && strspn(text, " \t\r\n") != len) {
+		struct json_tokener *tok = json_tokener_new();
+		enum json_tokener_error je = json_tokener_success;
+
+		if (tok) {
+			root = json_tokener_parse_ex(tok, text, (int)len);
+			je = json_tokener_get_error(tok);
+			json_tokener_free(tok);
+		}
+		if (!root || je != json_tokener_success || !json_object_is_type(root, json_type_object)) {
+			snprintf(err, errlen, "%s is not a JSON object (`sluicectl policy check %s` says where); not changed",
+			         path, path);
+			json_object_put(root);
+			return -EINVAL;
+		}
+	} else {
+		root = json_object_new_object();
+	}
+	if (json_object_object_get_ex(root, "allow", &allow)) {
+		if (!json_object_is_type(allow, json_type_array)) {
+			snprintf(err, errlen, "%s: \"allow\" is not a list; not changed", path);
+			json_object_put(root);
+			return -EINVAL;
+		}
+	} else {
+		allow = json_object_new_array();
+		json_object_object_add(root, "allow", allow);
+	}
+	snprintf(entry, sizeof entry, "%s:%u", a->host, a->port);
+	for (size_t i = 0; i < json_object_array_length(allow); i++) {
+		json_object *v = json_object_array_get_idx(allow, i);
+		if (json_object_is_type(v, json_type_string) && strcmp(json_object_get_string(v), entry) == 0) {
+			printf("%s already allows %s\n", path, entry);
+			json_object_put(root);
+			return 0;
+		}
+	}
+	json_object_array_add(allow, json_object_new_string(entry));
+	{
+		const char *out = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+		                                                               JSON_C_TO_STRING_NOSLASHESCAPE);
+		cleanup_free char *nl = NULL;
+		struct policy_builder *b = policy_builder_new();
+		struct policy_error pe;
+		struct policy *p = NULL;
+
+		memset(&pe, 0, sizeof pe);
+		if (!out || asprintf(&nl, "%s\n", out) < 0 || !b) {
+			policy_builder_free(b);
+			json_object_put(root);
+			return -ENOMEM;
+		}
+		/* the new file must load as a policy of its layer before it replaces the old one */
+		if (policy_builder_add_json(b, pl, path, nl, strlen(nl), &pe) < 0 || !(p = policy_builder_compile(b, &pe))) {
+			snprintf(err, errlen, "the updated file would not load (%s); not changed",
+			         policy_error_format(&pe, buf, sizeof buf));
+			policy_builder_free(b);
+			json_object_put(root);
+			return -EINVAL;
+		}
+		policy_unref(p);
+		policy_builder_free(b);
+		json_object_put(root);
+		if (exists && has_comments(text, len)) {
+			/* json-c drops comments: keep the file as it was next to the new one */
+			char bak[] = "policy.json.bak";
+			r = replace_file(dfd, bak, text, &st, err, errlen);
+			if (r < 0)
+				return r;
+			fprintf(stderr, "sluicectl: %s had comments, which rewriting drops; the old file is %s/%s\n", path,
+			        dir, bak);
+		}
+		r = replace_file(dfd, "policy.json", nl, exists ? &st : NULL, err, errlen);
+		if (r < 0)
+			return r;
+	}
+	printf("remembered: %s now allows %s\n", path, entry);
+	return 0;
+}
+
+static void usage_approve(FILE *f)
+{
+	fprintf(f, "usage: sluicectl asks [--json]                      requests held for approval\n"
+	           "       sluicectl approve [ID [--remember user|project [--project DIR]]]\n"
+	           "       sluicectl deny ID\n"
+	           "approve without ID lists the held requests. An approval or denial applies to the request's\n"
+	           "host:port for the rest of its session. --remember also adds host:port to the \"allow\" list of\n"
+	           "your user policy (~/.config/sluice/policy.json) or of DIR/.sluice/policy.json (DIR: --project,\n"
+	           "default the current directory), written by sluicectl as you.\n");
+}
+
+int ctl_ask(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	        {"remember", required_argument, NULL, 'r'},
+	        {"project", required_argument, NULL, 'p'},
+	        {"json", no_argument, NULL, 'j'},
+	        {"help", no_argument, NULL, 'h'},
+	        {NULL, 0, NULL, 0},
+	};
+	const char *cmd = argv[0], *layer = NULL, *project = NULL;
+	bool json = false, allow = strcmp(cmd, "approve") == 0;
+	struct netd_ask_entry e;
+	char err[1024] = "";
+	int opt, r;
+
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'r':
+			if (strcmp(optarg, "user") != 0 && strcmp(optarg, "project") != 0) {
+				fprintf(stderr, "sluicectl: --remember %s: want user or project\n", optarg);
+				return 2;
+			}
+			layer = optarg;
+			break;
+		case 'p': project = optarg; break;
+		case 'j': json = true; break;
+		case 'h': usage_approve(stdout); return 0;
+		default: usage_approve(stderr); return 2;
+		}
+	}
+	if (strcmp(cmd, "asks") == 0 || (allow && optind == argc && !layer && !project)) {
+		if (optind != argc || layer || project) {
+			usage_approve(stderr);
+			return 2;
+		}
+		return list_asks(json);
+	}
+	if (optind + 1 != argc || json || (!allow && (layer || project)) || (project && !layer)) {
+		usage_approve(stderr);
+		return 2;
+	}
+	if (project && strcmp(layer, "project") != 0) {
+		fprintf(stderr, "sluicectl: --project goes with --remember project\n");
+		return 2;
+	}
+	r = netd_ask_decide(argv[optind], allow, &e, err, sizeof err);
+	if (r < 0) {
+		fprintf(stderr, "sluicectl: %s %s: %s\n", cmd, argv[optind], err[0] ? err : strerror(-r));
+		return 1;
+	}
+	printf("%s %s: %s %s:%u (session %s)\n", allow ? "approved" : "denied", e.id, e.method, e.host, e.port,
+	       e.session);
+	if (layer && (r = remember(&e, layer, project, err, sizeof err)) < 0) {
+		fprintf(stderr, "sluicectl: approved for the session, but not remembered: %s\n", err);
+		return 1;
+	}
+	return 0;
+}
