@@ -507,10 +507,6 @@ static int cmd_run(int argc, char **argv)
 		fail("--ask and --ask-timeout need --allow-network (without it there is no network to ask about)");
 		goto out;
 	}
-	if (c.learn_file && c.ask) {
-		fail("--learn and --ask contradict each other (learn mode allows what --ask would hold)");
-		goto out;
-	}
 	if ((c.policies.n || c.allows.n) && !c.allow_network) {
 		fail("--policy and --allow only apply with --allow-network");
 		goto out;

@@ -253,6 +253,105 @@ static void test_bad_attributes(void **state)
 	}
 }
 
+/* Interactive approval: ASKS/DECIDE from clients, ASK back to them; VERDICT to the engine and
+ * ASK/ASK_END from it. Attribute numbers above 31 (TIMEOUT is 33) are checked like the others. */
+static int check_one(const struct ipc_proto *proto, struct ipc_buf *b, uint32_t state)
+{
+	struct ipc_msg m;
+	char err[256];
+	int r;
+
+	assert_int_equal(ipc_send(sv[0], b), 0);
+	ipc_buf_release(b);
+	assert_int_equal(ipc_recv(sv[1], &m), 0);
+	r = ipc_msg_check(proto, &m, state, err, sizeof err);
+	ipc_msg_clear(&m);
+	return r;
+}
+
+static void put_ask(struct ipc_buf *b, uint16_t type, const char *host)
+{
+	assert_int_equal(ipc_buf_init(b, type, 3), 0);
+	ipc_buf_put_str(b, NETD_A_ASK_ID, "0123abcd");
+	ipc_buf_put_str(b, NETD_A_ID, "0123456789");
+	ipc_buf_put_u32(b, NETD_A_UID, 1000);
+	ipc_buf_put_str(b, NETD_A_PROTOCOL, "http");
+	ipc_buf_put_str(b, NETD_A_METHOD, "GET");
+	if (host)
+		ipc_buf_put_str(b, NETD_A_HOST, host);
+	ipc_buf_put_u16(b, NETD_A_DPORT, 443);
+	ipc_buf_put_u32(b, NETD_A_TIMEOUT, 60);
+}
+
+static void test_ask_messages(void **state)
+{
+	struct ipc_buf b;
+	struct ipc_msg m;
+	char err[256], longhost[300];
+
+	/* DECIDE: from any client connection, with an 8-character id and a u8 verdict */
+	for (int st = 0; st < 2; st++) {
+		assert_int_equal(ipc_buf_init(&b, NETD_MSG_DECIDE, 1), 0);
+		ipc_buf_put_str(&b, NETD_A_ASK_ID, "0123abcd");
+		ipc_buf_put_u8(&b, NETD_A_VERDICT, 1);
+		assert_int_equal(check_one(&netd_control_proto, &b, st ? NETD_CS_ATTACHED : NETD_CS_OPEN), 0);
+	}
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_DECIDE, 1), 0);
+	ipc_buf_put_str(&b, NETD_A_ASK_ID, "0123abcd");
+	assert_int_equal(check_one(&netd_control_proto, &b, NETD_CS_OPEN), -EBADMSG); /* no verdict */
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_DECIDE, 1), 0);
+	ipc_buf_put_str(&b, NETD_A_ASK_ID, "0123abcde");
+	ipc_buf_put_u8(&b, NETD_A_VERDICT, 1);
+	assert_int_equal(check_one(&netd_control_proto, &b, NETD_CS_OPEN), -EBADMSG); /* id too long */
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_DECIDE, 1), 0);
+	ipc_buf_put_str(&b, NETD_A_ASK_ID, "0123abcd");
+	ipc_buf_put_u32(&b, NETD_A_VERDICT, 1);
+	assert_int_equal(check_one(&netd_control_proto, &b, NETD_CS_OPEN), -EBADMSG); /* verdict not a u8 */
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_ASKS, 1), 0);
+	assert_int_equal(check_one(&netd_control_proto, &b, NETD_CS_OPEN), 0);
+	/* ASK is a reply: refused at the daemon, read by a client with every field */
+	put_ask(&b, NETD_MSG_ASK, "example.com");
+	assert_int_equal(check_one(&netd_control_proto, &b, NETD_CS_OPEN), -EPERM);
+	put_ask(&b, NETD_MSG_ASK, "example.com");
+	ipc_buf_put_u64(&b, NETD_A_CREATED, 1700000000);
+	assert_int_equal(ipc_send(sv[0], &b), 0);
+	ipc_buf_release(&b);
+	assert_int_equal(ipc_recv(sv[1], &m), 0);
+	assert_int_equal(ipc_msg_check(&netd_control_proto, &m, NETD_CS_CLIENT, err, sizeof err), 0);
+	assert_string_equal(ipc_get_str(&m, NETD_A_HOST), "example.com");
+	assert_int_equal(ipc_get_u16(&m, NETD_A_DPORT, 0), 443);
+	assert_int_equal(ipc_get_u32(&m, NETD_A_TIMEOUT, 0), 60);
+	assert_int_equal(ipc_get_u64(&m, NETD_A_CREATED, 0), 1700000000);
+	ipc_msg_clear(&m);
+
+	/* engine: ASK and ASK_END come from the engine only; a host over 253 bytes or none is refused */
+	put_ask(&b, NETD_ENG_ASK, "example.com");
+	assert_int_equal(check_one(&netd_engine_proto, &b, NETD_ES_PARENT), 0);
+	put_ask(&b, NETD_ENG_ASK, "example.com");
+	assert_int_equal(check_one(&netd_engine_proto, &b, NETD_ES_RUN), -EPERM);
+	put_ask(&b, NETD_ENG_ASK, NULL);
+	assert_int_equal(check_one(&netd_engine_proto, &b, NETD_ES_PARENT), -EBADMSG);
+	memset(longhost, 'a', 254);
+	longhost[254] = '\0';
+	put_ask(&b, NETD_ENG_ASK, longhost);
+	assert_int_equal(check_one(&netd_engine_proto, &b, NETD_ES_PARENT), -EBADMSG);
+	assert_int_equal(ipc_buf_init(&b, NETD_ENG_ASK_END, 1), 0);
+	ipc_buf_put_str(&b, NETD_A_ASK_ID, "0123abcd");
+	assert_int_equal(check_one(&netd_engine_proto, &b, NETD_ES_PARENT), 0);
+	/* VERDICT goes to a running engine, with who decided */
+	for (int st = 0; st < 2; st++) {
+		assert_int_equal(ipc_buf_init(&b, NETD_ENG_VERDICT, 1), 0);
+		ipc_buf_put_str(&b, NETD_A_ASK_ID, "0123abcd");
+		ipc_buf_put_u8(&b, NETD_A_VERDICT, 0);
+		ipc_buf_put_u32(&b, NETD_A_UID, 0);
+		assert_int_equal(check_one(&netd_engine_proto, &b, st ? NETD_ES_INIT : NETD_ES_RUN), st ? -EPERM : 0);
+	}
+	assert_int_equal(ipc_buf_init(&b, NETD_ENG_VERDICT, 1), 0);
+	ipc_buf_put_str(&b, NETD_A_ASK_ID, "0123abcd");
+	ipc_buf_put_u8(&b, NETD_A_VERDICT, 1);
+	assert_int_equal(check_one(&netd_engine_proto, &b, NETD_ES_RUN), -EBADMSG); /* no uid */
+}
+
 static void test_fd_passing(void **state)
 {
 	struct ipc_msg m;
@@ -380,6 +479,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_oversized, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wrong_type_and_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_attributes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ask_messages, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fd_passing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fds_closed_on_error, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_too_many_fds, setup, teardown),
