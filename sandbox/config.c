@@ -66,6 +66,7 @@ void sb_config_clear(struct sb_config *c)
 	free(c->project_dir);
 	free(c->home);
 	free(c->audit_log);
+	free(c->learn_file);
 	free(c->hostname);
 	sb_strv_clear(&c->writable_paths);
 	sb_strv_clear(&c->plugin_paths);

@@ -47,6 +47,7 @@ enum {
 	OPT_NO_SANDBOX,
 	OPT_VERSION,
 	OPT_SANDBOX_TYPE,
+	OPT_LEARN,
 	OPT_ASK,
 	OPT_ASK_TIMEOUT,
 };
@@ -63,6 +64,7 @@ static const struct option sb_options[] = {
         {"allow-network", no_argument, NULL, OPT_ALLOW_NETWORK},
         {"policy", required_argument, NULL, OPT_POLICY},
         {"allow", required_argument, NULL, OPT_ALLOW},
+        {"learn", required_argument, NULL, OPT_LEARN},
         {"ask", no_argument, NULL, OPT_ASK},
         {"ask-timeout", required_argument, NULL, OPT_ASK_TIMEOUT},
         {"cpu", required_argument, NULL, OPT_CPU},
@@ -98,6 +100,9 @@ static void usage(FILE *f)
 	           "  --allow-network                egress through sluiced's proxy (see --policy, --allow)\n"
 	           "  --policy NAME|FILE             add a preset or policy file (repeatable)\n"
 	           "  --allow HOST[:PORT]            allow one host (repeatable)\n"
+	           "  --learn FILE                   learn mode (implies --allow-network): allow what no rule\n"
+	           "                                 allows (not forbidden addresses, not organisation denials)\n"
+	           "                                 and write the policy the run needed to FILE (a new file)\n"
 	           "  --ask                          hold requests no rule allows until `sluicectl approve ID`\n"
 	           "                                 (or deny ID) decides; needs sluiced\n"
 	           "  --ask-timeout SECONDS          deny a held request after this long (default: 60)\n"
@@ -258,6 +263,31 @@ static int run_unsandboxed(const struct sb_config *c, char *const *argv)
 	return e == ENOENT ? SB_EXIT_NOENT : SB_EXIT_NOEXEC;
 }
 
+/* --learn FILE: made absolute now (the session changes nothing about the launcher's directory, but
+ * the message at exit should name the file as the user meant it), refused at once when it exists or
+ * cannot be written, so that a long run does not end in a policy that cannot be saved. */
+static int set_learn_file(struct sb_config *c, const char *arg)
+{
+	char cwd[PATH_MAX], abs[PATH_MAX], err[SB_ERR_MAX];
+
+	if (!*arg)
+		return fail("--learn: want a file name for the learned policy");
+	if (arg[0] != '/') {
+		if (!getcwd(cwd, sizeof cwd))
+			return fail("--learn %s: cannot tell the current directory: %s", arg, strerror(errno));
+		if ((size_t)snprintf(abs, sizeof abs, "%s/%s", cwd, arg) >= sizeof abs)
+			return fail("--learn %s: path too long", arg);
+	} else if ((size_t)snprintf(abs, sizeof abs, "%s", arg) >= sizeof abs) {
+		return fail("--learn %s: path too long", arg);
+	}
+	if (sb_learn_check(abs, err, sizeof err) < 0)
+		return fail("--learn %s", err);
+	free(c->learn_file);
+	if (!(c->learn_file = strdup(abs)))
+		return fail("out of memory");
+	return 0;
+}
+
 /* Command-line limits may not exceed the organisation's. */
 static int check_cap(const char *what, uint64_t v, uint64_t cap)
 {
@@ -313,6 +343,11 @@ static int cmd_run(int argc, char **argv)
 		case OPT_ALLOW:
 			if (sb_strv_add(&c.allows, optarg) < 0)
 				goto out;
+			break;
+		case OPT_LEARN:
+			if (set_learn_file(&c, optarg) != 0)
+				goto out;
+			c.allow_network = true;
 			break;
 		case OPT_ASK: c.ask = true; break;
 		case OPT_ASK_TIMEOUT: {
@@ -507,12 +542,17 @@ static int cmd_run(int argc, char **argv)
 		fail("--ask and --ask-timeout need --allow-network (without it there is no network to ask about)");
 		goto out;
 	}
+	if (c.learn_file && c.ask) {
+		fail("--learn and --ask contradict each other (learn mode allows what --ask would hold)");
+		goto out;
+	}
 	if ((c.policies.n || c.allows.n) && !c.allow_network) {
 		fail("--policy and --allow only apply with --allow-network");
 		goto out;
 	}
 	if (c.allow_network && c.org_forbid_network) {
-		fail("--allow-network is forbidden by the organisation policy (%s/policy.json)", SLUICE_SYSCONFDIR);
+		fail("%s is forbidden by the organisation policy (%s/policy.json)",
+		     c.learn_file ? "--learn (which needs --allow-network)" : "--allow-network", SLUICE_SYSCONFDIR);
 		goto out;
 	}
 

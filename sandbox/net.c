@@ -79,6 +79,11 @@ static char *build_policy(const struct sb_config *c, char *err, size_t errlen)
 		struct policy_options o = {.ask = c->ask, .ask_timeout_s = c->ask_timeout_s};
 		policy_builder_set_options(b, &o);
 	}
+	if (c->learn_file) {
+		/* learn mode: the compile fails when the organisation forbids it (never a silent downgrade) */
+		struct policy_options lo = {.learn = true};
+		policy_builder_set_options(b, &lo);
+	}
 	if (!(p = policy_builder_compile(b, &pe)))
 		goto fail;
 	if (c->ask && !policy_get_options(p)->ask) {
@@ -219,6 +224,10 @@ void sb_net_close(struct sb_session *s)
 	s->net->ns = NULL;
 #endif
 	print_summary(s, s->net);
+	/* After the summary: what learn mode could not allow (forbidden addresses, organisation
+	 * denials) is listed first, then where the policy went. */
+	if (s->cfg->learn_file && s->net->id[0] && s->net->audit_log[0])
+		(void)sb_learn_write(s, s->net->id, s->net->audit_log, s->net->audit_from);
 	free(s->net);
 	s->net = NULL;
 }

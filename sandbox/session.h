@@ -90,6 +90,24 @@ long long sb_summary_mark(const char *log_path);
 /* Prints the denials of session id found in log_path after offset `from` (nothing when none).
  * Returns 0 or -errno (the log cannot be read). */
 int sb_summary_print(FILE *f, const char *id, const char *log_path, long long from);
+struct json_object;
+/* Calls fn with each record of session id in log_path after offset `from` (or from the start when
+ * the log was rotated or truncated since), parsed (borrowed for the call). Over-long lines and
+ * lines that are not JSON objects are skipped. Returns 0 or -errno (the log cannot be read). */
+int sb_summary_each(const char *id, const char *log_path, long long from,
+                    void (*fn)(struct json_object *rec, void *arg), void *arg);
+/* A record's string field (NULL when absent or not a string) / integer field (-1 when absent). */
+const char *sb_record_str(struct json_object *rec, const char *key);
+long sb_record_int(struct json_object *rec, const char *key);
+
+/* ---- learn.c ---- */
+/* --learn FILE: refuses (one line in err) a FILE that exists or whose directory cannot be written,
+ * before the session starts. */
+int sb_learn_check(const char *path, char *err, size_t errlen);
+/* At exit: writes the smallest policy that allows what session id was allowed to reach (its records
+ * in the audit log after `from`) to path, atomically and never over an existing file, and prints
+ * where (unless quiet). Returns 0 or -errno (with a message printed). */
+int sb_learn_write(const struct sb_session *s, const char *id, const char *log_path, long long from);
 
 /* ---- env.c ---- */
 /* Builds the sandbox environment (malloced NULL-terminated array of malloced strings). */

@@ -1,8 +1,9 @@
-/* The denial summary `sluice run --allow-network` prints at exit: reads this session's records from
- * the audit log (from where the log ended when the session started), groups the denials by
- * destination and rule, and says for each the exact flag or policy line that would allow it. The
- * log is written by netd's proxy but is still read as untrusted text: lines are bounded, parsed
- * with json-c, and every string is printed with control bytes escaped. */
+/* Reading this session's records back from the audit log (from where the log ended when the
+ * session started): sb_summary_each() is the one reader, used by the denial summary `sluice run
+ * --allow-network` prints at exit (here: groups the denials by destination and rule, and says for
+ * each the exact flag or policy line that would allow it) and by learn mode (learn.c). The log is
+ * written by netd's proxy but is still read as untrusted text: lines are bounded, parsed with
+ * json-c, and every string is printed with control bytes escaped. */
 #include "session.h"
 
 #include "util.h"
@@ -34,12 +35,21 @@ struct denials {
 	unsigned more; /* denials of destinations beyond the table */
 };
 
-static const char *jstr(json_object *o, const char *key)
+const char *sb_record_str(json_object *o, const char *key)
 {
 	json_object *v;
 	if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
 		return NULL;
 	return json_object_get_string(v);
+}
+
+long sb_record_int(json_object *o, const char *key)
+{
+	json_object *v;
+	if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int))
+		return -1;
+	int64_t n = json_object_get_int64(v);
+	return n < 0 || n > INT32_MAX ? -1 : (long)n;
 }
 
 /* Copies s into dst with anything outside printable ASCII replaced by '?'. */
@@ -51,26 +61,22 @@ static void copy_safe(char *dst, size_t len, const char *s)
 	dst[i] = '\0';
 }
 
-static void add_line(struct denials *d, const char *id, const char *line)
+static void add_record(json_object *o, void *arg)
 {
-	json_object *o = json_tokener_parse(line), *pv;
-	const char *sess, *dec, *host, *proto, *rule;
-	long port = 0;
+	struct denials *d = arg;
+	const char *dec, *host, *proto, *rule;
+	long port;
 
-	if (!o || !json_object_is_type(o, json_type_object))
-		goto out;
-	sess = jstr(o, "session");
-	dec = jstr(o, "decision");
-	host = jstr(o, "host");
-	proto = jstr(o, "protocol");
-	if (!sess || strcmp(sess, id) != 0 || !dec || strcmp(dec, "deny") != 0 || !host || !*host)
-		goto out;
-	if (json_object_object_get_ex(o, "port", &pv) && json_object_is_type(pv, json_type_int))
-		port = (long)json_object_get_int64(pv);
+	dec = sb_record_str(o, "decision");
+	host = sb_record_str(o, "host");
+	proto = sb_record_str(o, "protocol");
+	if (!dec || strcmp(dec, "deny") != 0 || !host || !*host)
+		return;
+	port = sb_record_int(o, "port");
 	/* A DNS query names no port: the flag to suggest is the bare host. */
 	if ((proto && strcmp(proto, "dns") == 0) || port < 0 || port > 65535)
 		port = 0;
-	rule = jstr(o, "rule");
+	rule = sb_record_str(o, "rule");
 	char h[256], r[256];
 	copy_safe(h, sizeof h, host);
 	copy_safe(r, sizeof r, rule ? rule : "");
@@ -81,21 +87,19 @@ static void add_line(struct denials *d, const char *id, const char *line)
 			if (port)
 				x->port = port;
 			x->count++;
-			goto out;
+			return;
 		}
 	}
 	if (d->n == SUMMARY_MAX_ROWS) {
 		d->more++;
-		goto out;
+		return;
 	}
 	struct denial *x = &d->row[d->n++];
 	util_strlcpy(x->host, h, sizeof x->host);
 	util_strlcpy(x->rule, r, sizeof x->rule);
-	copy_safe(x->reason, sizeof x->reason, jstr(o, "reason"));
+	copy_safe(x->reason, sizeof x->reason, sb_record_str(o, "reason"));
 	x->port = port;
 	x->count = 1;
-out:
-	json_object_put(o);
 }
 
 long long sb_summary_mark(const char *log_path)
@@ -112,16 +116,16 @@ static bool is_addr(const char *h)
 	return strspn(h, "0123456789.") == strlen(h) || strchr(h, ':');
 }
 
-int sb_summary_print(FILE *f, const char *id, const char *log_path, long long from)
+int sb_summary_each(const char *id, const char *log_path, long long from, void (*fn)(json_object *rec, void *arg),
+                    void *arg)
 {
-	struct denials *d = calloc(1, sizeof *d);
 	char *line = malloc(SUMMARY_LINE_MAX);
 	cleanup_fd int fd = -1;
 	FILE *in = NULL;
 	struct stat st;
 	int r = 0;
 
-	if (!d || !line) {
+	if (!line) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -153,9 +157,28 @@ int sb_summary_print(FILE *f, const char *id, const char *log_path, long long fr
 				;
 			continue;
 		}
-		add_line(d, id, line);
+		json_object *o = json_tokener_parse(line);
+		const char *sess = o && json_object_is_type(o, json_type_object) ? sb_record_str(o, "session") : NULL;
+		if (sess && strcmp(sess, id) == 0)
+			fn(o, arg);
+		json_object_put(o);
 	}
-	if (d->n == 0)
+out:
+	if (in)
+		fclose(in);
+	free(line);
+	return r;
+}
+
+int sb_summary_print(FILE *f, const char *id, const char *log_path, long long from)
+{
+	struct denials *d = calloc(1, sizeof *d);
+	int r;
+
+	if (!d)
+		return -ENOMEM;
+	r = sb_summary_each(id, log_path, from, add_record, d);
+	if (r < 0 || d->n == 0)
 		goto out;
 	unsigned total = d->more;
 	for (size_t i = 0; i < d->n; i++)
@@ -185,9 +208,6 @@ int sb_summary_print(FILE *f, const char *id, const char *log_path, long long fr
 	if (d->more)
 		fprintf(f, "  ... and %u more denied requests (sluicectl log --session %s --denied)\n", d->more, id);
 out:
-	if (in)
-		fclose(in);
-	free(line);
 	free(d);
 	return r;
 }

@@ -27,6 +27,7 @@ check_eq "sluice run --pro: options" "--profile --project --project-mode" "$(com
 check_eq "sluice run --sandbox-type: values" "firejail local" "$(comp _sluice sluice run --sandbox-type '')"
 check_eq "sluice run --profile: values" "base plugin unsafe" "$(comp _sluice sluice run --profile '')"
 check_eq "sluice run --q: --quiet" "--quiet" "$(comp _sluice sluice run --q)"
+check_eq "sluice run --lea: --learn" "--learn" "$(comp _sluice sluice run --lea)"
 check_match "sluice run --policy: presets" "npm.*pypi" "$(comp _sluice sluice run --policy '')"
 check_eq "sluice run -- mkd: the command is completed by bash" "mkdir" "$(comp _sluice sluice run -- mkdi)"
 check_eq "sluice netns: create delete" "create delete" "$(comp _sluice sluice netns '')"
