@@ -491,6 +491,11 @@ static int cmd_run(int argc, char **argv)
 			     SLUICE_SYSCONFDIR);
 			goto out;
 		}
+		if (c.learn_file) {
+			fail("--learn needs the sandbox (its network goes through the proxy that records it); "
+			     "it cannot be used with --no-sandbox-i-mean-it");
+			goto out;
+		}
 		rc = run_unsandboxed(&c, argv + optind);
 		goto out;
 	}

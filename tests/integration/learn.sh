@@ -3,7 +3,7 @@
 # forbidden address ranges and what the organisation denies), FILE then names exactly the hosts it
 # reached, `sluicectl policy check` accepts it, and `sluice run --allow-network --policy FILE` of the
 # same command succeeds while a host (or port) not in FILE is denied. An existing FILE is never
-# overwritten. Through sluiced: an organisation deny rule still denies in learn mode, and an
+# overwritten; a shipped preset that covers a reached host is named instead. Through sluiced: an organisation deny rule still denies in learn mode, and an
 # organisation `"learn": false` refuses the session before the command runs.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
@@ -61,6 +61,19 @@ out=$(sb --allow-network --policy "$F" --audit-log "$AUDIT" -- \
 check_eq "enforce: a host not in FILE, and ports not learned, are denied (403)" "403 403 403" "$(echo $out)"
 check_match "enforce: the summary lists evil.test" 'evil\.test:80 +1 x +no rule' "$(cat "$LAB_DIR/err3")"
 
+# 3b. Presets: a reached host that a shipped preset covers is learned as that preset (the smallest that
+#     covers it: npm, not registries), and not repeated in "allow". (The lab's DNS answers for the npm
+#     registry's name with a lab address: nothing leaves the lab.)
+lab_dns_add registry.npmjs.org "$LAB_REGISTRY4"
+F5=$LAB_DIR/learned5.json
+NPM="$GET http://registry.npmjs.org/sluice-demo; $GET http://allowed.test/"
+out1=$(sb --learn "$F5" --audit-log "$AUDIT" -- sh -c "$NPM" 2>"$LAB_DIR/err3b")
+check_match "learn: the npm registry's name was reached (an HTTP status)" '^[1-5][0-9][0-9] 200$' "$(echo $out1)"
+check_eq "learn: it is learned as the npm preset, the other host as itself" 	'{"presets":["npm"],"allow":["allowed.test"]}' "$(body "$F5")"
+check_match "learn: the summary line counts the preset" '-> 1 preset, 1 allow entry' "$(cat "$LAB_DIR/err3b")"
+out2=$(sb --allow-network --policy "$F5" --audit-log "$AUDIT" -- sh -c "$NPM" 2>/dev/null)
+check_eq "enforce: the same statuses with --policy FILE (the preset allows the registry)" "$(echo $out1)" "$(echo $out2)"
+
 # 4. Learn mode still refuses the forbidden ranges: the metadata address, a name that resolves to it
 #    or to a private address. They are summarised as denials and stay out of FILE.
 F2=$LAB_DIR/learned2.json
@@ -81,6 +94,8 @@ check_not "learn: ... before the command ran" grep -q '^ran' "$LAB_DIR/err5"
 check_eq "learn: ... and FILE is unchanged" "$sum" "$(sha256sum <"$F")"
 check_eq "learn: a FILE in a missing directory is refused (125)" 125 \
 	"$(sb --learn "$LAB_DIR/nosuch/f.json" -- true >/dev/null 2>&1; echo $?)"
+check_eq "learn: refused with the bypass (nothing would record the run)" 125 \
+	"$(sb --learn "$LAB_DIR/f6.json" --no-sandbox-i-mean-it -- true >/dev/null 2>&1; echo $?)"
 check_eq "learn: a project policy cannot turn learn mode on" 125 \
 	"$(mkdir -p "$P/.sluice" && echo '{"options": {"learn": true}}' >"$P/.sluice/policy.json" &&
 	   sb --allow-network -- true >/dev/null 2>"$LAB_DIR/err5b"; echo $?)"
