@@ -302,6 +302,37 @@ int netd_sessions_list(void (*fn)(const struct netd_session_entry *e, void *arg)
 	return r;
 }
 
+int netd_session_set_policy(struct netd_session *s, const char *id, const char *policy_json, char *err,
+			    size_t errlen)
+{
+	static uint32_t seq = 0x1000;
+	struct ipc_msg m = {0};
+	struct ipc_buf b;
+	int r;
+
+	if (!s || !id || !id[0] || strlen(id) > NETD_ID_MAX || !policy_json || strlen(policy_json) > NETD_POLICY_MAX) {
+		snprintf(err, errlen, "bad session id or policy");
+		return -EINVAL;
+	}
+	r = ipc_buf_init(&b, NETD_MSG_POLICY, ++seq);
+	if (r == 0) {
+		ipc_buf_put_str(&b, NETD_A_ID, id);
+		ipc_buf_put_str(&b, NETD_A_POLICY, policy_json);
+		r = ipc_send(s->fd, &b);
+		ipc_buf_release(&b);
+	}
+	if (r < 0)
+		snprintf(err, errlen, "sending the policy to the network daemon: %s", strerror(-r));
+	if (r == 0)
+		r = recv_reply(s->fd, seq, &m, err, errlen);
+	if (r == 0 && m.type != NETD_MSG_OK) {
+		snprintf(err, errlen, "unexpected answer from the network daemon");
+		r = -EPROTO;
+	}
+	ipc_msg_clear(&m);
+	return r;
+}
+
 int netd_session_end(const char *id, char *err, size_t errlen)
 {
 	struct ipc_msg m = {0};

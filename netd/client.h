@@ -34,6 +34,12 @@ void netd_session_close(struct netd_session *s); /* NULL no-op; waits for an emb
 /* Whether the session is served by an embedded helper (true) or by sluiced (false); only an
  * embedded session honours netd_session_request.audit_log. */
 bool netd_session_is_embedded(const struct netd_session *s);
+/* Replaces the policy of the session this handle attached (id: its reply's id), e.g. with a narrower
+ * one: sluiced compiles it under the organisation layer, flushes the session's direct-mode flows and
+ * ends live connections and direct flows the new policy no longer allows; returns once the engine
+ * applied it. 0 or -errno with a one-line message in err. */
+int netd_session_set_policy(struct netd_session *s, const char *id, const char *policy_json, char *err,
+			    size_t errlen);
 
 /* ---- sluiced administration (daemon only) ---- */
 

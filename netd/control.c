@@ -64,6 +64,8 @@ static void conn_close(struct netd *d, struct netd_conn *c)
 		next = s->next;
 		if (s->replier == c)
 			s->replier = NULL;
+		if (s->policy_replier == c)
+			s->policy_replier = NULL;
 		if (s->owner == c)
 			netd_sess_close(d, s);
 	}
@@ -180,6 +182,58 @@ static void handle_open(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 	else if (netd_engine_down_reason(d))
 		/* the engine is down (failing to start, or restarting): fail now, and closed */
 		netd_conn_session_ready(d, s, -EHOSTDOWN, netd_engine_down_reason(d));
+}
+
+void netd_conn_policy_done(struct netd *d, struct netd_sess *s, int err, const char *msg)
+{
+	struct netd_conn *c = s->policy_replier;
+	uint32_t seq = s->policy_reply_seq;
+
+	(void)d;
+	s->policy_replier = NULL;
+	s->policy_reply_seq = 0;
+	if (err)
+		log_warnx("session %s: %s", s->id, msg ? msg : strerror(-err));
+	if (!c)
+		return;
+	if (err)
+		netd_send_error(c->fd, seq, err, msg ? msg : strerror(-err));
+	else
+		ipc_send_empty(c->fd, NETD_MSG_OK, seq);
+}
+
+/* POLICY: replaces a session's policy. Only the connection that attached the session (the launcher that
+ * chose its first policy, never the sandboxed command, which does not hold that socket) or root may:
+ * another process of the same user could otherwise widen a session it runs in. The new policy is
+ * compiled under the organisation layer like the first one. Replied to once the engine applied it. */
+static void handle_policy(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
+{
+	struct netd_sess *s = netd_sess_find(d, ipc_get_str(m, NETD_A_ID));
+	char err[NETD_ERRMSG_MAX + 1];
+	int r;
+
+	if (!s || (c->uid != 0 && s->uid != c->uid)) {
+		netd_send_error(c->fd, m->seq, ENOENT, "no such session of yours");
+		return;
+	}
+	if (c->uid != 0 && s->owner != c) {
+		netd_send_error(c->fd, m->seq, EPERM,
+				"only the connection that attached the session (its launcher) or root may change its policy");
+		return;
+	}
+	if (s->policy_replier) {
+		netd_send_error(c->fd, m->seq, EBUSY, "a policy change of this session is already in progress");
+		return;
+	}
+	r = netd_sess_set_policy(d, s, ipc_get_str(m, NETD_A_POLICY), err, sizeof err);
+	if (r < 0) {
+		netd_send_error(c->fd, m->seq, r, err);
+		return;
+	}
+	s->policy_replier = c;
+	s->policy_reply_seq = m->seq;
+	if (!s->policy_seq) /* the engine is down: it gets the policy when it is back */
+		netd_conn_policy_done(d, s, 0, NULL);
 }
 
 static void handle_list(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
@@ -317,6 +371,9 @@ static void conn_cb(evutil_socket_t fd, short what, void *arg)
 			break;
 		case NETD_MSG_END:
 			handle_end(d, c, &m);
+			break;
+		case NETD_MSG_POLICY:
+			handle_policy(d, c, &m);
 			break;
 		case NETD_MSG_ASKS:
 			handle_asks(d, c, &m);

@@ -629,8 +629,8 @@ static bool valid_name(const char *s)
 
 /* Re-validates the client's policy by compiling it under the organisation layer; returns the
  * compiled policy's serialisation (what the engine gets). */
-static char *compile_policy(struct netd *d, const char *json, uid_t uid, bool *transparent, char *err,
-			    size_t errlen)
+static char *compile_policy(struct netd *d, const char *json, uid_t uid, bool *transparent,
+			    struct policy **compiled, char *err, size_t errlen)
 {
 	struct policy_builder *b = policy_builder_new();
 	struct policy_error pe = {0};
@@ -660,6 +660,8 @@ static char *compile_policy(struct netd *d, const char *json, uid_t uid, bool *t
 	out = policy_serialize(p);
 	if (!out)
 		snprintf(err, errlen, "out of memory serialising the policy");
+	else
+		*compiled = policy_ref(p);
 out:
 	policy_unref(p);
 	policy_builder_free(b);
@@ -709,6 +711,7 @@ static void session_free(struct netd_sess *s)
 	free(s->netns_path);
 	free(s->command);
 	free(s->policy_json);
+	policy_unref(s->policy);
 	free(s);
 }
 
@@ -792,7 +795,7 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 		goto fail_early;
 	}
 	s->command = strdup(req->command);
-	s->policy_json = compile_policy(d, req->policy_json, req->uid, &s->transparent, err, errlen);
+	s->policy_json = compile_policy(d, req->policy_json, req->uid, &s->transparent, &s->policy, err, errlen);
 	if (!s->command || !s->policy_json) {
 		r = -EINVAL;
 		goto fail_early;
@@ -887,6 +890,47 @@ fail:
 	session_unwire(d, s, nft_added);
 fail_early:
 	session_free(s);
+	return r;
+}
+
+int netd_sess_set_policy(struct netd *d, struct netd_sess *s, const char *json, char *err, size_t errlen)
+{
+	struct policy *p = NULL;
+	bool transparent = false;
+	char *out;
+	int r;
+
+	if (s->policy_seq) {
+		snprintf(err, errlen, "a policy change of session %s is already in progress", s->id);
+		return -EBUSY;
+	}
+	out = compile_policy(d, json, s->uid, &transparent, &p, err, errlen);
+	if (!out)
+		return -EINVAL;
+	if (transparent != s->transparent) {
+		snprintf(err, errlen, "the transparent option cannot change on a live session (start a new one)");
+		free(out);
+		policy_unref(p);
+		return -EINVAL;
+	}
+	free(s->policy_json);
+	s->policy_json = out;
+	policy_unref(s->policy);
+	s->policy = p;
+	/* every direct-mode element goes (what the new policy still allows, the engine offers again and we
+	 * check against the new policy); from here on the engine's grants are checked against it */
+	if ((r = netd_nft_direct_flush(d->nft, s->ifname, err, errlen)) < 0) {
+		/* the engine must still get the new policy: both sides decide by it from now on */
+		log_warnx("session %s: %s", s->id, err);
+		netd_engine_session_policy(d, s);
+		return r;
+	}
+	log_info("session %s: policy replaced (%d direct-mode elements flushed)", s->id, r);
+	r = netd_engine_session_policy(d, s);
+	if (r == -EHOSTDOWN)
+		return 0; /* the engine is down (the session fails closed); it gets the new policy with the session */
+	if (r < 0)
+		snprintf(err, errlen, "telling the proxy engine: %s", strerror(-r));
 	return r;
 }
 

@@ -187,6 +187,30 @@ void netd_engine_reopen_log(struct netd *d)
 	close(fd);
 }
 
+int netd_engine_session_policy(struct netd *d, struct netd_sess *s)
+{
+	struct netd_engine *e = d->engine;
+	struct ipc_buf b;
+	int r;
+
+	if (!e || !e->ready)
+		return -EHOSTDOWN; /* it gets the new policy with SESSION_ADD when it is back */
+	s->policy_seq = next_seq(e);
+	if ((r = ipc_buf_init(&b, NETD_ENG_SESSION_POLICY, s->policy_seq)) < 0) {
+		s->policy_seq = 0;
+		return r;
+	}
+	ipc_buf_put_str(&b, NETD_A_ID, s->id);
+	ipc_buf_put_str(&b, NETD_A_POLICY, s->policy_json);
+	r = ipc_send(e->sock, &b);
+	ipc_buf_release(&b);
+	if (r < 0) {
+		s->policy_seq = 0;
+		log_warnx("engine: sending the new policy of session %s: %s", s->id, strerror(-r));
+	}
+	return r;
+}
+
 /* ---- held requests (policy option "ask") ---- */
 
 struct netd_ask *netd_ask_find(struct netd *d, const char *id)
@@ -336,8 +360,13 @@ static void engine_died(struct netd *d, const char *why)
 		snprintf(e->last_err, sizeof e->last_err, "the proxy engine %s and is restarting", why);
 	engine_reap(e);
 	netd_asks_drop_session(d, NULL); /* the held requests died with the engine */
-	for (struct netd_sess *s = d->sessions; s; s = s->next)
+	for (struct netd_sess *s = d->sessions; s; s = s->next) {
 		s->engine_seq = 0;
+		if (s->policy_seq) { /* the restarted engine gets the new policy with the session */
+			s->policy_seq = 0;
+			netd_conn_policy_done(d, s, 0, NULL);
+		}
+	}
 	if (d->stopping)
 		return;
 	e->failures++;
@@ -393,10 +422,20 @@ static void engine_read_cb(evutil_socket_t fd, short what, void *arg)
 			engine_ask(d, &m);
 		} else if (m.type == NETD_ENG_ASK_END) {
 			netd_ask_remove(d, ipc_get_str(&m, NETD_A_ASK_ID));
+		} else if (m.type == NETD_ENG_DIRECT_ADD) {
+			netd_direct_add(d, &m);
+		} else if (m.type == NETD_ENG_DIRECT_REVOKE) {
+			netd_direct_revoke(d, &m);
 		} else if (m.type == NETD_ENG_RESULT) {
 			uint32_t en = ipc_get_u32(&m, NETD_A_ERRNO, 0);
 
 			for (struct netd_sess *s = d->sessions; s; s = s->next) {
+				if (s->policy_seq && s->policy_seq == m.seq) {
+					s->policy_seq = 0;
+					netd_conn_policy_done(d, s, -(int)en,
+							      en ? "the proxy engine refused the new policy" : NULL);
+					break;
+				}
 				if (s->engine_seq != m.seq)
 					continue;
 				s->engine_seq = 0;

@@ -189,6 +189,66 @@ static void ask_notify(const struct proxy_ask_event *ev, void *arg)
 	ipc_buf_release(&b);
 }
 
+/* Direct mode: the DNS proxy learned an address of an allowed name (or a grant was revoked): sluiced
+ * checks it again and opens (or ends) the flows. */
+static void direct_notify(const struct proxy_direct_event *ev, void *arg)
+{
+	struct child *c = arg;
+	char addr[INET6_ADDRSTRLEN] = "";
+	struct ipc_buf b;
+
+	if (ev->addr->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)ev->addr)->sin_addr, addr, sizeof addr);
+	else if (ev->addr->sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ev->addr)->sin6_addr, addr, sizeof addr);
+	if (!addr[0] || ev->nports == 0 || ev->nports > 16 ||
+	    ipc_buf_init(&b, ev->revoke ? NETD_ENG_DIRECT_REVOKE : NETD_ENG_DIRECT_ADD, 0) < 0)
+		return;
+	ipc_buf_put_str(&b, NETD_A_ID, ev->session_id);
+	ipc_buf_put_str(&b, NETD_A_DST, addr);
+	if (ev->revoke) {
+		ipc_buf_put_u16(&b, NETD_A_DPORT, ev->ports[0]);
+	} else {
+		uint16_t ports[16];
+
+		for (size_t i = 0; i < ev->nports; i++)
+			ports[i] = htons(ev->ports[i]);
+		ipc_buf_put_str(&b, NETD_A_HOST, ev->host);
+		ipc_buf_put_bytes(&b, NETD_A_PORTS, ports, ev->nports * 2);
+		ipc_buf_put_u32(&b, NETD_A_TTL, ev->ttl_s);
+	}
+	if (ipc_send(c->sock, &b) < 0)
+		log_warnx("engine: telling sluiced about direct flows to %s failed", addr);
+	ipc_buf_release(&b);
+}
+
+/* SESSION_POLICY: the session's policy was replaced (sluiced compiled it under the org layer). */
+static int handle_session_policy(struct child *c, struct ipc_msg *m, char *err, size_t errlen)
+{
+	struct policy_builder *b = policy_builder_new();
+	struct policy_error pe = {0};
+	struct policy *p = NULL;
+	const char *json = ipc_get_str(m, NETD_A_POLICY);
+	char buf[POLICY_ERR_MAX + 300];
+	int r;
+
+	if (!b)
+		return -ENOMEM;
+	if (policy_builder_add_json(b, POLICY_LAYER_ORG, "sluiced", json, strlen(json), &pe) < 0 ||
+	    !(p = policy_builder_compile(b, &pe))) {
+		snprintf(err, errlen, "policy: %s", policy_error_format(&pe, buf, sizeof buf));
+		r = -EINVAL;
+		goto out;
+	}
+	r = proxy_engine_session_set_policy(c->engine, ipc_get_str(m, NETD_A_ID), p);
+	if (r < 0)
+		snprintf(err, errlen, "replacing the policy: %s", strerror(-r));
+out:
+	policy_unref(p);
+	policy_builder_free(b);
+	return r;
+}
+
 static int handle_drop(struct child *c, struct ipc_msg *m)
 {
 	struct sockaddr_storage src, dst;
@@ -235,6 +295,10 @@ static void run_cb(evutil_socket_t fd, short what, void *arg)
 		switch (m.type) {
 		case NETD_ENG_SESSION_ADD:
 			r = handle_session_add(c, &m, err, sizeof err);
+			send_result(c, NETD_ENG_RESULT, m.seq, r, r < 0 ? err : NULL);
+			break;
+		case NETD_ENG_SESSION_POLICY:
+			r = handle_session_policy(c, &m, err, sizeof err);
 			send_result(c, NETD_ENG_RESULT, m.seq, r, r < 0 ? err : NULL);
 			break;
 		case NETD_ENG_SESSION_REMOVE:
@@ -319,6 +383,8 @@ static int child_init(struct child *c)
 			cfg.upstream_dns_len = c->dns_len;
 			cfg.ask_notify = ask_notify;
 			cfg.ask_arg = c;
+			cfg.direct_notify = direct_notify;
+			cfg.direct_arg = c;
 			c->engine = proxy_engine_new(c->base, &cfg, err, sizeof err);
 			if (!c->engine) {
 				send_result(c, NETD_ENG_READY, 0, EIO, err);

@@ -21,6 +21,7 @@ struct netd_engine;
 struct netd_nflog;
 struct netd_reaper;
 struct netd_conn;
+struct policy;
 
 #define NETD_DEFAULT_RUN_DIR "/run/sluice"
 #define NETD_DEFAULT_AUDIT_LOG "/var/log/sluice/audit.log"
@@ -80,6 +81,12 @@ struct netd_sess {
 	uint32_t engine_seq;      /* seq of the SESSION_ADD in flight (0 = none) */
 	bool wired;               /* nft + links in place */
 	bool transparent;         /* the compiled policy enables transparent mode */
+	struct policy *policy;    /* owned: the compiled policy, to re-check what the engine asks (direct mode) */
+	uint32_t policy_seq;      /* seq of a SESSION_POLICY in flight to the engine (0 = none) */
+	struct netd_conn *policy_replier; /* borrowed: who waits for the POLICY reply, or NULL */
+	uint32_t policy_reply_seq;
+	time_t direct_window;     /* direct mode: grants accepted in the current second, for the rate cap */
+	unsigned direct_in_window;
 };
 
 /* A request the engine holds for an operator's verdict (policy option "ask"). The engine reports
@@ -153,6 +160,17 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *r, struct netd_se
 void netd_sess_close(struct netd *d, struct netd_sess *s);
 struct netd_sess *netd_sess_find(struct netd *d, const char *id);
 
+/* Replaces a live session's policy (control message POLICY): compiled again under the organisation
+ * layer, the session's direct-mode elements flushed, the engine told (its RESULT completes the reply
+ * through netd_conn_policy_done). The transparent option cannot change on a live session. */
+int netd_sess_set_policy(struct netd *d, struct netd_sess *s, const char *json, char *err, size_t errlen);
+
+/* Direct mode (direct.c): the engine's DIRECT_ADD / DIRECT_REVOKE, checked again here. */
+struct ipc_msg;
+void netd_direct_add(struct netd *d, const struct ipc_msg *m);
+void netd_direct_revoke(struct netd *d, const struct ipc_msg *m);
+#define NETD_DIRECT_RATE 256 /* direct-mode grants accepted per session per second */
+
 /* Reply content for a session. */
 void netd_sess_resolv(const struct netd *d, char *buf, size_t len);
 void netd_sess_addrs(const struct netd *d, const struct netd_sess *s, char a4[46], char g4[46], char a6[46],
@@ -166,6 +184,8 @@ void netd_engine_session_remove(struct netd *d, const struct netd_sess *s);
 void netd_engine_audit_drop(struct netd *d, const char *src, uint16_t sport, const char *dst, uint16_t dport,
 			    uint8_t proto);
 void netd_engine_reopen_log(struct netd *d);
+/* Sends the session's new policy (SESSION_POLICY); s->policy_seq tracks the RESULT. */
+int netd_engine_session_policy(struct netd *d, struct netd_sess *s);
 bool netd_engine_running(const struct netd *d);
 /* Held requests: the verdict to the engine; lookup; forgetting one, a session's, or all. */
 int netd_engine_verdict(struct netd *d, const char *ask_id, bool allow, uid_t by);
@@ -188,6 +208,8 @@ int netd_control_adopt(struct netd *d, int fd, uid_t uid, pid_t pid);
 /* The engine acknowledged (or refused: err != 0) a session: sends the deferred reply. */
 void netd_conn_session_ready(struct netd *d, struct netd_sess *s, int err, const char *msg);
 void netd_control_free(struct netd *d);
+/* The engine applied (or refused) a session's new policy: sends the deferred POLICY reply. */
+void netd_conn_policy_done(struct netd *d, struct netd_sess *s, int err, const char *msg);
 
 /* NFLOG (nflog.c). */
 int netd_nflog_start(struct netd *d, char *err, size_t errlen);

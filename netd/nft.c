@@ -46,6 +46,22 @@ enum { T_IPADDR = 7, T_IP6ADDR = 8, T_INET_PROTO = 12, T_INET_SERVICE = 13, T_IF
 #define KEY_SVC4_LEN (IFNAMSIZ + 4 + 4 + 4)
 #define KEY_SVC6_LEN (IFNAMSIZ + 16 + 4 + 4)
 #define KEY_TREDIR_LEN (IFNAMSIZ + 4) /* ifname . inet_service : inet_service (transparent mode) */
+/* direct mode: the same layout as svc4/6 (iif . destination . proto . port), in timeout sets */
+#define KEY_DIRECT4_LEN KEY_SVC4_LEN
+#define KEY_DIRECT6_LEN KEY_SVC6_LEN
+
+/* Deletes an element if it exists (kernel 6.3+); not in every uapi header yet. Used to refresh an
+ * element's timeout (destroy + add in one batch) and to flush elements that may just have expired. */
+#ifndef NFT_MSG_DESTROYSETELEM
+#define NFT_MSG_DESTROYSETELEM 30
+#endif
+
+/* A set whose elements carry an interface name first (reconciliation, session flushes). */
+struct purge_set {
+	const char *name;
+	size_t keylen;
+	bool timeouts; /* elements may expire between the dump and the delete: DESTROY, not DELETE */
+};
 
 struct netd_nft {
 	struct mnl_socket *nl; /* owned */
@@ -382,7 +398,8 @@ static struct nftnl_rule *rule_new(void)
 	return r;
 }
 
-static void put_set(struct netd_nft *n, const char *name, uint32_t key_type, uint32_t key_len)
+static void put_set_flags(struct netd_nft *n, const char *name, uint32_t key_type, uint32_t key_len,
+			  uint32_t flags)
 {
 	struct nftnl_set *s = nftnl_set_alloc();
 	struct nlmsghdr *nlh;
@@ -394,6 +411,8 @@ static void put_set(struct netd_nft *n, const char *name, uint32_t key_type, uin
 	nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
 	nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, key_type);
 	nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, key_len);
+	if (flags)
+		nftnl_set_set_u32(s, NFTNL_SET_FLAGS, flags);
 	nftnl_set_set_u32(s, NFTNL_SET_ID, n->seq);
 	nlh = batch_msg(n, NFT_MSG_NEWSET, NLM_F_CREATE, "create set");
 	if (nlh) {
@@ -401,6 +420,11 @@ static void put_set(struct netd_nft *n, const char *name, uint32_t key_type, uin
 		batch_next(n);
 	}
 	nftnl_set_free(s);
+}
+
+static void put_set(struct netd_nft *n, const char *name, uint32_t key_type, uint32_t key_len)
+{
+	put_set_flags(n, name, key_type, key_len, 0);
 }
 
 /* hook < 0: a regular chain; else a base chain of `type` ("filter", "nat") at priority prio. */
@@ -496,7 +520,7 @@ static void rule_tredir(struct netd_nft *n)
 }
 
 /* transport dport after an l4proto check happens through the set key (proto is part of it) */
-static void rule_svc(struct netd_nft *n, bool v6)
+static void rule_dst_lookup(struct netd_nft *n, bool v6, const char *chain, const char *set, const char *what)
 {
 	struct nftnl_rule *r = rule_new();
 
@@ -508,13 +532,18 @@ static void rule_svc(struct netd_nft *n, bool v6)
 		x_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 16, 4, NFT_REG32_04);
 	x_meta(r, NFT_META_L4PROTO, v6 ? NFT_REG32_08 : NFT_REG32_05);
 	x_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, v6 ? NFT_REG32_09 : NFT_REG32_06);
-	x_lookup(r, NFT_REG32_00, v6 ? "svc6" : "svc4", false);
+	x_lookup(r, NFT_REG32_00, set, false);
 	x_counter(r);
 	x_verdict(r, NF_ACCEPT, NULL);
-	put_rule(n, r, "session_in", "add rule session_in: allowed services");
+	put_rule(n, r, chain, what);
 }
 
-static void rule_antispoof(struct netd_nft *n, bool v6, uint32_t group)
+static void rule_svc(struct netd_nft *n, bool v6)
+{
+	rule_dst_lookup(n, v6, "session_in", v6 ? "svc6" : "svc4", "add rule session_in: allowed services");
+}
+
+static void rule_antispoof(struct netd_nft *n, const char *chain, bool v6, uint32_t group)
 {
 	struct nftnl_rule *r = rule_new();
 
@@ -528,7 +557,7 @@ static void rule_antispoof(struct netd_nft *n, bool v6, uint32_t group)
 	x_counter(r);
 	x_log(r, group, "sluice-spoof");
 	x_verdict(r, NF_DROP, NULL);
-	put_rule(n, r, "session_in", "add rule session_in: anti-spoofing");
+	put_rule(n, r, chain, "add rule: anti-spoofing");
 }
 
 static void rule_gw_closed(struct netd_nft *n, bool v6)
@@ -546,8 +575,10 @@ static void rule_gw_closed(struct netd_nft *n, bool v6)
 	put_rule(n, r, "input", "add rule input: gateways closed to other interfaces");
 }
 
-static void put_elems(struct netd_nft *n, bool add, const char *set, const void *keys, size_t keylen,
-		      size_t nkeys, const char *what)
+/* One element message: type NEWSETELEM (timeout_ms > 0: each element expires then), DELSETELEM or
+ * DESTROYSETELEM. */
+static void put_elems_msg(struct netd_nft *n, uint16_t type, const char *set, const void *keys, size_t keylen,
+			  size_t nkeys, uint64_t timeout_ms, const char *what)
 {
 	struct nftnl_set *s = nftnl_set_alloc();
 	struct nlmsghdr *nlh;
@@ -563,14 +594,22 @@ static void put_elems(struct netd_nft *n, bool add, const char *set, const void 
 		if (!e)
 			abort();
 		nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, (const char *)keys + i * keylen, (uint32_t)keylen);
+		if (type == NFT_MSG_NEWSETELEM && timeout_ms)
+			nftnl_set_elem_set_u64(e, NFTNL_SET_ELEM_TIMEOUT, timeout_ms);
 		nftnl_set_elem_add(s, e);
 	}
-	nlh = batch_msg(n, add ? NFT_MSG_NEWSETELEM : NFT_MSG_DELSETELEM, add ? NLM_F_CREATE : 0, what);
+	nlh = batch_msg(n, type, type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE : 0, what);
 	if (nlh) {
 		nftnl_set_elems_nlmsg_build_payload(nlh, s);
 		batch_next(n);
 	}
 	nftnl_set_free(s);
+}
+
+static void put_elems(struct netd_nft *n, bool add, const char *set, const void *keys, size_t keylen,
+		      size_t nkeys, const char *what)
+{
+	put_elems_msg(n, add ? NFT_MSG_NEWSETELEM : NFT_MSG_DELSETELEM, set, keys, keylen, nkeys, 0, what);
 }
 
 static void gw_elems(struct netd_nft *n, bool add, const struct in_addr *gw4, const struct in6_addr *gw6)
@@ -610,6 +649,10 @@ int netd_nft_setup(struct netd_nft *n, uint32_t log_group, const struct in_addr 
 	put_set(n, "svc4", CONCAT4(T_IFNAME, T_IPADDR, T_INET_PROTO, T_INET_SERVICE), KEY_SVC4_LEN);
 	put_set(n, "svc6", CONCAT4(T_IFNAME, T_IP6ADDR, T_INET_PROTO, T_INET_SERVICE), KEY_SVC6_LEN);
 	put_tredir_map(n);
+	put_set_flags(n, "direct4", CONCAT4(T_IFNAME, T_IPADDR, T_INET_PROTO, T_INET_SERVICE), KEY_DIRECT4_LEN,
+		      NFT_SET_TIMEOUT);
+	put_set_flags(n, "direct6", CONCAT4(T_IFNAME, T_IP6ADDR, T_INET_PROTO, T_INET_SERVICE), KEY_DIRECT6_LEN,
+		      NFT_SET_TIMEOUT);
 	/* base chains first: flushing them removes the jumps before the regular chains are flushed */
 	put_chain(n, "input", NF_INET_LOCAL_IN, true);
 	put_chain(n, "forward", NF_INET_FORWARD, true);
@@ -636,8 +679,8 @@ int netd_nft_setup(struct netd_nft *n, uint32_t log_group, const struct in_addr 
 	x_counter(r);
 	x_verdict(r, NF_DROP, NULL);
 	put_rule(n, r, "session_in", "add rule session_in: non-unicast");
-	rule_antispoof(n, false, log_group);
-	rule_antispoof(n, true, log_group);
+	rule_antispoof(n, "session_in", false, log_group);
+	rule_antispoof(n, "session_in", true, log_group);
 	r = rule_new();
 	x_ct_est_rel(r);
 	x_verdict(r, NF_ACCEPT, NULL);
@@ -650,8 +693,19 @@ int netd_nft_setup(struct netd_nft *n, uint32_t log_group, const struct in_addr 
 	x_verdict(r, NF_DROP, NULL);
 	put_rule(n, r, "session_in", "add rule session_in: drop the rest");
 
-	/* session_fwd: nothing is routed for a session. Direct mode (issue 8) inserts its
-	 * `iifname . daddr . proto . dport @direct4/6 accept` rules here, before the drop. */
+	/* session_fwd: nothing is routed for a session except direct-mode flows: a new flow only to an
+	 * (iif, destination, protocol, port) that sluiced put into direct4/6 for this interface (after
+	 * re-validating the engine's DNS-learned grant; the element expires with the answer's TTL), and
+	 * then that flow's own packets. Anti-spoofing first: the key trusts the interface, so the
+	 * source must be the session's own. No rule routes anything for a session without elements. */
+	rule_antispoof(n, "session_fwd", false, log_group);
+	rule_antispoof(n, "session_fwd", true, log_group);
+	r = rule_new();
+	x_ct_est_rel(r);
+	x_verdict(r, NF_ACCEPT, NULL);
+	put_rule(n, r, "session_fwd", "add rule session_fwd: established direct flows");
+	rule_dst_lookup(n, false, "session_fwd", "direct4", "add rule session_fwd: direct flows (IPv4)");
+	rule_dst_lookup(n, true, "session_fwd", "direct6", "add rule session_fwd: direct flows (IPv6)");
 	r = rule_new();
 	x_counter(r);
 	x_log(r, log_group, "sluice-fwd");
@@ -798,6 +852,9 @@ int netd_nft_session_add(struct netd_nft *n, const struct netd_nft_session *s, c
 	return batch_talk(n, err, errlen);
 }
 
+static int purge(struct netd_nft *n, const struct purge_set *sets, size_t nsets,
+		 bool (*keep)(const char *ifname, void *arg), void *arg, char *err, size_t errlen);
+
 int netd_nft_session_del(struct netd_nft *n, const struct netd_nft_session *s, char *err, size_t errlen)
 {
 	int rc = batch_begin(n);
@@ -805,7 +862,18 @@ int netd_nft_session_del(struct netd_nft *n, const struct netd_nft_session *s, c
 	if (rc < 0)
 		return rc;
 	session_elems(n, s, false);
-	return batch_talk(n, err, errlen);
+	rc = batch_talk(n, err, errlen);
+	/* direct-mode elements are the DNS proxy's, not a fixed list: those of this interface go too */
+	{
+		char e2[256];
+		int r2 = netd_nft_direct_flush(n, s->ifname, e2, sizeof e2);
+
+		if (r2 < 0 && rc == 0) {
+			util_strlcpy(err, e2, errlen);
+			rc = r2;
+		}
+	}
+	return rc;
 }
 
 /* ---- reconciliation ---- */
@@ -889,24 +957,21 @@ static int dump_set(struct netd_nft *n, const char *set, struct prune_state *st)
 	}
 }
 
-int netd_nft_prune(struct netd_nft *n, bool (*keep)(const char *ifname, void *arg), void *arg,
-		   char *err, size_t errlen)
+
+/* Deletes every element of the sets whose interface name keep() rejects, in batches of 256.
+ * Returns the number of elements removed or -errno (-ENOENT: no table). */
+static int purge(struct netd_nft *n, const struct purge_set *sets, size_t nsets,
+		 bool (*keep)(const char *ifname, void *arg), void *arg, char *err, size_t errlen)
 {
-	static const struct { const char *name; size_t keylen; } sets[] = {
-		{"src4", KEY_SRC4_LEN}, {"src6", KEY_SRC6_LEN}, {"svc4", KEY_SVC4_LEN}, {"svc6", KEY_SVC6_LEN},
-		{"tredir", KEY_TREDIR_LEN}};
 	int total = 0;
 
-	for (size_t i = 0; i < ARRAY_SIZE(sets); i++) {
+	for (size_t i = 0; i < nsets; i++) {
 		struct prune_state st = {.keep = keep, .arg = arg, .keylen = sets[i].keylen};
 		int r = dump_set(n, sets[i].name, &st);
 
-		if (r == -ENOENT) { /* no table yet: nothing to prune */
-			free(st.keys);
-			return 0;
-		}
 		if (r < 0) {
-			snprintf(err, errlen, "listing nftables set %s: %s", sets[i].name, strerror(-r));
+			if (r != -ENOENT)
+				snprintf(err, errlen, "listing nftables set %s: %s", sets[i].name, strerror(-r));
 			free(st.keys);
 			return r;
 		}
@@ -916,8 +981,9 @@ int netd_nft_prune(struct netd_nft *n, bool (*keep)(const char *ifname, void *ar
 
 			r = batch_begin(n);
 			if (r == 0) {
-				put_elems(n, false, sets[i].name, st.keys + off * st.keylen, st.keylen, cnt,
-					  "delete stale elements");
+				put_elems_msg(n, sets[i].timeouts ? NFT_MSG_DESTROYSETELEM : NFT_MSG_DELSETELEM,
+					      sets[i].name, st.keys + off * st.keylen, st.keylen, cnt, 0,
+					      "delete stale elements");
 				r = batch_talk(n, err, errlen);
 			}
 			if (r < 0) {
@@ -929,6 +995,73 @@ int netd_nft_prune(struct netd_nft *n, bool (*keep)(const char *ifname, void *ar
 		free(st.keys);
 	}
 	return total;
+}
+
+int netd_nft_prune(struct netd_nft *n, bool (*keep)(const char *ifname, void *arg), void *arg,
+		   char *err, size_t errlen)
+{
+	static const struct purge_set sets[] = {
+		{"src4", KEY_SRC4_LEN, false}, {"src6", KEY_SRC6_LEN, false}, {"svc4", KEY_SVC4_LEN, false},
+		{"svc6", KEY_SVC6_LEN, false}, {"tredir", KEY_TREDIR_LEN, false},
+		{"direct4", KEY_DIRECT4_LEN, true}, {"direct6", KEY_DIRECT6_LEN, true}};
+	int r = purge(n, sets, ARRAY_SIZE(sets), keep, arg, err, errlen);
+
+	return r == -ENOENT ? 0 : r; /* no table yet: nothing to prune */
+}
+
+/* ---- direct mode ---- */
+
+int netd_nft_direct_add(struct netd_nft *n, const char *ifname, const struct sockaddr *dst, uint8_t proto,
+			const uint16_t *ports, size_t nports, uint64_t timeout_ms, char *err, size_t errlen)
+{
+	unsigned char keys[NETD_NFT_DIRECT_PORTS_MAX][KEY_DIRECT6_LEN];
+	bool v6 = dst->sa_family == AF_INET6;
+	size_t keylen = v6 ? KEY_DIRECT6_LEN : KEY_DIRECT4_LEN, alen = v6 ? 16 : 4;
+	const void *a;
+	int rc;
+
+	if ((dst->sa_family != AF_INET && !v6) || nports == 0 || nports > NETD_NFT_DIRECT_PORTS_MAX ||
+	    timeout_ms == 0) {
+		snprintf(err, errlen, "bad direct-mode element");
+		return -EINVAL;
+	}
+	a = v6 ? (const void *)&((const struct sockaddr_in6 *)dst)->sin6_addr
+	       : (const void *)&((const struct sockaddr_in *)dst)->sin_addr;
+	for (size_t i = 0; i < nports; i++) {
+		uint16_t port = htons(ports[i]);
+
+		memset(keys[i], 0, sizeof keys[i]);
+		key_if(keys[i], ifname);
+		memcpy(keys[i] + IFNAMSIZ, a, alen);
+		keys[i][IFNAMSIZ + alen] = proto;
+		memcpy(keys[i] + IFNAMSIZ + alen + 4, &port, 2);
+	}
+	/* contiguous keys of this family's length */
+	if (!v6)
+		for (size_t i = 1; i < nports; i++)
+			memmove((unsigned char *)keys + i * keylen, keys[i], keylen);
+	rc = batch_begin(n);
+	if (rc < 0)
+		return rc;
+	/* destroy + add in one transaction: a new answer sets the element's timeout anew */
+	put_elems_msg(n, NFT_MSG_DESTROYSETELEM, v6 ? "direct6" : "direct4", keys, keylen, nports, 0,
+		      "refresh direct-mode elements");
+	put_elems_msg(n, NFT_MSG_NEWSETELEM, v6 ? "direct6" : "direct4", keys, keylen, nports, timeout_ms,
+		      "add direct-mode elements");
+	return batch_talk(n, err, errlen);
+}
+
+static bool keep_other_if(const char *ifname, void *arg)
+{
+	return strcmp(ifname, (const char *)arg) != 0;
+}
+
+int netd_nft_direct_flush(struct netd_nft *n, const char *ifname, char *err, size_t errlen)
+{
+	static const struct purge_set sets[] = {{"direct4", KEY_DIRECT4_LEN, true},
+						{"direct6", KEY_DIRECT6_LEN, true}};
+
+	return purge(n, sets, ARRAY_SIZE(sets), keep_other_if, (void *)ifname, err, errlen);
 }
 
 int netd_nft_destroy(struct netd_nft *n, char *err, size_t errlen)

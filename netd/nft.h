@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #define NETD_NFT_TABLE "sluice"
 #define NETD_LINK_PREFIX "sl-" /* reserved: every interface named sl-* is a session interface */
@@ -46,6 +47,16 @@ int netd_nft_session_del(struct netd_nft *n, const struct netd_nft_session *s, c
  * Returns the number of elements removed or -errno. */
 int netd_nft_prune(struct netd_nft *n, bool (*keep)(const char *ifname, void *arg), void *arg,
 		   char *err, size_t errlen);
+
+/* Direct mode: lets the session on `ifname` open new `proto` (IPPROTO_TCP) flows to dst (AF_INET or
+ * AF_INET6; port ignored) on each of ports, for timeout_ms; a flow opened in time lives on after the
+ * element expired. Adding an element again sets its timeout anew. One batch. The caller validated
+ * everything (the engine that asks for it is untrusted). */
+#define NETD_NFT_DIRECT_PORTS_MAX 16
+int netd_nft_direct_add(struct netd_nft *n, const char *ifname, const struct sockaddr *dst, uint8_t proto,
+			const uint16_t *ports, size_t nports, uint64_t timeout_ms, char *err, size_t errlen);
+/* Removes every direct-mode element of ifname (policy change, teardown). Returns how many or -errno. */
+int netd_nft_direct_flush(struct netd_nft *n, const char *ifname, char *err, size_t errlen);
 
 /* Deletes table inet sluice (when the last instance stops). */
 int netd_nft_destroy(struct netd_nft *n, char *err, size_t errlen);

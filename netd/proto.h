@@ -37,6 +37,7 @@ enum netd_msg {
 	NETD_MSG_END = 4,     /* client -> d: end a session by id (root: any; others: their own) */
 	NETD_MSG_ASKS = 5,    /* client -> d: list held requests (root: all; others: their own sessions') */
 	NETD_MSG_DECIDE = 6,  /* client -> d: approve or deny a held request by its ask id */
+	NETD_MSG_POLICY = 7,  /* client -> d: replace a session's policy (its attaching connection, or root) */
 	NETD_MSG_SESSION = 16,  /* d -> client: a session (reply to ATTACH/CREATE, and LIST entries) */
 	NETD_MSG_OK = 17,       /* d -> client: END done */
 	NETD_MSG_ERROR = 18,    /* d -> client: request refused or failed */
@@ -80,6 +81,8 @@ enum netd_attr {
 	NETD_A_PROTOCOL = 31, /* str 15: "http", "connect" */
 	NETD_A_VERDICT = 32,  /* u8: 1 approve, 0 deny */
 	NETD_A_TIMEOUT = 33,  /* u32: seconds */
+	NETD_A_TTL = 34,      /* u32: seconds a direct-mode grant lasts */
+	NETD_A_PORTS = 35,    /* bytes: up to 16 ports, u16 each in network order */
 };
 
 extern const struct ipc_proto netd_control_proto;
@@ -101,10 +104,13 @@ enum netd_eng_msg {
 	NETD_ENG_AUDIT_DROP = 6,     /* d -> engine: a packet nftables dropped */
 	NETD_ENG_REOPEN_LOG = 7,     /* d -> engine: SIGHUP */
 	NETD_ENG_VERDICT = 8,        /* d -> engine: an operator's verdict on a held request */
+	NETD_ENG_SESSION_POLICY = 9, /* d -> engine: the session's policy was replaced -> RESULT */
 	NETD_ENG_READY = 16,         /* engine -> d: running (or ERRNO/ERRMSG if it could not start) */
 	NETD_ENG_RESULT = 17,        /* engine -> d: result of the request with the same seq */
 	NETD_ENG_ASK = 18,           /* engine -> d: a request is held for approval */
 	NETD_ENG_ASK_END = 19,       /* engine -> d: that ask ended (decided, timed out, abandoned) */
+	NETD_ENG_DIRECT_ADD = 20,    /* engine -> d: direct mode: DNS answered an allowed name with DST */
+	NETD_ENG_DIRECT_REVOKE = 21, /* engine -> d: direct mode: the session's flows to DST:DPORT must end */
 	NETD_ENG_COUNT_,
 };
 

@@ -201,6 +201,14 @@ void policy_decide(const struct policy *p, const char *canon_host, uint16_t port
 void policy_decide_addr(const struct policy *p, const struct sockaddr *sa, uint16_t port, bool named,
 			struct policy_decision *out);
 
+/* Direct mode: the ports on which addresses that DNS answered for canon_host may be reached without the
+ * proxy. Empty unless the policy has the `direct` option. Only ports an allow rule for the name lists
+ * singly (no range, no "*", no method list), other than 80 and 443, each one allowed by policy_decide
+ * (method unknown). Writes at most max (<= POLICY_DIRECT_PORTS_MAX) ports to out, ascending; returns
+ * how many. */
+#define POLICY_DIRECT_PORTS_MAX 16
+size_t policy_direct_ports(const struct policy *p, const char *canon_host, uint16_t *out, size_t max);
+
 /* True if the address is in one of the forbidden ranges above (independent of any policy). */
 bool policy_addr_is_forbidden(const struct sockaddr *sa);
 

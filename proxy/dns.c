@@ -230,6 +230,9 @@ static bool relayed(const uint8_t *ans, size_t len, void *arg)
 	if (fr.stripped)
 		snprintf(j->reason, sizeof j->reason,
 		         "%u address record(s) in forbidden ranges removed from the answer", fr.stripped);
+	/* direct mode: before the client has the addresses, so that its first packet finds the flow open
+	 * (the parent adds the element while the answer is on its way) */
+	proxy_direct_learn(j->s, j->host, &fr);
 	send_answer(j, out, outlen);
 	free(out);
 	job_free(j);

@@ -403,6 +403,82 @@ static bool answer_passes(ldns_pkt *in, const struct dns_query *q, dns_addr_keep
 	       list_passes(ldns_pkt_additional(in), keep, arg, res);
 }
 
+#define CNAME_CHAIN_MAX 8
+
+/* Fills res->addrs with the kept address records that answer q: the owner is the question's name or a
+ * CNAME target reached from it (at most CNAME_CHAIN_MAX links, in any order in the section). */
+static void collect_answer_addrs(ldns_pkt *in, const struct dns_query *q, dns_addr_keep_fn keep, void *arg,
+                                 struct dns_filter_result *res)
+{
+	const ldns_rr_list *l = ldns_pkt_answer(in);
+	ldns_rdf *chain[CNAME_CHAIN_MAX + 1];
+	uint32_t chain_ttl[CNAME_CHAIN_MAX + 1];
+	size_t nchain = 0, n = l ? ldns_rr_list_rr_count(l) : 0;
+
+	(void)q; /* the question matched q (question_matches): its owner is q's name */
+	res->naddrs = 0;
+	if (!ldns_pkt_question(in) || ldns_rr_list_rr_count(ldns_pkt_question(in)) != 1 ||
+	    !(chain[0] = ldns_rdf_clone(ldns_rr_owner(ldns_rr_list_rr(ldns_pkt_question(in), 0)))))
+		return;
+	chain_ttl[0] = UINT32_MAX;
+	nchain = 1;
+	/* follow CNAMEs: each pass may extend the chain by one link */
+	for (bool grew = true; grew && nchain <= CNAME_CHAIN_MAX;) {
+		grew = false;
+		for (size_t i = 0; i < n && nchain <= CNAME_CHAIN_MAX; i++) {
+			ldns_rr *rr = ldns_rr_list_rr(l, i);
+			ldns_rdf *target;
+
+			if (ldns_rr_get_type(rr) != LDNS_RR_TYPE_CNAME || ldns_rr_rd_count(rr) != 1 ||
+			    ldns_dname_compare(ldns_rr_owner(rr), chain[nchain - 1]) != 0)
+				continue;
+			target = ldns_rr_rdf(rr, 0);
+			if (!target || ldns_rdf_get_type(target) != LDNS_RDF_TYPE_DNAME)
+				continue;
+			chain[nchain] = ldns_rdf_clone(target);
+			if (!chain[nchain])
+				goto out;
+			chain_ttl[nchain] = ldns_rr_ttl(rr) < chain_ttl[nchain - 1] ? ldns_rr_ttl(rr) : chain_ttl[nchain - 1];
+			nchain++;
+			grew = true;
+			break;
+		}
+	}
+	for (size_t i = 0; i < n && res->naddrs < DNS_ANSWER_ADDRS_MAX; i++) {
+		ldns_rr *rr = ldns_rr_list_rr(l, i);
+		ldns_rr_type t = ldns_rr_get_type(rr);
+		struct dns_answer_addr *a = &res->addrs[res->naddrs];
+		ldns_rdf *rd;
+		size_t k;
+
+		if ((t != LDNS_RR_TYPE_A && t != LDNS_RR_TYPE_AAAA) || ldns_rr_rd_count(rr) != 1)
+			continue;
+		rd = ldns_rr_rdf(rr, 0);
+		if (!rd || ldns_rdf_size(rd) != (t == LDNS_RR_TYPE_A ? 4u : 16u))
+			continue;
+		for (k = 0; k < nchain; k++)
+			if (ldns_dname_compare(ldns_rr_owner(rr), chain[k]) == 0)
+				break;
+		if (k == nchain)
+			continue; /* an address for some other name */
+		memset(a, 0, sizeof *a);
+		if (t == LDNS_RR_TYPE_A) {
+			a->addr.ss_family = AF_INET;
+			memcpy(&((struct sockaddr_in *)&a->addr)->sin_addr, ldns_rdf_data(rd), 4);
+		} else {
+			a->addr.ss_family = AF_INET6;
+			memcpy(&((struct sockaddr_in6 *)&a->addr)->sin6_addr, ldns_rdf_data(rd), 16);
+		}
+		if (!keep((struct sockaddr *)&a->addr, arg))
+			continue;
+		a->ttl = ldns_rr_ttl(rr) < chain_ttl[k] ? ldns_rr_ttl(rr) : chain_ttl[k];
+		res->naddrs++;
+	}
+out:
+	for (size_t k = 0; k < nchain; k++)
+		ldns_rdf_deep_free(chain[k]);
+}
+
 int dns_msg_filter_answer(const uint8_t *ans, size_t len, const struct dns_query *q, dns_addr_keep_fn keep, void *arg,
                           size_t maxlen, uint8_t **out, size_t *outlen, struct dns_filter_result *res)
 {
@@ -430,6 +506,7 @@ int dns_msg_filter_answer(const uint8_t *ans, size_t len, const struct dns_query
 		(*out)[0] = (uint8_t)(q->id >> 8);
 		(*out)[1] = (uint8_t)q->id;
 		*outlen = len;
+		collect_answer_addrs(in, q, keep, arg, res);
 		r = 0;
 		goto out;
 	}
@@ -489,6 +566,8 @@ int dns_msg_filter_answer(const uint8_t *ans, size_t len, const struct dns_query
 		ldns_pkt_set_tc(pkt, true);
 		if (to_wire(pkt, out, outlen) != 0)
 			goto out;
+	} else {
+		collect_answer_addrs(in, q, keep, arg, res);
 	}
 	r = 0;
 out:

@@ -57,11 +57,24 @@ bool dns_msg_answer_matches(const uint8_t *ans, size_t len, const struct dns_que
 
 typedef bool (*dns_addr_keep_fn)(const struct sockaddr *sa, void *arg);
 
+#define DNS_ANSWER_ADDRS_MAX 16
+
+/* An address the answer gives for the question's name, with the time it may be used. */
+struct dns_answer_addr {
+	struct sockaddr_storage addr; /* AF_INET or AF_INET6, port 0 */
+	uint32_t ttl;                 /* the smallest TTL on the way: CNAMEs from the name, then the record */
+};
+
 struct dns_filter_result {
 	int rcode;
 	unsigned kept, stripped; /* A/AAAA records kept / removed */
 	char first_addr[64];     /* first address kept ("" if none) */
 	bool truncated;
+	/* The kept A/AAAA records of the answer section that answer the question: owned by the question's
+	 * name or by a name the answer's CNAME chain from it leads to (glue and records for other names do
+	 * not count). Direct mode (docs/proxy.md) learns these. Empty when the reply was truncated. */
+	struct dns_answer_addr addrs[DNS_ANSWER_ADDRS_MAX];
+	unsigned naddrs;
 };
 
 /* Rewrites an upstream answer for the client: its id, only A/AAAA records for which keep() says

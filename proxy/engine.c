@@ -272,6 +272,8 @@ struct proxy_engine *proxy_engine_new(struct event_base *base, const struct prox
 	e->upstream_dns_len = cfg->upstream_dns_len;
 	e->ask_notify = cfg->ask_notify;
 	e->ask_arg = cfg->ask_arg;
+	e->direct_notify = cfg->direct_notify;
+	e->direct_arg = cfg->direct_arg;
 	e->max_conns = cfg->max_conns_per_session ? cfg->max_conns_per_session : PROXY_DEFAULT_MAX_CONNS;
 	e->header_timeout_ms = cfg->header_timeout_ms ? cfg->header_timeout_ms : PROXY_DEFAULT_HEADER_TIMEOUT_MS;
 	e->idle_timeout_ms = cfg->idle_timeout_ms ? cfg->idle_timeout_ms : PROXY_DEFAULT_IDLE_TIMEOUT_MS;
@@ -340,6 +342,11 @@ void proxy_engine_free(struct proxy_engine *e)
 int proxy_engine_session_add(struct proxy_engine *e, const struct proxy_session_info *s)
 {
 	return proxy_session_add(e, s);
+}
+
+int proxy_engine_session_set_policy(struct proxy_engine *e, const char *id, struct policy *p)
+{
+	return proxy_session_set_policy(e, id, p);
 }
 
 int proxy_engine_session_remove(struct proxy_engine *e, const char *id)

@@ -40,6 +40,25 @@ typedef void (*proxy_ask_notify_fn)(const struct proxy_ask_event *ev, void *arg)
 #define PROXY_ASK_ID_LEN 8
 #define PROXY_ASK_MAX_PER_SESSION 16 /* held host:port pairs per session; more are denied */
 
+/* Direct mode (policy option "direct", docs/proxy.md): the DNS proxy learned that `addr` answers the
+ * allowed name `host`, and the policy allows TCP to that name on `ports` (never 80/443): the parent may
+ * let the session open such flows without the proxy for ttl_s seconds. With `revoke` (the session's
+ * policy changed), flows of the session to addr on ports[0] must end. All pointers borrowed for the
+ * call. The parent must check everything again: the engine is less trusted than it. */
+struct proxy_direct_event {
+	const char *session_id;
+	const char *host;
+	const struct sockaddr *addr;
+	const uint16_t *ports;
+	size_t nports;
+	uint32_t ttl_s;
+	bool revoke;
+};
+typedef void (*proxy_direct_notify_fn)(const struct proxy_direct_event *ev, void *arg);
+#define PROXY_DIRECT_TTL_MIN 5     /* s: a TTL-0 answer still leaves the client time to connect */
+#define PROXY_DIRECT_TTL_MAX 3600  /* s */
+#define PROXY_DIRECT_MAX_PER_SESSION 1024 /* (address, port) pairs remembered per session */
+
 struct proxy_config {
 	const char *audit_path;               /* borrowed; append-only JSON lines; NULL with audit_fd */
 	int audit_fd;                         /* or an already-open fd (-1 = none); engine takes ownership */
@@ -49,6 +68,8 @@ struct proxy_config {
 	unsigned header_timeout_ms, idle_timeout_ms, connect_timeout_ms; /* 0 = defaults */
 	proxy_ask_notify_fn ask_notify; /* NULL: nobody can approve, so "ask" decisions are denials */
 	void *ask_arg;                  /* borrowed, passed to ask_notify */
+	proxy_direct_notify_fn direct_notify; /* NULL: no direct flows (nobody can open them) */
+	void *direct_arg;                     /* borrowed, passed to direct_notify */
 };
 
 /* Defaults for the 0 values above (see docs/proxy.md). */
@@ -87,6 +108,10 @@ struct proxy_session_info {
 /* Registers a session. -EEXIST if the id or one of its addresses is already registered, -EINVAL
  * for a session with no address or no policy. */
 int proxy_engine_session_add(struct proxy_engine *e, const struct proxy_session_info *s);
+/* Replaces the session's policy (the parent compiled it again): later decisions use it, and direct-mode
+ * grants it no longer allows are revoked (direct_notify with revoke), those it still allows are offered
+ * again for their remaining time. -ENOENT if unknown. */
+int proxy_engine_session_set_policy(struct proxy_engine *e, const char *id, struct policy *p);
 /* Closes the session's connections (writing their audit records) and forgets it; -ENOENT if unknown. */
 int proxy_engine_session_remove(struct proxy_engine *e, const char *id);
 

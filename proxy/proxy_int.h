@@ -25,6 +25,7 @@ struct http_request;
 struct proxy_conn;
 struct proxy_ask;
 struct proxy_grant;
+struct proxy_direct_grant;
 
 struct proxy_session {
 	TAILQ_ENTRY(proxy_session) entry;
@@ -37,6 +38,8 @@ struct proxy_session {
 	unsigned nconns;       /* counted connections */
 	unsigned ndns;         /* DNS queries in flight */
 	TAILQ_HEAD(, proxy_conn) conns;
+	struct proxy_direct_grant *direct; /* owned: direct-mode (address, port) pairs learned (direct.c) */
+	size_t ndirect;
 	TAILQ_HEAD(, proxy_ask) asks; /* held host:port pairs waiting for a verdict (ask.c) */
 	unsigned nasks;
 	struct proxy_grant *grants;   /* owned: verdicts given in this session (ask.c) */
@@ -50,6 +53,9 @@ struct proxy_conn {
 	bool counted;                  /* counts against max_conns_per_session */
 	/* Ends the connection now: writes its audit record, detaches and frees it. */
 	void (*close)(struct proxy_conn *c);
+	/* NULL, or whether the connection's destination is still allowed by p (the session's policy was
+	 * replaced): false closes it. Set by connections that carry bytes to one host (tunnels). */
+	bool (*still_allowed)(struct proxy_conn *c, const struct policy *p);
 };
 
 struct dns_relay;
@@ -81,11 +87,15 @@ struct proxy_engine {
 	TAILQ_HEAD(, proxy_listener) listeners; /* owned */
 	proxy_ask_notify_fn ask_notify;         /* NULL: "ask" decisions are denials */
 	void *ask_arg;                          /* borrowed */
+	proxy_direct_notify_fn direct_notify;   /* NULL: direct mode cannot open flows here */
+	void *direct_arg;                       /* borrowed */
 };
 
 /* ---- session.c ---- */
 int proxy_session_add(struct proxy_engine *e, const struct proxy_session_info *info);
 int proxy_session_remove(struct proxy_engine *e, const char *id);
+/* Replaces s's policy (see proxy_engine_session_set_policy). */
+int proxy_session_set_policy(struct proxy_engine *e, const char *id, struct policy *p);
 void proxy_session_free_all(struct proxy_engine *e);
 /* The session whose own address is `peer` and, when it has a gateway of that family, whose gateway
  * is `local` (NULL = not checked). IPv4-mapped IPv6 peers are matched as IPv4. */
@@ -208,6 +218,16 @@ struct tunnel *tunnel_new(struct proxy_engine *e, struct bufferevent *a, struct 
                           void *arg);
 void tunnel_free(struct tunnel *t); /* NULL no-op */
 void tunnel_bytes(const struct tunnel *t, uint64_t *a_to_b, uint64_t *b_to_a);
+
+/* ---- direct.c: direct mode (policy option "direct") ---- */
+struct dns_filter_result;
+/* The DNS proxy answered the allowed name host (canonical) with fr's addresses: grants the session
+ * direct TCP flows to them on the ports the policy allows for host, for their TTL (clamped), through
+ * the engine's direct_notify; one "direct" audit line per address. No-op without the option. */
+void proxy_direct_learn(struct proxy_session *s, const char *host, const struct dns_filter_result *fr);
+/* After s->policy changed: revokes grants the new policy does not allow, offers the others again. */
+void proxy_direct_policy_changed(struct proxy_session *s);
+void proxy_direct_session_free(struct proxy_session *s);
 
 /* ---- dns.c / dns_relay.c ---- */
 /* Prepares a bound UDP socket (destination-address ancillary data) */

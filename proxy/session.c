@@ -104,6 +104,7 @@ static void session_free(struct proxy_session *s)
 	while ((c = TAILQ_FIRST(&s->conns)) != NULL)
 		c->close(c);
 	proxy_ask_session_free(s);
+	proxy_direct_session_free(s);
 	TAILQ_REMOVE(&s->engine->sessions, s, entry);
 	policy_unref(s->policy);
 	free(s->id);
@@ -118,6 +119,31 @@ int proxy_session_remove(struct proxy_engine *e, const char *id)
 		return -ENOENT;
 	log_info("session %s removed", id);
 	session_free(s);
+	return 0;
+}
+
+int proxy_session_set_policy(struct proxy_engine *e, const char *id, struct policy *p)
+{
+	struct proxy_session *s = id ? find_by_id(e, id) : NULL;
+	struct policy *old;
+	struct proxy_conn *c, *next;
+
+	if (!s)
+		return -ENOENT;
+	if (!p)
+		return -EINVAL;
+	old = s->policy;
+	s->policy = policy_ref(p);
+	policy_unref(old);
+	log_info("session %s: policy replaced", s->id);
+	/* live connections whose destination the new policy no longer allows end now (each close writes
+	 * its audit record); every later request is decided by the new policy anyway */
+	for (c = TAILQ_FIRST(&s->conns); c; c = next) {
+		next = TAILQ_NEXT(c, entry);
+		if (c->still_allowed && !c->still_allowed(c, s->policy))
+			c->close(c);
+	}
+	proxy_direct_policy_changed(s);
 	return 0;
 }
 

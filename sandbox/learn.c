@@ -191,7 +191,25 @@ static int write_new_file(const char *path, const char *text, char *kept, size_t
 	return 0;
 }
 
-int sb_learn_write(const struct sb_session *s, const char *id, const char *log_path, long long from)
+/* sluiced tears the session down when the launcher hangs up, and the engine logs a tunnel when it
+ * closes: give those last lines a moment (the log unchanged for 150 ms, 2 s at most). A missing line
+ * would only leave a destination out of the policy (the enforcing run then says so): never wider. */
+static void wait_settled(const char *log_path)
+{
+	struct stat st;
+	off_t last = -1;
+	int still = 0;
+
+	for (int i = 0; i < 40 && still < 3; i++) {
+		if (stat(log_path, &st) < 0)
+			return;
+		still = st.st_size == last ? still + 1 : 0;
+		last = st.st_size;
+		nanosleep(&(struct timespec){.tv_nsec = 50 * 1000 * 1000}, NULL);
+	}
+}
+
+int sb_learn_write(const struct sb_session *s, const char *id, const char *log_path, long long from, bool settle)
 {
 	const struct sb_config *cfg = s->cfg;
 	struct learn_ctx c = {0};
@@ -205,6 +223,8 @@ int sb_learn_write(const struct sb_session *s, const char *id, const char *log_p
 		fprintf(stderr, "sluice: --learn: out of memory; %s was not written\n", cfg->learn_file);
 		return -ENOMEM;
 	}
+	if (settle)
+		wait_settled(log_path);
 	r = sb_summary_each(id, log_path, from, collect, &c);
 	if (r < 0) {
 		fprintf(stderr,
@@ -246,11 +266,12 @@ out:
 	return r;
 }
 #else
-int sb_learn_write(const struct sb_session *s, const char *id, const char *log_path, long long from)
+int sb_learn_write(const struct sb_session *s, const char *id, const char *log_path, long long from, bool settle)
 {
 	(void)id;
 	(void)log_path;
 	(void)from;
+	(void)settle;
 	fprintf(stderr, "sluice: --learn: this build has no policy library; %s was not written\n", s->cfg->learn_file);
 	return -ENOSYS;
 }

@@ -227,7 +227,7 @@ void sb_net_close(struct sb_session *s)
 	/* After the summary: what learn mode could not allow (forbidden addresses, organisation
 	 * denials) is listed first, then where the policy went. */
 	if (s->cfg->learn_file && s->net->id[0] && s->net->audit_log[0])
-		(void)sb_learn_write(s, s->net->id, s->net->audit_log, s->net->audit_from);
+		(void)sb_learn_write(s, s->net->id, s->net->audit_log, s->net->audit_from, !s->net->embedded);
 	free(s->net);
 	s->net = NULL;
 }

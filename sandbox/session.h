@@ -106,8 +106,10 @@ long sb_record_int(struct json_object *rec, const char *key);
 int sb_learn_check(const char *path, char *err, size_t errlen);
 /* At exit: writes the smallest policy that allows what session id was allowed to reach (its records
  * in the audit log after `from`) to path, atomically and never over an existing file, and prints
- * where (unless quiet). Returns 0 or -errno (with a message printed). */
-int sb_learn_write(const struct sb_session *s, const char *id, const char *log_path, long long from);
+ * where (unless quiet). `settle`: the log is sluiced's, which writes the last records (tunnels
+ * closed by the teardown) after the launcher hung up: wait until it stops growing (at most 2 s).
+ * Returns 0 or -errno (with a message printed). */
+int sb_learn_write(const struct sb_session *s, const char *id, const char *log_path, long long from, bool settle);
 
 /* ---- env.c ---- */
 /* Builds the sandbox environment (malloced NULL-terminated array of malloced strings). */

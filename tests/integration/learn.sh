@@ -116,10 +116,11 @@ for _ in $(seq 200); do SLUICE_RUN_DIR=$RUN "$CTL" sessions >/dev/null 2>&1 && b
 sbd() { (cd "$P" && exec env -i HOME="$H" PATH=/usr/bin:/bin SLUICE_RUN_DIR=$RUN SLUICE_AUDIT_LOG=$AUDIT \
 	"$SLUICE" run --project-mode ro "$@"); }
 F3=$LAB_DIR/learned3.json
-out=$(sbd --learn "$F3" -- sh -c "$GET http://evil.test/; $GET http://other.test/" 2>"$LAB_DIR/err6")
-check_eq "sluiced: learn mode does not lift an organisation deny rule" "403 200" "$(echo $out)"
+out=$(sbd --learn "$F3" -- sh -c "$GET http://evil.test/; $GET http://other.test/; $GET -k https://registry.test/" 2>"$LAB_DIR/err6")
+check_eq "sluiced: learn mode does not lift an organisation deny rule" "403 200 200" "$(echo $out)"
 check_match "sluiced: the summary names the org rule" "evil\\.test:80 +1 x +rule $ORG/policy\\.json:1" "$(cat "$LAB_DIR/err6")"
-check_eq "sluiced: FILE has the allowed host only" '{"allow":["other.test"]}' "$(body "$F3")"
+check_eq "sluiced: FILE has the allowed hosts only (the tunnel, logged as sluiced tears down, too)" \
+	'{"allow":["other.test","registry.test"]}' "$(body "$F3")"
 
 printf '{\n  "options": { "learn": false }\n}\n' >"$ORG/policy.json"
 F4=$LAB_DIR/learned4.json

@@ -1,6 +1,8 @@
 /* Test driver for netd/client.h (what the launcher does), used by the netd lab tests and the
  * benchmark:
- *   netd-testclient attach NETNS_PATH POLICY_FILE [COMMAND]  open a session, print its reply as
+ *   netd-testclient attach NETNS_PATH POLICY_FILE [COMMAND [NEW_POLICY_FILE]]  open a session, print its
+ *       reply (SIGUSR2: replace its policy with NEW_POLICY_FILE and print policy=replaced or
+ *       policy_error=...) as
  *       key=value lines, keep it until SIGTERM/SIGINT/SIGUSR1, then close it
  *   netd-testclient many N NETNS_DIR POLICY_FILE             open sessions for N netns files named
  *       NETNS_DIR/n0..n{N-1}, print "setup_us=..." per session, hold until a signal as above, close
@@ -62,11 +64,14 @@ static void print_reply(const struct netd_session_reply *r)
 	fflush(stdout);
 }
 
-static volatile sig_atomic_t stop;
+static volatile sig_atomic_t stop, replace;
 
 static void on_signal(int sig)
 {
-	stop = 1;
+	if (sig == SIGUSR2)
+		replace = 1;
+	else
+		stop = 1;
 }
 
 /* Holds until one of the signals installed in main arrives. */
@@ -75,7 +80,7 @@ static void hold(void)
 	sigset_t none;
 
 	sigemptyset(&none);
-	while (!stop)
+	while (!stop && !replace)
 		sigsuspend(&none);
 }
 
@@ -111,7 +116,9 @@ int main(int argc, char **argv)
 	sigaddset(&block, SIGTERM);
 	sigaddset(&block, SIGINT);
 	sigaddset(&block, SIGUSR1);
+	sigaddset(&block, SIGUSR2);
 	sigprocmask(SIG_BLOCK, &block, NULL);
+	sigaction(SIGUSR2, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGUSR1, &sa, NULL);
@@ -137,7 +144,18 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		print_reply(&rep);
-		hold();
+		/* SIGUSR2: replace the session's policy with NEW_POLICY_FILE (argv[5]), print the outcome */
+		for (hold(); !stop; hold()) {
+			char *np = argc > 5 ? load_policy(argv[5]) : NULL;
+
+			replace = 0;
+			if (np && netd_session_set_policy(s, rep.id, np, err, sizeof err) == 0)
+				printf("policy=replaced\n");
+			else
+				printf("policy_error=%s\n", np ? err : "no new policy file");
+			fflush(stdout);
+			free(np);
+		}
 		netd_session_close(s);
 		return 0;
 	}

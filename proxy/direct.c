@@ -1,0 +1,199 @@
+/* Direct mode (policy option "direct", DESIGN.md): addresses the DNS proxy relayed for an allowed name
+ * may be reached without the proxy, over TCP, on the ports the policy names for that name (e.g. ssh to
+ * a git host on 22), for the answer's TTL. The engine only remembers what it granted and tells its
+ * parent (direct_notify), which checks the grant again and puts it into nftables: the engine opens
+ * nothing itself. The decision is made on the name the session asked for; a CNAME target's addresses
+ * count because they answer that name, but the target never becomes an allowed name.
+ *
+ * Grants are kept for the session's life (at most PROXY_DIRECT_MAX_PER_SESSION (address, port) pairs,
+ * further ones are refused and logged), so that a policy change can revoke flows still running after
+ * their element expired. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "proxy_int.h"
+
+struct proxy_direct_grant {
+	struct sockaddr_storage addr; /* port 0 */
+	uint16_t port;
+	char *host;          /* owned: the allowed name whose answer gave addr */
+	uint64_t expires_ms; /* proxy_mono_ms() clock */
+};
+
+static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET)
+		return memcmp(&((const struct sockaddr_in *)a)->sin_addr, &((const struct sockaddr_in *)b)->sin_addr, 4) == 0;
+	return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr, &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
+}
+
+static struct proxy_direct_grant *find(struct proxy_session *s, const struct sockaddr_storage *a, uint16_t port)
+{
+	for (size_t i = 0; i < s->ndirect; i++)
+		if (s->direct[i].port == port && same_addr(&s->direct[i].addr, a))
+			return &s->direct[i];
+	return NULL;
+}
+
+static void notify(struct proxy_session *s, const char *host, const struct sockaddr_storage *a, const uint16_t *ports,
+                   size_t nports, uint32_t ttl, bool revoke)
+{
+	struct proxy_direct_event ev = {
+		.session_id = s->id,
+		.host = host,
+		.addr = (const struct sockaddr *)a,
+		.ports = ports,
+		.nports = nports,
+		.ttl_s = ttl,
+		.revoke = revoke,
+	};
+	s->engine->direct_notify(&ev, s->engine->direct_arg);
+}
+
+static void audit_grant(struct proxy_session *s, const char *host, const struct sockaddr_storage *a, uint16_t port,
+                        uint32_t ttl, const char *decision, const char *rule, const char *reason)
+{
+	struct audit_record r;
+	char addr[PROXY_ADDRSTR_MAX];
+	struct sockaddr_storage withport = *a;
+
+	if (withport.ss_family == AF_INET)
+		((struct sockaddr_in *)&withport)->sin_port = htons(port);
+	else
+		((struct sockaddr_in6 *)&withport)->sin6_port = htons(port);
+	memset(&r, 0, sizeof r);
+	clock_gettime(CLOCK_REALTIME, &r.start);
+	r.protocol = "direct";
+	r.host = host;
+	r.port = port;
+	r.method = "tcp";
+	r.decision = decision;
+	r.rule = rule;
+	r.reason = reason;
+	r.address = proxy_addr_str((const struct sockaddr *)&withport, addr, true);
+	(void)ttl;
+	proxy_session_audit(s, &r);
+}
+
+void proxy_direct_learn(struct proxy_session *s, const char *host, const struct dns_filter_result *fr)
+{
+	uint16_t ports[POLICY_DIRECT_PORTS_MAX];
+	size_t nports;
+	uint64_t now = proxy_mono_ms();
+
+	if (!s->engine->direct_notify || !policy_get_options(s->policy)->direct || !fr->naddrs)
+		return;
+	nports = policy_direct_ports(s->policy, host, ports, POLICY_DIRECT_PORTS_MAX);
+	if (nports == 0)
+		return;
+	for (unsigned i = 0; i < fr->naddrs; i++) {
+		const struct sockaddr_storage *a = &fr->addrs[i].addr;
+		uint32_t ttl = fr->addrs[i].ttl;
+		uint16_t ok[POLICY_DIRECT_PORTS_MAX];
+		size_t nok = 0;
+
+		if (ttl < PROXY_DIRECT_TTL_MIN)
+			ttl = PROXY_DIRECT_TTL_MIN;
+		if (ttl > PROXY_DIRECT_TTL_MAX)
+			ttl = PROXY_DIRECT_TTL_MAX;
+		for (size_t k = 0; k < nports; k++) {
+			struct policy_decision d, dn;
+			struct proxy_direct_grant *g;
+			char reason[128];
+
+			/* the address itself: forbidden ranges (private, loopback, metadata...) need a cidr rule,
+			 * exactly as for a connection through the proxy (the DNS filter already removed them) */
+			policy_decide_addr(s->policy, (const struct sockaddr *)a, ports[k], true, &d);
+			if (d.verdict != POLICY_ALLOW)
+				continue;
+			g = find(s, a, ports[k]);
+			if (!g) {
+				char *h;
+				struct proxy_direct_grant *ng;
+
+				if (s->ndirect >= PROXY_DIRECT_MAX_PER_SESSION) {
+					audit_grant(s, host, a, ports[k], ttl, "deny", NULL,
+					            "direct mode: the session has too many direct destinations (1024)");
+					continue;
+				}
+				h = strdup(host);
+				ng = h ? realloc(s->direct, (s->ndirect + 1) * sizeof *s->direct) : NULL;
+				if (!ng) {
+					free(h);
+					log_warnx("session %s: out of memory for a direct-mode grant", s->id);
+					continue;
+				}
+				s->direct = ng;
+				g = &s->direct[s->ndirect++];
+				memset(g, 0, sizeof *g);
+				g->addr = *a;
+				g->port = ports[k];
+				g->host = h;
+			} else if (strcmp(g->host, host) != 0) {
+				char *h = strdup(host);
+				if (h) {
+					free(g->host);
+					g->host = h;
+				}
+			}
+			g->expires_ms = now + (uint64_t)ttl * 1000;
+			ok[nok++] = ports[k];
+			policy_decide(s->policy, host, ports[k], 0, &dn);
+			snprintf(reason, sizeof reason, "direct flows allowed for %u s (DNS answer for %s)", ttl, host);
+			audit_grant(s, host, a, ports[k], ttl, "allow", policy_rule_where(dn.rule), reason);
+		}
+		if (nok)
+			notify(s, host, a, ok, nok, ttl, false);
+	}
+}
+
+void proxy_direct_policy_changed(struct proxy_session *s)
+{
+	uint64_t now = proxy_mono_ms();
+	size_t w = 0;
+
+	if (!s->engine->direct_notify) {
+		proxy_direct_session_free(s);
+		return;
+	}
+	for (size_t i = 0; i < s->ndirect; i++) {
+		struct proxy_direct_grant *g = &s->direct[i];
+		uint16_t ports[POLICY_DIRECT_PORTS_MAX];
+		size_t n = policy_direct_ports(s->policy, g->host, ports, POLICY_DIRECT_PORTS_MAX);
+		struct policy_decision d;
+		bool still = false;
+
+		for (size_t k = 0; k < n; k++)
+			still |= ports[k] == g->port;
+		if (still) {
+			policy_decide_addr(s->policy, (const struct sockaddr *)&g->addr, g->port, true, &d);
+			still = d.verdict == POLICY_ALLOW;
+		}
+		if (!still) {
+			notify(s, g->host, &g->addr, &g->port, 1, 0, true);
+			audit_grant(s, g->host, &g->addr, g->port, 0, "deny", NULL,
+			            "direct mode: the session's new policy no longer allows this; its flows were ended");
+			free(g->host);
+			continue;
+		}
+		if (g->expires_ms > now) /* offered again for the time it has left */
+			notify(s, g->host, &g->addr, &g->port, 1, (uint32_t)((g->expires_ms - now + 999) / 1000), false);
+		s->direct[w++] = *g;
+	}
+	s->ndirect = w;
+}
+
+void proxy_direct_session_free(struct proxy_session *s)
+{
+	for (size_t i = 0; i < s->ndirect; i++)
+		free(s->direct[i].host);
+	free(s->direct);
+	s->direct = NULL;
+	s->ndirect = 0;
+}
