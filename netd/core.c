@@ -572,8 +572,8 @@ static unsigned count_uid(const struct netd *d, uid_t uid)
 }
 
 /* Trust boundary: the netns fd comes from the client. It must be a network namespace, not ours,
- * not already wired, and (for non-root callers) owned by the caller's user namespace: a user can
- * only have sluiced wire a namespace the user created. */
+ * not already wired, and (for non-root callers, uid != 0) owned by the caller's user namespace: a
+ * user can only have sluiced wire a namespace the user created. */
 static int check_netns(struct netd *d, int fd, uid_t uid, struct stat *st, char *err, size_t errlen)
 {
 	struct statfs sfs;
@@ -832,7 +832,10 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 			goto fail;
 		}
 	}
-	if ((r = check_netns(d, s->netns_fd, req->uid, &st, err, errlen)) < 0)
+	/* A namespace sluiced made itself (CREATE) is trusted: it belongs to no user namespace of the
+	 * caller's, so the owner check is skipped (uid 0) for it; the per-uid session limit above still
+	 * holds, and s->uid records the caller, so only they or root can list and END it. */
+	if ((r = check_netns(d, s->netns_fd, s->netns_path ? 0 : req->uid, &st, err, errlen)) < 0)
 		goto fail;
 	s->ns_dev = st.st_dev;
 	s->ns_ino = st.st_ino;

@@ -244,6 +244,18 @@ check_match "an unprivileged user wires their own namespace and reaches the prox
 check_eq "an unprivileged user lists only their own sessions (none left)" "" "$($NOBODY "$CLIENT" list)"
 out=$($NOBODY "$CLIENT" end "$WID" 2>&1)
 check_match "an unprivileged user cannot end root's session" "no such session of yours" "$out"
+# an unprivileged user creates a named namespace (sluicectl netns create): sluiced made it, so it is
+# trusted although no user namespace of theirs owns it; it is theirs to list and end, and no one else's
+check "an unprivileged user creates a named namespace" \
+	sh -c "$NOBODY '$CLIENT' create uweb '$LAB_DIR/tmp/upolicy.json' >'$LAB_DIR/tmp/uweb.out' 2>&1"
+UWID=$(sed -n 's/^id=//p' "$LAB_DIR/tmp/uweb.out")
+check_eq "its path is under /run/sluice/netns" "$RUN/netns/uweb" "$(sed -n 's/^netns=//p' "$LAB_DIR/tmp/uweb.out")"
+check "a process joining it reaches the proxy, identified as that session" via_proxy "$RUN/netns/uweb" "$GW4" "$UWID"
+check_match "the user lists it as theirs" "^$UWID .*$RUN/netns/uweb" "$($NOBODY "$CLIENT" list)"
+out=$(setpriv --reuid=65533 --regid=65533 --clear-groups "$CLIENT" end "$UWID" 2>&1)
+check_match "another unprivileged user cannot end it" "no such session of yours" "$out"
+check "the user ends it" $NOBODY "$CLIENT" end "$UWID"
+check "its namespace is removed" eventually test ! -e "$RUN/netns/uweb"
 
 # protocol abuse: garbage, truncated and oversized records; the daemon drops the client and carries on
 for payload in garbage short huge badtype; do
