@@ -158,6 +158,20 @@ check_not "s2's address used from s1 cannot reach the proxy" \
 check "the spoofed packets were counted" sh -c "nft list chain inet sluice session_in | grep sluice-spoof | grep -vq 'packets 0 '"
 lab_exec s1 ip addr del 100.64.200.200/32 dev eth0
 lab_exec s1 ip addr del "$A2/32" dev eth0
+# the same over IPv6: a forged source in the pool, and s2's own IPv6 address used from s1
+A2_6=$(reply s2 addr6)
+spoofed6() { nft list chain inet sluice session_in | grep sluice-spoof | grep 'ip6 saddr' | sed -n 's/.*packets \([0-9]*\).*/\1/p'; }
+before6=$(spoofed6)
+lab_exec s1 ip addr add 2001:db8:100::dead/128 dev eth0 nodad
+lab_exec s1 ip addr add "$A2_6/128" dev eth0 nodad
+check_not "a forged IPv6 source cannot reach the proxy" \
+	lab_exec s1 curl -s -o /dev/null -m 2 --connect-timeout 1 --interface 2001:db8:100::dead "http://[$GW6]:3128/"
+check_not "s2's IPv6 address used from s1 cannot reach the proxy" \
+	lab_exec s1 curl -s -o /dev/null -m 2 --connect-timeout 1 --interface "$A2_6" "http://[$GW6]:3128/"
+check "the forged IPv6 packets were counted by the IPv6 anti-spoofing rule" test "$(spoofed6)" -gt "${before6:-0}"
+lab_exec s1 ip addr del 2001:db8:100::dead/128 dev eth0
+lab_exec s1 ip addr del "$A2_6/128" dev eth0
+check "s1's own IPv6 address still reaches the proxy" via_proxy s1 "[$GW6]" "$ID1"
 
 # the proxy and DNS ports are closed to every other interface
 check_not "the proxy is unreachable from the host itself" \
@@ -277,6 +291,9 @@ check "sluiced still answers after malformed messages" sh -c "'$CLIENT' list >/d
 check "session k1 opens" session k1
 IDK=$(reply k1 id)
 check "k1 reaches the proxy" via_proxy k1 "$GW4" "$IDK"
+check "k1 has IPv6 elements before the kill (so their absence after it means something)" \
+	sh -c "nft list set inet sluice src6 | grep -q 'sl-$IDK'"
+NETNS_BEFORE=$(ip -all netns list | sort)
 DPID=$(lab_pid sluiced)
 kill -9 "$DPID"
 # live() PID: running and not a zombie (killed processes stay zombies until the lab's pid 1 reaps them)
@@ -290,8 +307,19 @@ check_not "with sluiced dead, k1 cannot reach the internet" reaches k1 "http://$
 lab_stop sluiced >/dev/null 2>&1
 check "sluiced restarts" start_sluiced
 check_eq "no sl-* link survives the restart" "" "$(ip -o link | grep ' sl-')"
-check_eq "no session elements survive" "" "$(nft -j list set inet sluice src4 | grep -o '"elem"')$(nft -j list set inet sluice svc4 | grep -o '"elem"')"
+nonempty_sets() {
+	nft -j list table inet sluice | "$LAB_PYTHON" -c '
+import json, sys
+for o in json.load(sys.stdin)["nftables"]:
+    for kind in ("set", "map"):
+        if kind in o and o[kind].get("elem") and not o[kind]["name"].startswith("gateways"):
+            print(o[kind]["name"], len(o[kind]["elem"]))'
+}
+check_eq "no session elements survive (src4, src6, svc4, svc6, every set or map but the gateways)" "" \
+	"$(nonempty_sets)"
 check_eq "no named namespace survives" "" "$(ls -A "$RUN/netns" 2>/dev/null)"
+check_eq "no namespace bind mount survives" "" "$(grep " $RUN/netns/" /proc/self/mountinfo)"
+check_eq "ip -all netns: the same namespaces as before the kill" "$NETNS_BEFORE" "$(ip -all netns list | sort)"
 check_eq "only the new daemon's gateway lease is left" "1" "$(ls -A "$RUN/leases")"
 check_not "k1 has lost its network" lab_exec k1 ip link show eth0
 end_session k1
@@ -308,6 +336,33 @@ check "sluiced starts again" start_sluiced
 out=$("$SLUICED" --run-dir "$RUN" --audit-log "$AUDIT" --pool4 "$POOL4" --pool6 "$POOL6" 2>&1)
 check_match "a second sluiced is refused" "another sluiced is already running" "$out"
 lab_stop sluiced
+
+# the engine forgets an ended session: in a /28 pool (13 session addresses) with 12 held, the next
+# session gets the address the ended one had, and the engine identifies it as itself, never as the
+# ended one
+POOL4=100.64.9.0/28 POOL6=none
+check "sluiced starts with a 13-session pool" start_sluiced
+"$CLIENT" many 12 "$LAB_DIR/ns50" "$POLICY" </dev/null >"$LAB_DIR/state/many12.out" 2>&1 &
+MANY_PID=$!
+for i in $(seq 200); do [ "$(grep -c '^setup_us=' "$LAB_DIR/state/many12.out")" -ge 12 ] && break; sleep 0.05; done
+check_eq "12 sessions hold 12 of the 13 addresses" 12 "$(grep -c 'addr4=100' "$LAB_DIR/state/many12.out")"
+check "session r1 opens" session r1
+IDR1=$(reply r1 id) AR1=$(reply r1 addr4)
+check "r1 reaches the proxy, identified as itself" via_proxy r1 100.64.9.1 "$IDR1"
+end_session r1
+check "r1 ended" eventually sh -c "! '$CLIENT' list | grep -q '^$IDR1 '"
+check "session r2 opens" session r2
+IDR2=$(reply r2 id)
+check_eq "r2 re-uses r1's address" "$AR1" "$(reply r2 addr4)"
+r1_lines=$(grep -c "\"session\":\"$IDR1\"" "$AUDIT")
+check "a connection from the re-used address is identified as r2, not the ended r1" \
+	via_proxy r2 100.64.9.1 "$IDR2"
+check_eq "nothing more was audited under r1's id" "$r1_lines" "$(grep -c "\"session\":\"$IDR1\"" "$AUDIT")"
+end_session r2
+kill -TERM "$MANY_PID"
+wait "$MANY_PID"
+lab_stop sluiced
+POOL4=100.64.0.0/16 POOL6=2001:db8:100::/64
 
 # embedded mode: no daemon, root caller
 check "an embedded session opens without sluiced" session e1
