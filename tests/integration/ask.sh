@@ -150,6 +150,34 @@ check_eq "a new session of the project reaches it without asking" 200 "$out"
 check_eq "... nothing was held" "$asks_before" "$(jq -c 'select(.decision == "ask")' "$AUDIT" | wc -l)"
 check_match "... allowed by the remembered rule" "$P/\\.sluice/policy\\.json" \
 	"$(jq -r 'select(.host == "other.test" and .decision == "allow") | .rule' "$AUDIT" | tail -1)"
+# ---- --remember user: the approving user's own policy file ----
+sb --allow-network --ask -- sh -c "$CODE http://registry.test/user" >"$LAB_DIR/u.out" 2>/dev/null &
+runpid=$!
+js=$(wait_asks 1)
+out=$(env -u XDG_CONFIG_HOME HOME="$H" "$CTL" approve "$(jq -r '.[0].id' <<<"$js")" --remember user)
+check_match "approve --remember user writes ~/.config/sluice/policy.json (created)" \
+	"$H/\\.config/sluice/policy\\.json now allows registry\\.test:80" "$out"
+wait "$runpid"
+check_eq "... the held request reached the registry (its 404 for an unknown package, not a 403)" 404 "$(cat "$LAB_DIR/u.out")"
+check_eq "... the new file holds just that" '{"allow":["registry.test:80"]}' "$(jq -c . "$H/.config/sluice/policy.json")"
+check_eq "a later session of that user reaches it, without --ask (the registry's 404)" 404 \
+	"$(sb --allow-network -- sh -c "$CODE http://registry.test/again" 2>/dev/null)"
+
+# ---- an approval never reaches past the organisation: sluiced reads /etc/sluice again before it ----
+sb --allow-network --ask --ask-timeout 30 -- sh -c "$CODE http://evil.test/org" >"$LAB_DIR/g.out" 2>/dev/null &
+runpid=$!
+js=$(wait_asks 1)
+gid=$(jq -r '.[0].id' <<<"$js")
+printf '{ "deny": ["evil.test"] }\n' >"$LAB_DIR/etc-sluice/policy.json" # the administrator, meanwhile
+out=$("$CTL" approve "$gid" 2>&1)
+check_eq "approving what the organisation now denies fails (1)" 1 "$?"
+check_match "... naming the organisation's rule" "organisation policy forbids it: .*etc-sluice/policy\\.json:1" "$out"
+check_eq "... and the request is still held" "$gid" "$(jq -r '.[0].id' <<<"$("$CTL" asks --json)")"
+"$CTL" deny "$gid" >/dev/null
+wait "$runpid"
+check_eq "... until it is denied (403)" 403 "$(cat "$LAB_DIR/g.out")"
+rm -f "$LAB_DIR/etc-sluice/policy.json"
+
 check_match "--remember with a bad layer is refused (2)" '2' "$("$CTL" approve 0123abcd --remember team >/dev/null 2>&1; echo $?)"
 
 check_eq "no sluice process is left" "" "$(pgrep -x sluice)"
