@@ -25,6 +25,7 @@
 #include "config.h"
 #include "lease.h"
 #include "reaper.h"
+#include "testhook.h"
 #include "link.h"
 #include "log.h"
 #include "policy.h"
@@ -835,6 +836,8 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 	/* A namespace sluiced made itself (CREATE) is trusted: it belongs to no user namespace of the
 	 * caller's, so the owner check is skipped (uid 0) for it; the per-uid session limit above still
 	 * holds, and s->uid records the caller, so only they or root can list and END it. */
+	if (s->netns_path)
+		netd_test_stop_at("netns");
 	if ((r = check_netns(d, s->netns_fd, s->netns_path ? 0 : req->uid, &st, err, errlen)) < 0)
 		goto fail;
 	s->ns_dev = st.st_dev;
@@ -850,12 +853,14 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 	s->lease_fd = lease;
 	s->addr4 = slot_addr4(d, s->slot);
 	s->addr6 = slot_addr6(d, s->slot);
+	netd_test_stop_at("lease");
 
 	/* 1. filter state first, 2. the link (down), 3. host side up, 4. session side up */
 	session_nft_view(d, s, &v);
 	if ((r = netd_nft_session_add(d->nft, &v, err, errlen)) < 0)
 		goto fail;
 	nft_added = true;
+	netd_test_stop_at("nft");
 	lc.host_if = s->ifname;
 	lc.netns_fd = s->netns_fd;
 	lc.has4 = true;
@@ -866,8 +871,10 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 	lc.gw6 = d->gw6;
 	if ((r = netd_link_create(d->rtnl, &lc, err, errlen)) < 0)
 		goto fail;
+	netd_test_stop_at("link");
 	if ((r = netd_link_host_up(d->rtnl, &lc, err, errlen)) < 0)
 		goto fail;
+	netd_test_stop_at("host-up");
 	sess_nl = netd_rtnl_open_in(s->netns_fd, d->host_netns_fd, &e);
 	if (!sess_nl) {
 		r = e;
@@ -879,6 +886,7 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 	if (r < 0)
 		goto fail;
 	s->wired = true;
+	netd_test_stop_at("session-up");
 	s->owner = req->owner;
 	s->next = d->sessions;
 	if (d->sessions)
@@ -886,6 +894,7 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 	d->sessions = s;
 	d->nsessions++;
 	netd_engine_session_add(d, s);
+	netd_test_stop_at("engine");
 	log_info("session %s: uid %u, %s, %s", s->id, (unsigned)s->uid, s->ifname, s->command);
 	*out = s;
 	return 0;

@@ -1,0 +1,39 @@
+/* Fault injection for tests (tests/integration/faults.sh, docs/reliability.md).
+ *
+ * With SLUICED_TEST_STOP_AT=STEP in its environment, sluiced (or the embedded helper) stops itself with
+ * SIGSTOP when session setup reaches STEP, so that a test can kill -9 it at exactly that point and check
+ * that the next start reconciles to zero residue. STEP is one of: netns (a named namespace was created),
+ * lease (an address lease was taken), nft (the session's filter elements were added), link (the veth
+ * exists, down), host-up, session-up (both ends up), engine (the engine was told; the client not yet).
+ *
+ * Compiled only into debug and debugoptimized builds (NETD_TEST_HOOKS, netd/meson.build); a release or
+ * plain build (what packages use) has no hook and ignores the variable. Even where compiled, only whoever
+ * sets sluiced's environment can use it, which is root (or the systemd unit); a client of the control
+ * socket cannot, and the worst it does is stop the daemon, which root can do anyway. */
+#ifndef SLUICE_NETD_TESTHOOK_H
+#define SLUICE_NETD_TESTHOOK_H
+
+#ifdef NETD_TEST_HOOKS
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+static inline void netd_test_stop_at(const char *step)
+{
+	const char *want = getenv("SLUICED_TEST_STOP_AT");
+
+	if (want && strcmp(want, step) == 0) {
+		log_warnx("test hook: SLUICED_TEST_STOP_AT=%s: stopping (SIGSTOP)", step);
+		raise(SIGSTOP);
+	}
+}
+#else
+static inline void netd_test_stop_at(const char *step)
+{
+	(void)step;
+}
+#endif
+
+#endif
