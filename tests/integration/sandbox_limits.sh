@@ -12,9 +12,17 @@ cd "$P" || exit 1
 cg_list() { find /sys/fs/cgroup -maxdepth 6 -type d -name 'sluice-*' 2>/dev/null | sort; }
 before=$(cg_list)
 
+# A process of the host outside the session, started first, must outlive the OOM kill; the launcher must
+# survive it too and return the session's own exit status (0: the shell echoes after tail dies), not 137.
+sleep 120 &
+sentinel=$!
 out=$(sb root --memory 64M -- sh -c 'head -c 400M /dev/zero | tail -n 1 >/dev/null; echo exit=$?' 2>&1)
+launcher_rc=$?
 check_match "memory bomb is OOM-killed inside the session (tail killed by SIGKILL)" "exit=137" "$out"
-check "the launcher and the host survive the OOM kill" true
+check_eq "the launcher survives the OOM kill and returns the session's exit status" 0 "$launcher_rc"
+check "a host process outside the session survives the OOM kill" kill -0 "$sentinel"
+kill "$sentinel"
+wait "$sentinel" 2>/dev/null
 out=$(sb root --pids 40 --ro-bind "$ESC" -- "$ESC/esc_forkbomb" 10000 2>&1)
 n=$(sed -n 's/^forks=//p' <<<"$out")
 check "fork bomb is bounded by --pids 40 (forks=$n)" test -n "$n" -a "${n:-99999}" -lt 40
