@@ -74,6 +74,17 @@ check_match "learn: the summary line counts the preset" '-> 1 preset, 1 allow en
 out2=$(sb --allow-network --policy "$F5" --audit-log "$AUDIT" -- sh -c "$NPM" 2>/dev/null)
 check_eq "enforce: the same statuses with --policy FILE (the preset allows the registry)" "$(echo $out1)" "$(echo $out2)"
 
+# 3c. DNS: a name only looked up is learned when it was answered (not a name the resolver does not know);
+#     with the learned policy the lookup works again and another name is refused.
+F6=$LAB_DIR/learned6.json
+sb --learn "$F6" --audit-log "$AUDIT" -- sh -c 'getent hosts other.test >/dev/null; getent hosts nosuch.test; true' \
+	>/dev/null 2>"$LAB_DIR/err3c"
+check_eq "learn: the answered name is learned, the unknown one is not" '{"allow":["other.test"]}' "$(body "$F6")"
+check "enforce: the lookup works with --policy FILE" \
+	sb --allow-network --policy "$F6" --audit-log "$AUDIT" -- getent hosts other.test
+check_not "enforce: another name is refused" \
+	sb --allow-network --policy "$F6" --audit-log "$AUDIT" -- getent hosts evil.test
+
 # 4. Learn mode still refuses the forbidden ranges: the metadata address, a name that resolves to it
 #    or to a private address. They are summarised as denials and stay out of FILE.
 F2=$LAB_DIR/learned2.json
