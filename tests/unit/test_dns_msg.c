@@ -164,11 +164,56 @@ static void test_upstream_and_filter(void **state)
 	free(w);
 }
 
+/* Direct mode learns only the addresses that answer the question: the name's own records and those of the
+ * CNAME chain from it (any order), with the smallest TTL on the way; never records for other names, never
+ * addresses keep() refuses, never a truncated reply's. */
+static void test_answer_addrs(void **state)
+{
+	static const char *const rrs[] = {
+	        "b.test. 30 IN CNAME c.test.",       /* second link, listed first */
+	        "c.test. 300 IN A 198.18.1.13",      /* end of the chain: ttl min(100, 30, 300) = 30 */
+	        "a.test. 100 IN CNAME b.test.",      /* first link */
+	        "a.test. 200 IN A 198.18.1.11",      /* the name's own record */
+	        "a.test. 200 IN A 10.9.9.9",         /* refused by keep() */
+	        "other.test. 60 IN A 198.18.1.12",   /* another name: not an answer to a.test */
+	        "x.test. 60 IN CNAME other.test.",   /* a chain that does not start at a.test */
+	        NULL};
+	struct dns_query q;
+	struct dns_filter_result fr;
+	const char *why;
+	size_t len, alen, olen;
+	uint8_t *w = mkquery("a.test.", LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, 0x4242, false, &len);
+	uint8_t *ans, *out = NULL;
+	char buf[64];
+	(void)state;
+
+	assert_int_equal(dns_msg_parse_query(w, len, &q, &why), 0);
+	ans = mkanswer("a.test.", 0x1111, rrs, &alen);
+	assert_int_equal(dns_msg_filter_answer(ans, alen, &q, keep_public, NULL, DNS_MSG_MAX, &out, &olen, &fr), 0);
+	assert_int_equal(fr.naddrs, 2);
+	inet_ntop(AF_INET, &((struct sockaddr_in *)&fr.addrs[0].addr)->sin_addr, buf, sizeof buf);
+	assert_string_equal(buf, "198.18.1.13");
+	assert_int_equal(fr.addrs[0].ttl, 30);
+	inet_ntop(AF_INET, &((struct sockaddr_in *)&fr.addrs[1].addr)->sin_addr, buf, sizeof buf);
+	assert_string_equal(buf, "198.18.1.11");
+	assert_int_equal(fr.addrs[1].ttl, 200);
+	free(out);
+	out = NULL;
+	/* too big for the client: truncated, nothing learned */
+	assert_int_equal(dns_msg_filter_answer(ans, alen, &q, keep_public, NULL, 40, &out, &olen, &fr), 0);
+	assert_true(fr.truncated);
+	assert_int_equal(fr.naddrs, 0);
+	free(out);
+	free(ans);
+	free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_query_checks),
 	        cmocka_unit_test(test_upstream_and_filter),
+	        cmocka_unit_test(test_answer_addrs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -384,6 +384,59 @@ static void test_method_deny_covers_tunnels(void **state)
 	policy_builder_free(b);
 }
 
+/* Direct mode ports: single ports named by allow rules for the name (exact or wildcard), not 80/443, not
+ * ranges, "*" or method-restricted rules, each still decided (deny rules and the ceiling apply); none
+ * without the option. */
+static struct policy *compile_json(const char *org, const char *user)
+{
+	struct policy_builder *b = policy_builder_new();
+	struct policy_error err = { 0 };
+	struct policy *p;
+
+	if (org)
+		assert_int_equal(policy_builder_add_json(b, POLICY_LAYER_ORG, "org.json", org, strlen(org), &err), 0);
+	assert_int_equal(policy_builder_add_json(b, POLICY_LAYER_USER, "user.json", user, strlen(user), &err), 0);
+	p = policy_builder_compile(b, &err);
+	assert_non_null(p);
+	policy_builder_free(b);
+	return p;
+}
+
+static void test_direct_ports(void **state)
+{
+	const char *user = "{\"options\": {\"direct\": true}, \"allow\": [\"git.example.org:22,443\", "
+	                   "\"*.example.org:2222\", \"git.example.org:8000-8100\", \"api.example.org:*\", "
+	                   "{\"host\": \"git.example.org\", \"ports\": [9418], \"methods\": [\"GET\"]}, "
+	                   "\"git.example.org:7999\"], \"deny\": [\"git.example.org:7999\"]}";
+	uint16_t ports[POLICY_DIRECT_PORTS_MAX];
+	struct policy *p;
+	(void)state;
+
+	p = compile_json(NULL, user);
+	assert_int_equal(policy_direct_ports(p, "git.example.org", ports, POLICY_DIRECT_PORTS_MAX), 2);
+	assert_int_equal(ports[0], 22);
+	assert_int_equal(ports[1], 2222);
+	assert_int_equal(policy_direct_ports(p, "api.example.org", ports, POLICY_DIRECT_PORTS_MAX), 1); /* 2222 only */
+	assert_int_equal(ports[0], 2222);
+	assert_int_equal(policy_direct_ports(p, "example.org", ports, POLICY_DIRECT_PORTS_MAX), 0);
+	assert_int_equal(policy_direct_ports(p, "other.org", ports, POLICY_DIRECT_PORTS_MAX), 0);
+	assert_int_equal(policy_direct_ports(p, "git.example.org", ports, 1), 1); /* max respected */
+	policy_unref(p);
+
+	/* the organisation ceiling caps it; an org "direct": false pins the option off */
+	p = compile_json("{\"ceiling\": [\"git.example.org:22\"]}", user);
+	assert_int_equal(policy_direct_ports(p, "git.example.org", ports, POLICY_DIRECT_PORTS_MAX), 1);
+	assert_int_equal(ports[0], 22);
+	policy_unref(p);
+	p = compile_json("{\"options\": {\"direct\": false}}", user);
+	assert_int_equal(policy_direct_ports(p, "git.example.org", ports, POLICY_DIRECT_PORTS_MAX), 0);
+	policy_unref(p);
+	/* without the option: nothing */
+	p = compile_json(NULL, "{\"allow\": [\"git.example.org:22\"]}");
+	assert_int_equal(policy_direct_ports(p, "git.example.org", ports, POLICY_DIRECT_PORTS_MAX), 0);
+	policy_unref(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -391,6 +444,7 @@ int main(void)
 		cmocka_unit_test(test_wildcard_edges),
 		cmocka_unit_test(test_hash_flooding),
 		cmocka_unit_test(test_method_deny_covers_tunnels),
+		cmocka_unit_test(test_direct_ports),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
