@@ -352,6 +352,62 @@ static void test_ask_messages(void **state)
 	assert_int_equal(check_one(&netd_engine_proto, &b, NETD_ES_RUN), -EBADMSG); /* no uid */
 }
 
+/* Direct mode: DIRECT_ADD / DIRECT_REVOKE come from the engine only, with every field and PORTS at most
+ * 16 ports; SESSION_POLICY goes to a running engine; POLICY from any client connection. */
+static void put_direct(struct ipc_buf *b, size_t nports, bool with_ttl)
+{
+	uint16_t ports[17] = {0};
+
+	assert_int_equal(ipc_buf_init(b, NETD_ENG_DIRECT_ADD, 5), 0);
+	ipc_buf_put_str(b, NETD_A_ID, "0123456789");
+	ipc_buf_put_str(b, NETD_A_HOST, "git.example.org");
+	ipc_buf_put_str(b, NETD_A_DST, "192.0.2.7");
+	ipc_buf_put_bytes(b, NETD_A_PORTS, ports, nports * 2);
+	if (with_ttl)
+		ipc_buf_put_u32(b, NETD_A_TTL, 60);
+}
+
+static void test_direct_messages(void **state)
+{
+	struct ipc_buf b;
+	(void)state;
+
+	put_direct(&b, 1, true);
+	assert_int_equal(check_one(&netd_engine_proto, &b, NETD_ES_PARENT), 0);
+	put_direct(&b, 16, true);
+	assert_int_equal(check_one(&netd_engine_proto, &b, NETD_ES_PARENT), 0);
+	put_direct(&b, 17, true); /* more than 16 ports */
+	assert_int_equal(check_one(&netd_engine_proto, &b, NETD_ES_PARENT), -EBADMSG);
+	put_direct(&b, 1, false); /* no TTL */
+	assert_int_equal(check_one(&netd_engine_proto, &b, NETD_ES_PARENT), -EBADMSG);
+	put_direct(&b, 1, true); /* never towards the engine */
+	assert_int_equal(check_one(&netd_engine_proto, &b, NETD_ES_RUN), -EPERM);
+	assert_int_equal(ipc_buf_init(&b, NETD_ENG_DIRECT_REVOKE, 1), 0);
+	ipc_buf_put_str(&b, NETD_A_ID, "0123456789");
+	ipc_buf_put_str(&b, NETD_A_DST, "2001:db8::7");
+	ipc_buf_put_u16(&b, NETD_A_DPORT, 22);
+	assert_int_equal(check_one(&netd_engine_proto, &b, NETD_ES_PARENT), 0);
+	assert_int_equal(ipc_buf_init(&b, NETD_ENG_DIRECT_REVOKE, 1), 0);
+	ipc_buf_put_str(&b, NETD_A_ID, "0123456789");
+	ipc_buf_put_str(&b, NETD_A_DST, "2001:db8::7");
+	assert_int_equal(check_one(&netd_engine_proto, &b, NETD_ES_PARENT), -EBADMSG); /* no port */
+	for (int st = 0; st < 2; st++) {
+		assert_int_equal(ipc_buf_init(&b, NETD_ENG_SESSION_POLICY, 1), 0);
+		ipc_buf_put_str(&b, NETD_A_ID, "0123456789");
+		ipc_buf_put_str(&b, NETD_A_POLICY, "{}");
+		assert_int_equal(check_one(&netd_engine_proto, &b, st ? NETD_ES_PARENT : NETD_ES_RUN), st ? -EPERM : 0);
+	}
+	for (int st = 0; st < 2; st++) {
+		assert_int_equal(ipc_buf_init(&b, NETD_MSG_POLICY, 1), 0);
+		ipc_buf_put_str(&b, NETD_A_ID, "0123456789");
+		ipc_buf_put_str(&b, NETD_A_POLICY, "{}");
+		assert_int_equal(check_one(&netd_control_proto, &b, st ? NETD_CS_ATTACHED : NETD_CS_OPEN), 0);
+	}
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_POLICY, 1), 0);
+	ipc_buf_put_str(&b, NETD_A_ID, "0123456789");
+	assert_int_equal(check_one(&netd_control_proto, &b, NETD_CS_OPEN), -EBADMSG); /* no policy */
+}
+
 static void test_fd_passing(void **state)
 {
 	struct ipc_msg m;
@@ -480,6 +536,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_wrong_type_and_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_attributes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ask_messages, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_direct_messages, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fd_passing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fds_closed_on_error, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_too_many_fds, setup, teardown),
