@@ -182,6 +182,35 @@ static void test_addresses_and_empty(void **state)
 	policy_learn_free(l);
 }
 
+/* Many records of many destinations, out of order and repeated: the table squeezes duplicates out
+ * before it grows, and every destination comes out once. */
+static void test_many(void **state)
+{
+	(void)state;
+	struct policy_learn *l = policy_learn_new();
+	struct policy_learn_summary sum;
+	char host[64];
+	enum { HOSTS = 3000 };
+
+	for (int round = 0; round < 3; round++)
+		for (int i = HOSTS - 1; i >= 0; i--) {
+			snprintf(host, sizeof host, "h%04d.example", i);
+			assert_int_equal(policy_learn_add(l, host, 443), 0);
+			assert_int_equal(policy_learn_add(l, host, (uint16_t)(i % 2 ? 8443 : 80)), 0);
+		}
+	assert_int_equal(policy_learn_count(l), 2 * HOSTS);
+	char *t = render(l, NULL, &sum);
+	assert_int_equal(sum.hosts, HOSTS);
+	assert_int_equal(sum.destinations, 2 * HOSTS);
+	assert_non_null(strstr(t, "\"h0000.example\",\n    \"h0001.example:443,8443\",\n"));
+	struct policy *p = load(t);
+	assert_int_equal(verdict(p, "h2999.example", 8443), POLICY_ALLOW);
+	assert_int_equal(verdict(p, "h2998.example", 8443), POLICY_DENY);
+	policy_unref(p);
+	free(t);
+	policy_learn_free(l);
+}
+
 /* ---- the learn option ---- */
 
 static struct policy *build(const char *org, const char *user, bool learn, struct policy_error *err)
@@ -305,6 +334,7 @@ int main(void)
 	        cmocka_unit_test(test_presets_smallest_cover),
 	        cmocka_unit_test(test_no_preset_unless_needed),
 	        cmocka_unit_test(test_addresses_and_empty),
+	        cmocka_unit_test(test_many),
 	        cmocka_unit_test(test_learn_option),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
