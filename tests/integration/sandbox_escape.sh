@@ -46,6 +46,18 @@ for m in $MODES; do
 			test $? = 0
 		check_not "$t: ... no blocked call went through" grep -q ESCAPE <<<"$out"
 		check_match "$t: ... io_uring refused" "SAFE: io_uring_setup" "$out"
+		if [ "$(uname -m)" = x86_64 ]; then
+			# the same calls under their i386 (int $0x80) and x32 numbers: seccomp.c's architecture list
+			out=$(run -- "$ESC/esc_compat" 2>&1)
+			check "$t: denied calls through the x32 and i386 entry points fail too" test $? = 0
+			check_not "$t: ... none went through" grep -q ESCAPE <<<"$out"
+			check_match "$t: ... x32 keyctl gets EPERM from the filter" \
+				'^SAFE: x32 keyctl .*\(Operation not permitted\)$' "$out"
+			check_match "$t: ... x32 unshare(CLONE_NEWUSER) gets EPERM from the filter" \
+				'^SAFE: x32 unshare.*\(Operation not permitted\)$' "$out"
+			check_match "$t: ... i386: EPERM, or no i386 entry on this kernel" \
+				"SAFE: i386 keyctl .*Operation not permitted|SAFE: i386: int .0x80 faults" "$out"
+		fi
 		check "$t: TIOCSTI and TIOCLINUX are refused" q run -- "$ESC/esc_ioctl"
 		check "$t: ptrace/process_vm_readv of pid 1, killing pid 1, signalling a host pid fail" \
 			q run -- "$ESC/esc_ptrace" "$host_pid"
