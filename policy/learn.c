@@ -358,6 +358,11 @@ char *policy_learn_render(struct policy_learn *l, const char *preset_dir, const 
 			if (!(chosen & (1u << k)))
 				continue;
 			sb_printf(&b, "%s\"%s\"", first ? "" : ", ", ps[k].name);
+			size_t o = strlen(sum->preset_names);
+			if (o + strlen(ps[k].name) + 6 < sizeof sum->preset_names)
+				snprintf(sum->preset_names + o, sizeof sum->preset_names - o, "%s%s", first ? "" : ", ", ps[k].name);
+			else if (o + 4 < sizeof sum->preset_names && !strstr(sum->preset_names, "..."))
+				snprintf(sum->preset_names + o, sizeof sum->preset_names - o, "...");
 			first = false;
 			sum->presets++;
 		}

@@ -238,6 +238,7 @@ struct policy_learn;
 struct policy_learn_summary {
 	size_t destinations; /* distinct (host, port) pairs recorded */
 	size_t presets;      /* presets named */
+	char preset_names[256]; /* "npm, pypi" ("" when none; "..." at the end when cut) */
 	size_t hosts;        /* "allow" entries (hosts and addresses) */
 };
 

@@ -256,9 +256,10 @@ int sb_learn_write(const struct sb_session *s, const char *id, const char *log_p
 	if (!cfg->quiet)
 		fprintf(stderr,
 		        "sluice: learned policy written to %s: %zu destination%s (%u request%s, %u allowed by learn "
-		        "mode) -> %zu preset%s, %zu allow entr%s\n",
+		        "mode) -> %zu preset%s%s%s%s, %zu allow entr%s\n",
 		        cfg->learn_file, sum.destinations, sum.destinations == 1 ? "" : "s", c.records,
-		        c.records == 1 ? "" : "s", c.learnt, sum.presets, sum.presets == 1 ? "" : "s", sum.hosts,
+		        c.records == 1 ? "" : "s", c.learnt, sum.presets, sum.presets == 1 ? "" : "s",
+		        sum.presets ? " (" : "", sum.preset_names, sum.presets ? ")" : "", sum.hosts,
 		        sum.hosts == 1 ? "y" : "ies");
 out:
 	free(text);

@@ -70,7 +70,7 @@ NPM="$GET http://registry.npmjs.org/sluice-demo; $GET http://allowed.test/"
 out1=$(sb --learn "$F5" --audit-log "$AUDIT" -- sh -c "$NPM" 2>"$LAB_DIR/err3b")
 check_match "learn: the npm registry's name was reached (an HTTP status)" '^[1-5][0-9][0-9] 200$' "$(echo $out1)"
 check_eq "learn: it is learned as the npm preset, the other host as itself" 	'{"presets":["npm"],"allow":["allowed.test"]}' "$(body "$F5")"
-check_match "learn: the summary line counts the preset" '-> 1 preset, 1 allow entry' "$(cat "$LAB_DIR/err3b")"
+check_match "learn: the summary line names the preset" '-> 1 preset \(npm\), 1 allow entry' "$(cat "$LAB_DIR/err3b")"
 out2=$(sb --allow-network --policy "$F5" --audit-log "$AUDIT" -- sh -c "$NPM" 2>/dev/null)
 check_eq "enforce: the same statuses with --policy FILE (the preset allows the registry)" "$(echo $out1)" "$(echo $out2)"
 

@@ -115,6 +115,7 @@ static void test_presets_smallest_cover(void **state)
 	                       "  ]\n"
 	                       "}\n");
 	assert_int_equal(sum.presets, 2);
+	assert_string_equal(sum.preset_names, "npm, pypi");
 	assert_int_equal(sum.hosts, 2);
 	struct policy *p = load(t);
 	assert_int_equal(verdict(p, "registry.npmjs.org", 8443), POLICY_ALLOW);
