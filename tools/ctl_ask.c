@@ -62,11 +62,12 @@ static void asks_cb(const struct netd_ask_entry *e, void *arg)
 	}
 	if (a->n == 1)
 		printf("%-8s %-12s %6s %5s  %s\n", "ID", "SESSION", "UID", "LEFT", "REQUEST");
+	size_t sl = strlen(e->session);
+
 	print_plain(e->id);
 	printf(" ");
 	print_plain(e->session);
-	printf(" %*s%6u %4llds  ", (int)(12 - strlen(e->session) > 0 ? 12 - strlen(e->session) : 0), "", e->uid,
-	       left);
+	printf(" %*s%6u %4llds  ", (int)(sl < 12 ? 12 - sl : 0), "", e->uid, left);
 	print_plain(e->method);
 	printf(" ");
 	print_plain(e->host);
