@@ -333,6 +333,50 @@ int netd_session_set_policy(struct netd_session *s, const char *id, const char *
 	return r;
 }
 
+int netd_session_records(struct netd_session *s, int out_fd, char *err, size_t errlen)
+{
+	uint32_t seq = 0x2000;
+	int r;
+
+	if (!s || s->pid > 0) {
+		snprintf(err, errlen, "only a session of sluiced has its records read by sluiced");
+		return -EOPNOTSUPP;
+	}
+	r = ipc_send_empty(s->fd, NETD_MSG_RECORDS, seq);
+	if (r < 0)
+		snprintf(err, errlen, "asking the network daemon for the session's records: %s", strerror(-r));
+	while (r == 0) {
+		struct ipc_msg m = {0};
+
+		r = recv_reply(s->fd, seq, &m, err, errlen);
+		if (r == 0 && m.type == NETD_MSG_LIST_END) {
+			ipc_msg_clear(&m);
+			break;
+		}
+		if (r == 0 && m.type == NETD_MSG_LINES) {
+			const char *lines = ipc_get_str(&m, NETD_A_LINES);
+			size_t n = lines ? strlen(lines) : 0, off = 0;
+
+			while (r == 0 && off < n) {
+				ssize_t w = write(out_fd, lines + off, n - off);
+				if (w < 0 && errno == EINTR)
+					continue;
+				if (w < 0) {
+					r = -errno;
+					snprintf(err, errlen, "writing the session's records: %s", strerror(errno));
+				} else {
+					off += (size_t)w;
+				}
+			}
+		} else if (r == 0) {
+			snprintf(err, errlen, "unexpected answer from the network daemon");
+			r = -EPROTO;
+		}
+		ipc_msg_clear(&m);
+	}
+	return r;
+}
+
 int netd_session_end(const char *id, char *err, size_t errlen)
 {
 	struct ipc_msg m = {0};

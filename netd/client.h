@@ -40,6 +40,12 @@ bool netd_session_is_embedded(const struct netd_session *s);
  * applied it. 0 or -errno with a one-line message in err. */
 int netd_session_set_policy(struct netd_session *s, const char *id, const char *policy_json, char *err,
 			    size_t errlen);
+/* At the end of a sluiced session (its command has exited): the session's audit records, which sluiced
+ * reads from its log for the caller (an unprivileged user cannot read the log), written to out_fd as
+ * JSON lines. The engine lets go of the session first, so the session has no proxy service after
+ * this. Only for sessions of sluiced: -EOPNOTSUPP for an embedded one (its log is the caller's own).
+ * 0 or -errno with a one-line message in err. */
+int netd_session_records(struct netd_session *s, int out_fd, char *err, size_t errlen);
 
 /* ---- sluiced administration (daemon only) ---- */
 

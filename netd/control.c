@@ -66,6 +66,8 @@ static void conn_close(struct netd *d, struct netd_conn *c)
 			s->replier = NULL;
 		if (s->policy_replier == c)
 			s->policy_replier = NULL;
+		if (s->records_replier == c)
+			s->records_replier = NULL;
 		if (s->owner == c)
 			netd_sess_close(d, s);
 	}
@@ -236,6 +238,49 @@ static void handle_policy(struct netd *d, struct netd_conn *c, struct ipc_msg *m
 		netd_conn_policy_done(d, s, 0, NULL);
 }
 
+void netd_conn_records_ready(struct netd *d, struct netd_sess *s)
+{
+	struct netd_conn *c = s->records_replier;
+	uint32_t seq = s->records_reply_seq;
+	int r;
+
+	s->records_replier = NULL;
+	s->records_reply_seq = 0;
+	if (!c)
+		return;
+	r = netd_records_send(d->cfg.audit_log, s->audit_from, s->id, c->fd, seq);
+	if (r < 0) {
+		log_warnx("session %s: reading its audit records: %s", s->id, strerror(-r));
+		netd_send_error(c->fd, seq, r, "sluiced could not read the session's records from its audit log");
+	}
+}
+
+/* RECORDS: the audit records of the session this connection attached, for its launcher's summary at
+ * exit (an unprivileged user cannot read the audit log itself). Only the attaching connection asks
+ * (state ATTACHED), so only the session's own records reach it. The command has ended by then: the
+ * engine lets go of the session first, so the records of its last connections are in the log. */
+static void handle_records(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
+{
+	struct netd_sess *s = d->sessions;
+
+	while (s && s->owner != c)
+		s = s->next;
+	if (!s) {
+		netd_send_error(c->fd, m->seq, ENOENT, "this connection has no session");
+		return;
+	}
+	if (s->records_replier) {
+		netd_send_error(c->fd, m->seq, EBUSY, "the session's records are already on their way");
+		return;
+	}
+	s->records_replier = c;
+	s->records_reply_seq = m->seq;
+	if (s->records_seq)
+		return; /* the engine is letting go of it already */
+	if (netd_engine_session_release(d, s) < 0)
+		netd_conn_records_ready(d, s);
+}
+
 static void handle_list(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 {
 	for (struct netd_sess *s = d->sessions; s; s = s->next) {
@@ -377,6 +422,9 @@ static void conn_cb(evutil_socket_t fd, short what, void *arg)
 			break;
 		case NETD_MSG_ASKS:
 			handle_asks(d, c, &m);
+			break;
+		case NETD_MSG_RECORDS:
+			handle_records(d, c, &m);
 			break;
 		case NETD_MSG_DECIDE:
 			handle_decide(d, c, &m);

@@ -784,6 +784,7 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 	s->uid = req->uid;
 	s->pid = req->pid;
 	s->created = time(NULL);
+	s->audit_from = netd_records_mark(d->cfg.audit_log);
 	if (req->uid != 0 && count_uid(d, req->uid) >= d->cfg.max_per_uid) {
 		snprintf(err, errlen, "uid %u already has %u sessions (the limit)", (unsigned)req->uid,
 			 d->cfg.max_per_uid);

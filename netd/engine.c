@@ -131,6 +131,27 @@ void netd_engine_session_remove(struct netd *d, const struct netd_sess *s)
 	ipc_buf_release(&b);
 }
 
+int netd_engine_session_release(struct netd *d, struct netd_sess *s)
+{
+	struct netd_engine *e = d->engine;
+	struct ipc_buf b;
+	int r;
+
+	if (!e || !e->ready)
+		return -EHOSTDOWN;
+	s->records_seq = next_seq(e);
+	if ((r = ipc_buf_init(&b, NETD_ENG_SESSION_REMOVE, s->records_seq)) < 0)
+		goto fail;
+	ipc_buf_put_str(&b, NETD_A_ID, s->id);
+	r = ipc_send(e->sock, &b);
+	ipc_buf_release(&b);
+	if (r == 0)
+		return 0;
+fail:
+	s->records_seq = 0;
+	return r;
+}
+
 void netd_engine_audit_drop(struct netd *d, const char *src, uint16_t sport, const char *dst, uint16_t dport,
 			    uint8_t proto)
 {
@@ -360,8 +381,13 @@ static void engine_died(struct netd *d, const char *why)
 		snprintf(e->last_err, sizeof e->last_err, "the proxy engine %s and is restarting", why);
 	engine_reap(e);
 	netd_asks_drop_session(d, NULL); /* the held requests died with the engine */
+	/* (netd_conn_records_ready does not close sessions, so the list stays valid) */
 	for (struct netd_sess *s = d->sessions; s; s = s->next) {
 		s->engine_seq = 0;
+		if (s->records_seq) { /* what the engine wrote before it died is all there is */
+			s->records_seq = 0;
+			netd_conn_records_ready(d, s);
+		}
 		if (s->policy_seq) { /* the restarted engine gets the new policy with the session */
 			s->policy_seq = 0;
 			netd_conn_policy_done(d, s, 0, NULL);
@@ -430,6 +456,11 @@ static void engine_read_cb(evutil_socket_t fd, short what, void *arg)
 			uint32_t en = ipc_get_u32(&m, NETD_A_ERRNO, 0);
 
 			for (struct netd_sess *s = d->sessions; s; s = s->next) {
+				if (s->records_seq && s->records_seq == m.seq) {
+					s->records_seq = 0;
+					netd_conn_records_ready(d, s);
+					break;
+				}
 				if (s->policy_seq && s->policy_seq == m.seq) {
 					s->policy_seq = 0;
 					netd_conn_policy_done(d, s, -(int)en,

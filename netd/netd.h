@@ -85,6 +85,10 @@ struct netd_sess {
 	uint32_t policy_seq;      /* seq of a SESSION_POLICY in flight to the engine (0 = none) */
 	struct netd_conn *policy_replier; /* borrowed: who waits for the POLICY reply, or NULL */
 	uint32_t policy_reply_seq;
+	long long audit_from;     /* size of the audit log when the session opened: its records come after */
+	uint32_t records_seq;     /* seq of the SESSION_REMOVE a RECORDS request waits for (0 = none) */
+	struct netd_conn *records_replier; /* borrowed: who waits for the RECORDS reply, or NULL */
+	uint32_t records_reply_seq;
 	time_t direct_window;     /* direct mode: grants accepted in the current second, for the rate cap */
 	unsigned direct_in_window;
 };
@@ -181,6 +185,10 @@ int netd_engine_start(struct netd *d, char *err, size_t errlen);
 void netd_engine_free(struct netd_engine *e);
 void netd_engine_session_add(struct netd *d, struct netd_sess *s);
 void netd_engine_session_remove(struct netd *d, const struct netd_sess *s);
+/* Before a RECORDS reply: the engine lets go of the session now (closing its connections, which
+ * writes their records) and answers once its records are written; s->records_seq tracks the
+ * RESULT. -EHOSTDOWN when the engine is not running (nothing of the session is in flight then). */
+int netd_engine_session_release(struct netd *d, struct netd_sess *s);
 void netd_engine_audit_drop(struct netd *d, const char *src, uint16_t sport, const char *dst, uint16_t dport,
 			    uint8_t proto);
 void netd_engine_reopen_log(struct netd *d);
@@ -210,6 +218,17 @@ void netd_conn_session_ready(struct netd *d, struct netd_sess *s, int err, const
 void netd_control_free(struct netd *d);
 /* The engine applied (or refused) a session's new policy: sends the deferred POLICY reply. */
 void netd_conn_policy_done(struct netd *d, struct netd_sess *s, int err, const char *msg);
+/* The engine let go of the session: sends the deferred RECORDS reply. */
+void netd_conn_records_ready(struct netd *d, struct netd_sess *s);
+
+/* Audit records of one session (records.c): streams the lines of the audit log at log_path from
+ * offset from on whose "session" is id to fd as LINES messages, then LIST_END. Reads at most
+ * NETD_RECORDS_READ_MAX bytes and sends at most NETD_RECORDS_SEND_MAX. 0 or -errno. */
+#define NETD_RECORDS_READ_MAX (64ll << 20)
+#define NETD_RECORDS_SEND_MAX (16u << 20)
+int netd_records_send(const char *log_path, long long from, const char *id, int fd, uint32_t seq);
+/* The audit log's size now (the offset a new session's records start after), or 0. */
+long long netd_records_mark(const char *log_path);
 
 /* NFLOG (nflog.c). */
 int netd_nflog_start(struct netd *d, char *err, size_t errlen);

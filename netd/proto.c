@@ -41,6 +41,7 @@ static const struct ipc_msg_spec control_msgs[NETD_MSG_COUNT_] = {
 	[NETD_MSG_LIST] = {"LIST", NETD_CS_OPEN | NETD_CS_ATTACHED, 0, {{0}}},
 	[NETD_MSG_END] = {"END", NETD_CS_OPEN | NETD_CS_ATTACHED, 0, {[NETD_A_ID] = STR_REQ(NETD_ID_MAX)}},
 	[NETD_MSG_ASKS] = {"ASKS", NETD_CS_OPEN | NETD_CS_ATTACHED, 0, {{0}}},
+	[NETD_MSG_RECORDS] = {"RECORDS", NETD_CS_ATTACHED, 0, {{0}}},
 	[NETD_MSG_DECIDE] = {"DECIDE", NETD_CS_OPEN | NETD_CS_ATTACHED, 0,
 			     {[NETD_A_ASK_ID] = STR_REQ(NETD_ASK_ID_MAX), [NETD_A_VERDICT] = U8_REQ}},
 	[NETD_MSG_POLICY] = {"POLICY", NETD_CS_OPEN | NETD_CS_ATTACHED, 0,
@@ -51,6 +52,7 @@ static const struct ipc_msg_spec control_msgs[NETD_MSG_COUNT_] = {
 			    {[NETD_A_ERRNO] = U32_REQ, [NETD_A_ERRMSG] = STR_REQ(NETD_ERRMSG_MAX)}},
 	[NETD_MSG_LIST_END] = {"LIST_END", NETD_CS_CLIENT, 0, {{0}}},
 	[NETD_MSG_ASK] = {"ASK", NETD_CS_CLIENT, 0, {ASK_ATTRS, [NETD_A_CREATED] = U64}},
+	[NETD_MSG_LINES] = {"LINES", NETD_CS_CLIENT, 0, {[NETD_A_LINES] = STR_REQ(NETD_LINES_MAX)}},
 };
 
 const struct ipc_proto netd_control_proto = {"control", control_msgs, NETD_MSG_COUNT_};

@@ -19,6 +19,7 @@
 #define NETD_ASK_ID_MAX 8     /* PROXY_ASK_ID_LEN */
 #define NETD_HOST_MAX 253
 #define NETD_METHOD_MAX 32
+#define NETD_LINES_MAX (96 * 1024)
 #define NETD_POLICY_MAX (IPC_MSG_MAX - 16384) /* the policy JSON plus room for the other attributes */
 
 /* ---- control protocol ---- */
@@ -38,11 +39,13 @@ enum netd_msg {
 	NETD_MSG_ASKS = 5,    /* client -> d: list held requests (root: all; others: their own sessions') */
 	NETD_MSG_DECIDE = 6,  /* client -> d: approve or deny a held request by its ask id */
 	NETD_MSG_POLICY = 7,  /* client -> d: replace a session's policy (its attaching connection, or root) */
+	NETD_MSG_RECORDS = 8, /* client -> d: the attached session's audit records (its command has ended) */
 	NETD_MSG_SESSION = 16,  /* d -> client: a session (reply to ATTACH/CREATE, and LIST entries) */
 	NETD_MSG_OK = 17,       /* d -> client: END done */
 	NETD_MSG_ERROR = 18,    /* d -> client: request refused or failed */
 	NETD_MSG_LIST_END = 19, /* d -> client: end of a LIST reply */
 	NETD_MSG_ASK = 20,      /* d -> client: a held request (ASKS entries, and the reply to DECIDE) */
+	NETD_MSG_LINES = 21,    /* d -> client: audit records of a RECORDS reply; LIST_END ends it */
 	NETD_MSG_COUNT_,
 };
 
@@ -83,6 +86,7 @@ enum netd_attr {
 	NETD_A_TIMEOUT = 33,  /* u32: seconds */
 	NETD_A_TTL = 34,      /* u32: seconds a direct-mode grant lasts */
 	NETD_A_PORTS = 35,    /* bytes: up to 16 ports, u16 each in network order */
+	NETD_A_LINES = 36,    /* str: audit log lines (JSON, newline-terminated), at most NETD_LINES_MAX */
 };
 
 extern const struct ipc_proto netd_control_proto;

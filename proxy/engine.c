@@ -354,6 +354,14 @@ int proxy_engine_session_remove(struct proxy_engine *e, const char *id)
 	return proxy_session_remove(e, id);
 }
 
+int proxy_engine_flush_audit(struct proxy_engine *e)
+{
+	if (audit_log_flush(e->audit))
+		return 0;
+	proxy_audit_failed(e);
+	return -EIO;
+}
+
 int proxy_engine_audit_drop(struct proxy_engine *e, const struct sockaddr *src, const struct sockaddr *dst, int ipproto)
 {
 	struct proxy_session *s;

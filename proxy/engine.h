@@ -114,6 +114,9 @@ int proxy_engine_session_add(struct proxy_engine *e, const struct proxy_session_
 int proxy_engine_session_set_policy(struct proxy_engine *e, const char *id, struct policy *p);
 /* Closes the session's connections (writing their audit records) and forgets it; -ENOENT if unknown. */
 int proxy_engine_session_remove(struct proxy_engine *e, const char *id);
+/* Writes the audit records still batched in memory now (after a removal, say, so that the caller may
+ * read the session's records). 0, or -EIO when the log cannot be written. */
+int proxy_engine_flush_audit(struct proxy_engine *e);
 
 /* netd reports a packet nftables dropped (NFLOG) so it lands in the same audit log. src and dst
  * carry the ports (0 for protocols without ports); ipproto is IPPROTO_TCP/UDP/ICMP... */

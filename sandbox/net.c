@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #if SB_HAVE_POLICY
@@ -214,10 +215,46 @@ static void print_summary(const struct sb_session *s, const struct sb_netsess *n
 		fprintf(stderr, "sluice: cannot read the audit log %s: %s\n", n->audit_log, strerror(-r));
 }
 
+/* A session of sluiced: its records, which sluiced reads from its own log (root's, unreadable to an
+ * unprivileged user), into a memfd that the summary and learn mode then read like the log itself.
+ * -1 when sluiced could not send them (the log is then read directly, if it can be). */
+static int fetch_records(const struct sb_session *s, struct sb_netsess *n)
+{
+#if SB_HAVE_NETD
+	char err[256];
+	int fd, r;
+
+	if (n->embedded || !n->id[0] || (s->cfg->quiet && !s->cfg->learn_file))
+		return -1;
+	fd = memfd_create("sluice-records", MFD_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	r = netd_session_records(n->ns, fd, err, sizeof err);
+	if (r < 0) {
+		if (s->cfg->verbose)
+			fprintf(stderr, "sluice: the session's records from sluiced: %s; reading %s instead\n", err,
+			        n->audit_log);
+		close(fd);
+		return -1;
+	}
+	snprintf(n->audit_log, sizeof n->audit_log, "/proc/self/fd/%d", fd);
+	n->audit_from = 0;
+	return fd;
+#else
+	(void)s;
+	(void)n;
+	return -1;
+#endif
+}
+
 void sb_net_close(struct sb_session *s)
 {
+	int records_fd;
+
 	if (!s->net)
 		return;
+	/* Before the connection closes: the command has ended, and sluiced hands over its records. */
+	records_fd = fetch_records(s, s->net);
 #if SB_HAVE_NETD
 	/* Closing waits for an embedded helper, which flushes the log before it exits. */
 	netd_session_close(s->net->ns);
@@ -225,9 +262,13 @@ void sb_net_close(struct sb_session *s)
 #endif
 	print_summary(s, s->net);
 	/* After the summary: what learn mode could not allow (forbidden addresses, organisation
-	 * denials) is listed first, then where the policy went. */
+	 * denials) is listed first, then where the policy went. Records from sluiced are complete
+	 * (the engine let go of the session first); a log read directly may still be settling. */
 	if (s->cfg->learn_file && s->net->id[0] && s->net->audit_log[0])
-		(void)sb_learn_write(s, s->net->id, s->net->audit_log, s->net->audit_from, !s->net->embedded);
+		(void)sb_learn_write(s, s->net->id, s->net->audit_log, s->net->audit_from,
+		                     !s->net->embedded && records_fd < 0);
+	if (records_fd >= 0)
+		close(records_fd);
 	free(s->net);
 	s->net = NULL;
 }

@@ -43,6 +43,7 @@ struct proxy_session_info {
 
 int proxy_engine_session_add(struct proxy_engine *e, const struct proxy_session_info *s);
 int proxy_engine_session_remove(struct proxy_engine *e, const char *id);
+int proxy_engine_flush_audit(struct proxy_engine *e); /* nothing is batched here: 0 */
 int proxy_engine_audit_drop(struct proxy_engine *e, const struct sockaddr *src, const struct sockaddr *dst,
 			    int ipproto);
 int proxy_engine_reopen_log(struct proxy_engine *e);

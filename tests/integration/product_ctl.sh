@@ -20,6 +20,7 @@ mkdir -p "$LAB_DIR/etc-sluice"
 P=$LAB_DIR/proj H=$LAB_DIR/home
 mkdir -p "$P" "$H"
 sb() { (cd "$P" && exec env -i HOME="$H" PATH=/usr/bin:/bin SLUICE_RUN_DIR=$RUN "$SLUICE" run "$@"); }
+GET='curl -sS -m 10 -o /dev/null -w "%{http_code}\n"'
 
 # ---- session save / discard (no daemon needed) ----
 printf 'one\n' >"$P/keep.txt"
@@ -84,6 +85,36 @@ check_not "ending an unknown session fails" "$CTL" session end 0123456789
 kill "$runpid"
 wait "$runpid"
 check_eq "the launcher ends on SIGTERM after its session was ended (143)" 143 "$?"
+
+# ---- an unprivileged user's `sluice run --allow-network` through sluiced (user namespaces; the user's
+# own session directory; sluiced wires the namespace the user made and enforces the same policy)
+TU="slct$$"
+useradd -M -d "$LAB_DIR/tu-home" -s /bin/sh "$TU" >/dev/null 2>&1
+lab_defer "userdel $TU >/dev/null 2>&1"
+TU_UID=$(id -u "$TU")
+check "a test user exists" test -n "$TU_UID"
+mkdir -p "$LAB_DIR/tu-home" "$LAB_DIR/tu-proj"
+chown "$TU:$TU" "$LAB_DIR/tu-home" "$LAB_DIR/tu-proj"
+tu() {
+	(cd "$LAB_DIR/tu-proj" && exec setpriv --reuid="$TU_UID" --regid="$TU_UID" --clear-groups \
+		env -i HOME="$LAB_DIR/tu-home" PATH=/usr/bin:/bin USER="$TU" SLUICE_RUN_DIR=$RUN "$@")
+}
+out=$(tu "$SLUICE" run --allow-network --allow allowed.test -- sh -c "$GET http://allowed.test/; $GET http://other.test/" 2>"$LAB_DIR/tu.err")
+check_eq "unprivileged --allow-network through sluiced: the command's status passes through" 0 "$?"
+check_match "... allowed.test through the proxy (200)" '^200$' "$(sed -n 1p <<<"$out")"
+check_match "... other.test refused by the proxy (403)" '^403$' "$(sed -n 2p <<<"$out")"
+check_match "... and the denial summary names it" 'other\.test:80 +1 x +no rule' "$(cat "$LAB_DIR/tu.err")"
+check_eq "... the audit log records the session under the user's uid" "$TU_UID" \
+	"$(jq -r 'select(.host=="other.test" and .decision=="deny") | .uid' "$AUDIT" | tail -1)"
+out=$(tu "$SLUICE" run --allow-network --allow allowed.test -- sh -c 'curl -sS -m 5 --noproxy "*" http://allowed.test/ >/dev/null 2>&1 || echo blocked' 2>/dev/null)
+check_eq "... and around the proxy nothing gets out" blocked "$out"
+tu "$SLUICE" run --learn "$LAB_DIR/tu-proj/learned.json" -- sh -c "$GET http://other.test/" >/dev/null 2>"$LAB_DIR/tu-learn.err"
+check_match "... --learn through sluiced writes the policy (the user cannot read the audit log)" '"allow": \[ *"other\.test" *\]' \
+	"$(tr -d '\n' <"$LAB_DIR/tu-proj/learned.json" 2>/dev/null)"
+check_not "... with no complaint about the audit log" grep -q 'audit log' "$LAB_DIR/tu-learn.err"
+[ -f "$LAB_DIR/tu-proj/learned.json" ] || sed 's/^/# learn: /' "$LAB_DIR/tu-learn.err"
+for _ in $(seq 50); do [ "$("$CTL" sessions --json | jq length)" = 0 ] && break; sleep 0.1; done
+check_eq "... its sessions are gone when it ends" 0 "$("$CTL" sessions --json | jq length)"
 
 # ---- --sandbox-type firejail in the lab: a PID namespace, where firejail would run the command with no
 # sandbox of its own (its "existing sandbox" check): sluice refuses (the positive path: product_firejail.sh)
