@@ -82,6 +82,25 @@ static void session_close_cb(struct proxy_conn *pc)
 	cc_free(c);
 }
 
+/* The session's policy was replaced: does it still allow this tunnel's destination? If not, the session
+ * closes the tunnel (its audit record says why). */
+static bool still_allowed_cb(struct proxy_conn *pc, const struct policy *p)
+{
+	struct connect_conn *c = (struct connect_conn *)pc;
+	struct policy_decision d;
+
+	if (c->t.literal)
+		policy_decide_addr(p, (const struct sockaddr *)&c->t.addr, c->t.port, false, &d);
+	else
+		policy_decide(p, c->t.host, c->t.port, POLICY_M_CONNECT, &d);
+	proxy_ask_granted(c->s, c->t.host, c->t.port, &d, NULL, 0);
+	if (d.verdict == POLICY_ALLOW)
+		return true;
+	snprintf(c->error, sizeof c->error, "closed: the session's new policy no longer allows %s:%u", c->t.host,
+	         c->t.port);
+	return false;
+}
+
 static void drained_cb(struct bufferevent *bev, void *arg)
 {
 	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
@@ -318,6 +337,7 @@ void proxy_connect_begin(struct proxy_session *s, struct bufferevent *client, co
 	}
 	snprintf(c->rule, sizeof c->rule, "%s", policy_decision_where(&c->t.dec));
 	c->decision = policy_verdict_name(c->t.dec.verdict);
+	c->base.still_allowed = still_allowed_cb; /* a policy change re-decides the tunnel */
 	if (c->t.dec.verdict == POLICY_ASK) {
 		/* No rule matched and the session asks: hold the tunnel until an operator decides. A client
 		 * that gives up is noticed (early_event_cb); nothing is resolved or sent meanwhile. */

@@ -87,6 +87,20 @@ static void session_close_cb(struct proxy_conn *pc)
 	tp_free(c);
 }
 
+/* The session's policy was replaced: does it still allow this stream's name and port? */
+static bool still_allowed_cb(struct proxy_conn *pc, const struct policy *p)
+{
+	struct tp_conn *c = (struct tp_conn *)pc;
+	struct policy_decision d;
+
+	policy_decide(p, c->host, c->port, POLICY_M_CONNECT, &d);
+	proxy_ask_granted(c->s, c->host, c->port, &d, NULL, 0);
+	if (d.verdict == POLICY_ALLOW)
+		return true;
+	snprintf(c->error, sizeof c->error, "closed: the session's new policy no longer allows %s:%u", c->host, c->port);
+	return false;
+}
+
 static void drained_cb(struct bufferevent *bev, void *arg)
 {
 	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
@@ -182,6 +196,7 @@ static void decide(struct tp_conn *c, const char *sni)
 		return;
 	}
 	c->decision = "allow";
+	c->base.still_allowed = still_allowed_cb; /* a policy change re-decides the stream */
 	event_del(c->timer);
 	bufferevent_disable(c->client, EV_READ); /* the hello stays buffered while dialing */
 	c->dial = proxy_dial_start(c->s, c->host, NULL, c->port, dialed, c);

@@ -65,14 +65,15 @@ eventually() {
 }
 audit_has() { grep -q -- "$1" "$AUDIT"; }
 
-# dnsq NS NAME: asks the session's gateway for NAME's A records; prints the addresses, or "rcode=N"
+# dnsq NS NAME [AAAA]: asks the session's gateway for NAME's A (or AAAA) records; prints the addresses, or
+# "rcode=N"
 dnsq() {
-	lab_exec "$1" "$LAB_PYTHON" - "$GW4" "$2" <<-'PY'
+	lab_exec "$1" "$LAB_PYTHON" - "$GW4" "$2" "${3:-A}" <<-'PY'
 		import random, socket, struct, sys
-		gw, name = sys.argv[1], sys.argv[2]
+		gw, name, qt = sys.argv[1], sys.argv[2], 28 if sys.argv[3] == "AAAA" else 1
 		qid = random.randrange(65536)
 		q = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0)
-		q += b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\0" + struct.pack(">HH", 1, 1)
+		q += b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\0" + struct.pack(">HH", qt, 1)
 		s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(5)
 		s.sendto(q, (gw, 53)); a = s.recv(4096)
 		rcode, an = a[3] & 15, struct.unpack(">H", a[6:8])[0]
@@ -86,6 +87,7 @@ dnsq() {
 		for _ in range(an):
 		    p = skip(p); t, c, ttl, ln = struct.unpack(">HHIH", a[p:p + 10]); p += 10
 		    if t == 1: out.append(socket.inet_ntoa(a[p:p + 4]))
+		    if t == 28: out.append(socket.inet_ntop(socket.AF_INET6, a[p:p + 16]))
 		    p += ln
 		print(" ".join(out) if rcode == 0 and out else "rcode=%d" % rcode)
 	PY
@@ -95,7 +97,7 @@ tcp() {
 	lab_exec "$1" "$LAB_PYTHON" - "$2" "$3" <<-'PY'
 		import socket, sys
 		try:
-		    s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)
+		    s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)  # v4 or v6
 		    s.sendall(b"SSH-2.0-sluice-test\r\n")
 		    print("echo" if s.recv(64).startswith(b"SSH-2.0") else "other")
 		except socket.timeout:
@@ -122,6 +124,10 @@ check_eq "TCP to allowed.test on a port no rule names (7) is dropped" timeout "$
 check_not "... and was never put into the set" has_elem "$D1" "$LAB_ALLOWED4" 7
 check "the grant is audited as protocol direct, allow, allowed.test:22" eventually audit_has \
 	"\"session\":\"$D1\".*\"protocol\":\"direct\",\"host\":\"allowed.test\",\"port\":22,.*\"decision\":\"allow\""
+check_eq "over IPv6: allowed.test's AAAA record resolves" "$LAB_ALLOWED6" "$(dnsq d1 allowed.test AAAA)"
+check "... and opens its IPv6 address on port 22" eventually sh -c "nft list set inet sluice direct6 | grep -q '\"sl-$D1\" . $LAB_ALLOWED6 . tcp . 22'"
+check_eq "ssh-like TCP to [allowed.test]:22 over IPv6 works" echo "$(tcp d1 "$LAB_ALLOWED6" 22)"
+check_eq "... and to the IPv6 address on port 7 is dropped" timeout "$(tcp d1 "$LAB_ALLOWED6" 7)"
 check_eq "other.test (allowed, but no rule names port 22) resolves" "$LAB_OTHER4" "$(dnsq d1 other.test)"
 check_eq "... but TCP to its address on 22 is dropped" timeout "$(tcp d1 "$LAB_OTHER4" 22)"
 check_not "... no element for it" has_elem "$D1" "$LAB_OTHER4" 22
@@ -199,8 +205,36 @@ lab_exec d1 "$LAB_PYTHON" - "$LAB_ALLOWED4" "$LAB_DIR/tmp/live2" >"$LAB_DIR/tmp/
 	PY
 LIVE=$!
 check "a live flow to allowed.test:22 is open" eventually test -e "$LAB_DIR/tmp/live2.up"
+# tunnels through the proxy: one to a host the narrower policy still allows, one to a host it drops
+tunnel() { # tunnel NAME HOST: CONNECT HOST:80 through the proxy, then after NAME.go one request through it
+	lab_exec d1 "$LAB_PYTHON" - "$GW4" "$2" "$LAB_DIR/tmp/$1" >"$LAB_DIR/tmp/$1.out" 2>&1 <<-'PY' &
+		import os, socket, sys, time
+		gw, host, f = sys.argv[1], sys.argv[2], sys.argv[3]
+		s = socket.create_connection((gw, 3128), timeout=5)
+		s.sendall(b"CONNECT %s:80 HTTP/1.1\r\nHost: %s:80\r\n\r\n" % (host.encode(), host.encode()))
+		head = b""
+		while b"\r\n\r\n" not in head: head += s.recv(1)
+		if b" 200" not in head.split(b"\r\n")[0]: print("refused"); sys.exit()
+		open(f + ".up", "w").close()
+		while not os.path.exists(f + ".go"): time.sleep(0.05)
+		try:
+		    s.sendall(b"GET /tunnel HTTP/1.1\r\nHost: %s\r\n\r\n" % host.encode())
+		    r = s.recv(64); print("alive" if r.startswith(b"HTTP/1.1 200") else "closed")
+		except OSError: print("closed")
+	PY
+}
+tunnel tun-allowed allowed.test; TUN_A=$!
+tunnel tun-other other.test; TUN_O=$!
+check "a CONNECT tunnel to allowed.test:80 is open" eventually test -e "$LAB_DIR/tmp/tun-allowed.up"
+check "a CONNECT tunnel to other.test:80 is open" eventually test -e "$LAB_DIR/tmp/tun-other.up"
 kill -USR2 "${HOLD[d1]}"
 check "the launcher's connection replaces the policy" eventually grep -q '^policy=replaced' "$LAB_DIR/state/d1.reply"
+touch "$LAB_DIR/tmp/tun-allowed.go" "$LAB_DIR/tmp/tun-other.go"
+wait "$TUN_A" "$TUN_O"
+check_eq "the tunnel to allowed.test (still allowed) lives on" alive "$(cat "$LAB_DIR/tmp/tun-allowed.out")"
+check_eq "the tunnel to other.test (no longer allowed) was closed" closed "$(cat "$LAB_DIR/tmp/tun-other.out")"
+check "... and its audit record says why" eventually audit_has \
+	"\"session\":\"$D1\".*\"protocol\":\"connect\",\"host\":\"other.test\",\"port\":80,.*new policy no longer allows other.test:80"
 grep '^policy' "$LAB_DIR/state/d1.reply" | sed 's/^/# /'
 check_not "allowed.test:22 is no longer in the set" has_elem "$D1" "$LAB_ALLOWED4" 22
 check "alias.test's address on 22 (still allowed) is offered again" has_elem "$D1" "$LAB_EVIL4" 22
