@@ -15,12 +15,14 @@ for m in $MODES; do
 	echo doomed >"$P/doomed.txt"
 	mkdir -p "$P/sub" && echo inner >"$P/sub/inner.txt"
 	echo host-marker >"$H/marker"
-	mkdir -p "$H/.ssh" "$H/.aws" "$H/dotfiles/gnupg"
+	mkdir -p "$H/.ssh" "$H/.aws" "$H/dotfiles/gnupg" "$H/.config/gcloud" "$H/.azure"
 	echo "SECRET-ssh-$m" >"$H/.ssh/id_test"
 	echo "SECRET-aws-$m" >"$H/.aws/credentials"
 	echo "SECRET-gpg-$m" >"$H/dotfiles/gnupg/key"
+	echo "SECRET-gcloud-$m" >"$H/.config/gcloud/credentials.db"
+	echo "SECRET-azure-$m" >"$H/.azure/msal_token_cache.json"
 	ln -sfn "$H/dotfiles/gnupg" "$H/.gnupg"
-	own "$P" "$H/marker" "$H/.ssh" "$H/.aws" "$H/dotfiles" "$H/.gnupg"
+	own "$P" "$H/marker" "$H/.ssh" "$H/.aws" "$H/dotfiles" "$H/.gnupg" "$H/.config" "$H/.azure"
 
 	# --- base profile: system dirs read-only, empty writable home, project visible ---
 	check_eq "$m: base: host files readable" "$(head -1 /etc/passwd)" "$(sb "$m" -- head -1 /etc/passwd)"
@@ -43,9 +45,10 @@ for m in $MODES; do
 		out=$(sb "$m" $args --ro-bind "$P" -- sh -c "
 			for f in '$H/.ssh/id_test' '$H//.ssh/./id_test' '$H/.ssh/../.ssh/id_test' \
 				 '/proc/self/root$H/.ssh/id_test' '/proc/1/root$H/.ssh/id_test' '$P/link-to-key' \
-				 '$H/.aws/credentials' '$H/.gnupg/key' '$H/dotfiles/gnupg/key' '/proc/self/cwd/../../../..$H/.ssh/id_test'; do
-				cat \"\$f\" 2>/dev/null; done; ls -A '$H/.ssh' '$H/dotfiles/gnupg'; echo END" 2>&1)
-		check_not "$m: $prof: no secret readable under any spelling" grep -q SECRET <<<"$out"
+				 '$H/.aws/credentials' '$H/.gnupg/key' '$H/dotfiles/gnupg/key' '/proc/self/cwd/../../../..$H/.ssh/id_test' \
+				 '$H/.config/gcloud/credentials.db' '$H/.azure/msal_token_cache.json'; do
+				cat \"\$f\" 2>/dev/null; done; ls -A '$H/.ssh' '$H/dotfiles/gnupg' '$H/.config/gcloud' '$H/.azure'; echo END" 2>&1)
+		check_not "$m: $prof: no secret readable under any spelling (ssh, aws, gpg, gcloud, azure)" grep -q SECRET <<<"$out"
 		check_match "$m: $prof: the masked directories look empty" "^END$" "$(tail -1 <<<"$out")"
 		check_not "$m: $prof: the masks are read-only" sb "$m" $args -- sh -c "echo x > $H/.ssh/planted"
 		check_not "$m: $prof: a mask cannot be unmounted" sb "$m" $args -- umount "$H/.ssh"
@@ -66,6 +69,19 @@ PY
 		out=$(SB_ENV="SSH_AUTH_SOCK=$H/agent.sock" sb "$m" --profile unsafe --ro-bind "$ESC" -- "$ESC/esc_unix" "$H/agent.sock" 2>&1)
 		check_match "$m: unsafe: SSH_AUTH_SOCK is masked" "SAFE: connect" "$out"
 		kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null; rm -f "$H/agent.sock"
+		# a docker.sock in XDG_RUNTIME_DIR (rootless docker), in a directory the session can see
+		RT=$(newdir root)
+		python3 - "$RT/docker.sock" <<'PY' &
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(1); time.sleep(20)
+PY
+		spid=$!
+		for _ in $(seq 50); do test -S "$RT/docker.sock" && break; sleep 0.1; done
+		check "$m: (test) the docker.sock is connectable on the host" python3 -c "import socket,sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])" "$RT/docker.sock"
+		out=$(SB_ENV="XDG_RUNTIME_DIR=$RT" sb "$m" --profile unsafe --ro-bind "$RT" --ro-bind "$ESC" -- "$ESC/esc_unix" "$RT/docker.sock" 2>&1)
+		check_match "$m: unsafe: \$XDG_RUNTIME_DIR/docker.sock is masked" "SAFE: connect" "$out"
+		check_not "$m: ... and nothing connected" grep -q ESCAPE <<<"$out"
+		kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null; rm -rf "$RT"
 	fi
 
 	# --- project modes ---
@@ -129,6 +145,25 @@ PY
 	check_match "$m: ... and says where to put it" "may not widen" "$out"
 	echo '{ "sandbox": { "profile": "unsafe" } }' >"$P/.sluice/policy.json"
 	check_eq "$m: a project config may not loosen the profile (125)" 125 "$(rc sb "$m" -- true)"
+	echo '{ "sandbox": { "env": ["CFG_SECRET"] } }' >"$P/.sluice/policy.json"
+	out=$(SB_ENV="CFG_SECRET=leaked" sb "$m" -- env 2>&1)
+	check_eq "$m: a project config may not pass environment variables (125)" 125 "$?"
+	check_not "$m: ... and the variable did not reach a command" grep -q CFG_SECRET=leaked <<<"$out"
+	rm -rf "$P/.sluice"
+	# the env whitelist of the user's config: the named variables pass, nothing else does
+	echo '{ "sandbox": { "env": ["CFG_KEEP", "CFG_ALSO"] } }' >"$H/.config/sluice/policy.json"
+	own "$H/.config"
+	out=$(SB_ENV="CFG_KEEP=kept CFG_ALSO=too CFG_SECRET=s3cr3t" sb "$m" -- env 2>&1)
+	check_match "$m: config env: a listed variable passes" '^CFG_KEEP=kept$' "$out"
+	check_match "$m: config env: every listed variable passes" '^CFG_ALSO=too$' "$out"
+	check_not "$m: config env: an unlisted one does not" grep -q CFG_SECRET <<<"$out"
+	echo '{ "sandbox": { "env": "CFG_KEEP" } }' >"$H/.config/sluice/policy.json"
+	out=$(sb "$m" -- true 2>&1)
+	check_eq "$m: config env that is not a list is refused (125)" 125 "$?"
+	check_match "$m: ... naming the file and key" 'policy.json.*env' "$out"
+	echo '{ "sandbox": { "writable_paths": ["~/.cache/testcache"] } }' >"$H/.config/sluice/policy.json"
+	echo '{ "sandbox": { "writable_paths": ["~/.ssh"] } }' >"$P/.sluice-tmp.json"
+	mkdir -p "$P/.sluice"; mv "$P/.sluice-tmp.json" "$P/.sluice/policy.json"; own "$P/.sluice"
 	echo '{ "sandbox": { "profile": 3 ' >"$P/.sluice/policy.json"
 	out=$(sb "$m" -- true 2>&1)
 	check_match "$m: a config syntax error names file:line:col" "policy.json:[0-9]+:[0-9]+" "$out"
