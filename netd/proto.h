@@ -19,7 +19,7 @@
 #define NETD_ASK_ID_MAX 8     /* PROXY_ASK_ID_LEN */
 #define NETD_HOST_MAX 253
 #define NETD_METHOD_MAX 32
-#define NETD_LINES_MAX (96 * 1024)
+#define NETD_LINES_MAX (60 * 1024) /* a netlink attribute holds at most 64 KiB */
 #define NETD_POLICY_MAX (IPC_MSG_MAX - 16384) /* the policy JSON plus room for the other attributes */
 
 /* ---- control protocol ---- */
@@ -40,6 +40,7 @@ enum netd_msg {
 	NETD_MSG_DECIDE = 6,  /* client -> d: approve or deny a held request by its ask id */
 	NETD_MSG_POLICY = 7,  /* client -> d: replace a session's policy (its attaching connection, or root) */
 	NETD_MSG_RECORDS = 8, /* client -> d: the attached session's audit records (its command has ended) */
+	NETD_MSG_WATCH = 9,   /* client -> d: send ASK (seq 0) whenever a request of this session is held */
 	NETD_MSG_SESSION = 16,  /* d -> client: a session (reply to ATTACH/CREATE, and LIST entries) */
 	NETD_MSG_OK = 17,       /* d -> client: END done */
 	NETD_MSG_ERROR = 18,    /* d -> client: request refused or failed */

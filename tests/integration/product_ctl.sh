@@ -106,6 +106,9 @@ check_match "... other.test refused by the proxy (403)" '^403$' "$(sed -n 2p <<<
 check_match "... and the denial summary names it" 'other\.test:80 +1 x +no rule' "$(cat "$LAB_DIR/tu.err")"
 check_eq "... the audit log records the session under the user's uid" "$TU_UID" \
 	"$(jq -r 'select(.host=="other.test" and .decision=="deny") | .uid' "$AUDIT" | tail -1)"
+tu "$SLUICE" run --allow-network -- curl -s -m 60 -o /dev/null "http://other.test/[1-400]" 2>"$LAB_DIR/tu-many.err"
+check_match "... a summary of more records than one LINES message holds (400 denials)" 'other\.test:80 +400 x +no rule' \
+	"$(cat "$LAB_DIR/tu-many.err")"
 out=$(tu "$SLUICE" run --allow-network --allow allowed.test -- sh -c 'curl -sS -m 5 --noproxy "*" http://allowed.test/ >/dev/null 2>&1 || echo blocked' 2>/dev/null)
 check_eq "... and around the proxy nothing gets out" blocked "$out"
 tu "$SLUICE" run --learn "$LAB_DIR/tu-proj/learned.json" -- sh -c "$GET http://other.test/" >/dev/null 2>"$LAB_DIR/tu-learn.err"

@@ -283,6 +283,34 @@ static void put_ask(struct ipc_buf *b, uint16_t type, const char *host)
 	ipc_buf_put_u32(b, NETD_A_TIMEOUT, 60);
 }
 
+/* RECORDS only on the connection that attached a session; LINES a bounded string, a reply only */
+static void test_records_messages(void **state)
+{
+	struct ipc_buf b;
+	char *big = malloc(NETD_LINES_MAX + 2);
+
+	(void)state;
+	assert_non_null(big);
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_RECORDS, 1), 0);
+	assert_int_equal(check_one(&netd_control_proto, &b, NETD_CS_ATTACHED), 0);
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_RECORDS, 1), 0);
+	assert_int_equal(check_one(&netd_control_proto, &b, NETD_CS_OPEN), -EPERM);
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_LINES, 1), 0);
+	ipc_buf_put_str(&b, NETD_A_LINES, "{\"session\":\"ab\"}\n");
+	assert_int_equal(check_one(&netd_control_proto, &b, NETD_CS_CLIENT), 0);
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_LINES, 1), 0);
+	ipc_buf_put_str(&b, NETD_A_LINES, "{}\n");
+	assert_int_equal(check_one(&netd_control_proto, &b, NETD_CS_ATTACHED), -EPERM);
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_LINES, 1), 0);
+	assert_int_equal(check_one(&netd_control_proto, &b, NETD_CS_CLIENT), -EBADMSG); /* no lines */
+	memset(big, 'x', NETD_LINES_MAX + 1);
+	big[NETD_LINES_MAX + 1] = '\0';
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_LINES, 1), 0);
+	ipc_buf_put_str(&b, NETD_A_LINES, big);
+	assert_int_equal(check_one(&netd_control_proto, &b, NETD_CS_CLIENT), -EBADMSG); /* over the bound */
+	free(big);
+}
+
 static void test_ask_messages(void **state)
 {
 	struct ipc_buf b;
@@ -542,6 +570,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_too_many_fds, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_eof, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_peer_cred, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_records_messages, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
