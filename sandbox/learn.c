@@ -229,7 +229,7 @@ int sb_learn_write(const struct sb_session *s, const char *id, const char *log_p
 	if (r < 0) {
 		fprintf(stderr,
 		        "sluice: --learn: cannot read the audit log %s: %s; %s was not written (learn mode reads "
-		        "the session's records back: the log must be readable by the user who runs sluice, see "
+		        "the session's records back: sluiced sends them, else the log must be readable by the user, see "
 		        "docs/operations.md)\n",
 		        log_path, strerror(-r), cfg->learn_file);
 		goto out;
