@@ -44,8 +44,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	(void)dns_msg_answer_matches(data, size, &fixed);
 	if (dns_msg_filter_answer(data, size, &fixed, keep_odd, NULL, size % 2 ? 512 : 64, &out, &outlen, &fr) == 0) {
-		if (!out || outlen < 12)
+		if (!out || outlen < 12 || fr.naddrs > DNS_ANSWER_ADDRS_MAX || (fr.truncated && fr.naddrs))
 			abort();
+		for (unsigned i = 0; i < fr.naddrs; i++) /* direct mode learns only addresses keep() took */
+			if ((fr.addrs[i].addr.ss_family != AF_INET && fr.addrs[i].addr.ss_family != AF_INET6) ||
+			    !keep_odd((const struct sockaddr *)&fr.addrs[i].addr, NULL))
+				abort();
 		free(out);
 	}
 	return 0;
