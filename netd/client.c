@@ -478,3 +478,60 @@ int netd_ask_decide(const char *id, bool allow, struct netd_ask_entry *out, char
 	close(fd);
 	return r;
 }
+
+int netd_ask_watch(const char *id, char *err, size_t errlen)
+{
+	struct timeval none = {0, 0};
+	struct ipc_msg m = {0};
+	struct ipc_buf b;
+	int fd, r;
+
+	if (!id || !id[0] || strlen(id) > NETD_ID_MAX) {
+		snprintf(err, errlen, "bad session id \"%s\"", id ? id : "");
+		return -EINVAL;
+	}
+	fd = daemon_connect(err, errlen);
+	if (fd < 0)
+		return fd;
+	r = ipc_buf_init(&b, NETD_MSG_WATCH, 1);
+	if (r == 0) {
+		ipc_buf_put_str(&b, NETD_A_ID, id);
+		r = ipc_send(fd, &b);
+		ipc_buf_release(&b);
+	}
+	if (r == 0)
+		r = recv_reply(fd, 1, &m, err, errlen);
+	if (r == 0 && m.type != NETD_MSG_OK)
+		r = -EPROTO;
+	ipc_msg_clear(&m);
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	/* notices come whenever a request is held: no receive timeout from here on */
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
+	return fd;
+}
+
+int netd_ask_watch_next(int fd, struct netd_ask_entry *e)
+{
+	for (;;) {
+		struct ipc_msg m = {0};
+		char why[256];
+		int r = ipc_recv(fd, &m);
+
+		if (r == 0)
+			r = ipc_msg_check(&netd_control_proto, &m, NETD_CS_CLIENT, why, sizeof why);
+		if (r == 0 && m.type == NETD_MSG_ASK) {
+			fill_ask(&m, e);
+			ipc_msg_clear(&m);
+			return 0;
+		}
+		ipc_msg_clear(&m);
+		if (r == -EINTR || r == -EAGAIN)
+			continue;
+		if (r < 0)
+			return r;
+		/* anything else on a watch connection is not for us: skip it */
+	}
+}

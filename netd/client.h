@@ -86,3 +86,9 @@ struct netd_ask_entry {
 int netd_asks_list(void (*fn)(const struct netd_ask_entry *e, void *arg), void *arg, char *err, size_t errlen);
 /* Approves (allow) or denies a held request; *out (may be NULL) receives what was decided. */
 int netd_ask_decide(const char *id, bool allow, struct netd_ask_entry *out, char *err, size_t errlen);
+/* Watches session `id` (the caller's own, or any for root): returns a connected fd (CLOEXEC, owned by
+ * the caller) on which netd_ask_watch_next() blocks until a request of the session is held; -errno
+ * with err set on failure. */
+int netd_ask_watch(const char *id, char *err, size_t errlen);
+/* 0 with *e filled for the next held request; -EPIPE when the daemon or a shutdown() closed it. */
+int netd_ask_watch_next(int fd, struct netd_ask_entry *e);

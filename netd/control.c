@@ -30,6 +30,7 @@ struct netd_conn {
 	pid_t pid;
 	uint32_t state;        /* NETD_CS_* */
 	bool embedded;         /* the one connection of an embedded helper: closing it stops the loop */
+	char watch[NETD_ID_BUF]; /* WATCH: the session whose held requests are announced here ("" = none) */
 };
 
 struct netd_control {
@@ -328,6 +329,29 @@ static int send_ask(int fd, uint32_t seq, const struct netd_ask *a)
 	return r;
 }
 
+/* WATCH: the launcher of a session (or root) is told of every request of it that gets held, so that
+ * `sluice run --ask` can say so on its terminal. Same answer as DECIDE for a session not theirs. */
+static void handle_watch(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
+{
+	struct netd_sess *s = netd_sess_find(d, ipc_get_str(m, NETD_A_ID));
+
+	if (!s || (c->uid != 0 && s->uid != c->uid)) {
+		netd_send_error(c->fd, m->seq, ENOENT, "no such session of yours");
+		return;
+	}
+	util_strlcpy(c->watch, s->id, sizeof c->watch);
+	ipc_send_empty(c->fd, NETD_MSG_OK, m->seq);
+}
+
+void netd_control_ask_held(struct netd *d, const struct netd_ask *a)
+{
+	struct netd_control *ctl = d->control;
+
+	for (struct netd_conn *c = ctl ? ctl->conns : NULL; c; c = c->next)
+		if (c->watch[0] && strcmp(c->watch, a->session) == 0 && send_ask(c->fd, 0, a) < 0)
+			log_debug("control: a watcher of session %s did not take the notice", a->session);
+}
+
 /* Held requests the caller may decide: root all, a user those of their own sessions (SO_PEERCRED). */
 static void handle_asks(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 {
@@ -428,6 +452,9 @@ static void conn_cb(evutil_socket_t fd, short what, void *arg)
 			break;
 		case NETD_MSG_DECIDE:
 			handle_decide(d, c, &m);
+			break;
+		case NETD_MSG_WATCH:
+			handle_watch(d, c, &m);
 			break;
 		default:
 			break;

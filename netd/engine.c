@@ -338,6 +338,7 @@ static void engine_ask(struct netd *d, const struct ipc_msg *m)
 	d->asks = a;
 	d->nasks++;
 	log_info("session %s: %s %s:%u held for approval as %s", s->id, a->method, a->host, a->port, a->id);
+	netd_control_ask_held(d, a);
 }
 
 static void engine_reap(struct netd_engine *e)

@@ -203,6 +203,8 @@ void netd_asks_drop_session(struct netd *d, const char *session_id);
 /* Before an approval: 0 when the organisation layer (read again now) neither denies nor caps
  * host:port; else -EPERM with the rule in err. */
 int netd_ask_check_org(struct netd *d, const struct netd_ask *a, char *err, size_t errlen);
+/* Announces a newly held request to the connections that WATCH its session (control.c). */
+void netd_control_ask_held(struct netd *d, const struct netd_ask *a);
 /* NULL while the engine runs or starts for the first time; else why it is down. */
 const char *netd_engine_down_reason(const struct netd *d);
 /* Child side (engine_child.c): runs the engine in a forked child over sock; returns an exit code. */

@@ -11,6 +11,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,11 @@ struct sb_netsess {
 	char audit_log[4096]; /* where this session's records go ("" = unknown) */
 	long long audit_from; /* the log's size when the session started */
 	bool embedded;        /* served by an embedded helper (else sluiced) */
+#if SB_HAVE_NETD
+	bool watching;          /* --ask: a thread announces held requests on stderr */
+	int watch_fd;           /* owned while watching: sluiced's WATCH connection */
+	pthread_t watch_thread;
+#endif
 };
 
 /* The audit log sluiced writes by default; SLUICE_AUDIT_LOG names another (as for sluicectl). */
@@ -104,6 +111,60 @@ fail:
 	snprintf(err, errlen, "policy: %s", policy_error_format(&pe, buf, sizeof buf));
 	policy_builder_free(b);
 	return NULL;
+}
+#endif
+
+#if SB_HAVE_NETD
+/* --ask: one line on stderr per request sluiced reports held, so the user at the terminal knows what
+ * waits and how to decide it. Runs on its own thread (the launcher's main thread sleeps in
+ * sigwaitinfo) and writes with write(2) only, taking no stdio lock a fork could inherit. */
+static void *watch_main(void *arg)
+{
+	struct sb_netsess *n = arg;
+	struct netd_ask_entry e;
+
+	while (netd_ask_watch_next(n->watch_fd, &e) == 0) {
+		char line[600];
+		int len = snprintf(line, sizeof line,
+		                   "sluice: held for approval: %s %s:%u; `sluicectl approve %s` (or deny %s) within %u s\n",
+		                   e.method, e.host, e.port, e.id, e.id, e.timeout_s);
+		if (len <= 0)
+			continue;
+		if ((size_t)len >= sizeof line)
+			len = (int)sizeof line - 1;
+		for (int i = 0; i < len - 1; i++) /* sluiced checked them; still, nothing raw reaches the terminal */
+			if ((unsigned char)line[i] < 0x20)
+				line[i] = '?';
+		(void)!write(STDERR_FILENO, line, (size_t)len);
+	}
+	return NULL;
+}
+
+static void watch_start(struct sb_netsess *n)
+{
+	char err[512];
+
+	n->watch_fd = netd_ask_watch(n->id, err, sizeof err);
+	if (n->watch_fd < 0) {
+		fprintf(stderr, "sluice: held requests will not be announced here (%s); `sluicectl asks` lists them\n",
+		        err);
+		return;
+	}
+	if (pthread_create(&n->watch_thread, NULL, watch_main, n) != 0) {
+		close(n->watch_fd);
+		return;
+	}
+	n->watching = true;
+}
+
+static void watch_stop(struct sb_netsess *n)
+{
+	if (!n->watching)
+		return;
+	shutdown(n->watch_fd, SHUT_RDWR); /* the thread's recv returns */
+	pthread_join(n->watch_thread, NULL);
+	close(n->watch_fd);
+	n->watching = false;
 }
 #endif
 
@@ -188,6 +249,8 @@ int sb_net_open(struct sb_session *s, int netns_fd, struct sb_go *go, char *err,
 	if ((r = write_resolv(s, reply.resolv_conf, err, errlen)) < 0)
 		return r;
 	go->have_resolv = 1;
+	if (c->ask && !c->quiet && !n->embedded)
+		watch_start(n);
 	return 0;
 #else
 	(void)netns_fd;
@@ -253,6 +316,9 @@ void sb_net_close(struct sb_session *s)
 
 	if (!s->net)
 		return;
+#if SB_HAVE_NETD
+	watch_stop(s->net);
+#endif
 	/* Before the connection closes: the command has ended, and sluiced hands over its records. */
 	records_fd = fetch_records(s, s->net);
 #if SB_HAVE_NETD

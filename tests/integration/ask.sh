@@ -120,11 +120,16 @@ check_match "... and the audit log says so" 'not approved within 2 s' \
 
 # ---- CONNECT is held and resumed like a plain request ----
 sb --allow-network --ask -- curl -s -p -m 40 -o /dev/null -w '%{http_connect} %{http_code}\n' http://other.test/tunnel \
-	>"$LAB_DIR/c.out" 2>/dev/null &
+	>"$LAB_DIR/c.out" 2>"$LAB_DIR/c.err" &
 runpid=$!
 js=$(wait_asks 1)
 check_eq "a CONNECT is held" "connect CONNECT" "$(jq -r '.[0] | "\(.protocol) \(.method)"' <<<"$js")"
-"$CTL" approve "$(jq -r '.[0].id' <<<"$js")" >/dev/null
+cid=$(jq -r '.[0].id' <<<"$js")
+for _ in $(seq 50); do grep -q held "$LAB_DIR/c.err" && break; sleep 0.1; done
+check_match "sluice run announces the held request on its stderr" \
+	"^sluice: held for approval: CONNECT other\\.test:80; .sluicectl approve $cid. \\(or deny $cid\\) within 60 s\$" \
+	"$(cat "$LAB_DIR/c.err")"
+"$CTL" approve "$cid" >/dev/null
 wait "$runpid"
 check_eq "... and once approved, the tunnel carries the request" "200 200" "$(cat "$LAB_DIR/c.out")"
 
@@ -151,7 +156,7 @@ check_eq "... nothing was held" "$asks_before" "$(jq -c 'select(.decision == "as
 check_match "... allowed by the remembered rule" "$P/\\.sluice/policy\\.json" \
 	"$(jq -r 'select(.host == "other.test" and .decision == "allow") | .rule' "$AUDIT" | tail -1)"
 # ---- --remember user: the approving user's own policy file ----
-sb --allow-network --ask -- sh -c "$CODE http://registry.test/user" >"$LAB_DIR/u.out" 2>/dev/null &
+sb --quiet --allow-network --ask -- sh -c "$CODE http://registry.test/user" >"$LAB_DIR/u.out" 2>"$LAB_DIR/u.err" &
 runpid=$!
 js=$(wait_asks 1)
 out=$(env -u XDG_CONFIG_HOME HOME="$H" "$CTL" approve "$(jq -r '.[0].id' <<<"$js")" --remember user)
@@ -159,6 +164,7 @@ check_match "approve --remember user writes ~/.config/sluice/policy.json (create
 	"$H/\\.config/sluice/policy\\.json now allows registry\\.test:80" "$out"
 wait "$runpid"
 check_eq "... the held request reached the registry (its 404 for an unknown package, not a 403)" 404 "$(cat "$LAB_DIR/u.out")"
+check_eq "with --quiet, sluice run announces nothing" "" "$(cat "$LAB_DIR/u.err")"
 check_eq "... the new file holds just that" '{"allow":["registry.test:80"]}' "$(jq -c . "$H/.config/sluice/policy.json")"
 check_eq "a later session of that user reaches it, without --ask (the registry's 404)" 404 \
 	"$(sb --allow-network -- sh -c "$CODE http://registry.test/again" 2>/dev/null)"
