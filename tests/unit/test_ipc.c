@@ -337,6 +337,15 @@ static void test_ask_messages(void **state)
 	assert_int_equal(check_one(&netd_control_proto, &b, NETD_CS_OPEN), -EBADMSG); /* verdict not a u8 */
 	assert_int_equal(ipc_buf_init(&b, NETD_MSG_ASKS, 1), 0);
 	assert_int_equal(check_one(&netd_control_proto, &b, NETD_CS_OPEN), 0);
+	/* WATCH: on a connection of its own (OPEN), naming the session */
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_WATCH, 1), 0);
+	ipc_buf_put_str(&b, NETD_A_ID, "0123456789");
+	assert_int_equal(check_one(&netd_control_proto, &b, NETD_CS_OPEN), 0);
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_WATCH, 1), 0);
+	ipc_buf_put_str(&b, NETD_A_ID, "0123456789");
+	assert_int_equal(check_one(&netd_control_proto, &b, NETD_CS_ATTACHED), -EPERM);
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_WATCH, 1), 0);
+	assert_int_equal(check_one(&netd_control_proto, &b, NETD_CS_OPEN), -EBADMSG);
 	/* ASK is a reply: refused at the daemon, read by a client with every field */
 	put_ask(&b, NETD_MSG_ASK, "example.com");
 	assert_int_equal(check_one(&netd_control_proto, &b, NETD_CS_OPEN), -EPERM);
