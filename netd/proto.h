@@ -41,7 +41,6 @@ enum netd_msg {
 	NETD_MSG_POLICY = 7,  /* client -> d: replace a session's policy (its attaching connection, or root) */
 	NETD_MSG_RECORDS = 8, /* client -> d: the attached session's audit records (its command has ended) */
 	NETD_MSG_WATCH = 9,   /* client -> d: send ASK (seq 0) whenever a request of this session is held */
-	NETD_MSG_WATCH = 9,   /* client -> d: send ASK (seq 0) whenever a request of this session is held */
 	NETD_MSG_SESSION = 16,  /* d -> client: a session (reply to ATTACH/CREATE, and LIST entries) */
 	NETD_MSG_OK = 17,       /* d -> client: END done */
 	NETD_MSG_ERROR = 18,    /* d -> client: request refused or failed */
