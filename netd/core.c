@@ -726,6 +726,7 @@ static void session_nft_view(const struct netd *d, const struct netd_sess *s, st
 	v->proxy_port = d->cfg.proxy_port;
 	v->dns_port = d->cfg.dns_port;
 	v->transparent_port = s->transparent ? d->cfg.transparent_port : 0;
+	v->direct = s->policy && policy_get_options(s->policy)->direct;
 }
 
 /* Undoes whatever of the wiring exists (each step tolerates "already gone"). The set elements go first:

@@ -863,8 +863,9 @@ int netd_nft_session_del(struct netd_nft *n, const struct netd_nft_session *s, c
 		return rc;
 	session_elems(n, s, false);
 	rc = batch_talk(n, err, errlen);
-	/* direct-mode elements are the DNS proxy's, not a fixed list: those of this interface go too */
-	{
+	/* direct-mode elements are the DNS proxy's, not a fixed list: those of this interface go too (a dump
+	 * of the sets, so only for sessions that can have any) */
+	if (s->direct) {
 		char e2[256];
 		int r2 = netd_nft_direct_flush(n, s->ifname, e2, sizeof e2);
 
