@@ -28,9 +28,15 @@ CODE='curl -s -m 40 -o /dev/null -w %{http_code}'
 
 # A throwaway unprivileged user (removed on exit), to show it cannot decide root's requests.
 TU="askt$$"
-useradd -M -d /nonexistent -s /bin/sh "$TU" >/dev/null 2>&1 || skip_all "useradd failed"
-trap 'userdel "$TU" >/dev/null 2>&1' EXIT
-as_tu() { setpriv --reuid="$TU" --regid="$TU" --clear-groups env -i PATH=/usr/bin:/bin SLUICE_RUN_DIR=$RUN "$@"; }
+useradd -M -d "$LAB_DIR/tu-home" -s /bin/sh "$TU" >/dev/null 2>&1 || skip_all "useradd failed"
+lab_defer "userdel $TU >/dev/null 2>&1"
+TU_UID=$(id -u "$TU")
+mkdir -p "$LAB_DIR/tu-home" "$LAB_DIR/tu-proj"
+chown "$TU:$TU" "$LAB_DIR/tu-home" "$LAB_DIR/tu-proj"
+as_tu() {
+	(cd "$LAB_DIR/tu-proj" && exec setpriv --reuid="$TU_UID" --regid="$TU_UID" --clear-groups \
+		env -i HOME="$LAB_DIR/tu-home" PATH=/usr/bin:/bin USER="$TU" SLUICE_RUN_DIR=$RUN "$@")
+}
 
 # wait_asks N: polls until N requests are held; prints the JSON list
 wait_asks() {
@@ -183,6 +189,23 @@ check_eq "... and the request is still held" "$gid" "$(jq -r '.[0].id' <<<"$("$C
 wait "$runpid"
 check_eq "... until it is denied (403)" 403 "$(cat "$LAB_DIR/g.out")"
 rm -f "$LAB_DIR/etc-sluice/policy.json"
+
+# ---- an unprivileged user's own session: they see and decide its held requests themselves ----
+as_tu "$SLUICE" run --allow-network --ask -- sh -c "$CODE http://other.test/mine" >"$LAB_DIR/t.out" 2>"$LAB_DIR/t.err" &
+runpid=$!
+js=$(wait_asks 1)
+tid=$(jq -r '.[0].id' <<<"$js")
+check_eq "root sees the user's held request, under the user's uid" "$TU_UID" "$(jq -r '.[0].uid' <<<"$js")"
+check_eq "the user sees it too" "$tid" "$(as_tu "$CTL" asks --json | jq -r '.[0].id')"
+out=$(as_tu "$CTL" approve "$tid" --remember user 2>&1)
+check_eq "the user approves it, remembering it in their own policy" 0 "$?"
+wait "$runpid"
+check_eq "... their request went through" 200 "$(cat "$LAB_DIR/t.out")"
+check_match "... their launcher announced it" "held for approval: GET other\\.test:80; .sluicectl approve $tid" "$(cat "$LAB_DIR/t.err")"
+check_eq "... the file is the user's" "$TU" "$(stat -c %U "$LAB_DIR/tu-home/.config/sluice/policy.json")"
+check_eq "... and allows it" '["other.test:80"]' "$(jq -c .allow "$LAB_DIR/tu-home/.config/sluice/policy.json")"
+check_match "the audit line names the user as the approver" "approved by uid $TU_UID" \
+	"$(jq -r 'select(.host == "other.test" and .decision == "allow" and (.reason // "" | contains("approved by"))) | .reason' "$AUDIT" | tail -1)"
 
 check_match "--remember with a bad layer is refused (2)" '2' "$("$CTL" approve 0123abcd --remember team >/dev/null 2>&1; echo $?)"
 
