@@ -210,4 +210,6 @@ check_match "the audit line names the user as the approver" "approved by uid $TU
 check_match "--remember with a bad layer is refused (2)" '2' "$("$CTL" approve 0123abcd --remember team >/dev/null 2>&1; echo $?)"
 
 check_eq "no sluice process is left" "" "$(pgrep -x sluice)"
+# (sluiced's log is checked by the lab; the launchers' stderr went to these files)
+check_not "no sanitizer report from any sluice run" grep -l -e 'Sanitizer' -e 'runtime error' "$LAB_DIR"/*.err
 done_testing
