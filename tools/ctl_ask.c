@@ -204,7 +204,7 @@ static int remember(const struct netd_ask_entry *a, const char *layer, const cha
 	cleanup_free char *text = NULL;
 	json_object *root = NULL, *allow = NULL;
 	struct stat st;
-	bool exists = false;
+	bool exists = false, created;
 	size_t len = 0;
 	int r = -EINVAL;
 
@@ -235,6 +235,7 @@ static int remember(const struct netd_ask_entry *a, const char *layer, const cha
 		snprintf(dir, sizeof dir, "%s/.sluice", real);
 	}
 	snprintf(path, sizeof path, "%s/policy.json", dir);
+	created = access(dir, F_OK) != 0;
 	if ((r = mkdir_p(dir, pl == POLICY_LAYER_USER ? 0700 : 0755)) < 0) {
 		snprintf(err, errlen, "creating %s: %s", dir, strerror(-r));
 		return r;
@@ -244,6 +245,16 @@ static int remember(const struct netd_ask_entry *a, const char *layer, const cha
 		r = -errno;
 		snprintf(err, errlen, "opening %s: %s", dir, strerror(-r));
 		return r;
+	}
+	if (created && geteuid() == 0) {
+		/* root approving into someone's project: the new .sluice is theirs, like the directory it is in */
+		struct stat pst;
+		char parent[PATH_MAX];
+
+		util_strlcpy(parent, dir, sizeof parent);
+		*strrchr(parent, '/') = '\0';
+		if (stat(parent[0] ? parent : "/", &pst) == 0 && pst.st_uid != 0 && fchown(dfd, pst.st_uid, pst.st_gid) < 0)
+			fprintf(stderr, "sluicectl: %s stays owned by root: %s\n", dir, strerror(errno));
 	}
 	fd = openat(dfd, "policy.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd >= 0) {

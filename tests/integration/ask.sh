@@ -207,6 +207,17 @@ check_eq "... and allows it" '["other.test:80"]' "$(jq -c .allow "$LAB_DIR/tu-ho
 check_match "the audit line names the user as the approver" "approved by uid $TU_UID" \
 	"$(jq -r 'select(.host == "other.test" and .decision == "allow" and (.reason // "" | contains("approved by"))) | .reason' "$AUDIT" | tail -1)"
 
+# root approving into the user's project: the new .sluice and its policy stay the user's
+as_tu "$SLUICE" run --quiet --allow-network --ask -- sh -c "$CODE http://evil.test/theirs" >"$LAB_DIR/t2.out" 2>/dev/null &
+runpid=$!
+js=$(wait_asks 1)
+"$CTL" approve "$(jq -r '.[0].id' <<<"$js")" --remember project --project "$LAB_DIR/tu-proj" >/dev/null
+check_eq "root approves a user's request with --remember project" 0 "$?"
+wait "$runpid"
+check_eq "... it went through" 200 "$(cat "$LAB_DIR/t2.out")"
+check_eq "... the project's new .sluice and policy.json belong to the user" "$TU $TU" \
+	"$(stat -c %U "$LAB_DIR/tu-proj/.sluice" "$LAB_DIR/tu-proj/.sluice/policy.json" | tr '\n' ' ' | sed 's/ $//')"
+
 check_match "--remember with a bad layer is refused (2)" '2' "$("$CTL" approve 0123abcd --remember team >/dev/null 2>&1; echo $?)"
 
 check_eq "no sluice process is left" "" "$(pgrep -x sluice)"
