@@ -28,6 +28,7 @@ struct http_conn {
 	struct event *timer;        /* owned: header, idle and flush timeouts */
 	struct evbuffer *head_out;  /* owned: the rewritten request head */
 	struct evbuffer *head_copy; /* owned: kept while a reused upstream may still fail before answering */
+	struct evbuffer *tx;        /* owned: response bytes for the client not yet written (send_now) */
 	enum http_state state;
 	uint16_t transparent_port; /* 0: forward proxy; else a redirected connection's original port */
 	struct http_scanner scan;
@@ -188,6 +189,8 @@ static void conn_free(struct http_conn *c)
 		evbuffer_free(c->head_out);
 	if (c->head_copy)
 		evbuffer_free(c->head_copy);
+	if (c->tx)
+		evbuffer_free(c->tx);
 	proxy_session_detach(&c->base);
 	free(c);
 }
@@ -346,11 +349,26 @@ static void pump_request(struct http_conn *c)
 	}
 }
 
+/* Sends data on bev: written now when nothing is queued ahead of it, and only what the socket did not
+ * take is queued. A bufferevent waits for EPOLLOUT before it writes, which costs two epoll_ctl calls
+ * and a loop iteration per write; small requests and responses are written at once this way. An
+ * error (a reset peer) leaves the data queued, so the bufferevent's own write reports it as usual. */
+static void send_now(struct bufferevent *bev, struct evbuffer *data)
+{
+	struct evbuffer *out = bufferevent_get_output(bev);
+
+	if (evbuffer_get_length(out) == 0 && evbuffer_get_length(data) > 0)
+		(void)evbuffer_write(data, bufferevent_getfd(bev));
+	if (evbuffer_get_length(data) > 0)
+		evbuffer_add_buffer(out, data);
+}
+
 /* ---- response: upstream -> client ---- */
 
+/* Response bytes go to c->tx first and out in one write (send_now) when the pump stops. */
 static void write_response_head(struct http_conn *c, const struct http_response *r, bool final)
 {
-	struct evbuffer *o = bufferevent_get_output(c->client);
+	struct evbuffer *o = c->tx;
 	bool keep = c->client_keep && r->body != HTTP_BODY_CLOSE;
 
 	evbuffer_add_printf(o, "HTTP/1.1 %u %.*s\r\n", r->status, (int)r->reason_len, r->reason);
@@ -435,7 +453,8 @@ static bool response_head(struct http_conn *c)
 static void pump_response(struct http_conn *c)
 {
 	struct evbuffer *in = bufferevent_get_input(c->up);
-	struct evbuffer *out = bufferevent_get_output(c->client);
+	struct evbuffer *queued = bufferevent_get_output(c->client);
+	struct evbuffer *out = c->tx;
 
 	while (c->state == ST_FORWARD && !c->resp_done && evbuffer_get_length(in) > 0) {
 		size_t n = evbuffer_get_length(in);
@@ -447,10 +466,13 @@ static void pump_response(struct http_conn *c)
 				break; /* need more bytes */
 			continue;
 		}
-		if (evbuffer_get_length(out) >= PROXY_BUF_HIGH) {
-			bufferevent_disable(c->up, EV_READ);
-			bufferevent_setwatermark(c->client, EV_WRITE, PROXY_BUF_HIGH / 2, 0);
-			return;
+		if (evbuffer_get_length(out) + evbuffer_get_length(queued) >= PROXY_BUF_HIGH) {
+			send_now(c->client, out);
+			if (evbuffer_get_length(queued) >= PROXY_BUF_HIGH) {
+				bufferevent_disable(c->up, EV_READ);
+				bufferevent_setwatermark(c->client, EV_WRITE, PROXY_BUF_HIGH / 2, 0);
+				return;
+			}
 		}
 		if (n > PROXY_BUF_HIGH)
 			n = PROXY_BUF_HIGH;
@@ -470,6 +492,7 @@ static void pump_response(struct http_conn *c)
 			if (r == HTTP_CHUNK_ERROR) {
 				snprintf(c->error, sizeof c->error, "malformed chunked response body: %s",
 				         c->resp_ch.error);
+				send_now(c->client, out);
 				close_after_flush(c);
 				return;
 			}
@@ -481,6 +504,8 @@ static void pump_response(struct http_conn *c)
 		}
 		c->bytes_in += n;
 	}
+	if (c->state == ST_FORWARD)
+		send_now(c->client, out);
 	if (c->state == ST_FORWARD && c->resp_done) {
 		if (!c->req_done && c->req_body != HTTP_BODY_NONE) {
 			/* Answered before the body was all sent (e.g. 413): keep sending it, or close. */
@@ -596,11 +621,13 @@ static void start_forward(struct http_conn *c)
 	bufferevent_set_max_single_write(c->up, PROXY_BUF_HIGH);
 	bufferevent_setwatermark(c->up, EV_READ, 0, PROXY_BUF_HIGH);
 	bufferevent_setwatermark(c->up, EV_WRITE, 0, 0);
-	bufferevent_enable(c->up, EV_READ | EV_WRITE);
+	/* Enabling EV_WRITE arms the write event even with nothing queued (an epoll_ctl now and another
+	 * when it fires idle): only when it is off. send_now writes the head directly. */
+	bufferevent_enable(c->up, (bufferevent_get_enabled(c->up) & EV_WRITE) ? EV_READ : EV_READ | EV_WRITE);
 	evbuffer_drain(c->head_copy, evbuffer_get_length(c->head_copy));
 	if (c->up_reused && c->req_body == HTTP_BODY_NONE)
 		evbuffer_add(c->head_copy, evbuffer_pullup(c->head_out, -1), evbuffer_get_length(c->head_out));
-	bufferevent_write_buffer(c->up, c->head_out);
+	send_now(c->up, c->head_out);
 	set_timer(c, c->e->tv_idle);
 	bufferevent_enable(c->client, EV_READ);
 	if (!c->req_done)
@@ -926,9 +953,10 @@ void proxy_http_accept_transparent(struct proxy_session *s, int fd, uint16_t ori
 	c->timer = evtimer_new(c->e->base, timer_cb, c);
 	c->head_out = evbuffer_new();
 	c->head_copy = evbuffer_new();
+	c->tx = evbuffer_new();
 	c->base.close = session_close_cb;
 	proxy_session_attach(s, &c->base, true);
-	if (!c->client || !c->timer || !c->head_out || !c->head_copy) {
+	if (!c->client || !c->timer || !c->head_out || !c->head_copy || !c->tx) {
 		if (!c->client)
 			close(fd);
 		conn_free(c);
