@@ -25,8 +25,8 @@ struct proxy_ask {
 	char host[POLICY_HOST_MAX + 1];
 	uint16_t port;
 	unsigned timeout_s;
-	struct event *timer;                    /* owned */
-	TAILQ_HEAD(, proxy_ask_wait) waiters;   /* borrowed: the connections waiting */
+	struct event *timer;                  /* owned */
+	TAILQ_HEAD(, proxy_ask_wait) waiters; /* borrowed: the connections waiting */
 };
 
 struct proxy_grant {
@@ -132,15 +132,16 @@ static void audit_held(struct proxy_session *s, const struct proxy_ask *a, const
 	r.port = a->port;
 	r.method = method;
 	r.decision = "ask";
-	snprintf(reason, sizeof reason, "held for approval as %s: `sluicectl approve %s` or `sluicectl deny %s` within %u s",
-	         a->id, a->id, a->id, a->timeout_s);
+	snprintf(reason, sizeof reason,
+	         "held for approval as %s: `sluicectl approve %s` or `sluicectl deny %s` within %u s", a->id, a->id,
+	         a->id, a->timeout_s);
 	r.reason = reason;
 	proxy_session_audit(s, &r);
 }
 
 int proxy_ask_hold(struct proxy_session *s, struct proxy_ask_wait *w, const char *protocol, const char *method,
-                   const char *host, uint16_t port, const struct timespec *start, proxy_ask_cb cb, void *arg,
-                   char *why, size_t whylen)
+                   const char *host, uint16_t port, const struct timespec *start, proxy_ask_cb cb, void *arg, char *why,
+                   size_t whylen)
 {
 	struct proxy_engine *e = s->engine;
 	struct proxy_ask *a;
@@ -148,7 +149,8 @@ int proxy_ask_hold(struct proxy_session *s, struct proxy_ask_wait *w, const char
 
 	w->ask = NULL;
 	if (!e->ask_notify) {
-		snprintf(why, whylen, "no rule allows %s:%u, and interactive approval is not available here", host, port);
+		snprintf(why, whylen, "no rule allows %s:%u, and interactive approval is not available here", host,
+		         port);
 		return -ENOTSUP;
 	}
 	TAILQ_FOREACH(a, &s->asks, entry)
@@ -156,9 +158,10 @@ int proxy_ask_hold(struct proxy_session *s, struct proxy_ask_wait *w, const char
 		break;
 	if (!a) {
 		if (s->nasks >= PROXY_ASK_MAX_PER_SESSION) {
-			snprintf(why, whylen,
-			         "no rule allows %s:%u, and %d other requests of this session already wait for approval",
-			         host, port, PROXY_ASK_MAX_PER_SESSION);
+			snprintf(
+			        why, whylen,
+			        "no rule allows %s:%u, and %d other requests of this session already wait for approval",
+			        host, port, PROXY_ASK_MAX_PER_SESSION);
 			return -EBUSY;
 		}
 		a = calloc(1, sizeof *a);

@@ -202,8 +202,8 @@ static void inspect_read_cb(struct bufferevent *bev, void *arg)
 		return;
 	}
 	if (policy_canon_host(sni, strlen(sni), canon) != POLICY_CANON_OK || strcmp(canon, c->t.host) != 0) {
-		snprintf(reason, sizeof reason, "domain fronting: the ClientHello names \"%.255s\", the CONNECT named %s",
-		         sni, c->t.host);
+		snprintf(reason, sizeof reason,
+		         "domain fronting: the ClientHello names \"%.255s\", the CONNECT named %s", sni, c->t.host);
 		log_info("session %s: %s; tunnel refused", c->s->id, reason);
 		refuse_tls(c, reason);
 		return;
@@ -283,8 +283,8 @@ static void early_event_cb(struct bufferevent *bev, short what, void *arg)
 static void proceed(struct connect_conn *c)
 {
 	bufferevent_setcb(c->client, NULL, NULL, early_event_cb, c);
-	c->dial = proxy_dial_start(c->s, c->t.literal ? NULL : c->t.host, c->t.literal ? &c->t.addr : NULL,
-	                           c->t.port, dialed, c);
+	c->dial = proxy_dial_start(c->s, c->t.literal ? NULL : c->t.host, c->t.literal ? &c->t.addr : NULL, c->t.port,
+	                           dialed, c);
 	if (!c->dial) {
 		snprintf(c->error, sizeof c->error, "cannot start resolving or connecting (out of resources)");
 		refuse(c, 502, "error", "sluice: 502 Bad Gateway\ncannot start resolving or connecting\n");
@@ -342,8 +342,8 @@ void proxy_connect_begin(struct proxy_session *s, struct bufferevent *client, co
 		/* No rule matched and the session asks: hold the tunnel until an operator decides. A client
 		 * that gives up is noticed (early_event_cb); nothing is resolved or sent meanwhile. */
 		bufferevent_setcb(client, NULL, NULL, early_event_cb, c);
-		if (proxy_ask_hold(s, &c->wait, "connect", "CONNECT", c->t.host, c->t.port, start_rt, asked, c, c->reason,
-		                   sizeof c->reason) == 0)
+		if (proxy_ask_hold(s, &c->wait, "connect", "CONNECT", c->t.host, c->t.port, start_rt, asked, c,
+		                   c->reason, sizeof c->reason) == 0)
 			return;
 		c->decision = "deny";
 		proxy_deny_body(body, sizeof body, s, c->t.host, c->t.port, c->reason, c->rule);

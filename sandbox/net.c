@@ -35,8 +35,8 @@ struct sb_netsess {
 	long long audit_from; /* the log's size when the session started */
 	bool embedded;        /* served by an embedded helper (else sluiced) */
 #if SB_HAVE_NETD
-	bool watching;          /* --ask: a thread announces held requests on stderr */
-	int watch_fd;           /* owned while watching: sluiced's WATCH connection */
+	bool watching; /* --ask: a thread announces held requests on stderr */
+	int watch_fd;  /* owned while watching: sluiced's WATCH connection */
 	pthread_t watch_thread;
 #endif
 };
@@ -125,9 +125,10 @@ static void *watch_main(void *arg)
 
 	while (netd_ask_watch_next(n->watch_fd, &e) == 0) {
 		char line[600];
-		int len = snprintf(line, sizeof line,
-		                   "sluice: held for approval: %s %s:%u; `sluicectl approve %s` (or deny %s) within %u s\n",
-		                   e.method, e.host, e.port, e.id, e.id, e.timeout_s);
+		int len = snprintf(
+		        line, sizeof line,
+		        "sluice: held for approval: %s %s:%u; `sluicectl approve %s` (or deny %s) within %u s\n",
+		        e.method, e.host, e.port, e.id, e.id, e.timeout_s);
 		if (len <= 0)
 			continue;
 		if ((size_t)len >= sizeof line)

@@ -153,8 +153,7 @@ static int write_all(int fd, const char *s, size_t n)
 
 /* Writes text to dir/name through a temporary file and rename (readers see the old or the new file,
  * never half of one). Keeps the old file's mode and owner; a new file gets the directory's owner. */
-static int replace_file(int dfd, const char *name, const char *text, const struct stat *old, char *err,
-                        size_t errlen)
+static int replace_file(int dfd, const char *name, const char *text, const struct stat *old, char *err, size_t errlen)
 {
 	char tmp[64];
 	unsigned char rnd[6];
@@ -195,8 +194,7 @@ fail:
 	return r;
 }
 
-static int remember(const struct netd_ask_entry *a, const char *layer, const char *project, char *err,
-                    size_t errlen)
+static int remember(const struct netd_ask_entry *a, const char *layer, const char *project, char *err, size_t errlen)
 {
 	char dir[PATH_MAX], path[PATH_MAX + 16], entry[300], real[PATH_MAX], buf[POLICY_ERR_MAX + 300];
 	enum policy_layer pl = POLICY_LAYER_USER;
@@ -228,8 +226,8 @@ static int remember(const struct netd_ask_entry *a, const char *layer, const cha
 		pl = POLICY_LAYER_PROJECT;
 		if (!realpath(project ? project : ".", real)) {
 			r = -errno;
-			snprintf(err, errlen, "--remember project: the project directory %s: %s", project ? project : ".",
-			         strerror(-r));
+			snprintf(err, errlen, "--remember project: the project directory %s: %s",
+			         project ? project : ".", strerror(-r));
 			return r;
 		}
 		snprintf(dir, sizeof dir, "%s/.sluice", real);
@@ -253,7 +251,8 @@ static int remember(const struct netd_ask_entry *a, const char *layer, const cha
 
 		util_strlcpy(parent, dir, sizeof parent);
 		*strrchr(parent, '/') = '\0';
-		if (stat(parent[0] ? parent : "/", &pst) == 0 && pst.st_uid != 0 && fchown(dfd, pst.st_uid, pst.st_gid) < 0)
+		if (stat(parent[0] ? parent : "/", &pst) == 0 && pst.st_uid != 0 &&
+		    fchown(dfd, pst.st_uid, pst.st_gid) < 0)
 			fprintf(stderr, "sluicectl: %s stays owned by root: %s\n", dir, strerror(errno));
 	}
 	fd = openat(dfd, "policy.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -290,8 +289,9 @@ static int remember(const struct netd_ask_entry *a, const char *layer, const cha
 			json_tokener_free(tok);
 		}
 		if (!root || je != json_tokener_success || !json_object_is_type(root, json_type_object)) {
-			snprintf(err, errlen, "%s is not a JSON object (`sluicectl policy check %s` says where); not changed",
-			         path, path);
+			snprintf(err, errlen,
+			         "%s is not a JSON object (`sluicectl policy check %s` says where); not changed", path,
+			         path);
 			json_object_put(root);
 			return -EINVAL;
 		}
@@ -319,8 +319,8 @@ static int remember(const struct netd_ask_entry *a, const char *layer, const cha
 	}
 	json_object_array_add(allow, json_object_new_string(entry));
 	{
-		const char *out = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
-		                                                               JSON_C_TO_STRING_NOSLASHESCAPE);
+		const char *out =
+		        json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
 		cleanup_free char *nl = NULL;
 		struct policy_builder *b = policy_builder_new();
 		struct policy_error pe;
@@ -333,7 +333,8 @@ static int remember(const struct netd_ask_entry *a, const char *layer, const cha
 			return -ENOMEM;
 		}
 		/* the new file must load as a policy of its layer before it replaces the old one */
-		if (policy_builder_add_json(b, pl, path, nl, strlen(nl), &pe) < 0 || !(p = policy_builder_compile(b, &pe))) {
+		if (policy_builder_add_json(b, pl, path, nl, strlen(nl), &pe) < 0 ||
+		    !(p = policy_builder_compile(b, &pe))) {
 			snprintf(err, errlen, "the updated file would not load (%s); not changed",
 			         policy_error_format(&pe, buf, sizeof buf));
 			policy_builder_free(b);
@@ -349,8 +350,8 @@ static int remember(const struct netd_ask_entry *a, const char *layer, const cha
 			r = replace_file(dfd, bak, text, &st, err, errlen);
 			if (r < 0)
 				return r;
-			fprintf(stderr, "sluicectl: %s had comments, which rewriting drops; the old file is %s/%s\n", path,
-			        dir, bak);
+			fprintf(stderr, "sluicectl: %s had comments, which rewriting drops; the old file is %s/%s\n",
+			        path, dir, bak);
 		}
 		r = replace_file(dfd, "policy.json", nl, exists ? &st : NULL, err, errlen);
 		if (r < 0)
