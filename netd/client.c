@@ -302,6 +302,19 @@ int netd_sessions_list(void (*fn)(const struct netd_session_entry *e, void *arg)
 	return r;
 }
 
+int netd_session_set_policy_by_id(const char *id, const char *policy_json, char *err, size_t errlen)
+{
+	struct netd_session s = {.fd = -1, .pid = -1};
+	int r;
+
+	s.fd = daemon_connect(err, errlen);
+	if (s.fd < 0)
+		return s.fd;
+	r = netd_session_set_policy(&s, id, policy_json, err, errlen);
+	close(s.fd);
+	return r;
+}
+
 int netd_session_set_policy(struct netd_session *s, const char *id, const char *policy_json, char *err,
 			    size_t errlen)
 {

@@ -10,7 +10,7 @@
 . "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
 . "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
 lab_enter "$@"
-_lab_need nft "$LAB_PYTHON"
+_lab_need nft "$LAB_PYTHON" setpriv
 
 B=$SLUICE_BUILD_DIR
 SLUICED=$B/netd/sluiced
@@ -256,6 +256,24 @@ cp "$LAB_DIR/tmp/transparent.json" "$NPOL"
 kill -USR2 "${HOLD[d1]}"
 check "a policy that turns transparent mode on is refused for a live session" \
 	eventually grep -q '^policy_error=.*transparent option cannot change' "$LAB_DIR/state/d1.reply"
+
+# who may change a session's policy: the connection that attached it, or root; a named namespace's session
+# (CREATE) has no such connection, so its user cannot (a process in the namespace could widen it)
+NOBODY="setpriv --reuid=65534 --regid=65534 --clear-groups"
+echo '{ "options": {"direct": true}, "allow": ["allowed.test"] }' >"$LAB_DIR/tmp/narrow2.json"
+chmod 0644 "$LAB_DIR/tmp/narrow2.json"
+check "an unprivileged user creates a named-namespace session in direct mode" \
+	sh -c "$NOBODY '$CLIENT' create dweb '$DPOL' >'$LAB_DIR/tmp/dweb.out' 2>&1"
+DWID=$(sed -n 's/^id=//p' "$LAB_DIR/tmp/dweb.out")
+check_match "its user cannot replace its policy over another connection" "only the connection that attached" \
+	"$($NOBODY "$CLIENT" policy "$DWID" "$LAB_DIR/tmp/narrow2.json" 2>&1)"
+check_match "nor can another user" "no such session of yours" \
+	"$(setpriv --reuid=65533 --regid=65533 --clear-groups "$CLIENT" policy "$DWID" "$LAB_DIR/tmp/narrow2.json" 2>&1)"
+check_eq "root can" "policy=replaced" "$("$CLIENT" policy "$DWID" "$LAB_DIR/tmp/narrow2.json" 2>&1)"
+echo '{ "allow": ["*"] }' >"$LAB_DIR/tmp/bad.json"
+check_match "sluiced compiles a new policy again and rejects an unsafe one" "policy rejected: .*session policy" \
+	"$(NETD_TEST_RAW_POLICY=1 "$CLIENT" policy "$DWID" "$LAB_DIR/tmp/bad.json" 2>&1)"
+check "the user ends the session" $NOBODY "$CLIENT" end "$DWID"
 
 # the session ends: its elements go with it
 kill -TERM "${HOLD[d1]}"

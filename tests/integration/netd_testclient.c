@@ -1,5 +1,6 @@
 /* Test driver for netd/client.h (what the launcher does), used by the netd lab tests and the
  * benchmark:
+ *   netd-testclient policy ID POLICY_FILE   replace session ID's policy over a new connection (root only)
  *   netd-testclient attach NETNS_PATH POLICY_FILE [COMMAND [NEW_POLICY_FILE]]  open a session, print its
  *       reply (SIGUSR2: replace its policy with NEW_POLICY_FILE and print policy=replaced or
  *       policy_error=...) as
@@ -286,7 +287,19 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
-	fprintf(stderr, "usage: netd-testclient attach NETNS POLICY [CMD] | many N DIR POLICY | create NAME POLICY | "
-			"list | end ID\n");
+	if (argc == 4 && strcmp(argv[1], "policy") == 0) { /* policy ID FILE: replace over a new connection */
+		char *json = load_policy(argv[3]);
+
+		if (!json || netd_session_set_policy_by_id(argv[2], json, err, sizeof err) < 0) {
+			fprintf(stderr, "netd-testclient: %s\n", json ? err : "cannot read the policy");
+			free(json);
+			return 1;
+		}
+		free(json);
+		printf("policy=replaced\n");
+		return 0;
+	}
+	fprintf(stderr, "usage: netd-testclient attach NETNS POLICY [CMD [NEW_POLICY]] | many N DIR POLICY | "
+			"create NAME POLICY | list | end ID | policy ID POLICY\n");
 	return 2;
 }
