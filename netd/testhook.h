@@ -1,4 +1,4 @@
-/* Fault injection for tests (tests/integration/faults.sh, docs/reliability.md).
+/* Fault injection for tests (tests/integration/faults_netd.sh, docs/reliability.md).
  *
  * With SLUICED_TEST_STOP_AT=STEP in its environment, sluiced (or the embedded helper) stops itself with
  * SIGSTOP when session setup reaches STEP, so that a test can kill -9 it at exactly that point and check

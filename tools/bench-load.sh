@@ -58,13 +58,14 @@ fi
 note "tunnels: $n across $nsess sessions"
 coproc TUN { load_gen tunnels "$LOAD_SESSIONS" "$n" $LOAD_TARGETS; }
 tun_pid=$TUN_PID
-read -r -t 600 first <&"${TUN[0]}" || first='{}'
+exec {tun_out}<&"${TUN[0]}" {tun_in}>&"${TUN[1]}" # the coproc's variables go when it ends
+read -r -t 600 first <&"$tun_out" || first='{}'
 F[tunnels_ok]=$(json_get "$first" ok) F[tunnels_setup_s]=$(json_get "$first" setup_s)
 F[tunnels_errors]=$(json_get "$first" errors)
 sleep 1
 held_rss=$(load_rss_kb) held_fds=$(load_fds)
-echo go >&"${TUN[1]}"
-read -r -t 600 second <&"${TUN[0]}" || second='{}'
+echo go >&"$tun_in"
+read -r -t 600 second <&"$tun_out" || second='{}'
 wait "$tun_pid" 2>/dev/null
 F[tunnels_alive]=$(json_get "$second" alive)
 F[rss_base_kb]=$base_rss F[rss_held_kb]=$held_rss F[fds_held]=$held_fds
@@ -89,10 +90,11 @@ F[lat_idle_p50]=$(json_get "$idle" p50_ms) F[lat_idle_p99]=$(json_get "$idle" p9
 note "latency: $latn requests while session B floods"
 coproc FLOOD { load_gen flood "$LOAD_S2" 600 400 32; }
 flood_pid=$FLOOD_PID
+exec {flood_out}<&"${FLOOD[0]}" {flood_in}>&"${FLOOD[1]}"
 sleep 3
 busy=$(load_gen latency "$LOAD_S1" "$latn" allowed.test:7003 </dev/null)
-echo stop >&"${FLOOD[1]}"
-read -r -t 60 fl <&"${FLOOD[0]}" || fl='{}'
+echo stop >&"$flood_in"
+read -r -t 60 fl <&"$flood_out" || fl='{}'
 wait "$flood_pid" 2>/dev/null
 F[flood]=$fl
 F[lat_flood_p50]=$(json_get "$busy" p50_ms) F[lat_flood_p99]=$(json_get "$busy" p99_ms)

@@ -25,13 +25,14 @@ diag "engine descriptors at rest: $base"
 # concurrent tunnels, held open
 coproc TUN { load_gen tunnels "$LOAD_SESSIONS" "$TUNNELS" $LOAD_TARGETS; }
 tun_pid=$TUN_PID
-read -r -t 120 first <&"${TUN[0]}"
+exec {tun_out}<&"${TUN[0]}" {tun_in}>&"${TUN[1]}" # the coproc's variables go when it ends
+read -r -t 120 first <&"$tun_out"
 check_eq "$TUNNELS concurrent tunnels across $SESSIONS sessions are set up (echo checked)" "$TUNNELS" "$(json_get "$first" ok)"
 diag "tunnels: $first"
 fds=$(load_fds)
 check "the engine holds two descriptors per tunnel" test "$fds" -ge $((base + 2 * TUNNELS))
-echo go >&"${TUN[1]}"
-read -r -t 120 second <&"${TUN[0]}"
+echo go >&"$tun_in"
+read -r -t 120 second <&"$tun_out"
 check_eq "after being held, every tunnel still echoes" "$TUNNELS" "$(json_get "$second" alive)"
 wait "$tun_pid" 2>/dev/null
 after=$(load_wait_fds "$base" 20)
@@ -64,15 +65,15 @@ for line in open(sys.argv[1]): json.loads(line)' "$LOAD_AUDIT"
 check_match "the hash chain is intact" 'chain intact' "$("$SLUICE_BUILD_DIR/tools/sluicectl" log verify "$LOAD_AUDIT" 2>&1)"
 
 # one session floods; another is still served
-coproc FLOOD { load_gen flood "$LOAD_S2" 4 100 8; }
-flood_pid=$FLOOD_PID
+load_gen flood "$LOAD_S2" 4 100 8 </dev/null >"$LAB_DIR/state/flood" &
+flood_pid=$!
 sleep 1
 out=$(load_gen latency "$LOAD_S1" 50 allowed.test:7003 </dev/null)
 diag "latency of session 1 during the flood: $out"
 check_eq "during a flood from session 2, session 1's 50 requests all succeed" 50 "$(json_get "$out" n)"
-read -r -t 30 fl <&"${FLOOD[0]}"
+wait "$flood_pid"
+fl=$(cat "$LAB_DIR/state/flood")
 diag "flood: $fl"
-wait "$flood_pid" 2>/dev/null
 check "the flood made connections" test "$(json_get "$fl" flood_conns)" -gt 100
 after=$(load_wait_fds "$base" 20)
 check_eq "descriptors back to the baseline after the flood" "$base" "$after"

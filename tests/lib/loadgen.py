@@ -16,7 +16,7 @@ addresses it is given. One asyncio process holds thousands of sockets. Results g
   flood SESSION SECONDS [SLOW [WORKERS]]
                                   slowloris (SLOW held half-heads, a byte a second) plus a connection flood
                                   (WORKERS loops of open/close and denied CONNECTs) from one session, for
-                                  SECONDS or until a line (or EOF) on stdin
+                                  SECONDS or until a line on stdin
   decisions SESSIONS CLIENTS R TARGET
                                   CLIENTS concurrent clients, R requests each (allowed CONNECT with an echo,
                                   denied CONNECT, allowed GET); prints how many decisions came back
@@ -289,8 +289,9 @@ async def flood(session, seconds, slow=400, workers=32):
     end = time.monotonic() + seconds
     loop = asyncio.get_running_loop()
 
-    def stop_on_stdin():  # a line (or EOF) on stdin ends the flood early
-        sys.stdin.readline()
+    def stop_on_stdin():  # a line on stdin ends the flood early (EOF does not: stdin may be /dev/null)
+        if not sys.stdin.readline():
+            return
 
         def stop():
             nonlocal end
