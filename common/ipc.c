@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -28,7 +30,7 @@ int ipc_buf_init(struct ipc_buf *b, uint16_t type, uint32_t seq)
 
 	memset(b, 0, sizeof *b);
 	for (size_t i = 0; i < IPC_MAX_FDS; i++)
-		b->fds[i] = -1;
+		b->fds[i] = b->text_fds[i] = -1;
 	b->buf = calloc(1, IPC_MSG_MAX);
 	if (!b->buf)
 		return -ENOMEM;
@@ -40,6 +42,12 @@ int ipc_buf_init(struct ipc_buf *b, uint16_t type, uint32_t seq)
 
 void ipc_buf_release(struct ipc_buf *b)
 {
+	for (size_t i = 0; i < b->ntext_fds && i < IPC_MAX_FDS; i++)
+		if (b->text_fds[i] >= 0) {
+			close(b->text_fds[i]);
+			b->text_fds[i] = -1;
+		}
+	b->ntext_fds = 0;
 	free(b->buf);
 	b->buf = NULL;
 	b->nfds = 0;
@@ -71,7 +79,7 @@ void ipc_buf_put_bytes(struct ipc_buf *b, uint16_t attr, const void *p, size_t l
 
 void ipc_buf_put_fd(struct ipc_buf *b, int fd)
 {
-	if (b->nfds >= IPC_MAX_FDS || fd < 0) {
+	if (b->nfds + b->ntext_fds >= IPC_MAX_FDS || fd < 0) {
 		b->overflow = true;
 		return;
 	}
@@ -83,6 +91,70 @@ size_t ipc_buf_len(const struct ipc_buf *b)
 	return b->buf ? ((const struct nlmsghdr *)b->buf)->nlmsg_len : 0;
 }
 
+#define IPC_TEXT_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) /* what a reader requires */
+
+/* A memfd holding s (len bytes, no NUL), sealed: nobody, not even the sender, can change it. */
+static int ipc_text_memfd(const char *s, size_t len)
+{
+	int fd = memfd_create("sluice-ipc-text", MFD_CLOEXEC | MFD_ALLOW_SEALING), r;
+	size_t off = 0;
+
+	if (fd < 0)
+		return -errno;
+	while (off < len) {
+		ssize_t n = write(fd, s + off, len - off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			r = n < 0 ? -errno : -EIO;
+			close(fd);
+			return r;
+		}
+		off += (size_t)n;
+	}
+	if (fcntl(fd, F_ADD_SEALS, IPC_TEXT_SEALS | F_SEAL_SEAL) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+int ipc_buf_put_text(struct ipc_buf *b, uint16_t attr, uint16_t fd_attr, const char *s)
+{
+	size_t len = strlen(s), off;
+	int fd;
+
+	if (!b->buf)
+		return -ENOMEM;
+	if (b->err)
+		return b->err;
+	if (b->overflow)
+		return -EMSGSIZE;
+	if (len <= IPC_TEXT_INLINE_MAX && ipc_buf_len(b) + MNL_ATTR_HDRLEN + MNL_ALIGN(len + 1) <= IPC_MSG_MAX) {
+		ipc_buf_put_str(b, attr, s);
+		return b->overflow ? -EMSGSIZE : 0;
+	}
+	if (len > IPC_TEXT_MAX || b->nfds + b->ntext_fds >= IPC_MAX_FDS) {
+		b->overflow = true;
+		return -EMSGSIZE;
+	}
+	off = ipc_buf_len(b) + MNL_ATTR_HDRLEN;
+	ipc_buf_put_u32(b, fd_attr, UINT32_MAX); /* the index, set by ipc_send */
+	if (b->overflow)
+		return -EMSGSIZE;
+	fd = ipc_text_memfd(s, len);
+	if (fd < 0) {
+		b->err = fd;
+		return fd;
+	}
+	b->text_fds[b->ntext_fds] = fd;
+	b->text_off[b->ntext_fds] = (uint32_t)off;
+	b->ntext_fds++;
+	return 0;
+}
+
 int ipc_send(int sock, struct ipc_buf *b)
 {
 	union {
@@ -91,27 +163,41 @@ int ipc_send(int sock, struct ipc_buf *b)
 	} ctl;
 	struct iovec iov;
 	struct msghdr msg = {0};
+	int fds[IPC_MAX_FDS];
+	size_t nfds;
 	ssize_t n;
 
 	if (!b->buf)
 		return -ENOMEM;
-	if (b->overflow)
+	if (b->err)
+		return b->err;
+	if (b->overflow || b->nfds + b->ntext_fds > IPC_MAX_FDS)
 		return -EMSGSIZE;
+	/* the fds every such message carries first, so their indexes are fixed; then the texts' memfds,
+	 * whose attributes now get their index */
+	memcpy(fds, b->fds, sizeof(int) * b->nfds);
+	nfds = b->nfds;
+	for (size_t i = 0; i < b->ntext_fds; i++) {
+		uint32_t idx = (uint32_t)nfds;
+
+		memcpy(b->buf + b->text_off[i], &idx, sizeof idx);
+		fds[nfds++] = b->text_fds[i];
+	}
 	iov.iov_base = b->buf;
 	iov.iov_len = ipc_buf_len(b);
 	msg.msg_iov = &iov;
 	msg.msg_iovlen = 1;
-	if (b->nfds) {
+	if (nfds) {
 		struct cmsghdr *c;
 
 		memset(&ctl, 0, sizeof ctl);
 		msg.msg_control = ctl.buf;
-		msg.msg_controllen = CMSG_SPACE(sizeof(int) * b->nfds);
+		msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
 		c = CMSG_FIRSTHDR(&msg);
 		c->cmsg_level = SOL_SOCKET;
 		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * b->nfds);
-		memcpy(CMSG_DATA(c), b->fds, sizeof(int) * b->nfds);
+		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
 	}
 	do
 		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
@@ -276,6 +362,7 @@ static int ipc_check_attr(const struct ipc_attr_spec *s, const struct nlattr *a)
 	case IPC_T_U16:
 		return plen == 2 ? 0 : -1;
 	case IPC_T_U32:
+	case IPC_T_FD: /* the index itself is checked against the fds by ipc_msg_check */
 		return plen == 4 ? 0 : -1;
 	case IPC_T_U64:
 		return plen == 8 ? 0 : -1;
@@ -298,6 +385,8 @@ int ipc_msg_check(const struct ipc_proto *p, struct ipc_msg *m, uint32_t state, 
 	const struct ipc_msg_spec *spec;
 	const struct nlmsghdr *nlh;
 	const struct nlattr *a;
+	uint32_t fd_seen = 0; /* bit i: extra fd i is named by an IPC_T_FD attribute */
+	size_t nfd_attrs = 0;
 	int len;
 
 	memset(m->tb, 0, sizeof m->tb);
@@ -308,7 +397,7 @@ int ipc_msg_check(const struct ipc_proto *p, struct ipc_msg *m, uint32_t state, 
 	spec = &p->msgs[m->type];
 	if (!(spec->states & state))
 		return ipc_fail(err, errlen, -EPERM, "%s: %s not allowed in this state", p->name, spec->name);
-	if (m->nfds != spec->nfds)
+	if (m->nfds < spec->nfds)
 		return ipc_fail(err, errlen, -EBADMSG, "%s: %s carries %zu fds, expected %u", p->name, spec->name,
 				m->nfds, spec->nfds);
 	nlh = (const struct nlmsghdr *)m->buf;
@@ -329,16 +418,37 @@ int ipc_msg_check(const struct ipc_proto *p, struct ipc_msg *m, uint32_t state, 
 		if (ipc_check_attr(&spec->attrs[t], a) < 0)
 			return ipc_fail(err, errlen, -EBADMSG, "%s: %s: attribute %u has a bad type or size", p->name,
 					spec->name, t);
+		if (spec->attrs[t].type == IPC_T_FD) {
+			uint32_t idx = mnl_attr_get_u32(a);
+
+			/* an extra fd (never one of the fixed ones), present, and named once */
+			if (idx < spec->nfds || idx >= m->nfds || idx >= IPC_MAX_FDS || (fd_seen & (1u << idx)))
+				return ipc_fail(err, errlen, -EBADMSG, "%s: %s: attribute %u names fd %u, which is not "
+						"one of its %zu extra fds", p->name, spec->name, t, idx,
+						m->nfds - spec->nfds);
+			fd_seen |= 1u << idx;
+			nfd_attrs++;
+		}
 		m->tb[t] = a;
 		a = mnl_attr_next(a);
 		len -= (int)MNL_ALIGN(((const struct nlattr *)m->tb[t])->nla_len);
 	}
 	if (len != 0)
 		return ipc_fail(err, errlen, -EBADMSG, "%s: %s: trailing bytes", p->name, spec->name);
-	for (unsigned t = 0; t <= IPC_ATTR_MAX; t++)
-		if (spec->attrs[t].required && !m->tb[t])
+	if (m->nfds != spec->nfds + nfd_attrs)
+		return ipc_fail(err, errlen, -EBADMSG, "%s: %s carries %zu fds, expected %u (+%zu named by attributes)",
+				p->name, spec->name, m->nfds, spec->nfds, nfd_attrs);
+	for (unsigned t = 0; t <= IPC_ATTR_MAX; t++) {
+		unsigned alt = spec->attrs[t].alt;
+		bool alt_ok = alt && alt <= IPC_ATTR_MAX;
+
+		if (spec->attrs[t].required && !m->tb[t] && !(alt_ok && m->tb[alt]))
 			return ipc_fail(err, errlen, -EBADMSG, "%s: %s: required attribute %u missing", p->name,
 					spec->name, t);
+		if (m->tb[t] && alt_ok && m->tb[alt])
+			return ipc_fail(err, errlen, -EBADMSG, "%s: %s: attributes %u and %u both present (one or the other)",
+					p->name, spec->name, t, alt);
+	}
 	return 0;
 }
 
@@ -385,6 +495,86 @@ const void *ipc_get_bytes(const struct ipc_msg *m, uint16_t attr, size_t *len)
 	}
 	*len = mnl_attr_get_payload_len(m->tb[attr]);
 	return mnl_attr_get_payload(m->tb[attr]);
+}
+
+static char *ipc_text_fail(char *err, size_t errlen, int e, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* Fills err, sets errno = e (after formatting, which may clobber it) and returns NULL. */
+static char *ipc_text_fail(char *err, size_t errlen, int e, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	errno = e;
+	return NULL;
+}
+
+char *ipc_msg_text(struct ipc_msg *m, uint16_t attr, uint16_t fd_attr, size_t max, char *err, size_t errlen)
+{
+	struct stat st;
+	uint32_t idx;
+	char *out;
+	size_t size, off = 0;
+	int fd, seals;
+
+	if (max > IPC_TEXT_MAX)
+		max = IPC_TEXT_MAX;
+	if (ipc_has(m, attr)) {
+		const char *s = ipc_get_str(m, attr);
+		size_t len = strlen(s);
+
+		if (len > max)
+			return ipc_text_fail(err, errlen, EMSGSIZE, "text of %zu bytes, over the limit of %zu", len, max);
+		if (!(out = strdup(s)))
+			return ipc_text_fail(err, errlen, ENOMEM, "out of memory");
+		return out;
+	}
+	idx = ipc_get_u32(m, fd_attr, UINT32_MAX);
+	if (!ipc_has(m, fd_attr) || idx >= m->nfds || idx >= IPC_MAX_FDS || m->fds[idx] < 0)
+		return ipc_text_fail(err, errlen, EBADMSG, "text missing (attribute %u, or an fd named by attribute %u)",
+				     attr, fd_attr);
+	fd = m->fds[idx];
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return ipc_text_fail(err, errlen, EBADMSG, "the text's fd is not a regular file");
+	/* only shmem files (memfd) take seals: no FIFO, socket or FUSE file can stall this read, and no
+	 * one can change or resize the text while it is read */
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || (seals & IPC_TEXT_SEALS) != IPC_TEXT_SEALS)
+		return ipc_text_fail(err, errlen, EBADMSG,
+				     "the text's fd is not a sealed memfd (F_SEAL_SHRINK, F_SEAL_GROW, F_SEAL_WRITE)");
+	if (st.st_size < 0 || (uint64_t)st.st_size > max)
+		return ipc_text_fail(err, errlen, EMSGSIZE, "text of %lld bytes, over the limit of %zu",
+				     (long long)st.st_size, max);
+	size = (size_t)st.st_size;
+	if (!(out = malloc(size + 1)))
+		return ipc_text_fail(err, errlen, ENOMEM, "out of memory");
+	while (off < size) {
+		ssize_t n = pread(fd, out + off, size - off, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			int e = n < 0 ? errno : EBADMSG;
+
+			free(out);
+			return ipc_text_fail(err, errlen, e, "reading the text's fd: %s",
+					     n < 0 ? strerror(e) : "shorter than its size");
+		}
+		off += (size_t)n;
+	}
+	if (memchr(out, '\0', size)) {
+		free(out);
+		return ipc_text_fail(err, errlen, EBADMSG, "the text has a NUL byte");
+	}
+	out[size] = '\0';
+	m->fds[idx] = -1; /* read: its memory can go now */
+	close(fd);
+	return out;
 }
 
 int ipc_msg_take_fd(struct ipc_msg *m, size_t idx)

@@ -8,7 +8,17 @@
  *
  * Trust boundary: everything received is untrusted until ipc_msg_check() returned 0. Received fds
  * are owned by the struct ipc_msg until taken with ipc_msg_take_fd(); ipc_msg_clear() closes the
- * rest, so every error path closes them. */
+ * rest, so every error path closes them.
+ *
+ * Long texts: a netlink attribute holds at most 64 KiB and a record IPC_MSG_MAX, but some texts (a
+ * policy of thousands of rules) are larger. ipc_buf_put_text() sends a text inline (an IPC_T_STR
+ * attribute) when it is at most IPC_TEXT_INLINE_MAX bytes, else in a sealed memfd passed with
+ * SCM_RIGHTS, named by a u32 attribute of type IPC_T_FD that holds the fd's index in the message.
+ * Such an fd is an "extra" fd: it comes after the ones the message always carries (spec nfds), so
+ * those keep their indexes. ipc_msg_text() reads either form back into an owned string, with the
+ * same distrust as an inline one (size bound, no NUL) plus: a regular file carrying the memfd seals,
+ * which only shmem files can have, so a peer cannot pass a FIFO, socket or FUSE file that would
+ * block the reader, nor change the text while it is read. */
 #pragma once
 
 #include <stdbool.h>
@@ -18,7 +28,9 @@
 
 #define IPC_MSG_MAX (128u * 1024u) /* whole message, header included; fits default socket buffers */
 #define IPC_MAX_FDS 4
-#define IPC_ATTR_MAX 63 /* attribute types per protocol (netd uses 1..33) */
+#define IPC_ATTR_MAX 63 /* attribute types per protocol (netd uses 1..37) */
+#define IPC_TEXT_INLINE_MAX (32u * 1024u - 1u) /* longest text ipc_buf_put_text() sends inline */
+#define IPC_TEXT_MAX (64u << 20) /* longest text any message carries (in a memfd): 64 MiB */
 
 enum ipc_attr_type {
 	IPC_T_NONE = 0, /* attribute not allowed in this message */
@@ -28,18 +40,24 @@ enum ipc_attr_type {
 	IPC_T_U64,
 	IPC_T_STR,   /* NUL-terminated, no embedded NUL, strlen <= max_len */
 	IPC_T_BYTES, /* opaque, length in [1, max_len] */
+	IPC_T_FD,    /* u32: index of an extra fd of this message (a text in a memfd, see ipc_buf_put_text) */
 };
 
 struct ipc_attr_spec {
 	enum ipc_attr_type type;
-	uint32_t max_len; /* IPC_T_STR: longest string; IPC_T_BYTES: longest payload */
+	uint32_t max_len; /* IPC_T_STR: longest string; IPC_T_BYTES: longest payload; IPC_T_FD: longest
+			   * text the fd may hold (ipc_msg_text's max; not checked by ipc_msg_check) */
 	bool required;
+	/* Nonzero: the other attribute of an inline/memfd pair (an IPC_T_STR and an IPC_T_FD naming each
+	 * other). `required` on either is met by one of the two; both in one message are refused. */
+	uint8_t alt;
 };
 
 struct ipc_msg_spec {
 	const char *name;   /* for errors and logs; NULL marks an unused type slot */
 	uint32_t states;    /* bit mask of connection states in which this message may arrive */
-	uint8_t nfds;       /* exact number of fds the message carries */
+	uint8_t nfds;       /* fds the message always carries (indexes 0..nfds-1); each IPC_T_FD attribute
+			     * present adds exactly one more, after those, and nothing else may */
 	struct ipc_attr_spec attrs[IPC_ATTR_MAX + 1];
 };
 
@@ -49,12 +67,17 @@ struct ipc_proto {
 	size_t nmsgs;
 };
 
-/* A message being built. Owns its buffer; borrows the fds it will pass. */
+/* A message being built. Owns its buffer and the memfds of texts that did not fit inline; borrows
+ * the fds given with ipc_buf_put_fd(). */
 struct ipc_buf {
 	char *buf; /* owned, IPC_MSG_MAX bytes */
 	bool overflow;
+	int err;              /* first failure of ipc_buf_put_text() other than overflow; ipc_send returns it */
 	int fds[IPC_MAX_FDS]; /* borrowed until sent */
 	size_t nfds;
+	int text_fds[IPC_MAX_FDS];       /* owned memfds, closed by ipc_buf_release(); sent after fds[] */
+	uint32_t text_off[IPC_MAX_FDS]; /* offset in buf of each one's IPC_T_FD payload (set by ipc_send) */
+	size_t ntext_fds;
 };
 
 /* A received message. */
@@ -81,6 +104,13 @@ void ipc_buf_put_str(struct ipc_buf *b, uint16_t attr, const char *s);
 void ipc_buf_put_bytes(struct ipc_buf *b, uint16_t attr, const void *p, size_t len);
 /* Adds an fd (borrowed: the caller still closes its copy after sending). */
 void ipc_buf_put_fd(struct ipc_buf *b, int fd);
+/* Adds a text of any length up to IPC_TEXT_MAX: as attribute `attr` (a string) when it has at most
+ * IPC_TEXT_INLINE_MAX bytes and fits the record, else written to a memfd (sealed against any change)
+ * that the buffer owns and passes as an extra fd, with attribute `fd_attr` (u32) holding its index.
+ * The index is final only at ipc_send(), so the order of puts does not matter. Returns 0, -EMSGSIZE
+ * (text over IPC_TEXT_MAX, or no room for the attribute or the fd) or -errno of memfd_create/write;
+ * any failure also makes ipc_send() fail with it. */
+int ipc_buf_put_text(struct ipc_buf *b, uint16_t attr, uint16_t fd_attr, const char *s);
 size_t ipc_buf_len(const struct ipc_buf *b);
 
 /* Sends the message in one record. -EMSGSIZE when it overflowed IPC_MSG_MAX or IPC_MAX_FDS;
@@ -100,9 +130,10 @@ int ipc_recv_nowait(int sock, struct ipc_msg *m);
 void ipc_msg_clear(struct ipc_msg *m);
 
 /* Validates m against the protocol table in connection state `state` (a single bit): type known,
- * allowed now, exact fd count, attributes well formed, of the right type and size, no duplicates,
- * required ones present, no trailing bytes. Fills m->tb. Returns 0, or -EBADMSG / -EPERM with a
- * one-line reason in err. */
+ * allowed now, fd count (nfds, plus one per IPC_T_FD attribute, each naming a distinct extra fd),
+ * attributes well formed, of the right type and size, no duplicates, required ones (or their alt)
+ * present, not both of a pair, no trailing bytes. Fills m->tb. Returns 0, or -EBADMSG / -EPERM with
+ * a one-line reason in err. */
 int ipc_msg_check(const struct ipc_proto *p, struct ipc_msg *m, uint32_t state, char *err, size_t errlen);
 
 /* Accessors for checked attributes (only valid after ipc_msg_check; absent -> default / NULL). */
@@ -113,6 +144,13 @@ uint32_t ipc_get_u32(const struct ipc_msg *m, uint16_t attr, uint32_t def);
 uint64_t ipc_get_u64(const struct ipc_msg *m, uint16_t attr, uint64_t def);
 const char *ipc_get_str(const struct ipc_msg *m, uint16_t attr); /* borrowed from m */
 const void *ipc_get_bytes(const struct ipc_msg *m, uint16_t attr, size_t *len);
+
+/* A text sent with ipc_buf_put_text(), after ipc_msg_check: attribute `attr` (inline), else the fd
+ * that attribute `fd_attr` names (read whole, then closed). Returns an owned NUL-terminated copy
+ * (free() it), or NULL with errno set (EBADMSG: absent, not a sealed regular memfd, a NUL in it;
+ * EMSGSIZE: over max bytes; ENOMEM; an I/O error) and a one-line reason in err. max is clamped to
+ * IPC_TEXT_MAX. */
+char *ipc_msg_text(struct ipc_msg *m, uint16_t attr, uint16_t fd_attr, size_t max, char *err, size_t errlen);
 
 /* Hands a received fd to the caller (who then owns it); -1 if absent or already taken. */
 int ipc_msg_take_fd(struct ipc_msg *m, size_t idx);

@@ -147,6 +147,17 @@ static int embedded_spawn(const char *audit_log, pid_t *pid, char *err, size_t e
 	return sv[0];
 }
 
+/* Says why a request carrying a policy could not be sent (nothing when r is 0). */
+static void policy_send_error(int r, const char *policy_json, const char *what, char *err, size_t errlen)
+{
+	if (r == -EMSGSIZE && strlen(policy_json) > NETD_POLICY_MAX)
+		snprintf(err, errlen, "the policy is too large to send (%zu bytes as JSON, at most %u MiB): "
+			 "split it, or use wildcard rules (*.example.com) instead of many hosts",
+			 strlen(policy_json), NETD_POLICY_MAX >> 20);
+	else if (r < 0)
+		snprintf(err, errlen, "%s: %s", what, strerror(-r));
+}
+
 struct netd_session *netd_session_open(const struct netd_session_request *req, struct netd_session_reply *reply,
 				       char *err, size_t errlen)
 {
@@ -180,15 +191,12 @@ struct netd_session *netd_session_open(const struct netd_session_request *req, s
 
 		util_strlcpy(cmd, req->command, sizeof cmd); /* long command lines are cut, not refused */
 		ipc_buf_put_str(&b, NETD_A_COMMAND, cmd);
-		ipc_buf_put_str(&b, NETD_A_POLICY, req->policy_json);
+		ipc_buf_put_fd(&b, req->netns_fd); /* fd 0; a long policy's memfd comes after it */
+		ipc_buf_put_text(&b, NETD_A_POLICY, NETD_A_POLICY_FD, req->policy_json);
 		if (embedded && req->audit_log)
 			ipc_buf_put_str(&b, NETD_A_AUDIT_LOG, req->audit_log);
-		ipc_buf_put_fd(&b, req->netns_fd);
 		r = ipc_send(fd, &b);
-		if (r == -EMSGSIZE)
-			snprintf(err, errlen, "the policy is too large to send (over %u bytes)", NETD_POLICY_MAX);
-		else if (r < 0)
-			snprintf(err, errlen, "sending the session request: %s", strerror(-r));
+		policy_send_error(r, req->policy_json, "sending the session request", err, errlen);
 	}
 	ipc_buf_release(&b);
 	if (r == 0)
@@ -248,9 +256,10 @@ int netd_netns_create(const char *name, const char *command, const char *policy_
 		if (name)
 			ipc_buf_put_str(&b, NETD_A_NAME, name);
 		ipc_buf_put_str(&b, NETD_A_COMMAND, command);
-		ipc_buf_put_str(&b, NETD_A_POLICY, policy_json);
+		ipc_buf_put_text(&b, NETD_A_POLICY, NETD_A_POLICY_FD, policy_json);
 		r = ipc_send(fd, &b);
 		ipc_buf_release(&b);
+		policy_send_error(r, policy_json, "sending the request", err, errlen);
 	}
 	if (r == 0)
 		r = recv_reply(fd, 1, &m, err, errlen);
@@ -323,19 +332,18 @@ int netd_session_set_policy(struct netd_session *s, const char *id, const char *
 	struct ipc_buf b;
 	int r;
 
-	if (!s || !id || !id[0] || strlen(id) > NETD_ID_MAX || !policy_json || strlen(policy_json) > NETD_POLICY_MAX) {
+	if (!s || !id || !id[0] || strlen(id) > NETD_ID_MAX || !policy_json) {
 		snprintf(err, errlen, "bad session id or policy");
 		return -EINVAL;
 	}
 	r = ipc_buf_init(&b, NETD_MSG_POLICY, ++seq);
 	if (r == 0) {
 		ipc_buf_put_str(&b, NETD_A_ID, id);
-		ipc_buf_put_str(&b, NETD_A_POLICY, policy_json);
+		ipc_buf_put_text(&b, NETD_A_POLICY, NETD_A_POLICY_FD, policy_json);
 		r = ipc_send(s->fd, &b);
 		ipc_buf_release(&b);
 	}
-	if (r < 0)
-		snprintf(err, errlen, "sending the policy to the network daemon: %s", strerror(-r));
+	policy_send_error(r, policy_json, "sending the policy to the network daemon", err, errlen);
 	if (r == 0)
 		r = recv_reply(s->fd, seq, &m, err, errlen);
 	if (r == 0 && m.type != NETD_MSG_OK) {

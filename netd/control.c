@@ -147,11 +147,11 @@ static void handle_open(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 	struct netd_sess_req req = {0};
 	struct netd_sess *s;
 	char err[NETD_ERRMSG_MAX + 1];
+	char *policy = NULL;
 	int r;
 
 	req.netns_fd = m->type == NETD_MSG_ATTACH ? ipc_msg_take_fd(m, 0) : -1;
 	req.command = ipc_get_str(m, NETD_A_COMMAND);
-	req.policy_json = ipc_get_str(m, NETD_A_POLICY);
 	req.name = ipc_get_str(m, NETD_A_NAME);
 	req.uid = c->uid;
 	req.pid = c->pid;
@@ -170,7 +170,17 @@ static void handle_open(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 		netd_send_error(c->fd, m->seq, EPERM, "audit_log is only honoured in embedded mode");
 		return;
 	}
+	/* inline or in a memfd (a long policy): untrusted either way, compiled again by netd_sess_open */
+	req.policy_json = policy = ipc_msg_text(m, NETD_A_POLICY, NETD_A_POLICY_FD, NETD_POLICY_MAX, err, sizeof err);
+	if (!policy) {
+		r = -errno;
+		if (req.netns_fd >= 0)
+			close(req.netns_fd);
+		netd_send_error(c->fd, m->seq, r, err);
+		return;
+	}
 	r = netd_sess_open(d, &req, &s, err, sizeof err);
+	free(policy);
 	if (r < 0) {
 		netd_send_error(c->fd, m->seq, r, err);
 		return;
@@ -213,6 +223,7 @@ static void handle_policy(struct netd *d, struct netd_conn *c, struct ipc_msg *m
 {
 	struct netd_sess *s = netd_sess_find(d, ipc_get_str(m, NETD_A_ID));
 	char err[NETD_ERRMSG_MAX + 1];
+	char *policy;
 	int r;
 
 	if (!s || (c->uid != 0 && s->uid != c->uid)) {
@@ -228,7 +239,13 @@ static void handle_policy(struct netd *d, struct netd_conn *c, struct ipc_msg *m
 		netd_send_error(c->fd, m->seq, EBUSY, "a policy change of this session is already in progress");
 		return;
 	}
-	r = netd_sess_set_policy(d, s, ipc_get_str(m, NETD_A_POLICY), err, sizeof err);
+	policy = ipc_msg_text(m, NETD_A_POLICY, NETD_A_POLICY_FD, NETD_POLICY_MAX, err, sizeof err);
+	if (!policy) {
+		netd_send_error(c->fd, m->seq, -errno, err);
+		return;
+	}
+	r = netd_sess_set_policy(d, s, policy, err, sizeof err);
+	free(policy);
 	if (r < 0) {
 		netd_send_error(c->fd, m->seq, r, err);
 		return;

@@ -103,7 +103,7 @@ static void engine_send_add(struct netd *d, struct netd_sess *s)
 		ipc_buf_put_str(&b, NETD_A_ADDR6, a6);
 		ipc_buf_put_str(&b, NETD_A_GW6, g6);
 	}
-	ipc_buf_put_str(&b, NETD_A_POLICY, s->policy_json);
+	ipc_buf_put_text(&b, NETD_A_POLICY, NETD_A_POLICY_FD, s->policy_json); /* a long one in a memfd */
 	r = ipc_send(e->sock, &b);
 	ipc_buf_release(&b);
 	if (r < 0)
@@ -222,7 +222,7 @@ int netd_engine_session_policy(struct netd *d, struct netd_sess *s)
 		return r;
 	}
 	ipc_buf_put_str(&b, NETD_A_ID, s->id);
-	ipc_buf_put_str(&b, NETD_A_POLICY, s->policy_json);
+	ipc_buf_put_text(&b, NETD_A_POLICY, NETD_A_POLICY_FD, s->policy_json); /* a long one in a memfd */
 	r = ipc_send(e->sock, &b);
 	ipc_buf_release(&b);
 	if (r < 0) {

@@ -129,7 +129,7 @@ static int handle_session_add(struct child *c, struct ipc_msg *m, char *err, siz
 	struct policy_builder *b = NULL;
 	struct policy_error pe = {0};
 	struct policy *p = NULL;
-	const char *json = ipc_get_str(m, NETD_A_POLICY);
+	char *json = NULL;
 	char buf[POLICY_ERR_MAX + 300];
 	int r;
 
@@ -143,9 +143,16 @@ static int handle_session_add(struct child *c, struct ipc_msg *m, char *err, siz
 	}
 	/* the parent compiled this policy already; compiling it again here is what gives the engine
 	 * its own immutable policy object (and refuses anything the parent should not have sent) */
+	if (!(json = ipc_msg_text(m, NETD_A_POLICY, NETD_A_POLICY_FD, NETD_POLICY_MAX, buf, sizeof buf))) {
+		r = -errno;
+		snprintf(err, errlen, "policy: %s", buf);
+		return r;
+	}
 	b = policy_builder_new();
-	if (!b)
+	if (!b) {
+		free(json);
 		return -ENOMEM;
+	}
 	if (policy_builder_add_json(b, POLICY_LAYER_ORG, "sluiced", json, strlen(json), &pe) < 0 ||
 	    !(p = policy_builder_compile(b, &pe))) {
 		snprintf(err, errlen, "policy: %s", policy_error_format(&pe, buf, sizeof buf));
@@ -159,6 +166,7 @@ static int handle_session_add(struct child *c, struct ipc_msg *m, char *err, siz
 out:
 	policy_unref(p);
 	policy_builder_free(b);
+	free(json);
 	return r;
 }
 
@@ -225,15 +233,22 @@ static void direct_notify(const struct proxy_direct_event *ev, void *arg)
 /* SESSION_POLICY: the session's policy was replaced (sluiced compiled it under the org layer). */
 static int handle_session_policy(struct child *c, struct ipc_msg *m, char *err, size_t errlen)
 {
-	struct policy_builder *b = policy_builder_new();
+	struct policy_builder *b = NULL;
 	struct policy_error pe = {0};
 	struct policy *p = NULL;
-	const char *json = ipc_get_str(m, NETD_A_POLICY);
 	char buf[POLICY_ERR_MAX + 300];
+	char *json = ipc_msg_text(m, NETD_A_POLICY, NETD_A_POLICY_FD, NETD_POLICY_MAX, buf, sizeof buf);
 	int r;
 
-	if (!b)
+	if (!json) {
+		r = -errno;
+		snprintf(err, errlen, "policy: %s", buf);
+		return r;
+	}
+	if (!(b = policy_builder_new())) {
+		free(json);
 		return -ENOMEM;
+	}
 	if (policy_builder_add_json(b, POLICY_LAYER_ORG, "sluiced", json, strlen(json), &pe) < 0 ||
 	    !(p = policy_builder_compile(b, &pe))) {
 		snprintf(err, errlen, "policy: %s", policy_error_format(&pe, buf, sizeof buf));
@@ -246,6 +261,7 @@ static int handle_session_policy(struct child *c, struct ipc_msg *m, char *err, 
 out:
 	policy_unref(p);
 	policy_builder_free(b);
+	free(json);
 	return r;
 }
 

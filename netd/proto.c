@@ -1,5 +1,6 @@
 /* Permission tables of netd's two protocols: for each message, when it may come, how many fds it
- * carries and the type and size bound of each attribute (applied by ipc_msg_check). */
+ * always carries (a policy in a memfd adds one, named by NETD_A_POLICY_FD) and the type and size bound
+ * of each attribute (applied by ipc_msg_check). */
 #include "proto.h"
 
 #include <stdlib.h>
@@ -14,6 +15,10 @@
 #define U64 {IPC_T_U64, 0, false}
 #define U8_REQ {IPC_T_U8, 0, true}
 #define U16_REQ {IPC_T_U16, 0, true}
+/* the policy JSON: inline, or in a memfd passed as an extra fd when it is longer (one of the two) */
+#define POLICY_REQ                                                                                     \
+	[NETD_A_POLICY] = {IPC_T_STR, IPC_TEXT_INLINE_MAX, true, NETD_A_POLICY_FD},                    \
+	[NETD_A_POLICY_FD] = {IPC_T_FD, NETD_POLICY_MAX, false, NETD_A_POLICY}
 
 /* a held request: the ask, its session, what it asks for */
 #define ASK_ATTRS                                                                                      \
@@ -32,11 +37,11 @@
 static const struct ipc_msg_spec control_msgs[NETD_MSG_COUNT_] = {
 	[NETD_MSG_ATTACH] = {"ATTACH", NETD_CS_OPEN, 1,
 			     {[NETD_A_COMMAND] = STR_REQ(NETD_COMMAND_MAX),
-			      [NETD_A_POLICY] = STR_REQ(NETD_POLICY_MAX),
+			      POLICY_REQ,
 			      [NETD_A_AUDIT_LOG] = STR(NETD_PATH_MAX)}},
 	[NETD_MSG_CREATE] = {"CREATE", NETD_CS_OPEN | NETD_CS_ATTACHED, 0,
 			     {[NETD_A_COMMAND] = STR_REQ(NETD_COMMAND_MAX),
-			      [NETD_A_POLICY] = STR_REQ(NETD_POLICY_MAX),
+			      POLICY_REQ,
 			      [NETD_A_NAME] = STR(NETD_NAME_MAX)}},
 	[NETD_MSG_LIST] = {"LIST", NETD_CS_OPEN | NETD_CS_ATTACHED, 0, {{0}}},
 	[NETD_MSG_END] = {"END", NETD_CS_OPEN | NETD_CS_ATTACHED, 0, {[NETD_A_ID] = STR_REQ(NETD_ID_MAX)}},
@@ -46,7 +51,7 @@ static const struct ipc_msg_spec control_msgs[NETD_MSG_COUNT_] = {
 			     {[NETD_A_ASK_ID] = STR_REQ(NETD_ASK_ID_MAX), [NETD_A_VERDICT] = U8_REQ}},
 	[NETD_MSG_WATCH] = {"WATCH", NETD_CS_OPEN, 0, {[NETD_A_ID] = STR_REQ(NETD_ID_MAX)}},
 	[NETD_MSG_POLICY] = {"POLICY", NETD_CS_OPEN | NETD_CS_ATTACHED, 0,
-			     {[NETD_A_ID] = STR_REQ(NETD_ID_MAX), [NETD_A_POLICY] = STR_REQ(NETD_POLICY_MAX)}},
+			     {[NETD_A_ID] = STR_REQ(NETD_ID_MAX), POLICY_REQ}},
 	[NETD_MSG_SESSION] = {"SESSION", NETD_CS_CLIENT, 0, {SESSION_ATTRS}},
 	[NETD_MSG_OK] = {"OK", NETD_CS_CLIENT, 0, {{0}}},
 	[NETD_MSG_ERROR] = {"ERROR", NETD_CS_CLIENT, 0,
@@ -70,7 +75,7 @@ static const struct ipc_msg_spec engine_msgs[NETD_ENG_COUNT_] = {
 				   [NETD_A_COMMAND] = STR_REQ(NETD_COMMAND_MAX),
 				   [NETD_A_ADDR4] = STR(NETD_ADDR_MAX), [NETD_A_GW4] = STR(NETD_ADDR_MAX),
 				   [NETD_A_ADDR6] = STR(NETD_ADDR_MAX), [NETD_A_GW6] = STR(NETD_ADDR_MAX),
-				   [NETD_A_POLICY] = STR_REQ(NETD_POLICY_MAX)}},
+				   POLICY_REQ}},
 	[NETD_ENG_SESSION_REMOVE] = {"SESSION_REMOVE", NETD_ES_RUN, 0, {[NETD_A_ID] = STR_REQ(NETD_ID_MAX)}},
 	[NETD_ENG_AUDIT_DROP] = {"AUDIT_DROP", NETD_ES_RUN, 0,
 				 {[NETD_A_SRC] = STR_REQ(NETD_ADDR_MAX), [NETD_A_DST] = STR_REQ(NETD_ADDR_MAX),
@@ -80,7 +85,7 @@ static const struct ipc_msg_spec engine_msgs[NETD_ENG_COUNT_] = {
 			      {[NETD_A_ASK_ID] = STR_REQ(NETD_ASK_ID_MAX), [NETD_A_VERDICT] = U8_REQ,
 			       [NETD_A_UID] = U32_REQ}},
 	[NETD_ENG_SESSION_POLICY] = {"SESSION_POLICY", NETD_ES_RUN, 0,
-				     {[NETD_A_ID] = STR_REQ(NETD_ID_MAX), [NETD_A_POLICY] = STR_REQ(NETD_POLICY_MAX)}},
+				     {[NETD_A_ID] = STR_REQ(NETD_ID_MAX), POLICY_REQ}},
 	[NETD_ENG_READY] = {"READY", NETD_ES_PARENT, 0,
 			    {[NETD_A_ERRNO] = U32, [NETD_A_ERRMSG] = STR(NETD_ERRMSG_MAX)}},
 	[NETD_ENG_RESULT] = {"RESULT", NETD_ES_PARENT, 0,

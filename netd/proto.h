@@ -20,7 +20,9 @@
 #define NETD_HOST_MAX 253
 #define NETD_METHOD_MAX 32
 #define NETD_LINES_MAX (60 * 1024) /* a netlink attribute holds at most 64 KiB */
-#define NETD_POLICY_MAX (IPC_MSG_MAX - 16384) /* the policy JSON plus room for the other attributes */
+/* the policy JSON (sluiced's org layer can be large): inline up to IPC_TEXT_INLINE_MAX, else in a
+ * sealed memfd (NETD_A_POLICY_FD, see ipc_buf_put_text) */
+#define NETD_POLICY_MAX IPC_TEXT_MAX
 
 /* ---- control protocol ---- */
 
@@ -88,6 +90,7 @@ enum netd_attr {
 	NETD_A_TTL = 34,      /* u32: seconds a direct-mode grant lasts */
 	NETD_A_PORTS = 35,    /* bytes: up to 16 ports, u16 each in network order */
 	NETD_A_LINES = 36,    /* str: audit log lines (JSON, newline-terminated), at most NETD_LINES_MAX */
+	NETD_A_POLICY_FD = 37, /* u32: index of the extra fd (a sealed memfd) holding a policy too long for NETD_A_POLICY */
 };
 
 extern const struct ipc_proto netd_control_proto;

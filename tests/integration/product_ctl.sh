@@ -86,6 +86,36 @@ kill "$runpid"
 wait "$runpid"
 check_eq "the launcher ends on SIGTERM after its session was ended (143)" 143 "$?"
 
+# ---- long policies through sluiced: an organisation allowlist of 5,000 hosts (sluiced sends the compiled
+# policy to its proxy engine in a sealed memfd), and 5,000-host session policies in ATTACH, CREATE and POLICY
+# big_policy PREFIX HOST: allow PREFIX0.example.test .. PREFIX4999.example.test and HOST
+big_policy() {
+	seq 0 4999 | awk -v p="$1" -v h="$2" \
+		'BEGIN { printf "{ \"allow\": [" } { printf "\"%s%d.example.test\", ", p, $1 } END { printf "\"%s\" ] }\n", h }'
+}
+big_policy org allowed.test >"$LAB_DIR/etc-sluice/policy.json"
+out=$(sb --allow-network -- sh -c "$GET http://allowed.test/; $GET http://other.test/" 2>"$LAB_DIR/org.err")
+check_eq "an organisation allowlist of 5,000 hosts: a session through sluiced starts" 0 "$?"
+check_match "... a host the organisation allows goes through (200)" '^200$' "$(sed -n 1p <<<"$out")"
+check_match "... one it does not is refused (403)" '^403$' "$(sed -n 2p <<<"$out")"
+rm -f "$LAB_DIR/etc-sluice/policy.json"
+big_policy s allowed.test >"$LAB_DIR/big1.json"
+big_policy s other.test >"$LAB_DIR/big2.json"
+out=$(sb --allow-network --policy "$LAB_DIR/big1.json" -- sh -c "$GET http://allowed.test/; $GET http://other.test/" 2>&1)
+check_match "a 5,000-host --policy through sluiced (ATTACH): its host goes through (200)" '^200$' "$(sed -n 1p <<<"$out")"
+check_match "... another is refused (403)" '^403$' "$(sed -n 2p <<<"$out")"
+CLIENT=$B/tests/integration/netd-testclient
+rep=$("$CLIENT" create big1 "$LAB_DIR/big1.json" 2>&1)
+check_match "a 5,000-host policy in CREATE: the namespace is made" "netns=$RUN/netns/big1" "$rep"
+bid=$(sed -n 's/^id=//p' <<<"$rep") bgw=$(sed -n 's/^gw4=//p' <<<"$rep")
+viaproxy() { nsenter --net="$RUN/netns/big1" curl -sS -m 10 -o /dev/null -w '%{http_code}' -x "http://$bgw:3128" "$1"; }
+check_eq "... its host goes through (200)" 200 "$(viaproxy http://allowed.test/)"
+check_eq "... another is refused (403)" 403 "$(viaproxy http://other.test/)"
+check_match "a 5,000-host policy in POLICY replaces it" '^policy=replaced$' "$("$CLIENT" policy "$bid" "$LAB_DIR/big2.json" 2>&1)"
+check_eq "... the new policy's host goes through (200)" 200 "$(viaproxy http://other.test/)"
+check_eq "... the old one's is refused (403)" 403 "$(viaproxy http://allowed.test/)"
+check "... (and the namespace is deleted)" "$CTL" netns delete big1
+
 # ---- an unprivileged user's `sluice run --allow-network` through sluiced (user namespaces; the user's
 # own session directory; sluiced wires the namespace the user made and enforces the same policy)
 TU="slct$$"

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -561,6 +562,337 @@ static void test_peer_cred(void **state)
 	assert_int_equal(pid, getpid());
 }
 
+/* ---- long texts (ipc_buf_put_text / ipc_msg_text): inline when short, else a sealed memfd ---- */
+
+/* a string of n 'a'..'z' characters, and a policy-like header so a diff shows where it broke */
+static char *text_of(size_t n)
+{
+	char *t = malloc(n + 1);
+
+	assert_non_null(t);
+	for (size_t i = 0; i < n; i++)
+		t[i] = (char)('a' + i % 26);
+	t[n] = '\0';
+	return t;
+}
+
+/* a memfd holding len bytes of p, sealed as ipc_buf_put_text seals it (or not) */
+static int memfd_of(const void *p, size_t len, bool seal)
+{
+	int fd = memfd_create("test-ipc", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, p, len), (ssize_t)len);
+	if (seal)
+		assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL), 0);
+	return fd;
+}
+
+static void test_text_inline_and_memfd(void **state)
+{
+	static const size_t sizes[] = {0, 10, IPC_TEXT_INLINE_MAX, IPC_TEXT_INLINE_MAX + 1, 200000, 3u << 20};
+	struct ipc_msg m;
+	struct ipc_buf b;
+	char err[256];
+	int sb = 8 << 20;
+
+	(void)state;
+	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sb, sizeof sb);
+	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+		char *t = text_of(sizes[i]), *got;
+		bool spilled = sizes[i] > IPC_TEXT_INLINE_MAX;
+		int before = open_fd_count(), fd = open("/dev/null", O_RDONLY | O_CLOEXEC), netns;
+		struct stat a, c;
+
+		/* ATTACH: the text put before the netns fd, which still arrives as fd 0 */
+		assert_int_equal(ipc_buf_init(&b, NETD_MSG_ATTACH, 5), 0);
+		ipc_buf_put_str(&b, NETD_A_COMMAND, "true");
+		assert_int_equal(ipc_buf_put_text(&b, NETD_A_POLICY, NETD_A_POLICY_FD, t), 0);
+		ipc_buf_put_fd(&b, fd);
+		assert_int_equal(b.ntext_fds, spilled ? 1 : 0);
+		assert_int_equal(ipc_send(sv[0], &b), 0);
+		ipc_buf_release(&b);
+		close(fd);
+		assert_int_equal(open_fd_count(), before); /* the sender's memfd is gone with the buffer */
+		assert_int_equal(ipc_recv(sv[1], &m), 0);
+		assert_int_equal(m.nfds, spilled ? 2 : 1);
+		assert_int_equal(ipc_msg_check(&netd_control_proto, &m, NETD_CS_OPEN, err, sizeof err), 0);
+		assert_int_equal(ipc_has(&m, NETD_A_POLICY), !spilled);
+		assert_int_equal(ipc_has(&m, NETD_A_POLICY_FD), spilled);
+		if (spilled) {
+			assert_int_equal(ipc_get_u32(&m, NETD_A_POLICY_FD, 9), 1);
+			assert_int_equal(fcntl(m.fds[1], F_GET_SEALS) & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE),
+					 F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE);
+		}
+		netns = ipc_msg_take_fd(&m, 0);
+		assert_true(fstat(netns, &a) == 0 && stat("/dev/null", &c) == 0);
+		assert_true(a.st_ino == c.st_ino && a.st_dev == c.st_dev);
+		close(netns);
+		got = ipc_msg_text(&m, NETD_A_POLICY, NETD_A_POLICY_FD, NETD_POLICY_MAX, err, sizeof err);
+		assert_non_null(got);
+		assert_int_equal(strlen(got), sizes[i]);
+		assert_memory_equal(got, t, sizes[i]);
+		if (spilled)
+			assert_int_equal(m.fds[1], -1); /* read and closed */
+		free(got);
+		ipc_msg_clear(&m);
+		assert_int_equal(open_fd_count(), before);
+		free(t);
+	}
+	/* the engine's SESSION_POLICY too */
+	{
+		char *t = text_of(100000), *got;
+
+		assert_int_equal(ipc_buf_init(&b, NETD_ENG_SESSION_POLICY, 6), 0);
+		ipc_buf_put_str(&b, NETD_A_ID, "0123456789");
+		assert_int_equal(ipc_buf_put_text(&b, NETD_A_POLICY, NETD_A_POLICY_FD, t), 0);
+		assert_int_equal(ipc_send(sv[0], &b), 0);
+		ipc_buf_release(&b);
+		assert_int_equal(ipc_recv(sv[1], &m), 0);
+		assert_int_equal(ipc_msg_check(&netd_engine_proto, &m, NETD_ES_RUN, err, sizeof err), 0);
+		assert_int_equal(ipc_get_u32(&m, NETD_A_POLICY_FD, 9), 0);
+		got = ipc_msg_text(&m, NETD_A_POLICY, NETD_A_POLICY_FD, NETD_POLICY_MAX, err, sizeof err);
+		assert_non_null(got);
+		assert_string_equal(got, t);
+		free(got);
+		ipc_msg_clear(&m);
+		free(t);
+	}
+}
+
+/* builds a POLICY message whose text is in fd (passed at index 0), checks it, and reads it back with
+ * limit max: returns what ipc_msg_text gave (NULL with errno, reason in err) */
+static char *text_via_fd(int fd, size_t max, char *err, size_t errlen)
+{
+	struct ipc_msg m;
+	struct ipc_buf b;
+	char *got;
+	int e;
+
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_POLICY, 7), 0);
+	ipc_buf_put_str(&b, NETD_A_ID, "0123456789");
+	ipc_buf_put_u32(&b, NETD_A_POLICY_FD, 0);
+	ipc_buf_put_fd(&b, fd);
+	assert_int_equal(ipc_send(sv[0], &b), 0);
+	ipc_buf_release(&b);
+	close(fd);
+	assert_int_equal(ipc_recv(sv[1], &m), 0);
+	assert_int_equal(ipc_msg_check(&netd_control_proto, &m, NETD_CS_ATTACHED, err, errlen), 0);
+	got = ipc_msg_text(&m, NETD_A_POLICY, NETD_A_POLICY_FD, max, err, errlen);
+	e = errno;
+	ipc_msg_clear(&m);
+	errno = e;
+	return got;
+}
+
+/* what ipc_msg_text refuses: an unsealed memfd, a file on disk, a pipe, a NUL, over the limit */
+static void test_text_refused(void **state)
+{
+	char err[256], tmpl[] = "/tmp/test-ipc-XXXXXX", *got;
+	int before = open_fd_count(), p[2], fd;
+
+	(void)state;
+	/* a sealed memfd within the limit: the control case */
+	got = text_via_fd(memfd_of("{\"allow\":[]}", 12, true), 12, err, sizeof err);
+	assert_non_null(got);
+	assert_string_equal(got, "{\"allow\":[]}");
+	free(got);
+	/* unsealed: the sender could change it while it is read */
+	assert_null(text_via_fd(memfd_of("{}", 2, false), 100, err, sizeof err));
+	assert_int_equal(errno, EBADMSG);
+	assert_non_null(strstr(err, "sealed"));
+	/* a regular file on disk (no seals possible) */
+	fd = mkstemp(tmpl);
+	assert_true(fd >= 0);
+	unlink(tmpl);
+	assert_int_equal(write(fd, "{}", 2), 2);
+	assert_null(text_via_fd(fd, 100, err, sizeof err));
+	assert_int_equal(errno, EBADMSG);
+	assert_non_null(strstr(err, "sealed"));
+	/* a pipe: would block the reader */
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	assert_null(text_via_fd(p[0], 100, err, sizeof err));
+	assert_int_equal(errno, EBADMSG);
+	assert_non_null(strstr(err, "regular file"));
+	close(p[1]);
+	/* a NUL inside */
+	assert_null(text_via_fd(memfd_of("{}\0{}", 5, true), 100, err, sizeof err));
+	assert_int_equal(errno, EBADMSG);
+	assert_non_null(strstr(err, "NUL"));
+	/* one byte over the receiver's limit, in a memfd and inline */
+	assert_null(text_via_fd(memfd_of("0123456789", 10, true), 9, err, sizeof err));
+	assert_int_equal(errno, EMSGSIZE);
+	assert_non_null(strstr(err, "over the limit"));
+	{
+		struct ipc_msg m;
+		struct ipc_buf b;
+
+		assert_int_equal(ipc_buf_init(&b, NETD_MSG_POLICY, 8), 0);
+		ipc_buf_put_str(&b, NETD_A_ID, "0123456789");
+		ipc_buf_put_text(&b, NETD_A_POLICY, NETD_A_POLICY_FD, "0123456789");
+		assert_int_equal(ipc_send(sv[0], &b), 0);
+		ipc_buf_release(&b);
+		assert_int_equal(ipc_recv(sv[1], &m), 0);
+		assert_int_equal(ipc_msg_check(&netd_control_proto, &m, NETD_CS_OPEN, err, sizeof err), 0);
+		assert_null(ipc_msg_text(&m, NETD_A_POLICY, NETD_A_POLICY_FD, 9, err, sizeof err));
+		assert_int_equal(errno, EMSGSIZE);
+		ipc_msg_clear(&m);
+	}
+	/* every fd that came is closed, refused or not */
+	assert_int_equal(open_fd_count(), before);
+}
+
+/* sends b (released), receives it and returns ipc_msg_check's verdict in state st of proto */
+static int check_fds(const struct ipc_proto *proto, struct ipc_buf *b, uint32_t st, char *err, size_t errlen)
+{
+	struct ipc_msg m;
+	int r;
+
+	assert_int_equal(ipc_send(sv[0], b), 0);
+	ipc_buf_release(b);
+	assert_int_equal(ipc_recv(sv[1], &m), 0);
+	r = ipc_msg_check(proto, &m, st, err, errlen);
+	ipc_msg_clear(&m);
+	return r;
+}
+
+/* the fd count rules: an IPC_T_FD attribute names exactly one extra fd, after the fixed ones */
+static void test_text_fd_rules(void **state)
+{
+	struct ipc_buf b;
+	char err[256];
+	int before = open_fd_count(), fd = memfd_of("{}", 2, true), nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+	(void)state;
+	/* POLICY_FD present, no fd came */
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_POLICY, 1), 0);
+	ipc_buf_put_str(&b, NETD_A_ID, "0123456789");
+	ipc_buf_put_u32(&b, NETD_A_POLICY_FD, 0);
+	assert_int_equal(check_fds(&netd_control_proto, &b, NETD_CS_OPEN, err, sizeof err), -EBADMSG);
+	assert_non_null(strstr(err, "extra fds"));
+	/* an fd came that no attribute names (the policy inline) */
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_POLICY, 1), 0);
+	ipc_buf_put_str(&b, NETD_A_ID, "0123456789");
+	ipc_buf_put_str(&b, NETD_A_POLICY, "{}");
+	ipc_buf_put_fd(&b, fd);
+	assert_int_equal(check_fds(&netd_control_proto, &b, NETD_CS_OPEN, err, sizeof err), -EBADMSG);
+	assert_non_null(strstr(err, "fds"));
+	/* both forms at once */
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_POLICY, 1), 0);
+	ipc_buf_put_str(&b, NETD_A_ID, "0123456789");
+	ipc_buf_put_str(&b, NETD_A_POLICY, "{}");
+	ipc_buf_put_u32(&b, NETD_A_POLICY_FD, 0);
+	ipc_buf_put_fd(&b, fd);
+	assert_int_equal(check_fds(&netd_control_proto, &b, NETD_CS_OPEN, err, sizeof err), -EBADMSG);
+	assert_non_null(strstr(err, "both"));
+	/* neither */
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_POLICY, 1), 0);
+	ipc_buf_put_str(&b, NETD_A_ID, "0123456789");
+	assert_int_equal(check_fds(&netd_control_proto, &b, NETD_CS_OPEN, err, sizeof err), -EBADMSG);
+	assert_non_null(strstr(err, "missing"));
+	/* an index past the fds that came */
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_POLICY, 1), 0);
+	ipc_buf_put_str(&b, NETD_A_ID, "0123456789");
+	ipc_buf_put_u32(&b, NETD_A_POLICY_FD, 3);
+	ipc_buf_put_fd(&b, fd);
+	assert_int_equal(check_fds(&netd_control_proto, &b, NETD_CS_OPEN, err, sizeof err), -EBADMSG);
+	/* ATTACH: the policy may not name fd 0, which is the netns */
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_ATTACH, 1), 0);
+	ipc_buf_put_str(&b, NETD_A_COMMAND, "x");
+	ipc_buf_put_u32(&b, NETD_A_POLICY_FD, 0);
+	ipc_buf_put_fd(&b, nul);
+	ipc_buf_put_fd(&b, fd);
+	assert_int_equal(check_fds(&netd_control_proto, &b, NETD_CS_OPEN, err, sizeof err), -EBADMSG);
+	/* ... but fd 1 */
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_ATTACH, 1), 0);
+	ipc_buf_put_str(&b, NETD_A_COMMAND, "x");
+	ipc_buf_put_u32(&b, NETD_A_POLICY_FD, 1);
+	ipc_buf_put_fd(&b, nul);
+	ipc_buf_put_fd(&b, fd);
+	assert_int_equal(check_fds(&netd_control_proto, &b, NETD_CS_OPEN, err, sizeof err), 0);
+	/* ATTACH with the policy's fd and without the netns one */
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_ATTACH, 1), 0);
+	ipc_buf_put_str(&b, NETD_A_COMMAND, "x");
+	ipc_buf_put_u32(&b, NETD_A_POLICY_FD, 0);
+	ipc_buf_put_fd(&b, fd);
+	assert_int_equal(check_fds(&netd_control_proto, &b, NETD_CS_OPEN, err, sizeof err), -EBADMSG);
+	/* an extra fd on messages that have no fd attribute (control and engine) */
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_END, 1), 0);
+	ipc_buf_put_str(&b, NETD_A_ID, "0123456789");
+	ipc_buf_put_fd(&b, fd);
+	assert_int_equal(check_fds(&netd_control_proto, &b, NETD_CS_OPEN, err, sizeof err), -EBADMSG);
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_END, 1), 0);
+	ipc_buf_put_str(&b, NETD_A_ID, "0123456789");
+	ipc_buf_put_u32(&b, NETD_A_POLICY_FD, 0);
+	ipc_buf_put_fd(&b, fd);
+	assert_int_equal(check_fds(&netd_control_proto, &b, NETD_CS_OPEN, err, sizeof err), -EBADMSG);
+	assert_int_equal(ipc_buf_init(&b, NETD_ENG_LISTENER, 1), 0);
+	ipc_buf_put_u32(&b, NETD_A_KIND, 1);
+	ipc_buf_put_fd(&b, nul);
+	ipc_buf_put_fd(&b, fd);
+	assert_int_equal(check_fds(&netd_engine_proto, &b, NETD_ES_INIT, err, sizeof err), -EBADMSG);
+	/* a memfd policy is still refused in the wrong state, and its fd closed */
+	assert_int_equal(ipc_buf_init(&b, NETD_ENG_SESSION_POLICY, 1), 0);
+	ipc_buf_put_str(&b, NETD_A_ID, "0123456789");
+	ipc_buf_put_u32(&b, NETD_A_POLICY_FD, 0);
+	ipc_buf_put_fd(&b, fd);
+	assert_int_equal(check_fds(&netd_engine_proto, &b, NETD_ES_INIT, err, sizeof err), -EPERM);
+	close(fd);
+	close(nul);
+	assert_int_equal(open_fd_count(), before);
+}
+
+/* the sender's side: limits, and the memfds it owns closed whatever happens */
+static void test_text_sender_limits(void **state)
+{
+	struct ipc_buf b;
+	char *t = text_of(IPC_TEXT_INLINE_MAX + 1);
+	int before = open_fd_count(), nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+	(void)state;
+	/* built, never sent: release closes the memfd */
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_POLICY, 1), 0);
+	assert_int_equal(ipc_buf_put_text(&b, NETD_A_POLICY, NETD_A_POLICY_FD, t), 0);
+	assert_int_equal(b.ntext_fds, 1);
+	ipc_buf_release(&b);
+	assert_int_equal(open_fd_count(), before + 1);
+	/* no room for one more fd */
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_POLICY, 1), 0);
+	for (int i = 0; i < IPC_MAX_FDS; i++)
+		ipc_buf_put_fd(&b, nul);
+	assert_int_equal(ipc_buf_put_text(&b, NETD_A_POLICY, NETD_A_POLICY_FD, t), -EMSGSIZE);
+	assert_int_equal(ipc_send(sv[0], &b), -EMSGSIZE);
+	ipc_buf_release(&b);
+	/* a text that fits no attribute no longer overflows: it spills even in a nearly full record */
+	{
+		char *filler = text_of(60000);
+
+		assert_int_equal(ipc_buf_init(&b, NETD_MSG_POLICY, 1), 0);
+		ipc_buf_put_str(&b, NETD_A_ID, filler);
+		ipc_buf_put_str(&b, NETD_A_COMMAND, filler);
+		filler[11027] = '\0'; /* leaves 8 bytes: room for a u32 attribute, not for the text */
+		ipc_buf_put_str(&b, NETD_A_NAME, filler);
+		assert_int_equal(ipc_buf_len(&b), IPC_MSG_MAX - 8);
+		assert_int_equal(ipc_buf_put_text(&b, NETD_A_POLICY, NETD_A_POLICY_FD, "{\"allow\":[\"short\"]}"), 0);
+		assert_int_equal(b.ntext_fds, 1); /* 20 bytes, but the record had no room left */
+		ipc_buf_release(&b);
+		free(filler);
+	}
+	/* over IPC_TEXT_MAX: refused, nothing leaks */
+	{
+		char *huge = text_of((size_t)IPC_TEXT_MAX + 1);
+
+		assert_int_equal(ipc_buf_init(&b, NETD_MSG_POLICY, 1), 0);
+		assert_int_equal(ipc_buf_put_text(&b, NETD_A_POLICY, NETD_A_POLICY_FD, huge), -EMSGSIZE);
+		assert_int_equal(ipc_send(sv[0], &b), -EMSGSIZE);
+		ipc_buf_release(&b);
+		free(huge);
+	}
+	close(nul);
+	assert_int_equal(open_fd_count(), before);
+	free(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -580,6 +912,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_eof, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_peer_cred, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_records_messages, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_text_inline_and_memfd, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_text_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_text_fd_rules, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_text_sender_limits, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
