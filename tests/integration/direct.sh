@@ -31,7 +31,7 @@ echo "cname=alias.test,evil.test" >>"$LAB_DIR/dns/wildcards.conf"
 lab_dns_add '*.direct.test' "$LAB_OTHER4" # (restarts dnsmasq, which reads the cname)
 
 DPOL=$LAB_DIR/tmp/direct.json PPOL=$LAB_DIR/tmp/plain.json NPOL=$LAB_DIR/tmp/narrow.json
-echo '{ "options": {"direct": true}, "allow": ["allowed.test", "allowed.test:22", "alias.test:22", "other.test"] }' >"$DPOL"
+echo '{ "options": {"direct": true}, "allow": ["allowed.test", "allowed.test:22", "alias.test:22", "other.test", "private.test:22"] }' >"$DPOL"
 echo '{ "allow": ["allowed.test", "allowed.test:22", "alias.test:22", "other.test"] }' >"$PPOL"
 echo '{ "options": {"direct": true}, "allow": ["allowed.test", "alias.test:22"] }' >"$NPOL"
 chmod 0644 "$DPOL" "$PPOL" "$NPOL"
@@ -135,6 +135,10 @@ check_eq "evil.test (not allowed) is refused by the DNS proxy" "rcode=5" "$(dnsq
 check_eq "... and TCP to its address on 22 is dropped" timeout "$(tcp d1 "$LAB_EVIL4" 22)"
 check "... and the drop is audited" eventually audit_has \
 	"\"session\":\"$D1\".*\"protocol\":\"drop\",\"host\":\"$LAB_EVIL4\",\"port\":22"
+
+check_eq "private.test (allowed on 22, but its address is private) gets an answer without it" "rcode=0" \
+	"$(dnsq d1 private.test)"
+check_not "... and its address is never opened" sh -c "nft list set inet sluice direct4 | grep -q '$LAB_PRIVATE4'"
 
 # the session without the option: the same answer opens nothing
 check_eq "the plain session resolves allowed.test too" "$LAB_ALLOWED4" "$(dnsq p1 allowed.test)"
