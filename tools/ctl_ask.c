@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define POLICY_FILE_MAX (1024 * 1024) /* a policy file larger than this is not one we rewrite */
+#define POLICY_FILE_MAX (1024L * 1024) /* a policy file larger than this is not one we rewrite */
 
 struct asks_arg {
 	json_object *arr; /* owned by the caller; NULL = table */
