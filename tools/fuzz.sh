@@ -18,7 +18,9 @@ fi
 ninja -C "$bdir" >/dev/null
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-	mapfile -t targets < <(cd "$bdir/tests/fuzz" && ls fuzz_* 2>/dev/null | sed 's/^fuzz_//')
+	# the fuzzer executables (not meson's fuzz_*.p object directories, whose listing is not a target)
+	mapfile -t targets < <(cd "$bdir/tests/fuzz" && find . -maxdepth 1 -type f -executable -name 'fuzz_*' |
+		sed 's|^\./fuzz_||' | sort)
 fi
 printf '%-12s %12s %8s %8s %s\n' target execs cov corpus result
 for t in "${targets[@]}"; do
