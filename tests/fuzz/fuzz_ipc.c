@@ -17,13 +17,20 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* made once: every record that carries fds carries copies of these (the receiver closes its copies) */
 static int sealed_memfd(void)
 {
-	int fd = memfd_create("fuzz-ipc", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	static int fds[2] = {-1, -1};
+	static size_t next;
+	int fd;
 
+	if (fds[1] >= 0)
+		return fds[next++ % 2];
+	fd = memfd_create("fuzz-ipc", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0 || write(fd, "{}", 2) != 2 ||
 	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
 		abort();
+	fds[fds[0] < 0 ? 0 : 1] = fd;
 	return fd;
 }
 
@@ -54,18 +61,18 @@ static bool send_record(int sock, const uint8_t *data, size_t size, size_t nfds)
 		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
 	}
 	n = sendmsg(sock, &msg, 0);
-	for (size_t i = 0; i < nfds; i++)
-		close(fds[i]);
 	return n == (ssize_t)size;
 }
 
 static void check_one(const struct ipc_proto *p, uint32_t state, const uint8_t *data, size_t size, size_t nfds)
 {
-	int sv[2];
+	/* one pair for every check: a record that was sent is read by the one recvmsg of ipc_recv, whatever
+	 * the verdict, so none is left for the next check */
+	static int sv[2] = {-1, -1};
 	struct ipc_msg m;
 	char err[256];
 
-	if (ipc_socketpair(sv, true) < 0)
+	if (sv[0] < 0 && ipc_socketpair(sv, true) < 0)
 		abort();
 	if (send_record(sv[0], data, size, nfds) && ipc_recv(sv[1], &m) == 0 &&
 	    ipc_msg_check(p, &m, state, err, sizeof err) == 0) {
@@ -107,8 +114,6 @@ static void check_one(const struct ipc_proto *p, uint32_t state, const uint8_t *
 		}
 	}
 	ipc_msg_clear(&m);
-	close(sv[0]);
-	close(sv[1]);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
