@@ -29,8 +29,10 @@ static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_st
 	if (a->ss_family != b->ss_family)
 		return false;
 	if (a->ss_family == AF_INET)
-		return memcmp(&((const struct sockaddr_in *)a)->sin_addr, &((const struct sockaddr_in *)b)->sin_addr, 4) == 0;
-	return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr, &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
+		return memcmp(&((const struct sockaddr_in *)a)->sin_addr, &((const struct sockaddr_in *)b)->sin_addr,
+		              4) == 0;
+	return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr, &((const struct sockaddr_in6 *)b)->sin6_addr, 16) ==
+	       0;
 }
 
 static struct proxy_direct_grant *find(struct proxy_session *s, const struct sockaddr_storage *a, uint16_t port)
@@ -45,13 +47,13 @@ static void notify(struct proxy_session *s, const char *host, const struct socka
                    size_t nports, uint32_t ttl, bool revoke)
 {
 	struct proxy_direct_event ev = {
-		.session_id = s->id,
-		.host = host,
-		.addr = (const struct sockaddr *)a,
-		.ports = ports,
-		.nports = nports,
-		.ttl_s = ttl,
-		.revoke = revoke,
+	        .session_id = s->id,
+	        .host = host,
+	        .addr = (const struct sockaddr *)a,
+	        .ports = ports,
+	        .nports = nports,
+	        .ttl_s = ttl,
+	        .revoke = revoke,
 	};
 	s->engine->direct_notify(&ev, s->engine->direct_arg);
 }
@@ -177,13 +179,15 @@ void proxy_direct_policy_changed(struct proxy_session *s)
 		}
 		if (!still) {
 			notify(s, g->host, &g->addr, &g->port, 1, 0, true);
-			audit_grant(s, g->host, &g->addr, g->port, 0, "deny", NULL,
-			            "direct mode: the session's new policy no longer allows this; its flows were ended");
+			audit_grant(
+			        s, g->host, &g->addr, g->port, 0, "deny", NULL,
+			        "direct mode: the session's new policy no longer allows this; its flows were ended");
 			free(g->host);
 			continue;
 		}
 		if (g->expires_ms > now) /* offered again for the time it has left */
-			notify(s, g->host, &g->addr, &g->port, 1, (uint32_t)((g->expires_ms - now + 999) / 1000), false);
+			notify(s, g->host, &g->addr, &g->port, 1, (uint32_t)((g->expires_ms - now + 999) / 1000),
+			       false);
 		s->direct[w++] = *g;
 	}
 	s->ndirect = w;

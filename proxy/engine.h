@@ -55,8 +55,8 @@ struct proxy_direct_event {
 	bool revoke;
 };
 typedef void (*proxy_direct_notify_fn)(const struct proxy_direct_event *ev, void *arg);
-#define PROXY_DIRECT_TTL_MIN 5     /* s: a TTL-0 answer still leaves the client time to connect */
-#define PROXY_DIRECT_TTL_MAX 3600  /* s */
+#define PROXY_DIRECT_TTL_MIN         5    /* s: a TTL-0 answer still leaves the client time to connect */
+#define PROXY_DIRECT_TTL_MAX         3600 /* s */
 #define PROXY_DIRECT_MAX_PER_SESSION 1024 /* (address, port) pairs remembered per session */
 
 struct proxy_config {
@@ -66,8 +66,8 @@ struct proxy_config {
 	socklen_t upstream_dns_len;
 	unsigned max_conns_per_session;                                  /* 0 = default */
 	unsigned header_timeout_ms, idle_timeout_ms, connect_timeout_ms; /* 0 = defaults */
-	proxy_ask_notify_fn ask_notify; /* NULL: nobody can approve, so "ask" decisions are denials */
-	void *ask_arg;                  /* borrowed, passed to ask_notify */
+	proxy_ask_notify_fn ask_notify;       /* NULL: nobody can approve, so "ask" decisions are denials */
+	void *ask_arg;                        /* borrowed, passed to ask_notify */
 	proxy_direct_notify_fn direct_notify; /* NULL: no direct flows (nobody can open them) */
 	void *direct_arg;                     /* borrowed, passed to direct_notify */
 };

@@ -97,7 +97,8 @@ static bool still_allowed_cb(struct proxy_conn *pc, const struct policy *p)
 	proxy_ask_granted(c->s, c->host, c->port, &d, NULL, 0);
 	if (d.verdict == POLICY_ALLOW)
 		return true;
-	snprintf(c->error, sizeof c->error, "closed: the session's new policy no longer allows %s:%u", c->host, c->port);
+	snprintf(c->error, sizeof c->error, "closed: the session's new policy no longer allows %s:%u", c->host,
+	         c->port);
 	return false;
 }
 
