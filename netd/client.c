@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +14,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "ipc.h"
+#include "log.h"
 #include "netd.h"
 #include "proto.h"
 #include "util.h"
@@ -101,12 +104,51 @@ static void fill_reply(const struct ipc_msg *m, struct netd_session_reply *r)
 	r->proxy_port = ipc_get_u16(m, NETD_A_PROXY_PORT, NETD_DEFAULT_PROXY_PORT);
 }
 
-/* Forks the embedded helper; returns our end of its socketpair and sets *pid. */
+/* The sluiced that serves an embedded session: $SLUICE_SLUICED when set (an absolute path: the tests
+ * name their build's; only root starts an embedded helper, with root's own environment), else the one
+ * beside a build tree's launcher (BUILD/sandbox/sluice -> BUILD/netd/sluiced), else where this build
+ * installs it. */
+static int helper_path(char *buf, size_t len)
+{
+	const char *env = getenv("SLUICE_SLUICED");
+	char exe[PATH_MAX];
+	ssize_t n;
+	char *slash;
+
+	if (env && env[0] == '/') {
+		if ((size_t)snprintf(buf, len, "%s", env) >= len)
+			return -ENAMETOOLONG;
+		return access(buf, X_OK) == 0 ? 0 : -errno;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	if (n > 0) {
+		exe[n] = '\0';
+		if ((slash = strrchr(exe, '/')) != NULL) {
+			*slash = '\0';
+			if ((size_t)snprintf(buf, len, "%s/../netd/sluiced", exe) < len && access(buf, X_OK) == 0)
+				return 0;
+		}
+	}
+	if ((size_t)snprintf(buf, len, "%s", SLUICE_SLUICED_PATH) >= len)
+		return -ENAMETOOLONG;
+	return access(buf, X_OK) == 0 ? 0 : -errno;
+}
+
+/* Starts the embedded helper, `sluiced --embedded` (exec'd, so the launcher itself links none of the
+ * network code); returns our end of its socketpair and sets *pid. */
 static int embedded_spawn(const char *audit_log, pid_t *pid, char *err, size_t errlen)
 {
-	int sv[2], r = ipc_socketpair(sv, false);
+	char path[PATH_MAX], level[8];
+	int sv[2], r;
 	pid_t parent = getpid(), p;
 
+	if ((r = helper_path(path, sizeof path)) < 0) {
+		snprintf(err, errlen, "the embedded network helper %s cannot be run: %s (is sluice installed whole?)",
+			 path, strerror(-r));
+		return r;
+	}
+	snprintf(level, sizeof level, "%d", (int)log_get_level());
+	r = ipc_socketpair(sv, false);
 	if (r < 0) {
 		snprintf(err, errlen, "socketpair: %s", strerror(-r));
 		return r;
@@ -136,7 +178,14 @@ static int embedded_spawn(const char *audit_log, pid_t *pid, char *err, size_t e
 			fd = 3;
 		}
 		close_range(4, ~0u, 0);
-		_exit(netd_embedded_main(fd, audit_log));
+		{
+			char a0[] = "sluiced", a1[] = "--embedded", a2[] = "3";
+			char *argv[] = {a0, a1, a2, level, (char *)audit_log, NULL};
+			if (!audit_log || !audit_log[0])
+				argv[4] = NULL;
+			execv(path, argv); /* the environment (SLUICE_RUN_DIR, test hooks) goes along */
+		}
+		_exit(127);
 	}
 	close(sv[1]);
 	*pid = p;

@@ -3,6 +3,7 @@
  * loop until SIGTERM/SIGINT; SIGHUP reopens the audit log. */
 #include <errno.h>
 #include <event2/event.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <grp.h>
 #include <pwd.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -59,6 +61,29 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 	event_base_loopexit(d->base, NULL);
 }
 
+/* `sluiced --embedded FD LEVEL [AUDIT_LOG]`: the embedded helper of a root `sluice run` (netd/client.c
+ * execs it; not for people). FD is the launcher's end of a socketpair, already authenticated: the
+ * launcher is the parent. Not a way in: whoever runs it has only their own privileges. */
+static int embedded(int argc, char **argv)
+{
+	unsigned long fd, lvl;
+	int type;
+	socklen_t len = sizeof type;
+
+	if (argc < 4 || argc > 5 || parse_uint(argv[2], 1024, &fd) < 0 || parse_uint(argv[3], LOG_LEVEL_DEBUG, &lvl) < 0 ||
+	    (argc == 5 && !argv[4][0])) {
+		fprintf(stderr, "sluiced: --embedded is started by sluice run, not by hand\n");
+		return 2;
+	}
+	if (getsockopt((int)fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0 || type != SOCK_SEQPACKET) {
+		fprintf(stderr, "sluiced: --embedded %lu: not the launcher's socket\n", fd);
+		return 2;
+	}
+	(void)fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+	log_set_level((enum log_level)lvl);
+	return netd_embedded_main((int)fd, argc == 5 ? argv[4] : NULL);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -78,6 +103,8 @@ int main(int argc, char **argv)
 	unsigned long v;
 	int c, r;
 
+	if (argc >= 2 && strcmp(argv[1], "--embedded") == 0)
+		return embedded(argc, argv);
 	log_init("sluiced", lvl);
 	netd_config_defaults(&cfg);
 	while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
