@@ -139,6 +139,10 @@ check_eq "... the audit log records the session under the user's uid" "$TU_UID" 
 tu "$SLUICE" run --allow-network -- curl -s -m 60 -o /dev/null "http://other.test/[1-400]" 2>"$LAB_DIR/tu-many.err"
 check_match "... a summary of more records than one LINES message holds (400 denials)" 'other\.test:80 +400 x +no rule' \
 	"$(cat "$LAB_DIR/tu-many.err")"
+cp "$LAB_DIR/big1.json" "$LAB_DIR/tu-proj/big.json" && chown "$TU:$TU" "$LAB_DIR/tu-proj/big.json"
+out=$(tu "$SLUICE" run --allow-network --policy ./big.json -- sh -c "$GET http://allowed.test/; $GET http://other.test/" 2>&1)
+check_eq "... a 5,000-host policy of the user's (its memfd read by sluiced): its host 200, another 403" "200 403" \
+	"$(grep -E '^[0-9]{3}$' <<<"$out" | tr '\n' ' ' | sed 's/ $//')"
 out=$(tu "$SLUICE" run --allow-network --allow allowed.test -- sh -c 'curl -sS -m 5 --noproxy "*" http://allowed.test/ >/dev/null 2>&1 || echo blocked' 2>/dev/null)
 check_eq "... and around the proxy nothing gets out" blocked "$out"
 tu "$SLUICE" run --learn "$LAB_DIR/tu-proj/learned.json" -- sh -c "$GET http://other.test/" >/dev/null 2>"$LAB_DIR/tu-learn.err"
