@@ -256,6 +256,13 @@ static void handle_policy(struct netd *d, struct netd_conn *c, struct ipc_msg *m
 		netd_conn_policy_done(d, s, 0, NULL);
 }
 
+void netd_conn_session_ending(struct netd *d, struct netd_sess *s)
+{
+	(void)d;
+	if (s->owner)
+		s->owner->state = NETD_CS_OPEN;
+}
+
 void netd_conn_records_ready(struct netd *d, struct netd_sess *s)
 {
 	struct netd_conn *c = s->records_replier;
@@ -319,8 +326,7 @@ static void handle_end(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 		netd_send_error(c->fd, m->seq, ENOENT, "no such session of yours");
 		return;
 	}
-	if (s->owner)
-		s->owner->state = NETD_CS_OPEN;
+	netd_conn_session_ending(d, s);
 	netd_sess_close(d, s);
 	ipc_send_empty(c->fd, NETD_MSG_OK, m->seq);
 }

@@ -712,6 +712,7 @@ static void session_free(struct netd_sess *s)
 	free(s->netns_path);
 	free(s->command);
 	free(s->policy_json);
+	free(s->client_policy);
 	policy_unref(s->policy);
 	free(s);
 }
@@ -799,7 +800,10 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 	}
 	s->command = strdup(req->command);
 	s->policy_json = compile_policy(d, req->policy_json, req->uid, &s->transparent, &s->policy, err, errlen);
-	if (!s->command || !s->policy_json) {
+	s->client_policy = strdup(req->policy_json);
+	if (!s->command || !s->policy_json || !s->client_policy) {
+		if (s->policy_json)
+			snprintf(err, errlen, "out of memory");
 		r = -EINVAL;
 		goto fail_early;
 	}
@@ -929,6 +933,13 @@ int netd_sess_set_policy(struct netd *d, struct netd_sess *s, const char *json, 
 	}
 	free(s->policy_json);
 	s->policy_json = out;
+	if (json != s->client_policy) {
+		char *copy = strdup(json);
+		if (copy) {
+			free(s->client_policy);
+			s->client_policy = copy;
+		}
+	}
 	policy_unref(s->policy);
 	s->policy = p;
 	/* every direct-mode element goes (what the new policy still allows, the engine offers again and we
@@ -946,6 +957,46 @@ int netd_sess_set_policy(struct netd *d, struct netd_sess *s, const char *json, 
 	if (r < 0)
 		snprintf(err, errlen, "telling the proxy engine: %s", strerror(-r));
 	return r;
+}
+
+void netd_reload_org(struct netd *d)
+{
+	struct policy_builder *b = policy_builder_new();
+	struct policy_error pe = {0};
+	struct policy *p = NULL;
+	char err[NETD_ERRMSG_MAX + 1], buf[POLICY_ERR_MAX + 300];
+	unsigned n = 0, ended = 0;
+
+	/* the organisation layer alone first: an administrator's typo must not end every session */
+	if (!b || policy_builder_add_standard_layers(b, d->cfg.sysconfdir, NULL, NULL, &pe) < 0 ||
+	    !(p = policy_builder_compile(b, &pe))) {
+		log_warnx("organisation policy not reloaded, sessions keep the policy they have: %s",
+			  b ? policy_error_format(&pe, buf, sizeof buf) : "out of memory");
+		goto out;
+	}
+	for (struct netd_sess *s = d->sessions, *next; s; s = next) {
+		next = s->next;
+		if (!s->client_policy)
+			continue;
+		if (netd_sess_set_policy(d, s, s->client_policy, err, sizeof err) == 0) {
+			n++;
+			continue;
+		}
+		if (strstr(err, "already in progress")) {
+			log_warnx("session %s: %s; it keeps its policy until it is changed again", s->id, err);
+			continue;
+		}
+		/* what the session runs on is no longer allowed: fail closed */
+		log_warnx("session %s ended: its policy does not hold under the reloaded organisation policy: %s", s->id,
+			  err);
+		netd_conn_session_ending(d, s);
+		netd_sess_close(d, s);
+		ended++;
+	}
+	log_info("organisation policy reloaded from %s: %u sessions re-applied, %u ended", d->cfg.sysconfdir, n, ended);
+out:
+	policy_unref(p);
+	policy_builder_free(b);
 }
 
 void netd_sess_close(struct netd *d, struct netd_sess *s)

@@ -71,6 +71,8 @@ struct netd_sess {
 	pid_t pid;
 	char *command;       /* owned */
 	char *policy_json;   /* owned: re-serialised by sluiced after compiling */
+	char *client_policy; /* owned: the policy as the client sent it, compiled again under a reloaded
+	                      * organisation layer (netd_reload_org) */
 	struct in_addr addr4;
 	struct in6_addr addr6;
 	time_t created;
@@ -162,6 +164,11 @@ struct netd_sess_req {
 int netd_sess_open(struct netd *d, const struct netd_sess_req *r, struct netd_sess **out, char *err,
 		      size_t errlen);
 void netd_sess_close(struct netd *d, struct netd_sess *s);
+/* SIGHUP: /etc/sluice read again and every session's policy compiled again under it (a deny rule or a
+ * narrower ceiling there takes effect in live sessions: their connections and direct flows that it
+ * no longer allows end). An organisation layer that does not load changes nothing (logged); a session
+ * whose policy no longer compiles under it is ended (fail closed). */
+void netd_reload_org(struct netd *d);
 struct netd_sess *netd_sess_find(struct netd *d, const char *id);
 
 /* Replaces a live session's policy (control message POLICY): compiled again under the organisation
@@ -220,6 +227,9 @@ void netd_conn_session_ready(struct netd *d, struct netd_sess *s, int err, const
 void netd_control_free(struct netd *d);
 /* The engine applied (or refused) a session's new policy: sends the deferred POLICY reply. */
 void netd_conn_policy_done(struct netd *d, struct netd_sess *s, int err, const char *msg);
+/* A session is about to end without its connection closing (sluiced ended it): the connection that
+ * attached it may attach again. */
+void netd_conn_session_ending(struct netd *d, struct netd_sess *s);
 /* The engine let go of the session: sends the deferred RECORDS reply. */
 void netd_conn_records_ready(struct netd *d, struct netd_sess *s);
 

@@ -1,6 +1,6 @@
 /* sluiced: the privileged network daemon of sluice. Parses options, starts the core (which
  * reconciles what a crashed instance left), listens on the control socket and runs the event
- * loop until SIGTERM/SIGINT; SIGHUP reopens the audit log. */
+ * loop until SIGTERM/SIGINT; SIGHUP reopens the audit log and reloads the organisation policy. */
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
@@ -53,8 +53,9 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 	struct netd *d = arg;
 
 	if (sig == SIGHUP) {
-		log_info("SIGHUP: reopening the audit log");
+		log_info("SIGHUP: reopening the audit log and reloading the organisation policy");
 		netd_engine_reopen_log(d);
+		netd_reload_org(d);
 		return;
 	}
 	log_info("signal %d: stopping", (int)sig);

@@ -86,6 +86,27 @@ kill "$runpid"
 wait "$runpid"
 check_eq "the launcher ends on SIGTERM after its session was ended (143)" 143 "$?"
 
+# ---- the organisation tightens its policy: SIGHUP re-applies /etc/sluice to live sessions
+eventually_grep() { local i; for i in $(seq 100); do grep -q -- "$1" "$2" && return 0; sleep 0.1; done; return 1; }
+sb --allow-network --allow other.test -- sh -c "$GET http://other.test/; sleep 6; $GET http://other.test/" \
+	>"$LAB_DIR/reload.out" 2>"$LAB_DIR/reload.err" &
+runpid=$!
+for _ in $(seq 100); do [ -s "$LAB_DIR/reload.out" ] && break; sleep 0.1; done
+check_eq "before the reload the session reaches other.test (200)" 200 "$(head -1 "$LAB_DIR/reload.out")"
+printf '{ "deny": ["other.test"] }\n' >"$LAB_DIR/etc-sluice/policy.json"
+kill -HUP "$(lab_pid sluiced)"
+check "sluiced reloads the organisation policy on SIGHUP" \
+	eventually_grep 'organisation policy reloaded from .*: 1 sessions re-applied, 0 ended' "$(lab_log sluiced)"
+wait "$runpid"
+check_eq "after it, the same live session is refused other.test (403)" 403 "$(sed -n 2p "$LAB_DIR/reload.out")"
+check "... by the organisation's new deny rule" grep -q "\"host\":\"other.test\".*etc-sluice/policy.json:1" "$AUDIT"
+printf '{ "deny": [' >"$LAB_DIR/etc-sluice/policy.json"
+kill -HUP "$(lab_pid sluiced)"
+check "an organisation file that does not load changes nothing, and says so" \
+	eventually_grep 'organisation policy not reloaded, sessions keep the policy they have' "$(lab_log sluiced)"
+rm -f "$LAB_DIR/etc-sluice/policy.json"
+kill -HUP "$(lab_pid sluiced)"
+
 # ---- long policies through sluiced: an organisation allowlist of 5,000 hosts (sluiced sends the compiled
 # policy to its proxy engine in a sealed memfd), and 5,000-host session policies in ATTACH, CREATE and POLICY
 # big_policy PREFIX HOST: allow PREFIX0.example.test .. PREFIX4999.example.test and HOST
