@@ -135,7 +135,10 @@ static int bind_listener(const char *addr, int type, struct sockaddr_storage *ss
 static int add_listeners(struct proxy_engine *e, json_object *list, bool check)
 {
 	size_t n = json_object_array_length(list);
-	for (size_t i = 0; i < n && i < MAX_LISTENERS; i++) {
+	if (n > MAX_LISTENERS) /* they were ignored past the limit, silently: say so instead */
+		return cfg_err("listen", "%zu listeners; at most %d (sessions can share a gateway address)", n,
+		               MAX_LISTENERS);
+	for (size_t i = 0; i < n; i++) {
 		json_object *l = json_object_array_get_idx(list, i);
 		const char *kind = get_str(l, "kind"), *addr = get_str(l, "address");
 		struct sockaddr_storage ss;

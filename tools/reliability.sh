@@ -73,10 +73,11 @@ suite() {
 	rc=${PIPESTATUS[0]}
 	counts=$(python3 "$src/tests/lib/count-results.py" "$dir/meson-logs/testlog.json" 2>/dev/null) || counts="0 1 0"
 	read -r p f s <<<"$counts"
+	cp "$dir/meson-logs/testlog.txt" "$B/reliability-$label.log" 2>/dev/null
 	if [ "$rc" -eq 0 ] && [ "$f" = 0 ] && [ "$s" = 0 ]; then
 		result "$label" ok "$p tests passed ($*) in $(elapsed "$t0")"
 	else
-		result "$label" FAIL "$p passed, $f failed, $s skipped of: $* (logs: $dir/meson-logs/testlog.txt)"
+		result "$label" FAIL "$p passed, $f failed, $s skipped of: $* (log: $B/reliability-$label.log)"
 	fi
 }
 

@@ -36,6 +36,9 @@ expect_error "unknown listener kind" badkind 'listen\[0\]: unknown kind "socks"'
 cfg badaddr "{\"audit_log\": \"$tmp/a.log\", \"upstream_dns\": \"192.0.2.53\", \"sessions\": [],
   \"listen\": [{\"kind\": \"http\", \"address\": \"100.64.0.1\"}]}"
 expect_error "listener without a port" badaddr 'listen\[0\]: bad address'
+many=$(for i in $(seq 1 65); do printf '{"kind": "http", "address": "100.64.0.%d:3128"},' "$i"; done)
+cfg toomany "{\"audit_log\": \"$tmp/a.log\", \"upstream_dns\": \"192.0.2.53\", \"sessions\": [], \"listen\": [${many%,}]}"
+expect_error "65 listeners (they were cut to 64 silently)" toomany 'listen: 65 listeners; at most 64'
 cfg badsess "{\"audit_log\": \"$tmp/a.log\", \"upstream_dns\": \"192.0.2.53\", \"listen\": [],
   \"sessions\": [{\"id\": \"s1\", \"addr4\": \"100.64.0.300\", \"policy\": {}}]}"
 expect_error "bad session address" badsess 'sessions\[0\]: "100.64.0.300" is not an IP address'

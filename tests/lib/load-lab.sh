@@ -2,9 +2,10 @@
 # tools/bench-load.sh): many proxy sessions from one network namespace, an echo server on the internet, and
 # the engine's descriptors and memory read from /proc.
 #
-# load_up NSESS [LIMITS_JSON]   netns "load" on a veth (host side "loadh"): session i (1..NSESS) is the
-#                        address 100.126.2.i/16 (100.126.x.y past 255) in "load" talking to its gateway
-#                        100.126.1.i on the host, where sluice-proxy listens (one listener per gateway).
+# load_up NSESS [LIMITS_JSON]   netns "load" on a veth (host side "loadh"): session i (0..NSESS-1) is the
+#                        address 100.126.(100 + i/250).(i%250 + 1)/16 in "load"; all talk to one gateway,
+#                        100.126.0.1 on the host, where sluice-proxy listens (as under sluiced, whose
+#                        sessions share a gateway and are told apart by source address).
 #                        Each session may CONNECT to allowed.test ports 7001-7004 (an asyncio echo server in
 #                        inet) and GET allowed.test; nothing else. Sets LOAD_PID (the engine), LOAD_AUDIT,
 #                        LOAD_SESSIONS (file of "SRC GW" lines), LOAD_S1 and LOAD_S2 ("SRC@GW" of sessions 1, 2)
@@ -21,12 +22,11 @@ _load_addr() { # _load_addr THIRD_OCTET_BASE I: 100.126.(BASE + I/250).(I%250 + 
 }
 
 load_up() {
-	local n=$1 limits=${2:-'{}'} i src gw sessions="" listen="" cfg=$LAB_DIR/load/config.json
+	local n=$1 limits=${2:-'{}'} i src gw sessions="" listen cfg=$LAB_DIR/load/config.json
 	mkdir -p "$LAB_DIR/load" && chmod 0777 "$LAB_DIR/load"
 	_lab_veth load loadh
 	{
 		echo "addr add 100.126.0.1/16 dev loadh"
-		for ((i = 0; i < n; i++)); do echo "addr add $(_load_addr 10 "$i")/32 dev loadh"; done
 		echo "link set loadh up"
 	} | ip -batch - || lab_bail "load_up: host side"
 	{
@@ -35,15 +35,15 @@ load_up() {
 	} | ip -n load -batch - || lab_bail "load_up: load side"
 	: >"$LAB_DIR/load/sessions"
 	for ((i = 0; i < n; i++)); do
-		src=$(_load_addr 100 "$i") gw=$(_load_addr 10 "$i")
+		src=$(_load_addr 100 "$i") gw=100.126.0.1
 		echo "$src $gw" >>"$LAB_DIR/load/sessions"
 		sessions+="${sessions:+,}{\"id\": \"load$((i + 1))\", \"uid\": 1000, \"command\": \"load $((i + 1))\", \"addr4\": \"$src\", \"gw4\": \"$gw\", \"policy\": {\"allow\": [\"allowed.test:80,7001-7004\"]}}"
-		listen+="${listen:+,}{\"kind\": \"http\", \"address\": \"$gw:3128\"}"
 	done
 	LOAD_SESSIONS=$LAB_DIR/load/sessions
 	LOAD_AUDIT=$LAB_DIR/load/audit.log
-	LOAD_S1=$(_load_addr 100 0)@$(_load_addr 10 0)
-	LOAD_S2=$(_load_addr 100 1)@$(_load_addr 10 1)
+	LOAD_S1=$(_load_addr 100 0)@100.126.0.1
+	LOAD_S2=$(_load_addr 100 1)@100.126.0.1
+	listen='{"kind": "http", "address": "100.126.0.1:3128"}'
 	cat >"$cfg" <<-EOF
 		{
 		  "user": "nobody",
@@ -57,7 +57,7 @@ load_up() {
 	lab_bg echo7000 -n inet "$LAB_PYTHON" "$LAB_LIB_DIR/loadgen.py" echo 7001 7002 7003 7004
 	proxy_bg "$cfg"
 	LOAD_PID=$(lab_pid proxy)
-	lab_wait_port load "$(_load_addr 10 0)" 3128 "$PROXY_WAIT" || lab_bail "sluice-proxy did not start: $(tail -n 5 "$(lab_log proxy)")"
+	lab_wait_port load 100.126.0.1 3128 "$PROXY_WAIT" || lab_bail "sluice-proxy did not start: $(tail -n 5 "$(lab_log proxy)")"
 	lab_wait_port inet "$LAB_ALLOWED4" 7004 5 || lab_bail "the echo server did not start: $(tail -n 5 "$(lab_log echo7000)")"
 	export LOAD_SESSIONS LOAD_AUDIT LOAD_S1 LOAD_S2 LOAD_PID
 }
