@@ -14,14 +14,15 @@
 #include <string.h>
 
 struct jpos_entry {
-	char *path; /* owned */
+	char *path; /* in the map's arena */
 	uint32_t hash;
 	unsigned line, col;
 };
 
 struct jpos {
-	struct jpos_entry *slots; /* owned; open addressing */
+	struct jpos_entry *slots; /* owned (a bulk array); open addressing */
 	size_t cap, n;
+	struct policy_arena paths; /* owns every entry's path: one allocation per MiB, not one per value */
 };
 
 struct scanner {
@@ -45,7 +46,7 @@ static uint32_t hash_str(const char *s)
 static int map_grow(struct jpos *m)
 {
 	size_t ncap = m->cap ? m->cap * 2 : 64;
-	struct jpos_entry *ns = calloc(ncap, sizeof *ns);
+	struct jpos_entry *ns = policy_bulk_calloc(ncap, sizeof *ns);
 
 	if (!ns)
 		return -ENOMEM;
@@ -57,7 +58,7 @@ static int map_grow(struct jpos *m)
 			j = (j + 1) & (ncap - 1);
 		ns[j] = m->slots[i];
 	}
-	free(m->slots);
+	policy_bulk_free(m->slots);
 	m->slots = ns;
 	m->cap = ncap;
 	return 0;
@@ -74,7 +75,7 @@ static int map_put(struct jpos *m, const char *path, unsigned line, unsigned col
 	for (j = h & (m->cap - 1); m->slots[j].path; j = (j + 1) & (m->cap - 1))
 		if (m->slots[j].hash == h && strcmp(m->slots[j].path, path) == 0)
 			return 1;
-	m->slots[j].path = strdup(path);
+	m->slots[j].path = policy_arena_strndup(&m->paths, path, strlen(path));
 	if (!m->slots[j].path)
 		return -ENOMEM;
 	m->slots[j].hash = h;
@@ -105,9 +106,8 @@ void jpos_free(struct jpos *m)
 {
 	if (!m)
 		return;
-	for (size_t i = 0; i < m->cap; i++)
-		free(m->slots[i].path);
-	free(m->slots);
+	policy_arena_release(&m->paths);
+	policy_bulk_free(m->slots);
 	free(m);
 }
 
