@@ -215,6 +215,26 @@ void policy_builder_set_preset_dir(struct policy_builder *b, const char *dir)
 	b->preset_dir = dir;
 }
 
+int policy_builder_reserve(struct policy_builder *b, size_t more)
+{
+	struct policy_rule *n;
+	size_t want;
+
+	if (more > UINT32_MAX - 1 - b->nrules)
+		return -E2BIG;
+	want = b->nrules + more;
+	if (want <= b->caprules)
+		return 0;
+	if (!(n = policy_bulk_calloc(want, sizeof *n)))
+		return -ENOMEM;
+	if (b->nrules)
+		memcpy(n, b->rules, b->nrules * sizeof *n);
+	policy_bulk_free(b->rules);
+	b->rules = n;
+	b->caprules = want;
+	return 0;
+}
+
 int policy_builder_push(struct policy_builder *b, const struct policy_rule *r)
 {
 	if (b->nrules == UINT32_MAX - 1)

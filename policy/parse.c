@@ -719,9 +719,17 @@ int policy_load_text(struct policy_builder *b, enum policy_layer layer, const ch
 		     size_t len, struct policy_error *err)
 {
 	unsigned lineno = 0;
-	size_t off = 0, name_len = strlen(name);
+	size_t off = 0, name_len = strlen(name), lines = 1;
 	char why[POLICY_ERR_MAX];
 
+	/* one rule per line at most: room for them all at once (a million-line list would otherwise grow
+	 * the rule table twenty times) */
+	for (const char *p = text; (p = memchr(p, '\n', len - (size_t)(p - text))) != NULL; p++)
+		lines++;
+	if (lines > (4u << 20))
+		lines = 4u << 20; /* (blank lines count too: past this, the table grows as needed) */
+	if (policy_builder_reserve(b, lines) < 0)
+		return policy_err(err, name, 0, 0, "out of memory for %zu rules", lines);
 	while (off < len) {
 		const char *nl = memchr(text + off, '\n', len - off);
 		size_t llen = nl ? (size_t)(nl - (text + off)) : len - off;

@@ -19,6 +19,9 @@ void policy_arena_release(struct policy_arena *a);
  * microseconds, and filling a million-rule policy 4 KiB at a time was half of its compile time.
  * policy_bulk_free(NULL) is a no-op. */
 void *policy_bulk_calloc(size_t n, size_t size);
+/* Makes room for `more` rules at once (a loader that knows how many are coming: growing by doubling
+ * copies and clears the table again each time). 0 or -ENOMEM/-E2BIG; nothing changes on error. */
+int policy_builder_reserve(struct policy_builder *b, size_t more);
 void policy_bulk_free(void *p);
 
 struct policy_port_range {
