@@ -17,8 +17,8 @@
 #   4. asan      (--asan) the same fault, load and proxy tests in an ASan+UBSan build; any sanitizer report
 #                in a lab log fails its test (tools/test.sh runs the whole suite under ASan+UBSan)
 #   5. fuzz      every libFuzzer target for RELIABILITY_FUZZ_SECONDS (default 20) each, corpora untouched
-# and ends with a table of results and figures; it exits non-zero if anything failed. About 12 minutes on a
-# 2-core machine once built (the first build adds 5-10). Everything it prints is also written to
+# and ends with a table of results and figures; it exits non-zero if anything failed. About 8 minutes on a
+# 2-core machine once built (457 s measured; the first build adds 5-10). Everything it prints is also written to
 # $RELIABILITY_OUT (default build-reliability/reliability-report.txt).
 #
 # Environment: RELIABILITY_BUILD (build-reliability), RELIABILITY_ASAN_BUILD (build-reliability-asan),
