@@ -61,7 +61,13 @@ proxied() { # proxied NS TARGET: a GET through the proxy on the gateway succeeds
 }
 direct() { lab_exec "$1" curl -s -o /dev/null -m 2 --connect-timeout 1 --noproxy '*' "http://$LAB_ALLOWED4/$2"; }
 state_of() { awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null; }
-dead() { local s; s=$(state_of "$1"); [ -z "$s" ] || [ "$s" = Z ]; }
+dead() { # dead PID...: none of them runs (gone, or a zombie)
+	local p s
+	for p in "$@"; do
+		s=$(state_of "$p")
+		[ -z "$s" ] || [ "$s" = Z ] || return 1
+	done
+}
 stopped() { [ "$(state_of "$1")" = T ]; }
 engine_pid() { pgrep -P "$(lab_pid sluiced)" | head -n 1; }
 seen_by_internet() { grep -q "\"target\":\"/$1\"" "$LAB_DIR/log/http-inet.jsonl" 2>/dev/null; }
@@ -184,7 +190,7 @@ for step in netns lease nft link host-up session-up engine; do
 	EPID=$(pgrep -P "$DPID" | head -n 1)
 	kill -9 "$DPID"
 	wait "$cpid"
-	check "[$step] sluiced and its engine are gone" eventually sh -c "! grep -q '^[0-9]* ([a-z]*) [^Z]' /proc/$DPID/stat /proc/${EPID:-0}/stat 2>/dev/null"
+	check "[$step] sluiced and its engine are gone" eventually dead "$DPID" "${EPID:-$DPID}"
 	lab_stop sluiced >/dev/null 2>&1
 	check "[$step] sluiced restarts" start_sluiced
 	check "[$step] zero residue after the restart" eventually residue_free "$ns"
