@@ -214,6 +214,10 @@ bool policy_addr_is_forbidden(const struct sockaddr *sa);
 
 /* "file:line:col" of a rule; "" for NULL. */
 const char *policy_rule_where(const struct policy_rule *r);
+/* What an audit record names as the deciding rule: the rule's "file:line:col", POLICY_LEARN_RULE for a
+ * learn-mode allow, "" when nothing decided (default deny). */
+#define POLICY_LEARN_RULE "learn mode"
+const char *policy_decision_where(const struct policy_decision *d);
 /* The rule's pattern as written, canonicalised ("*.npmjs.org", "10.0.0.0/8"). */
 const char *policy_rule_pattern(const struct policy_rule *r);
 bool policy_rule_is_deny(const struct policy_rule *r);
@@ -222,15 +226,6 @@ enum policy_layer policy_rule_layer(const struct policy_rule *r);
 const char *policy_layer_name(enum policy_layer layer);
 const char *policy_verdict_name(enum policy_verdict v); /* "allow", "deny", "ask" */
 
-/* What an audit record names as the deciding rule: the rule's "file:line:col", POLICY_LEARN_RULE for a
- * learn-mode allow, "" when nothing decided (default deny). */
-#define POLICY_LEARN_RULE "learn mode"
-const char *policy_decision_where(const struct policy_decision *d);
-/* ---- serialisation (sluiced hands a compiled policy to the proxy engine) ---- */
-
-/* Writes the policy as JSON that policy_builder_add_json reloads into an equal policy, each rule
- * keeping its original "file:line:col". Returns a malloced NUL-terminated string or NULL. */
-char *policy_serialize(const struct policy *p);
 /* ---- learn mode: the policy a run needed (learn.c) ---- */
 
 struct policy_learn;
@@ -260,3 +255,8 @@ size_t policy_learn_count(struct policy_learn *l);
 char *policy_learn_render(struct policy_learn *l, const char *preset_dir, const char *header,
 			  struct policy_learn_summary *sum, struct policy_error *err);
 
+/* ---- serialisation (sluiced hands a compiled policy to the proxy engine) ---- */
+
+/* Writes the policy as JSON that policy_builder_add_json reloads into an equal policy, each rule
+ * keeping its original "file:line:col". Returns a malloced NUL-terminated string or NULL. */
+char *policy_serialize(const struct policy *p);
