@@ -850,6 +850,13 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 	s->ns_ino = st.st_ino;
 	snprintf(rec, sizeof rec, "session %s %s %s\n", s->id, s->ifname, s->netns_path ? s->netns_path : "-");
 	lease = netd_lease_alloc(d->lease_dir, d->slot_first, d->slot_last, &d->slot_hint, rec, NULL, NULL, &s->slot);
+	if (lease == -ENOSPC && d->reaper) {
+		/* ended sessions' slots come free only once the reaper deleted their links: at the pool's
+		 * limit, wait for it (milliseconds) rather than refuse a slot that is about to be free */
+		netd_reaper_drain(d->reaper);
+		lease = netd_lease_alloc(d->lease_dir, d->slot_first, d->slot_last, &d->slot_hint, rec, NULL, NULL,
+					 &s->slot);
+	}
 	if (lease < 0) {
 		r = lease;
 		snprintf(err, errlen, lease == -ENOSPC ? "the address pool is exhausted" : "taking an address lease: %s",

@@ -123,7 +123,8 @@ void netd_engine_session_remove(struct netd *d, const struct netd_sess *s)
 
 	if (!e || !e->ready)
 		return;
-	if (ipc_buf_init(&b, NETD_ENG_SESSION_REMOVE, next_seq(e)) < 0)
+	/* seq 0: no answer wanted (netd_engine_session_release asks for one) */
+	if (ipc_buf_init(&b, NETD_ENG_SESSION_REMOVE, 0) < 0)
 		return;
 	ipc_buf_put_str(&b, NETD_A_ID, s->id);
 	if (ipc_send(e->sock, &b) < 0)

@@ -321,10 +321,14 @@ static void run_cb(evutil_socket_t fd, short what, void *arg)
 			r = proxy_engine_session_remove(c->engine, ipc_get_str(&m, NETD_A_ID));
 			if (r < 0 && r != -ENOENT)
 				log_warnx("engine: removing session: %s", strerror(-r));
-			/* the session's last records (its connections just closed) are in the log before the
-			 * answer: sluiced may read them back for the launcher (RECORDS) */
-			(void)proxy_engine_flush_audit(c->engine);
-			send_result(c, NETD_ENG_RESULT, m.seq, 0, NULL);
+			/* With a seq, sluiced waits for the answer (RECORDS): the session's last records (its
+			 * connections just closed) are in the log before it. An ordinary removal (seq 0) gets no
+			 * answer: a thousand sessions ending at once must not queue a thousand replies while
+			 * sluiced is still sending removals (both ends would wait on each other). */
+			if (m.seq) {
+				(void)proxy_engine_flush_audit(c->engine);
+				send_result(c, NETD_ENG_RESULT, m.seq, 0, NULL);
+			}
 			break;
 		case NETD_ENG_AUDIT_DROP:
 			if (handle_drop(c, &m) < 0)
