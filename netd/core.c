@@ -540,8 +540,17 @@ void netd_free(struct netd *d)
 		if (netd_nft_gateway_del(d->nft, &d->gw4, d->cfg.v6 ? &d->gw6 : NULL, err, sizeof err) < 0)
 			log_warnx("%s", err);
 		if (others == 0) {
-			/* the last instance leaves nothing behind: table, state directories, the netns mount */
-			if (netd_nft_destroy(d->nft, err, sizeof err) < 0)
+			/* the last instance leaves nothing behind: table, state directories, the netns mount.
+			 * Last by the table too: an instance with another run directory (its own leases) may
+			 * share it, and its sessions' drop rules must stay (fail closed). */
+			int gws = netd_nft_gateways_count(d->nft);
+
+			if (gws > 0)
+				log_info("nftables table kept: %d other instance(s) use it", gws);
+			else if (gws < 0 && gws != -ENOENT)
+				log_warnx("nftables table kept: cannot tell whether another instance uses it: %s",
+					  strerror(-gws));
+			else if (netd_nft_destroy(d->nft, err, sizeof err) < 0)
 				log_warnx("%s", err);
 			if (!d->cfg.embedded) {
 				umount2(d->netns_dir, MNT_DETACH);

@@ -884,6 +884,7 @@ struct prune_state {
 	void *arg;
 	unsigned char *keys; /* malloced: doomed keys */
 	size_t nkeys, cap, keylen;
+	bool count_only; /* only count the elements (keys that are not interface-led) */
 	int err;
 };
 
@@ -896,6 +897,10 @@ static int prune_elem_cb(struct nftnl_set_elem *e, void *data)
 
 	if (!k || len != st->keylen)
 		return 0;
+	if (st->count_only) {
+		st->nkeys++;
+		return 0;
+	}
 	memcpy(ifname, k, IFNAMSIZ);
 	ifname[IFNAMSIZ - 1] = '\0';
 	if (st->keep(ifname, st->arg))
@@ -996,6 +1001,18 @@ static int purge(struct netd_nft *n, const struct purge_set *sets, size_t nsets,
 		free(st.keys);
 	}
 	return total;
+}
+
+int netd_nft_gateways_count(struct netd_nft *n)
+{
+	struct prune_state st4 = {.keylen = 4, .count_only = true}, st6 = {.keylen = 16, .count_only = true};
+	int r = dump_set(n, "gateways4", &st4);
+
+	if (r == 0)
+		r = dump_set(n, "gateways6", &st6);
+	if (r < 0)
+		return r;
+	return (int)(st4.nkeys + st6.nkeys);
 }
 
 int netd_nft_prune(struct netd_nft *n, bool (*keep)(const char *ifname, void *arg), void *arg,

@@ -61,3 +61,6 @@ int netd_nft_direct_flush(struct netd_nft *n, const char *ifname, char *err, siz
 
 /* Deletes table inet sluice (when the last instance stops). */
 int netd_nft_destroy(struct netd_nft *n, char *err, size_t errlen);
+/* How many instances (sluiced, embedded helpers: whatever their run directory) still have a gateway in
+ * the shared table; -errno (-ENOENT: there is no table). */
+int netd_nft_gateways_count(struct netd_nft *n);

@@ -86,6 +86,16 @@ kill "$runpid"
 wait "$runpid"
 check_eq "the launcher ends on SIGTERM after its session was ended (143)" 143 "$?"
 
+# ---- an embedded session with a run directory of its own shares the table with sluiced: when it ends,
+# sluiced's rules stay (it used to find no other lease in its own directory and delete the table)
+mkdir -p "$LAB_DIR/other-run"
+(cd "$P" && env -i HOME="$H" PATH=/usr/bin:/bin SLUICE_RUN_DIR="$LAB_DIR/other-run" "$SLUICE" run --allow-network \
+	--allow allowed.test -- true) >/dev/null 2>&1
+check_eq "an embedded session with another run directory ran" 0 "$?"
+check "... and sluiced's nftables table is still there" nft list table inet sluice
+check_eq "... and sluiced's sessions are still served" 200 \
+	"$(sb --allow-network --allow allowed.test -- sh -c "$GET http://allowed.test/" 2>/dev/null)"
+
 # ---- the organisation tightens its policy: SIGHUP re-applies /etc/sluice to live sessions
 eventually_grep() { local i; for i in $(seq 100); do grep -q -- "$1" "$2" && return 0; sleep 0.1; done; return 1; }
 sb --allow-network --allow other.test -- sh -c "$GET http://other.test/; sleep 6; $GET http://other.test/" \
