@@ -54,7 +54,7 @@ check_match() {
 	fi
 }
 
-diag() { echo "# $*"; }
+diag() { printf '%s\n' "$*" | sed 's/^/# /'; } # every line a comment
 
 # skip_one DESC REASON: one check that cannot run here. Like skip_all, a failure under SLUICE_NO_SKIP.
 skip_one() {
