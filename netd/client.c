@@ -447,7 +447,9 @@ int netd_session_records(struct netd_session *s, int out_fd, char *err, size_t e
 	return r;
 }
 
-int netd_session_end(const char *id, char *err, size_t errlen)
+/* Connects to sluiced and sends `type` naming session id, which sluiced answers with OK: the connection,
+ * or -errno with a one-line message in err. */
+static int request_by_id(uint16_t type, const char *id, char *err, size_t errlen)
 {
 	struct ipc_msg m = {0};
 	struct ipc_buf b;
@@ -460,7 +462,7 @@ int netd_session_end(const char *id, char *err, size_t errlen)
 	fd = daemon_connect(err, errlen);
 	if (fd < 0)
 		return fd;
-	r = ipc_buf_init(&b, NETD_MSG_END, 1);
+	r = ipc_buf_init(&b, type, 1);
 	if (r == 0) {
 		ipc_buf_put_str(&b, NETD_A_ID, id);
 		r = ipc_send(fd, &b);
@@ -471,8 +473,21 @@ int netd_session_end(const char *id, char *err, size_t errlen)
 	if (r == 0 && m.type != NETD_MSG_OK)
 		r = -EPROTO;
 	ipc_msg_clear(&m);
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+int netd_session_end(const char *id, char *err, size_t errlen)
+{
+	int fd = request_by_id(NETD_MSG_END, id, err, errlen);
+
+	if (fd < 0)
+		return fd;
 	close(fd);
-	return r;
+	return 0;
 }
 
 static void fill_ask(const struct ipc_msg *m, struct netd_ask_entry *e)
@@ -552,32 +567,10 @@ int netd_ask_decide(const char *id, bool allow, struct netd_ask_entry *out, char
 int netd_ask_watch(const char *id, char *err, size_t errlen)
 {
 	struct timeval none = {0, 0};
-	struct ipc_msg m = {0};
-	struct ipc_buf b;
-	int fd, r;
+	int fd = request_by_id(NETD_MSG_WATCH, id, err, errlen);
 
-	if (!id || !id[0] || strlen(id) > NETD_ID_MAX) {
-		snprintf(err, errlen, "bad session id \"%s\"", id ? id : "");
-		return -EINVAL;
-	}
-	fd = daemon_connect(err, errlen);
 	if (fd < 0)
 		return fd;
-	r = ipc_buf_init(&b, NETD_MSG_WATCH, 1);
-	if (r == 0) {
-		ipc_buf_put_str(&b, NETD_A_ID, id);
-		r = ipc_send(fd, &b);
-		ipc_buf_release(&b);
-	}
-	if (r == 0)
-		r = recv_reply(fd, 1, &m, err, errlen);
-	if (r == 0 && m.type != NETD_MSG_OK)
-		r = -EPROTO;
-	ipc_msg_clear(&m);
-	if (r < 0) {
-		close(fd);
-		return r;
-	}
 	/* notices come whenever a request is held: no receive timeout from here on */
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
 	return fd;
