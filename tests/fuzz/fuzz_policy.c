@@ -1,10 +1,12 @@
 /* Fuzz target: the policy loader (JSON with comments, and plain-text lists), compiled and queried.
- * The first input byte picks the format and layer; the rest is the file. */
+ * The first input byte picks the format (0x80: a command-line pattern, 0x40: JSON of the given length,
+ * 0x20: a plain-text domain list, else JSON up to the first NUL) and the layer; the rest is the file. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "policy.h"
+#include "policy_int.h" /* policy_load_text: what policy_builder_add_file does with a .txt/.list file */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -27,6 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	enum policy_layer layer = (enum policy_layer)(data[0] % POLICY_LAYER_COUNT);
 	int r = (data[0] & 0x80) ? policy_builder_add_pattern(b, layer, text, data[0] & 0x40, "--allow", &err)
 	      : (data[0] & 0x40) ? policy_builder_add_json(b, layer, "fuzz.json", text, size - 1, &err)
+	      : (data[0] & 0x20) ? policy_load_text(b, layer, "fuzz.txt", text, size - 1, &err)
 				 : policy_builder_add_json(b, layer, "fuzz.json", text, strlen(text), &err);
 	if (r == 0)
 		p = policy_builder_compile(b, &err);
