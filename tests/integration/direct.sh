@@ -46,18 +46,7 @@ start_sluiced() {
 	done
 	return 1
 }
-declare -A HOLD
-session() { # session NAME POLICY [NEW_POLICY]
-	local name=$1 out=$LAB_DIR/state/$1.reply i
-	ip netns add "$name" || return 1
-	"$CLIENT" attach "/run/netns/$name" "$2" "test $name" "${3:-}" </dev/null >"$out" 2>&1 &
-	HOLD[$name]=$!
-	lab_defer "kill -TERM ${HOLD[$name]} 2>/dev/null; wait ${HOLD[$name]} 2>/dev/null"
-	for i in $(seq 100); do grep -q '^proxy_port=' "$out" && return 0; sleep 0.05; done
-	sed 's/^/# /' "$out"
-	return 1
-}
-reply() { sed -n "s/^$2=//p" "$LAB_DIR/state/$1.reply"; }
+. "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh"
 eventually() {
 	local i
 	for i in $(seq 100); do "$@" && return 0; sleep 0.05; done

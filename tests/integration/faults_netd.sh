@@ -39,18 +39,7 @@ start_sluiced() {
 	done
 	return 1
 }
-# session NAME: a netns NAME attached through the client, which holds it until it gets SIGTERM
-declare -A HOLD
-session() {
-	local name=$1 out=$LAB_DIR/state/$1.reply i
-	ip netns add "$name" || return 1
-	"$CLIENT" attach "/run/netns/$name" "$POLICY" "test $name" </dev/null >"$out" 2>&1 &
-	HOLD[$name]=$!
-	for i in $(seq 100); do grep -q '^proxy_port=' "$out" && return 0; sleep 0.05; done
-	sed 's/^/# /' "$out"
-	return 1
-}
-reply() { sed -n "s/^$2=//p" "$LAB_DIR/state/$1.reply"; }
+. "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh"
 eventually() {
 	local i
 	for i in $(seq 200); do "$@" && return 0; sleep 0.05; done

@@ -46,18 +46,7 @@ start_sluiced() {
 }
 mkdir -p "$LAB_DIR/etc-sluice"
 
-# session NAME: a netns NAME attached through the client, which holds it until it gets SIGTERM.
-declare -A HOLD
-session() {
-	local name=$1 out=$LAB_DIR/state/$1.reply
-	ip netns add "$name" || return 1
-	"$CLIENT" attach "/run/netns/$name" "$POLICY" "test $name" </dev/null >"$out" 2>&1 &
-	HOLD[$name]=$!
-	local i
-	for i in $(seq 100); do grep -q '^proxy_port=' "$out" && return 0; sleep 0.05; done
-	cat "$out" | sed 's/^/# /'
-	return 1
-}
+. "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh"
 end_session() {
 	kill -TERM "${HOLD[$1]}" && wait "${HOLD[$1]}"
 	unset "HOLD[$1]"
@@ -88,7 +77,6 @@ via_proxy() {
 			eventually grep -q "\"session\":\"$id\".*\"host\":\"allowed.test\"" "$AUDIT"
 	fi
 }
-reply() { sed -n "s/^$2=//p" "$LAB_DIR/state/$1.reply"; }
 
 reaches() { lab_exec "$1" curl -s -o /dev/null -m 2 --connect-timeout 1 --noproxy '*' "$2"; }
 # dnsq NS SERVER udp|tcp: the RCODE of an answer to "registry.test A", or "timeout"
