@@ -7,7 +7,7 @@
 
 #include "config.h"
 #if SB_HAVE_NETD && SB_HAVE_POLICY
-#include "ctl.h"
+#include "netns_cmd.h"
 #endif
 #include "log.h"
 #include "util.h"
@@ -644,7 +644,7 @@ int main(int argc, char **argv)
 		return cmd_run(argc - 1, argv + 1);
 #if SB_HAVE_NETD && SB_HAVE_POLICY
 	if (strcmp(argv[1], "netns") == 0)
-		return ctl_netns(argc - 1, argv + 1, "sluice");
+		return netd_netns_cmd(argc - 1, argv + 1, "sluice");
 #endif
 	fprintf(stderr, "sluice: unknown command '%s' (try: sluice run -- COMMAND)\n", argv[1]);
 	return SB_EXIT_FAIL;

@@ -126,7 +126,7 @@ whole=0
 "$LAB_PYTHON" -c '
 import json, sys
 for line in open(sys.argv[1]): json.loads(line)' "$LOAD_AUDIT" && whole=1
-chain=$("$SLUICE_BUILD_DIR/tools/sluicectl" log verify "$LOAD_AUDIT" 2>&1 | tail -n 1)
+chain=$("$SLUICE_BUILD_DIR/tools/sluicectl/sluicectl" log verify "$LOAD_AUDIT" 2>&1 | tail -n 1)
 F[audit_chain]=$chain
 verdict audit "$([ "${F[decisions]}" = $((clients * 10)) ] && [ "${F[audit_lines]}" = "${F[decisions]}" ] &&
 	[ "$whole" = 1 ] && [[ $chain == *"chain intact"* ]] && echo 1)"

@@ -48,7 +48,7 @@ verdict() { # verdict OK|FAIL TEXT
 }
 
 t0=$(_lab_now_ms)
-export PATH=$SLUICE_BUILD_DIR/sandbox:$SLUICE_BUILD_DIR/tools:$PATH
+export PATH=$SLUICE_BUILD_DIR/sandbox:$SLUICE_BUILD_DIR/tools/sluicectl:$PATH
 for b in sluice sluicectl; do
 	command -v "$b" >/dev/null || lab_bail "$b is not built in $SLUICE_BUILD_DIR (run tools/demo.sh)"
 done

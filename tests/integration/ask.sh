@@ -13,7 +13,7 @@ lab_enter "$@"
 _lab_need curl jq setpriv useradd
 
 B=$SLUICE_BUILD_DIR
-SLUICE=$B/sandbox/sluice CTL=$B/tools/sluicectl SLUICED=$B/netd/sluiced
+SLUICE=$B/sandbox/sluice CTL=$B/tools/sluicectl/sluicectl SLUICED=$B/netd/sluiced
 RUN=/run/sluice # the lab's own, private /run
 AUDIT=$LAB_DIR/audit.log
 export SLUICE_RUN_DIR=$RUN SLUICE_AUDIT_LOG=$AUDIT

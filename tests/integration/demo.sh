@@ -55,7 +55,7 @@ check "the demo handed over its audit log" test -s "$log"
 check_match "sluicectl log was shown" '^\$ sluicectl log$' "$out"
 check_match "sluicectl log verify: chain intact" 'records checked: chain intact' "$out"
 check_match "sluicectl log verify: a forged copy is detected" 'hash mismatch: the line was edited' "$out"
-verify_quiet() { "$SLUICE_BUILD_DIR/tools/sluicectl" log verify "$@" >/dev/null; }
+verify_quiet() { "$SLUICE_BUILD_DIR/tools/sluicectl/sluicectl" log verify "$@" >/dev/null; }
 check "the audit log verifies here too" verify_quiet "$log"
 q() { jq -r "$1" "$log" 2>/dev/null | sort -u | tr '\n' ' '; }
 check_match "audit: registry.test allowed by demo-policy.json" 'demo-policy.json:[0-9]+:[0-9]+' \

@@ -121,7 +121,7 @@ check_eq "resolver back: through the proxy's DNS too" "NOERROR id-ok 198.18.1.11
 check "no torn line: every audit line is whole JSON" "$LAB_PYTHON" -c '
 import json, sys
 for line in open(sys.argv[1]): json.loads(line)' "$PROXY_AUDIT"
-check_match "the hash chain is intact" 'chain intact' "$("$SLUICE_BUILD_DIR/tools/sluicectl" log verify "$PROXY_AUDIT")"
+check_match "the hash chain is intact" 'chain intact' "$("$SLUICE_BUILD_DIR/tools/sluicectl/sluicectl" log verify "$PROXY_AUDIT")"
 lab_stop proxy
 check_eq "the proxy exits cleanly" 0 "$LAB_STOP_STATUS"
 done_testing

@@ -13,7 +13,7 @@ _lab_need curl jq
 
 SLUICE=$SLUICE_BUILD_DIR/sandbox/sluice
 SLUICED=$SLUICE_BUILD_DIR/netd/sluiced
-CTL=$SLUICE_BUILD_DIR/tools/sluicectl
+CTL=$SLUICE_BUILD_DIR/tools/sluicectl/sluicectl
 lab_internet_up >/dev/null
 lab_forward on
 

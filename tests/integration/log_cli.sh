@@ -3,7 +3,7 @@
 # (Python's hashlib), then tampered with in each way a reviewer would try.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
-ctl="$SLUICE_BUILD_DIR/tools/sluicectl"
+ctl="$SLUICE_BUILD_DIR/tools/sluicectl/sluicectl"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

@@ -10,7 +10,7 @@ lab_enter "$@"
 _lab_need logrotate curl jq
 
 B=$SLUICE_BUILD_DIR
-CTL=$B/tools/sluicectl
+CTL=$B/tools/sluicectl/sluicectl
 LOGDIR=$LAB_DIR/var-log-sluice
 AUDIT=$LOGDIR/audit.log
 export SLUICE_RUN_DIR=/run/sluice HOME=$LAB_DIR/home

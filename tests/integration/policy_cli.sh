@@ -2,7 +2,7 @@
 # sluicectl policy check|explain as a user sees them: exit codes, file:line:col errors, presets.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
-ctl="$SLUICE_BUILD_DIR/tools/sluicectl"
+ctl="$SLUICE_BUILD_DIR/tools/sluicectl/sluicectl"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp" || exit 1

@@ -67,7 +67,7 @@ check_eq "--quiet: stderr holds only the command's own output" "done" "$(cat "$L
 check_eq "--quiet: the denial was still logged" $((before + 1)) "$(denials)"
 
 # The sessions so far appended to one log (each embedded session reopened it): its hash chain holds.
-check "the audit log's hash chain holds across sessions" "$SLUICE_BUILD_DIR/tools/sluicectl" log verify "$AUDIT"
+check "the audit log's hash chain holds across sessions" "$SLUICE_BUILD_DIR/tools/sluicectl/sluicectl" log verify "$AUDIT"
 
 # 6. A policy of 5,000 hosts (over the 32 KiB a control message carries inline: it travels in a sealed
 # memfd to the embedded netd, and again from it to the proxy engine) works like a small one.

@@ -220,7 +220,7 @@ sleep 0.2
 sleep 0.2
 check_match "after SIGHUP new lines go to the new file" 'after-hup|allowed.test' "$(cat "$PROXY_AUDIT")"
 
-out=$("$SLUICE_BUILD_DIR/tools/sluicectl" log verify "$PROXY_AUDIT.1" "$PROXY_AUDIT")
+out=$("$SLUICE_BUILD_DIR/tools/sluicectl/sluicectl" log verify "$PROXY_AUDIT.1" "$PROXY_AUDIT")
 check_match "the hash chain runs intact across the rotation (sluicectl log verify)" 'chain intact' "$out"
 
 check "the proxy dropped root" test "$(awk '/^Uid:/ {print $2}' "/proc/$(lab_pid proxy)/status")" = "$(id -u nobody)"

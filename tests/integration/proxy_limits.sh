@@ -145,7 +145,7 @@ check_eq "no record lost: one allow line per request that went out" "$((ok + 4))
 check "no torn line: every audit line is whole JSON" "$LAB_PYTHON" -c '
 import json, sys
 for line in open(sys.argv[1]): json.loads(line)' "$PROXY_AUDIT"
-out=$("$SLUICE_BUILD_DIR/tools/sluicectl" log verify "$PROXY_AUDIT")
+out=$("$SLUICE_BUILD_DIR/tools/sluicectl/sluicectl" log verify "$PROXY_AUDIT")
 check_match "the hash chain is intact after the failure" 'chain intact' "$out"
 lab_stop proxy
 check_eq "the proxy exits cleanly" 0 "$LAB_STOP_STATUS"

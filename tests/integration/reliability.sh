@@ -62,7 +62,7 @@ check_eq "N decisions made, N audit lines written" "$n" "$((lines - before))"
 check "no torn line: every audit line is whole JSON" "$LAB_PYTHON" -c '
 import json, sys
 for line in open(sys.argv[1]): json.loads(line)' "$LOAD_AUDIT"
-check_match "the hash chain is intact" 'chain intact' "$("$SLUICE_BUILD_DIR/tools/sluicectl" log verify "$LOAD_AUDIT" 2>&1)"
+check_match "the hash chain is intact" 'chain intact' "$("$SLUICE_BUILD_DIR/tools/sluicectl/sluicectl" log verify "$LOAD_AUDIT" 2>&1)"
 
 # one session floods; another is still served
 load_gen flood "$LOAD_S2" 4 100 8 </dev/null >"$LAB_DIR/state/flood" &

@@ -2,6 +2,7 @@
  * network namespaces for other sandbox backends. */
 #include "config.h"
 #include "ctl.h"
+#include "netns_cmd.h"
 #include "log.h"
 
 #include <stdio.h>
@@ -54,7 +55,7 @@ int main(int argc, char **argv)
 	if (strcmp(argv[1], "asks") == 0 || strcmp(argv[1], "approve") == 0 || strcmp(argv[1], "deny") == 0)
 		return ctl_ask(argc - 1, argv + 1);
 	if (strcmp(argv[1], "netns") == 0)
-		return ctl_netns(argc - 1, argv + 1, "sluicectl");
+		return netd_netns_cmd(argc - 1, argv + 1, "sluicectl");
 	fprintf(stderr, "sluicectl: unknown command \"%s\"\n", argv[1]);
 	usage(stderr);
 	return 2;

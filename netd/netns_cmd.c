@@ -3,7 +3,7 @@
  * it under RUN_DIR/netns/; it lives until `netns delete` or until sluiced stops. The same code serves
  * `sluicectl netns` and `sluice netns` (linked into both). The policy is compiled here from the
  * standard layers plus --policy/--allow; sluiced compiles it again under the caller's uid. */
-#include "ctl.h"
+#include "netns_cmd.h"
 
 #include "client.h"
 #include "config.h"
@@ -26,7 +26,7 @@ static bool looks_like_file(const char *p)
 }
 
 /* The policy for a namespace as policy_serialize() text (malloced), or NULL with err set. */
-char *ctl_build_policy(char **policies, size_t n_pol, char **allows, size_t n_allow, char *err, size_t errlen)
+char *netd_build_cli_policy(char **policies, size_t n_pol, char **allows, size_t n_allow, char *err, size_t errlen)
 {
 	struct policy_builder *b = policy_builder_new();
 	struct policy_error pe;
@@ -113,7 +113,7 @@ static int netns_create(int argc, char **argv, const char *prog)
 		goto out;
 	}
 	rc = 1;
-	if (!(policy_json = ctl_build_policy(pol, n_pol, allow, n_allow, err, sizeof err))) {
+	if (!(policy_json = netd_build_cli_policy(pol, n_pol, allow, n_allow, err, sizeof err))) {
 		fprintf(stderr, "%s: %s\n", prog, err);
 		goto out;
 	}
@@ -193,7 +193,7 @@ static int netns_delete(int argc, char **argv, const char *prog)
 	return 0;
 }
 
-int ctl_netns(int argc, char **argv, const char *prog)
+int netd_netns_cmd(int argc, char **argv, const char *prog)
 {
 	if (argc >= 2 && strcmp(argv[1], "create") == 0)
 		return netns_create(argc - 1, argv + 1, prog);
