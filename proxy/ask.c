@@ -119,29 +119,8 @@ static int new_id(struct proxy_engine *e, char id[PROXY_ASK_ID_LEN + 1])
 	return -EEXIST;
 }
 
-static void audit_held(struct proxy_session *s, const struct proxy_ask *a, const char *method,
-                       const struct timespec *start)
-{
-	struct audit_record r;
-	char reason[200];
-
-	memset(&r, 0, sizeof r);
-	r.start = *start;
-	r.protocol = a->protocol;
-	r.host = a->host;
-	r.port = a->port;
-	r.method = method;
-	r.decision = "ask";
-	snprintf(reason, sizeof reason,
-	         "held for approval as %s: `sluicectl approve %s` or `sluicectl deny %s` within %u s", a->id, a->id,
-	         a->id, a->timeout_s);
-	r.reason = reason;
-	proxy_session_audit(s, &r);
-}
-
 int proxy_ask_hold(struct proxy_session *s, struct proxy_ask_wait *w, const char *protocol, const char *method,
-                   const char *host, uint16_t port, const struct timespec *start, proxy_ask_cb cb, void *arg, char *why,
-                   size_t whylen)
+                   const char *host, uint16_t port, proxy_ask_cb cb, void *arg, char *why, size_t whylen)
 {
 	struct proxy_engine *e = s->engine;
 	struct proxy_ask *a;
@@ -192,7 +171,8 @@ int proxy_ask_hold(struct proxy_session *s, struct proxy_ask_wait *w, const char
 	w->cb = cb;
 	w->arg = arg;
 	TAILQ_INSERT_TAIL(&a->waiters, w, entry);
-	audit_held(s, a, method, start);
+	snprintf(why, whylen, "held for approval as %s: `sluicectl approve %s` or `sluicectl deny %s` within %u s",
+	         a->id, a->id, a->id, a->timeout_s);
 	return 0;
 }
 

@@ -126,6 +126,20 @@ static int field_num(char *buf, size_t len, size_t *pos, const char *key, uint64
 	return put(buf, len, pos, num + i, sizeof num - i);
 }
 
+/* The flow id as a string of 16 hex digits (JSON numbers above 2^53 lose precision in jq). */
+static int field_flow(char *buf, size_t len, size_t *pos, uint64_t flow)
+{
+	static const char hex[] = "0123456789abcdef";
+	char s[9 + 16 + 1] = ",\"flow\":\"";
+
+	if (!flow)
+		return put(buf, len, pos, ",\"flow\":null", 12);
+	for (int i = 0; i < 16; i++)
+		s[9 + i] = hex[(flow >> (60 - 4 * i)) & 15];
+	s[25] = '"';
+	return put(buf, len, pos, s, sizeof s);
+}
+
 /* The record as a JSON object without its closing brace (the chain seals it). */
 static int format_body(const struct audit_record *r, char *buf, size_t len)
 {
@@ -148,7 +162,8 @@ static int format_body(const struct audit_record *r, char *buf, size_t len)
 	ts[n++] = '"';
 	if (put(buf, len, &pos, ts, (size_t)n))
 		return -ENOSPC;
-	if (field_str(buf, len, &pos, "session", r->session))
+	if (field_str(buf, len, &pos, "event", r->event ? r->event : AUDIT_EVENT_COMPLETE) ||
+	    field_flow(buf, len, &pos, r->flow) || field_str(buf, len, &pos, "session", r->session))
 		return -ENOSPC;
 	if (r->has_uid) {
 		if (field_num(buf, len, &pos, "uid", r->uid))

@@ -14,8 +14,17 @@
 #define AUDIT_PENDING_MAX (1u << 20)
 #define AUDIT_BATCH_MAX   (64u * 1024)
 
+/* Values of a record's "event" (docs/audit-log.md): a decision whose exchange goes on (a close record
+ * with the same flow follows), that exchange's end, or a record that is both (denied at once, a DNS
+ * query, a drop, a direct grant). */
+#define AUDIT_EVENT_DECISION "decision"
+#define AUDIT_EVENT_CLOSE    "close"
+#define AUDIT_EVENT_COMPLETE "complete"
+
 struct audit_record {
 	struct timespec start; /* CLOCK_REALTIME when the request/query arrived */
+	const char *event;     /* AUDIT_EVENT_*; NULL = complete */
+	uint64_t flow;         /* links a decision to its close (16 hex digits in the line); 0 = null */
 	uint64_t duration_ms;
 	const char *session; /* all strings borrowed; NULL = field written as null */
 	uid_t uid;

@@ -170,8 +170,7 @@ static void defer_cb(evutil_socket_t fd, short what, void *arg)
 	try_next(arg);
 }
 
-struct proxy_dial *proxy_dial_start(struct proxy_session *s, const char *canon_host,
-                                    const struct sockaddr_storage *literal, uint16_t port, proxy_dial_cb cb, void *arg)
+struct proxy_dial *proxy_dial_start(struct proxy_session *s, const struct proxy_target *t, proxy_dial_cb cb, void *arg)
 {
 	struct proxy_dial *d = calloc(1, sizeof *d);
 
@@ -179,13 +178,14 @@ struct proxy_dial *proxy_dial_start(struct proxy_session *s, const char *canon_h
 		return NULL;
 	d->session = s;
 	d->engine = s->engine;
-	d->port = port;
+	d->port = t->port;
 	d->cb = cb;
 	d->arg = arg;
-	snprintf(d->host, sizeof d->host, "%s", canon_host ? canon_host : "");
-	if (literal) {
-		d->cand[0] = *literal;
-		set_port(&d->cand[0], port);
+	snprintf(d->host, sizeof d->host, "%s", t->host);
+	if (t->literal) {
+		/* an address the caller decided as such: connect to exactly it */
+		d->cand[0] = t->addr;
+		set_port(&d->cand[0], t->port);
 		d->ncand = 1;
 		d->defer = evtimer_new(d->engine->base, defer_cb, d);
 		if (!d->defer) {
@@ -193,8 +193,6 @@ struct proxy_dial *proxy_dial_start(struct proxy_session *s, const char *canon_h
 			return NULL;
 		}
 		event_active(d->defer, EV_TIMEOUT, 1);
-		if (!d->host[0])
-			proxy_addr_str((struct sockaddr *)literal, d->host, false);
 		return d;
 	}
 	d->resolve = proxy_resolve_start(d->engine, d->host, resolved, d);

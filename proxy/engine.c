@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,6 +26,11 @@ uint64_t proxy_mono_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint64_t proxy_flow_next(struct proxy_engine *e)
+{
+	return e->flow_next++;
 }
 
 const char *proxy_addr_str(const struct sockaddr *sa, char buf[PROXY_ADDRSTR_MAX], bool with_port)
@@ -268,6 +274,14 @@ struct proxy_engine *proxy_engine_new(struct event_base *base, const struct prox
 	e->base = base;
 	TAILQ_INIT(&e->sessions);
 	TAILQ_INIT(&e->listeners);
+	{
+		/* flow ids of different engine lives must not meet in one log (a decision of a killed engine
+		 * would seem closed by a new one's record): 24 random bits, then 40 bits of counter */
+		uint32_t rnd = 0;
+		if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
+			rnd = (uint32_t)proxy_mono_ms() ^ (uint32_t)getpid();
+		e->flow_next = ((uint64_t)(rnd & 0xffffff) << 40) | 1;
+	}
 	e->upstream_dns = cfg->upstream_dns;
 	e->upstream_dns_len = cfg->upstream_dns_len;
 	e->ask_notify = cfg->ask_notify;
@@ -393,6 +407,7 @@ int proxy_engine_audit_drop(struct proxy_engine *e, const struct sockaddr *src, 
 		proxy_session_audit(s, &r);
 		return 0;
 	}
+	r.flow = proxy_flow_next(e);
 	rc = audit_log_write(e->audit, &r);
 	if (rc)
 		proxy_audit_failed(e);

@@ -89,6 +89,7 @@ struct proxy_engine {
 	void *ask_arg;                          /* borrowed */
 	proxy_direct_notify_fn direct_notify;   /* NULL: direct mode cannot open flows here */
 	void *direct_arg;                       /* borrowed */
+	uint64_t flow_next;                     /* the next audit flow id (random top bits per engine) */
 };
 
 /* ---- session.c ---- */
@@ -105,13 +106,16 @@ struct proxy_session *proxy_session_find(struct proxy_engine *e, const struct so
 int proxy_session_admit(struct proxy_session *s);
 void proxy_session_attach(struct proxy_session *s, struct proxy_conn *c, bool counted);
 void proxy_session_detach(struct proxy_conn *c);
-/* Fills the session fields of r and appends it to the audit log. */
+/* Fills the session fields of r (and a flow id when it has none) and appends it to the audit log. */
 void proxy_session_audit(struct proxy_session *s, struct audit_record *r);
 
 /* ---- engine.c helpers ---- */
 /* Writes "a.b.c.d:port" / "[v6]:port" (port 0: address only). */
 const char *proxy_addr_str(const struct sockaddr *sa, char buf[PROXY_ADDRSTR_MAX], bool with_port);
 uint64_t proxy_mono_ms(void);
+/* A new audit flow id: unique in the log, also across engine restarts (24 random bits per engine, then a
+ * counter). */
+uint64_t proxy_flow_next(struct proxy_engine *e);
 void proxy_audit_failed(struct proxy_engine *e);   /* arms the retry timer */
 void proxy_audit_schedule(struct proxy_engine *e); /* flush the batch once this iteration ends */
 /* Sets `fd` (accepted, non-blocking) up for the HTTP proxy: the session was admitted. */
@@ -133,7 +137,6 @@ void proxy_resolve_cancel(struct proxy_resolve *r); /* cb is not called afterwar
 const char *proxy_resolve_strerror(int err);
 
 /* ---- target.c: the canonical destination of a request and the policy's decision on it ---- */
-struct http_authority;
 struct proxy_target {
 	char host[POLICY_HOST_MAX + 1]; /* canonical name, or the address for IP literals */
 	uint16_t port;
@@ -143,11 +146,13 @@ struct proxy_target {
 	char reason[POLICY_ERR_MAX]; /* the decision's reason, formatted */
 	char why[192];               /* when the host is not acceptable */
 };
-/* Canonicalises the authority (policy_canon_host; IP literals in every spelling through
- * policy_parse_ip_literal) and decides: names with policy_decide before any resolution, literals with
- * policy_decide_addr. Returns 0, or -EINVAL with t->why for a host that is not a valid name. */
-int proxy_target_decide(struct proxy_session *s, const struct http_authority *a, unsigned method_bit,
-                        struct proxy_target *t);
+/* Canonicalises host (len bytes; bracketed: it was written "[v6]") with policy_canon_host (IP literals
+ * in every spelling through policy_parse_ip_literal) and decides: names with policy_decide before any
+ * resolution, literals with policy_decide_addr; a verdict given earlier in the session settles an ask.
+ * name_only: an IP literal is not acceptable (a TLS server name). Returns 0, or -EINVAL with t->why for
+ * a host that is not acceptable. */
+int proxy_target_decide(struct proxy_session *s, const char *host, size_t len, bool bracketed, uint16_t port,
+                        unsigned method_bit, bool name_only, struct proxy_target *t);
 
 /* ---- ask.c: requests held for an operator's verdict (policy option "ask") ---- */
 /* A held request; embedded in the connection that waits. */
@@ -159,13 +164,13 @@ struct proxy_ask_wait {
 	proxy_ask_cb cb;
 	void *arg;
 };
-/* Holds a request of s for host:port (a POLICY_ASK decision): writes its "ask" audit line and, for the
- * first request of that host:port, tells the parent. cb runs once, later, with the verdict (or a
- * timeout denial). Returns 0, or -EBUSY (too many held host:port pairs in the session) / -ENOTSUP
- * (nobody can approve here) / -ENOMEM with why set: the caller denies. */
+/* Holds a request of s for host:port (a POLICY_ASK decision) and, for the first request of that
+ * host:port, tells the parent. cb runs once, later, with the verdict (or a timeout denial). Returns 0
+ * with why saying how it is held ("held for approval as ID: ...", the reason of the request's "ask"
+ * audit record), or -EBUSY (too many held host:port pairs in the session) / -ENOTSUP (nobody can
+ * approve here) / -ENOMEM with why set: the caller denies. */
 int proxy_ask_hold(struct proxy_session *s, struct proxy_ask_wait *w, const char *protocol, const char *method,
-                   const char *host, uint16_t port, const struct timespec *start, proxy_ask_cb cb, void *arg,
-                   char *why, size_t whylen);
+                   const char *host, uint16_t port, proxy_ask_cb cb, void *arg, char *why, size_t whylen);
 /* Stops waiting (the connection goes away); cb is not called. Safe when not waiting. */
 void proxy_ask_unhold(struct proxy_ask_wait *w);
 /* Applies a verdict given earlier in this session to an ASK decision d for host:port (port 0: the
@@ -186,10 +191,11 @@ struct proxy_dial_result {
 };
 /* bev: the connected upstream (caller owns it) or NULL on failure. */
 typedef void (*proxy_dial_cb)(struct bufferevent *bev, const struct proxy_dial_result *res, void *arg);
-/* Dials canon_host (a policy-canonical name, resolved here) or, when literal is non-NULL, exactly that
- * address (already decided by the caller). The callback always runs later from the event loop. */
-struct proxy_dial *proxy_dial_start(struct proxy_session *s, const char *canon_host,
-                                    const struct sockaddr_storage *literal, uint16_t port, proxy_dial_cb cb, void *arg);
+/* Dials t's destination: its canonical name, resolved here, every address checked with the session's
+ * policy, or, for a literal, exactly that address (already decided). The one place the engine opens
+ * upstream connections (a parent proxy would be reached from here). The callback always runs later,
+ * from the event loop. */
+struct proxy_dial *proxy_dial_start(struct proxy_session *s, const struct proxy_target *t, proxy_dial_cb cb, void *arg);
 void proxy_dial_cancel(struct proxy_dial *d); /* cb is not called afterwards; NULL no-op */
 
 /* ---- connect.c: CONNECT requests ---- */
@@ -199,15 +205,12 @@ void proxy_dial_cancel(struct proxy_dial *d); /* cb is not called afterwards; NU
 void proxy_connect_begin(struct proxy_session *s, struct bufferevent *client, const struct http_request *req,
                          size_t head_len, const struct timespec *start_rt, uint64_t start_ms);
 
-/* ---- deny and error responses (http.c) ---- */
+/* ---- our own HTTP responses (http.c) ---- */
 /* Queues a complete response on out: status, X-Sluice-Decision value (sanitised), plain-text body. */
 void proxy_http_error(struct bufferevent *out, int status, const char *decision_hdr, const char *body, bool close);
 const char *proxy_http_status_text(int status);
 /* The X-Sluice-Decision value for a verdict and rule ("deny; rule=FILE:LINE:COL"). */
 void proxy_decision_header(char *buf, size_t len, const char *decision, const char *rule);
-/* Formats the helpful 403 body for a denial. */
-void proxy_deny_body(char *buf, size_t len, struct proxy_session *s, const char *host, uint16_t port,
-                     const char *reason, const char *rule);
 
 /* ---- tunnel.c: moves bytes both ways between two connected bufferevents ---- */
 struct tunnel;

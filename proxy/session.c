@@ -222,6 +222,8 @@ void proxy_session_audit(struct proxy_session *s, struct audit_record *r)
 	r->uid = s->uid;
 	r->has_uid = true;
 	r->command = s->command;
+	if (!r->flow)
+		r->flow = proxy_flow_next(s->engine);
 	if (audit_log_write(s->engine->audit, r) != 0)
 		proxy_audit_failed(s->engine);
 	proxy_audit_schedule(s->engine);

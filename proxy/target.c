@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "http_parse.h"
 #include "proxy_int.h"
 
 /* The human-readable reason is formatted for denials (the 403 body and the log quote it) and for
@@ -18,17 +17,24 @@ static void set_reason(struct proxy_target *t)
 		snprintf(t->reason, sizeof t->reason, "%s", policy_decision_reason(&t->dec));
 }
 
-int proxy_target_decide(struct proxy_session *s, const struct http_authority *a, unsigned method_bit,
-                        struct proxy_target *t)
+int proxy_target_decide(struct proxy_session *s, const char *host, size_t len, bool bracketed, uint16_t port,
+                        unsigned method_bit, bool name_only, struct proxy_target *t)
 {
 	enum policy_canon_err ce = POLICY_CANON_IP_LITERAL;
 	char lit[POLICY_HOST_MAX + 3];
 	size_t ll;
 
 	memset(t, 0, sizeof *t);
-	t->port = a->port;
-	if (!a->bracketed)
-		ce = policy_canon_host(a->host, a->host_len, t->host);
+	t->port = port;
+	if (!bracketed)
+		ce = policy_canon_host(host, len, t->host);
+	if (ce != POLICY_CANON_OK && name_only) {
+		/* a TLS server name: an address or a bad name names nothing the policy could allow */
+		t->host[0] = '\0';
+		snprintf(t->why, sizeof t->why, "unusable server name: %s",
+		         ce == POLICY_CANON_IP_LITERAL ? "an IP address" : policy_canon_strerror(ce));
+		return -EINVAL;
+	}
 	if (ce == POLICY_CANON_OK) {
 		policy_decide(s->policy, t->host, t->port, method_bit, &t->dec);
 		/* a verdict given earlier in this session (sluicectl approve|deny) settles an "ask" */
@@ -41,12 +47,18 @@ int proxy_target_decide(struct proxy_session *s, const struct http_authority *a,
 		return -EINVAL;
 	}
 	/* An address, however it was spelled (127.1, 0x7f.1, 2130706433, [::ffff:127.0.0.1]). */
-	ll = a->bracketed ? a->host_len + 2 : a->host_len;
+	ll = bracketed ? len + 2 : len;
 	if (ll >= sizeof lit) {
 		snprintf(t->why, sizeof t->why, "bad IP literal");
 		return -EINVAL;
 	}
-	memcpy(lit, a->bracketed ? a->host - 1 : a->host, ll);
+	if (bracketed) {
+		lit[0] = '[';
+		memcpy(lit + 1, host, len);
+		lit[ll - 1] = ']';
+	} else {
+		memcpy(lit, host, len);
+	}
 	lit[ll] = '\0';
 	if (policy_parse_ip_literal(lit, ll, &t->addr) != 0) {
 		snprintf(t->why, sizeof t->why, "bad IP literal");

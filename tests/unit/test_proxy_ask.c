@@ -1,8 +1,9 @@
 /* Unit tests of interactive approval in the engine (proxy/ask.c): requests held for one host:port share
  * one ask and one id, the parent is told when an ask starts and ends, a verdict resumes or refuses
  * every waiter and lasts for the session (DNS sees approvals only), the per-session bound, an ask ends
- * when its last waiter goes, a timeout denies and is not remembered, and each held request writes an
- * "ask" audit line. No traffic: the event loop runs only for the timeout. */
+ * when its last waiter goes, a timeout denies and is not remembered, and each held request gets the
+ * reason of its "ask" audit record (the relay writes it). No traffic: the event loop runs only for the
+ * timeout. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/event.h>
@@ -70,14 +71,23 @@ static void sin4(struct sockaddr_storage *ss, const char *ip)
 	assert_int_equal(inet_pton(AF_INET, ip, &s->sin_addr), 1);
 }
 
+static unsigned held_lines; /* holds whose reason is that of an "ask" audit record */
+
 static int hold(struct proxy_session *s, struct waiter *x, const char *host, uint16_t port)
 {
-	struct timespec now;
 	char why[256];
+	int r;
 
-	clock_gettime(CLOCK_REALTIME, &now);
 	memset(x, 0, sizeof *x);
-	return proxy_ask_hold(s, &x->w, "http", "GET", host, port, &now, verdict, x, why, sizeof why);
+	r = proxy_ask_hold(s, &x->w, "http", "GET", host, port, verdict, x, why, sizeof why);
+	if (r == 0) {
+		/* the relay writes this as the held request's "ask" record: it names the ask's id */
+		assert_non_null(x->w.ask);
+		assert_non_null(strstr(why, "held for approval as "));
+		assert_non_null(strstr(why, "sluicectl approve "));
+		held_lines++;
+	}
+	return r;
 }
 
 static void decide(struct proxy_session *s, const char *host, uint16_t port, enum policy_verdict *v, char *reason)
@@ -92,8 +102,8 @@ static void decide(struct proxy_session *s, const char *host, uint16_t port, enu
 
 static void test_ask(void **state)
 {
-	char path[] = "/tmp/sluice-ask-test-XXXXXX", line[8192], reason[256];
-	int fd = mkstemp(path), asklines = 0;
+	char path[] = "/tmp/sluice-ask-test-XXXXXX", reason[256];
+	int fd = mkstemp(path);
 	struct event_base *base = event_base_new();
 	struct policy_builder *b = policy_builder_new();
 	struct policy_options o = {.ask = true, .ask_timeout_s = 1};
@@ -107,7 +117,6 @@ static void test_ask(void **state)
 	struct policy *p;
 	enum policy_verdict v;
 	char err[256], first[PROXY_ASK_ID_LEN + 1];
-	FILE *f;
 	(void)state;
 
 	assert_true(fd >= 0);
@@ -218,14 +227,9 @@ static void test_ask(void **state)
 	proxy_engine_free(e);
 	event_base_free(base);
 
-	f = fopen(path, "r");
-	assert_non_null(f);
-	while (fgets(line, sizeof line, f))
-		asklines += strstr(line, "\"decision\":\"ask\"") != NULL;
-	fclose(f);
 	unlink(path);
-	/* one "ask" line per held request: a1, a2, b1, 16, slow, pending */
-	assert_int_equal(asklines, 3 + PROXY_ASK_MAX_PER_SESSION + 2);
+	/* one "ask" record per held request: a1, a2, b1, 16, slow, pending */
+	assert_int_equal(held_lines, 3 + PROXY_ASK_MAX_PER_SESSION + 2);
 }
 
 static void test_no_notifier(void **state)

@@ -1,0 +1,66 @@
+/* The HTTP front's connection, shared by its two halves and by nothing else: http.c (the client side:
+ * request heads, the decision of each request through the relay, keep-alive, our own responses) and
+ * http_forward.c (an allowed request's exchange with the upstream: the rewritten head, both bodies
+ * with their framing and back-pressure, the response). */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "http_parse.h"
+#include "relay.h"
+
+struct evbuffer;
+struct event;
+
+enum http_state { ST_HEAD, ST_ASK, ST_DIAL, ST_FORWARD, ST_CLOSING };
+
+struct http_conn {
+	struct proxy_relay r;       /* first: the relay is the connection (r.client, the kept-alive r.up) */
+	struct event *timer;        /* owned: header and idle timeouts */
+	struct evbuffer *head_out;  /* owned: the rewritten request head */
+	struct evbuffer *head_copy; /* owned: kept while a reused upstream may still fail before answering */
+	struct evbuffer *tx;        /* owned: response bytes for the client not yet written (send_now) */
+	enum http_state state;
+	uint16_t transparent_port; /* 0: forward proxy; else a redirected connection's original port */
+	struct http_scanner scan;
+	struct timespec head_rt; /* when the current head's first byte came */
+	uint64_t head_ms;
+	/* the kept-alive upstream (r.up) */
+	char up_host[POLICY_HOST_MAX + 1];
+	uint16_t up_port;
+	bool up_reused;
+	/* the current request */
+	bool head_request, client_keep, client_http10;
+	enum http_body_kind req_body;
+	uint64_t req_left;
+	struct http_chunked req_ch;
+	bool req_done;
+	struct http_scanner rscan;
+	bool resp_started, resp_head_done, resp_done, resp_keep;
+	enum http_body_kind resp_body;
+	uint64_t resp_left;
+	struct http_chunked resp_ch;
+};
+
+/* ---- http.c ---- */
+/* Feeds the bytes of in that the scanner has not seen yet (a head is at the front of in). */
+enum http_scan_result http_scan_input(struct http_scanner *s, struct evbuffer *in);
+void http_set_timer(struct http_conn *c, const struct timeval *tv);
+/* A response of our own to the current request (keep-alive when the request had no body). */
+void http_respond(struct http_conn *c, int status, const char *decision, const char *body);
+/* An upstream failure: our 502/504 when no response reached the client yet, else close. */
+void http_fail(struct http_conn *c, int status, const char *why);
+/* Back to waiting for the next request on a kept-alive client connection. */
+void http_next_request(struct http_conn *c);
+/* The current request ends the connection: close once what is queued for the client was written. */
+void http_close_after_flush(struct http_conn *c);
+
+/* ---- http_forward.c ---- */
+/* Builds the head sent upstream for req: origin-form target, our Host, no hop-by-hop fields. */
+void http_forward_build_head(struct http_conn *c, const struct http_request *req);
+/* r.up is connected (new or kept alive): sends the head, then streams both bodies. */
+void http_forward_start(struct http_conn *c);
+/* The client sent more (a request body) / its output drained below the watermark. */
+void http_forward_client_read(struct http_conn *c);
+void http_forward_client_drained(struct http_conn *c);

@@ -1,0 +1,382 @@
+/* The HTTP front's upstream half (http_conn.h): an allowed request's exchange with the upstream. The
+ * rewritten head goes out, the request body follows with its framing checked (length or chunked),
+ * the response head is parsed strictly and rewritten, its body streamed back with back-pressure both
+ * ways (stop reading one side while the other's output is full), and the upstream is kept for the
+ * next request to the same host:port when both sides allow it. The place where bulk bodies would
+ * switch to splice(2) once the framing is known (docs/proxy.md, "Extending the relay"). */
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "http_conn.h"
+#include "log.h"
+
+static void up_read_cb(struct bufferevent *bev, void *arg);
+static void up_write_cb(struct bufferevent *bev, void *arg);
+static void up_event_cb(struct bufferevent *bev, short what, void *arg);
+
+static void maybe_finish(struct http_conn *c)
+{
+	bool keep_client, keep_up;
+
+	if (!c->req_done || !c->resp_done)
+		return;
+	keep_up = c->resp_keep && c->r.up && evbuffer_get_length(bufferevent_get_input(c->r.up)) == 0;
+	keep_client = c->client_keep && c->resp_body != HTTP_BODY_CLOSE;
+	if (!keep_up)
+		proxy_relay_drop_upstream(&c->r);
+	if (keep_client)
+		http_next_request(c);
+	else
+		http_close_after_flush(c);
+}
+
+/* ---- request body: client -> upstream ---- */
+
+void http_forward_client_read(struct http_conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->r.client);
+	struct evbuffer *out;
+
+	if (c->state != ST_FORWARD || c->req_done || !c->r.up)
+		return;
+	out = bufferevent_get_output(c->r.up);
+	while (!c->req_done && evbuffer_get_length(in) > 0) {
+		size_t n = evbuffer_get_length(in);
+		if (evbuffer_get_length(out) >= PROXY_BUF_HIGH) {
+			/* Back-pressure: the upstream is slow; stop reading the client until it drains. */
+			bufferevent_disable(c->r.client, EV_READ);
+			bufferevent_setwatermark(c->r.up, EV_WRITE, PROXY_BUF_HIGH / 2, 0);
+			return;
+		}
+		if (c->req_body == HTTP_BODY_LENGTH) {
+			if ((uint64_t)n > c->req_left)
+				n = (size_t)c->req_left;
+			if (n > PROXY_BUF_HIGH)
+				n = PROXY_BUF_HIGH;
+			evbuffer_remove_buffer(in, out, n);
+			c->req_left -= n;
+			c->r.bytes_out += n;
+			if (c->req_left == 0)
+				c->req_done = true;
+		} else { /* chunked */
+			struct evbuffer_iovec v;
+			size_t used;
+			enum http_chunk_result r;
+			if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+				break;
+			r = http_chunked_feed(&c->req_ch, v.iov_base, v.iov_len, &used);
+			evbuffer_remove_buffer(in, out, used);
+			c->r.bytes_out += used;
+			if (r == HTTP_CHUNK_ERROR) {
+				snprintf(c->r.error, sizeof c->r.error, "malformed chunked request body: %s",
+				         c->req_ch.error);
+				c->r.status = 400;
+				http_close_after_flush(c);
+				return;
+			}
+			if (r == HTTP_CHUNK_DONE)
+				c->req_done = true;
+		}
+	}
+	if (c->req_done) {
+		/* What follows is a pipelined request: it waits in the input buffer (bounded by the read
+		 * watermark) until this response is done. Reading stays enabled: a client closing early
+		 * is noticed, and no epoll change is paid per request. */
+		maybe_finish(c);
+	}
+}
+
+/* Sends data on bev: written now when nothing is queued ahead of it, and only what the socket did not
+ * take is queued. A bufferevent waits for EPOLLOUT before it writes, which costs two epoll_ctl calls
+ * and a loop iteration per write; small requests and responses are written at once this way. An
+ * error (a reset peer) leaves the data queued, so the bufferevent's own write reports it as usual. */
+static void send_now(struct bufferevent *bev, struct evbuffer *data)
+{
+	struct evbuffer *out = bufferevent_get_output(bev);
+
+	if (evbuffer_get_length(out) == 0 && evbuffer_get_length(data) > 0)
+		(void)evbuffer_write(data, bufferevent_getfd(bev));
+	if (evbuffer_get_length(data) > 0)
+		evbuffer_add_buffer(out, data);
+}
+
+/* ---- response: upstream -> client ---- */
+
+/* The end-to-end header fields of a head (hop-by-hop ones, and those Connection names, stay here). */
+static void put_headers(struct evbuffer *o, const struct http_header *hs, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (hs[i].hop)
+			continue;
+		evbuffer_add(o, hs[i].name, hs[i].name_len);
+		evbuffer_add(o, ": ", 2);
+		evbuffer_add(o, hs[i].value, hs[i].value_len);
+		evbuffer_add(o, "\r\n", 2);
+	}
+}
+
+/* Response bytes go to c->tx first and out in one write (send_now) when the pump stops. */
+static void write_response_head(struct http_conn *c, const struct http_response *r, bool final)
+{
+	struct evbuffer *o = c->tx;
+	bool keep = c->client_keep && r->body != HTTP_BODY_CLOSE;
+
+	evbuffer_add_printf(o, "HTTP/1.1 %u %.*s\r\n", r->status, (int)r->reason_len, r->reason);
+	put_headers(o, r->headers, r->nheaders);
+	evbuffer_add(o, "Via: 1.1 sluice\r\n", 17);
+	if (final && !keep)
+		evbuffer_add(o, "Connection: close\r\n", 19);
+	else if (final && c->client_http10)
+		evbuffer_add(o, "Connection: keep-alive\r\n", 24);
+	evbuffer_add(o, "\r\n", 2);
+}
+
+/* Returns false when the connection was closed. */
+static bool response_head(struct http_conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->r.up);
+	struct http_response resp;
+	const char *why;
+	enum http_scan_result sr = http_scan_input(&c->rscan, in);
+	char msg[800];
+	const char *head;
+
+	if (sr == HTTP_SCAN_MORE)
+		return true;
+	if (sr == HTTP_SCAN_ERROR) {
+		snprintf(msg, sizeof msg, "the upstream sent a malformed response head: %s", c->rscan.error);
+		http_fail(c, 502, msg);
+		return false;
+	}
+	head = (const char *)evbuffer_pullup(in, (ev_ssize_t)c->rscan.total);
+	if (!head || http_parse_response(head, c->rscan.total, c->head_request, &resp, &why) != 0) {
+		snprintf(msg, sizeof msg, "the upstream sent a malformed response head: %s", head ? why : "no memory");
+		http_fail(c, 502, msg);
+		return false;
+	}
+	if (resp.status == 101) {
+		http_fail(c, 502, "the upstream switched protocols, which this proxy does not support (use CONNECT)");
+		return false;
+	}
+	if (resp.status < 200) {
+		write_response_head(c, &resp, false);
+		evbuffer_drain(in, c->rscan.total);
+		http_scanner_init(&c->rscan, true);
+		return true;
+	}
+	c->r.status = (int)resp.status;
+	c->resp_keep = resp.keep_alive;
+	c->resp_body = resp.body;
+	c->resp_left = resp.body == HTTP_BODY_LENGTH ? (uint64_t)resp.content_length : 0;
+	http_chunked_init(&c->resp_ch);
+	write_response_head(c, &resp, true);
+	c->r.bytes_in += c->rscan.total;
+	evbuffer_drain(in, c->rscan.total);
+	c->resp_started = c->resp_head_done = true;
+	if (resp.body == HTTP_BODY_NONE || (resp.body == HTTP_BODY_LENGTH && c->resp_left == 0))
+		c->resp_done = true;
+	return true;
+}
+
+static void pump_response(struct http_conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->r.up);
+	struct evbuffer *queued = bufferevent_get_output(c->r.client);
+	struct evbuffer *out = c->tx;
+
+	while (c->state == ST_FORWARD && !c->resp_done && evbuffer_get_length(in) > 0) {
+		size_t n = evbuffer_get_length(in);
+		if (!c->resp_head_done) {
+			size_t before = c->rscan.total;
+			if (!response_head(c))
+				return;
+			if (!c->resp_head_done && c->rscan.total == before && evbuffer_get_length(in) == n)
+				break; /* need more bytes */
+			continue;
+		}
+		if (evbuffer_get_length(out) + evbuffer_get_length(queued) >= PROXY_BUF_HIGH) {
+			send_now(c->r.client, out);
+			if (evbuffer_get_length(queued) >= PROXY_BUF_HIGH) {
+				bufferevent_disable(c->r.up, EV_READ);
+				bufferevent_setwatermark(c->r.client, EV_WRITE, PROXY_BUF_HIGH / 2, 0);
+				return;
+			}
+		}
+		if (n > PROXY_BUF_HIGH)
+			n = PROXY_BUF_HIGH;
+		if (c->resp_body == HTTP_BODY_LENGTH) {
+			if ((uint64_t)n > c->resp_left)
+				n = (size_t)c->resp_left;
+			evbuffer_remove_buffer(in, out, n);
+			c->resp_left -= n;
+			if (c->resp_left == 0)
+				c->resp_done = true;
+		} else if (c->resp_body == HTTP_BODY_CHUNKED) {
+			struct evbuffer_iovec v;
+			enum http_chunk_result r;
+			if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+				break;
+			r = http_chunked_feed(&c->resp_ch, v.iov_base, v.iov_len, &n);
+			if (r == HTTP_CHUNK_ERROR) {
+				snprintf(c->r.error, sizeof c->r.error, "malformed chunked response body: %s",
+				         c->resp_ch.error);
+				send_now(c->r.client, out);
+				http_close_after_flush(c);
+				return;
+			}
+			evbuffer_remove_buffer(in, out, n);
+			if (r == HTTP_CHUNK_DONE)
+				c->resp_done = true;
+		} else { /* until close */
+			evbuffer_remove_buffer(in, out, n);
+		}
+		c->r.bytes_in += n;
+	}
+	if (c->state == ST_FORWARD)
+		send_now(c->r.client, out);
+	if (c->state == ST_FORWARD && c->resp_done) {
+		if (!c->req_done && c->req_body != HTTP_BODY_NONE) {
+			/* Answered before the body was all sent (e.g. 413): keep sending it, or close. */
+			http_forward_client_read(c);
+			return;
+		}
+		maybe_finish(c);
+	}
+}
+
+static void up_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct http_conn *c = arg;
+	(void)bev;
+	if (c->state != ST_FORWARD) {
+		/* An idle kept-alive upstream must not talk: it is no longer reusable. */
+		proxy_relay_drop_upstream(&c->r);
+		return;
+	}
+	http_set_timer(c, c->r.e->tv_idle);
+	pump_response(c);
+}
+
+static void up_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct http_conn *c = arg;
+	(void)bev;
+	/* Output drained below the low watermark: resume reading the client's body. */
+	if (c->state == ST_FORWARD && !c->req_done) {
+		bufferevent_setwatermark(c->r.up, EV_WRITE, 0, 0);
+		bufferevent_enable(c->r.client, EV_READ);
+		http_set_timer(c, c->r.e->tv_idle);
+		http_forward_client_read(c);
+	}
+}
+
+static void up_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct http_conn *c = arg;
+	char msg[800];
+	int err = EVUTIL_SOCKET_ERROR();
+	(void)bev;
+
+	if (c->state != ST_FORWARD) {
+		proxy_relay_drop_upstream(&c->r); /* the kept-alive upstream went away between requests */
+		return;
+	}
+	if (c->up_reused && !c->resp_started && c->rscan.total == 0 && evbuffer_get_length(c->head_copy) &&
+	    evbuffer_get_length(bufferevent_get_input(c->r.up)) == 0) {
+		/* A kept-alive upstream closed as we reused it (the server's idle timeout raced our
+		 * request): a request without a body is sent again once, on a fresh connection. */
+		log_debug("%s: kept-alive upstream closed before answering; retrying on a new connection", c->r.t.host);
+		proxy_relay_drop_upstream(&c->r);
+		evbuffer_add_buffer(c->head_out, c->head_copy);
+		c->r.bytes_out = 0;
+		c->state = ST_DIAL;
+		bufferevent_disable(c->r.client, EV_READ);
+		event_del(c->timer);
+		proxy_relay_dial(&c->r);
+		return;
+	}
+	if (what & BEV_EVENT_EOF) {
+		pump_response(c);
+		if (c->state != ST_FORWARD)
+			return;
+		if (c->resp_head_done && c->resp_body == HTTP_BODY_CLOSE) {
+			c->resp_done = true;
+			proxy_relay_drop_upstream(&c->r);
+			if (!c->req_done)
+				c->req_done = true; /* nothing more can be sent */
+			maybe_finish(c);
+			return;
+		}
+		if (!c->resp_started) {
+			snprintf(msg, sizeof msg, "%s (%s) closed the connection without a response%s", c->r.t.host,
+			         c->r.address, c->up_reused ? " (kept-alive connection)" : "");
+			http_fail(c, 502, msg);
+			return;
+		}
+		snprintf(c->r.error, sizeof c->r.error,
+		         "the upstream closed the connection in the middle of the response");
+		http_close_after_flush(c);
+		return;
+	}
+	snprintf(msg, sizeof msg, "connection to %s (%s) failed: %s", c->r.t.host, c->r.address,
+	         (what & BEV_EVENT_TIMEOUT) ? "timed out" : strerror(err ? err : EIO));
+	http_fail(c, (what & BEV_EVENT_TIMEOUT) ? 504 : 502, msg);
+}
+
+void http_forward_client_drained(struct http_conn *c)
+{
+	if (c->state == ST_FORWARD && c->r.up && !c->resp_done) {
+		bufferevent_setwatermark(c->r.client, EV_WRITE, 0, 0);
+		bufferevent_enable(c->r.up, EV_READ);
+		pump_response(c);
+	}
+}
+
+void http_forward_start(struct http_conn *c)
+{
+	c->state = ST_FORWARD;
+	http_scanner_init(&c->rscan, true);
+	c->resp_started = c->resp_head_done = c->resp_done = c->resp_keep = false;
+	c->r.bytes_out += evbuffer_get_length(c->head_out);
+	bufferevent_setcb(c->r.up, up_read_cb, up_write_cb, up_event_cb, c);
+	bufferevent_set_max_single_read(c->r.up, PROXY_BUF_HIGH);
+	bufferevent_set_max_single_write(c->r.up, PROXY_BUF_HIGH);
+	bufferevent_setwatermark(c->r.up, EV_READ, 0, PROXY_BUF_HIGH);
+	bufferevent_setwatermark(c->r.up, EV_WRITE, 0, 0);
+	/* Enabling EV_WRITE arms the write event even with nothing queued (an epoll_ctl now and another
+	 * when it fires idle): only when it is off. send_now writes the head directly. */
+	bufferevent_enable(c->r.up, (bufferevent_get_enabled(c->r.up) & EV_WRITE) ? EV_READ : EV_READ | EV_WRITE);
+	evbuffer_drain(c->head_copy, evbuffer_get_length(c->head_copy));
+	if (c->up_reused && c->req_body == HTTP_BODY_NONE)
+		evbuffer_add(c->head_copy, evbuffer_pullup(c->head_out, -1), evbuffer_get_length(c->head_out));
+	send_now(c->r.up, c->head_out);
+	http_set_timer(c, c->r.e->tv_idle);
+	bufferevent_enable(c->r.client, EV_READ);
+	if (!c->req_done)
+		http_forward_client_read(c);
+}
+
+void http_forward_build_head(struct http_conn *c, const struct http_request *req)
+{
+	struct evbuffer *o = c->head_out;
+	const char *slash = (req->path_len == 0 || req->path[0] != '/') ? "/" : "";
+
+	evbuffer_drain(o, evbuffer_get_length(o));
+	evbuffer_add(o, req->method, req->method_len);
+	evbuffer_add_printf(o, " %s", slash);
+	evbuffer_add(o, req->path, req->path_len);
+	evbuffer_add_printf(o, " HTTP/1.%u\r\n", req->version_minor);
+	if (c->r.t.literal && c->r.t.addr.ss_family == AF_INET6)
+		evbuffer_add_printf(o, "Host: [%s]", c->r.t.host);
+	else
+		evbuffer_add_printf(o, "Host: %s", c->r.t.host);
+	if (c->r.t.port != 80)
+		evbuffer_add_printf(o, ":%u", c->r.t.port);
+	evbuffer_add(o, "\r\n", 2);
+	put_headers(o, req->headers, req->nheaders);
+	evbuffer_add(o, "Via: 1.1 sluice\r\n\r\n", 19);
+}
