@@ -18,12 +18,13 @@ LG=$LAB_LIB_DIR/loadgen.py
 lab_bg bad-rst -n inet "$LAB_PYTHON" "$LG" badserver "$BAD4" 9081 rst
 lab_bg bad-garbage -n inet "$LAB_PYTHON" "$LG" badserver "$BAD4" 9082 garbage
 lab_bg bad-halfclose -n inet "$LAB_PYTHON" "$LG" badserver "$BAD4" 9083 halfclose
+lab_bg bad-hang -n inet "$LAB_PYTHON" "$LG" badserver "$BAD4" 9084 hang
 ip -n inet addr add "$RESOLVER/24" dev eth0
 lab_bg slowdns -n inet "$LAB_PYTHON" "$LG" slowdns "$RESOLVER" "$LAB_DNS:53"
-for p in 9081 9082 9083; do lab_wait_port inet "$BAD4" "$p" 5 || lab_bail "bad server on $p did not start"; done
+for p in 9081 9082 9083 9084; do lab_wait_port inet "$BAD4" "$p" 5 || lab_bail "bad server on $p did not start"; done
 
 # the proxy's upstream resolver is the one that hangs on slow* names
-proxy_start s1 '{"allow": ["bad.test:9081-9083", "allowed.test", "*.allowed.test", "slow.test"]}'
+proxy_start s1 '{"allow": ["bad.test:9081-9084", "allowed.test", "*.allowed.test", "slow.test"]}'
 sed -i "s/\"upstream_dns\": \"[^\"]*\"/\"upstream_dns\": \"$RESOLVER:53\"/" "$LAB_DIR/proxy/config-s1.json"
 lab_stop proxy
 proxy_bg "$LAB_DIR/proxy/config-s1.json" --verbose
@@ -117,6 +118,57 @@ lab_bg slowdns2 -n inet "$LAB_PYTHON" "$LG" slowdns "$RESOLVER" "$LAB_DNS:53"
 sleep 0.5
 check "resolver back: new names resolve and are served" served back
 check_eq "resolver back: through the proxy's DNS too" "NOERROR id-ok 198.18.1.11" "$(dns_ask s1 up.allowed.test A)"
+
+# kill -9 of the engine while requests are in flight: every request the client started has its decision
+# record (written when it was decided, not when it ends), the chain stays intact, and `sluicectl log
+# verify` says which decisions have no close record
+GETS=6 TUNNELS=4
+clients=()
+for i in $(seq "$GETS"); do
+	"${CURL[@]}" -m 30 -o /dev/null "http://bad.test:9084/inflight-$i" >/dev/null 2>&1 &
+	clients+=($!)
+done
+lab_exec s1 "$LAB_PYTHON" - "$PROXY_GW" "$TUNNELS" >"$LAB_DIR/tmp/tunnels" 2>&1 <<'PY' &
+import socket, sys, time
+socks = []
+for i in range(int(sys.argv[2])):
+    s = socket.create_connection((sys.argv[1], 3128), timeout=10)
+    s.sendall(b"CONNECT bad.test:9084 HTTP/1.1\r\nHost: bad.test:9084\r\n\r\n")
+    head = b""
+    while b"\r\n\r\n" not in head:
+        c = s.recv(1)
+        if not c:
+            break
+        head += c
+    print(head.split(b"\r\n")[0].decode(), flush=True)
+    socks.append(s)
+time.sleep(30)
+PY
+clients+=($!)
+for i in $(seq 100); do
+	[ "$(grep -c '^head' "$(lab_log bad-hang)")" -ge "$GETS" ] && [ "$(grep -c ' 200 ' "$LAB_DIR/tmp/tunnels")" -ge "$TUNNELS" ] && break
+	sleep 0.1
+done
+check_eq "in flight: the hung origin has every GET" "$GETS" "$(grep -c '^head' "$(lab_log bad-hang)")"
+check_eq "in flight: every tunnel is open" "$TUNNELS" "$(grep -c ' 200 ' "$LAB_DIR/tmp/tunnels")"
+kill -KILL "$(lab_pid proxy)"
+lab_stop proxy
+kill "${clients[@]}" 2>/dev/null
+wait "${clients[@]}" 2>/dev/null
+inflight() {
+	"$LAB_PYTHON" - "$PROXY_AUDIT" "$1" <<-'PY'
+		import json, sys
+		recs = [json.loads(l) for l in open(sys.argv[1])]
+		print(sum(1 for r in recs if r["host"] == "bad.test" and r["port"] == 9084 and r["method"] == sys.argv[2]
+		          and r["decision"] == "allow" and r.get("event", "complete") != "close"))
+	PY
+}
+check_eq "after kill -9: every GET in flight has its decision record" "$GETS" "$(inflight GET)"
+check_eq "after kill -9: every tunnel has its decision record" "$TUNNELS" "$(inflight CONNECT)"
+proxy_bg "$LAB_DIR/proxy/config-s1.json" --verbose
+lab_wait_port s1 "$PROXY_GW" 3128 "$PROXY_WAIT" || lab_bail "sluice-proxy did not restart after kill -9"
+check "the restarted engine serves" served after-kill
+sleep 0.3
 
 check "no torn line: every audit line is whole JSON" "$LAB_PYTHON" -c '
 import json, sys

@@ -5,7 +5,8 @@ addresses it is given. One asyncio process holds thousands of sockets. Results g
   echo PORT...                    TCP echo server on 0.0.0.0:PORT (many connections, epoll)
   badserver ADDR PORT MODE        a misbehaving web server: rst (half a response, then a TCP reset),
                                   garbage (a status line that is not HTTP), halfclose (reads until the
-                                  peer's FIN, then answers with what it got and closes)
+                                  peer's FIN, then answers with what it got and closes), hang (prints
+                                  "head" for each request head it reads, never answers)
   slowdns ADDR UPSTREAM           a resolver on ADDR:53 (UDP) that relays to UPSTREAM but never answers names
                                   starting with "slow"
   tunnels SESSIONS N TARGET...    opens N CONNECT tunnels (round-robin over the sessions, echo-checked), prints
@@ -132,6 +133,12 @@ async def bad_server(addr, port, mode):
                 w.close()
                 return
             await r.readuntil(b"\r\n\r\n")
+            if mode == "hang":
+                # a request in flight for as long as the client waits
+                print("head", flush=True)
+                await r.read()
+                w.close()
+                return
             if mode == "rst":
                 w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\nContent-Type: text/plain\r\n\r\n"
                         + b"x" * 1000)
