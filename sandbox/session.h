@@ -91,9 +91,10 @@ long long sb_summary_mark(const char *log_path);
  * Returns 0 or -errno (the log cannot be read). */
 int sb_summary_print(FILE *f, const char *id, const char *log_path, long long from);
 struct json_object;
-/* Calls fn with each record of session id in log_path after offset `from` (or from the start when
- * the log was rotated or truncated since), parsed (borrowed for the call). Over-long lines and
- * lines that are not JSON objects are skipped. Returns 0 or -errno (the log cannot be read). */
+/* Calls fn once for each request of session id in log_path after offset `from` (or from the start
+ * when the log was rotated or truncated since), with its final record parsed (borrowed for the call):
+ * the close record, or a decision that has none (common/audit_read.h, outcomes). Lines that are not
+ * records are skipped. Returns 0 or -errno (the log cannot be read). */
 int sb_summary_each(const char *id, const char *log_path, long long from,
                     void (*fn)(struct json_object *rec, void *arg), void *arg);
 /* A record's string field (NULL when absent or not a string) / integer field (-1 when absent). */

@@ -2,23 +2,21 @@
  * session started): sb_summary_each() is the one reader, used by the denial summary `sluice run
  * --allow-network` prints at exit (here: groups the denials by destination and rule, and says for
  * each the exact flag or policy line that would allow it) and by learn mode (learn.c). The log is
- * written by netd's proxy but is still read as untrusted text: lines are bounded, parsed with
- * json-c, and every string is printed with control bytes escaped. */
+ * written by netd's proxy but is still read as untrusted text, through the common reader
+ * (common/audit_read.h: bounded lines parsed with json-c), and every string is printed with control
+ * bytes escaped. */
 #include "session.h"
 
+#include "audit_read.h"
 #include "util.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define SUMMARY_MAX_ROWS  32
-#define SUMMARY_LINE_MAX  (64u * 1024)
 #define SUMMARY_READ_MAX  (256ull << 20) /* never read more than this of one log at exit */
 
 struct denial {
@@ -104,10 +102,7 @@ static void add_record(json_object *o, void *arg)
 
 long long sb_summary_mark(const char *log_path)
 {
-	struct stat st;
-	if (!log_path || stat(log_path, &st) < 0 || !S_ISREG(st.st_mode))
-		return 0;
-	return (long long)st.st_size;
+	return audit_reader_mark(log_path);
 }
 
 /* Whether the host is an address literal (a dropped packet): no --allow names it. */
@@ -119,54 +114,21 @@ static bool is_addr(const char *h)
 int sb_summary_each(const char *id, const char *log_path, long long from, void (*fn)(json_object *rec, void *arg),
                     void *arg)
 {
-	char *line = malloc(SUMMARY_LINE_MAX);
-	cleanup_fd int fd = -1;
-	FILE *in = NULL;
-	struct stat st;
-	int r = 0;
+	/* one record per request, with its final decision (a decision without its close record, when
+	 * the engine was killed, counts too) */
+	struct audit_reader_opts o = {.from = from, .max_bytes = SUMMARY_READ_MAX, .session = id, .outcomes = true};
+	struct audit_reader *rd;
+	struct audit_entry e;
+	int r;
 
-	if (!line) {
-		r = -ENOMEM;
-		goto out;
+	if (!(rd = audit_reader_open(log_path, &o, &r)))
+		return r;
+	while ((r = audit_reader_next(rd, &e)) > 0) {
+		if (r == AUDIT_READ_RECORD)
+			fn(e.obj, arg);
+		audit_entry_release(&e);
 	}
-	fd = open(log_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (fd < 0 || fstat(fd, &st) < 0) {
-		r = -errno;
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		r = -EINVAL;
-		goto out;
-	}
-	/* The log was rotated (or truncated) during the session: read the new one from its start. */
-	if (from < 0 || from > (long long)st.st_size)
-		from = 0;
-	if ((unsigned long long)(st.st_size - from) > SUMMARY_READ_MAX)
-		from = st.st_size - (long long)SUMMARY_READ_MAX;
-	if (lseek(fd, (off_t)from, SEEK_SET) < 0 || !(in = fdopen(fd, "r"))) {
-		r = -errno;
-		goto out;
-	}
-	fd = -1; /* owned by in */
-	while (fgets(line, SUMMARY_LINE_MAX, in)) {
-		size_t n = strlen(line);
-		if (n && line[n - 1] != '\n' && !feof(in)) {
-			/* an over-long line: skip the rest of it */
-			int ch;
-			while ((ch = getc(in)) != EOF && ch != '\n')
-				;
-			continue;
-		}
-		json_object *o = json_tokener_parse(line);
-		const char *sess = o && json_object_is_type(o, json_type_object) ? sb_record_str(o, "session") : NULL;
-		if (sess && strcmp(sess, id) == 0)
-			fn(o, arg);
-		json_object_put(o);
-	}
-out:
-	if (in)
-		fclose(in);
-	free(line);
+	audit_reader_free(rd);
 	return r;
 }
 

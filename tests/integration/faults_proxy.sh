@@ -173,7 +173,10 @@ sleep 0.3
 check "no torn line: every audit line is whole JSON" "$LAB_PYTHON" -c '
 import json, sys
 for line in open(sys.argv[1]): json.loads(line)' "$PROXY_AUDIT"
-check_match "the hash chain is intact" 'chain intact' "$("$SLUICE_BUILD_DIR/tools/sluicectl/sluicectl" log verify "$PROXY_AUDIT")"
+out=$("$SLUICE_BUILD_DIR/tools/sluicectl/sluicectl" log verify "$PROXY_AUDIT")
+check_match "the hash chain is intact, across the kill -9" 'chain intact' "$out"
+check_match "verify names the decisions the killed engine never closed" \
+	"^$((GETS + TUNNELS)) decisions without a close record \(engine killed or restarted" "$out"
 lab_stop proxy
 check_eq "the proxy exits cleanly" 0 "$LAB_STOP_STATUS"
 done_testing

@@ -37,6 +37,9 @@ rc=$?
 check_eq "learn: the command succeeds" 0 "$rc"
 check_eq "learn: the three requests went through" "200 200 200" "$(echo $out)"
 check_match "learn: sluice says where the policy went" "learned policy written to $F: 3 destinations" "$(cat "$LAB_DIR/err1")"
+# each request counts once, though the log has its decision and its close record
+check_match "learn: ... from three requests, all allowed by learn mode" "\(3 requests, 3 allowed by learn mode\)" \
+	"$(cat "$LAB_DIR/err1")"
 check_not "learn: nothing was denied" grep -q 'denied' "$LAB_DIR/err1"
 check "learn: the file is a valid policy (sluicectl policy check)" "$CTL" policy check "$F"
 check_eq "learn: it allows exactly the hosts reached, other.test only on 8080" \

@@ -75,4 +75,39 @@ check_eq "a line with a NUL is not a record" 1 "$(printf '%s\n' "$out" | grep -c
 "$ctl" log --file "$tmp/nope.log" >/dev/null 2>&1
 check_eq "a missing log is an error (exit 1)" 1 "$?"
 
+# Decision and close records (docs/audit-log.md): a request's decision when it was made, its close when it
+# ended, linked by flow; a decision whose close never came (the engine was killed) is not tampering.
+python3 - "$tmp/events.log" <<'PY'
+import hashlib, json, sys
+prev = "0" * 64
+def rec(ev, flow, host, dec, **kw):
+    r = {"time": "2026-11-22T00:00:00.000Z", "event": ev, "flow": flow, "session": "s1", "uid": 0, "command": "sh",
+         "protocol": "connect", "host": host, "port": 443, "method": "CONNECT", "decision": dec, "rule": "p.json:1:5",
+         "reason": None, "address": None, "status": 0, "bytes_out": 0, "bytes_in": 0, "duration_ms": 0, "error": None}
+    r.update(kw)
+    return r
+recs = [rec("decision", "00aa000000000001", "a.test", "allow"),
+        rec("complete", "00aa000000000002", "evil.test", "deny", rule=None, reason="no rule allows it", status=403),
+        rec("close", "00aa000000000001", "a.test", "allow", status=200, bytes_out=321, bytes_in=955, duration_ms=18,
+            address="198.18.1.11:443"),
+        rec("decision", "00aa000000000003", "b.test", "allow")]
+with open(sys.argv[1], "w") as f:
+    for r in recs:
+        body = json.dumps(r, separators=(",", ":"))[:-1]
+        h = hashlib.sha256((prev + "\n" + body).encode()).hexdigest()
+        f.write('%s,"prev":"%s","hash":"%s"}\n' % (body, prev, h))
+        prev = h
+PY
+out=$("$ctl" log verify "$tmp/events.log"); rc=$?
+check_eq "a decision without its close record is not tampering (exit 0)" 0 "$rc"
+check_match "verify says how many decisions have no close record" '^1 decision without a close record \(engine killed or restarted' "$out"
+check_match "... and that the chain is intact" '^4 records checked: chain intact' "$out"
+out=$("$ctl" log --file "$tmp/events.log" 2>"$tmp/events.err")
+check_match "a decision shows what was decided, no bytes yet" 'allow  *connect  *CONNECT a\.test:443  \[p\.json:1:5\]$' "$(sed -n 1p <<<"$out")"
+check_match "its close shows how it ended" 'closed connect  *CONNECT a\.test:443 200 up 321 down 955 in 18 ms$' "$(sed -n 3p <<<"$out")"
+check_match "a request refused at once is one line with its status" 'deny  *connect  *CONNECT evil\.test:443 403 up 0 down 0  no rule allows it$' "$(sed -n 2p <<<"$out")"
+check_match "sluicectl log says a decision has no close record" '1 request was decided without a close record' "$(cat "$tmp/events.err")"
+out=$("$ctl" log --file "$tmp/events.log" --denied)
+check_eq "--denied: the denial only, not the allowed request's close" 1 "$(printf '%s\n' "$out" | grep -c .)"
+
 done_testing

@@ -1,20 +1,19 @@
 /* `sluicectl log`: read the audit log (human-readable or JSON, filtered, followed) and verify its
- * hash chain (`sluicectl log verify`). The log is untrusted input here too: lines are parsed with
- * json-c and printed with control bytes escaped, never raw. */
+ * hash chain (`sluicectl log verify`), through the common reader (common/audit_read.h). The log is
+ * untrusted input here too: lines are bounded, parsed with json-c and printed with control bytes
+ * escaped, never raw. */
 #include "audit_chain.h"
+#include "audit_read.h"
 #include "ctl.h"
 
 #include <errno.h>
 #include <getopt.h>
-#include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #define DEFAULT_AUDIT_LOG "/var/log/sluice/audit.log"
-#define LINE_MAX_BYTES (1u << 20)
 
 static const char *default_log(void)
 {
@@ -38,22 +37,6 @@ static void print_safe(const char *s, int width)
 	}
 	for (; n < width; n++)
 		putchar(' ');
-}
-
-static const char *get_str(json_object *o, const char *key)
-{
-	json_object *v;
-	if (!json_object_object_get_ex(o, key, &v) || json_object_is_type(v, json_type_null))
-		return NULL;
-	return json_object_get_string(v);
-}
-
-static long long get_num(json_object *o, const char *key)
-{
-	json_object *v;
-	if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int))
-		return -1;
-	return (long long)json_object_get_int64(v);
 }
 
 struct log_filter {
@@ -81,91 +64,81 @@ static void print_json_line(const char *line, size_t len)
 	putchar('\n');
 }
 
-/* Prints one record; returns 1 if printed, 0 if filtered out, -1 if the line is not a record. */
-static int show_line(const struct log_filter *f, const char *line, size_t len)
+/* Prints one record unless the filter drops it. A decision record shows what was decided (its status
+ * and bytes are not known yet); its close record shows how the exchange ended. */
+static void show_entry(const struct log_filter *f, const struct audit_entry *e)
 {
-	/* a NUL would hide the rest of the line from the parser, not from --json output */
-	json_object *o = memchr(line, '\0', len) ? NULL : json_tokener_parse(line);
-	int rc = 0;
-
-	if (!o || !json_object_is_type(o, json_type_object)) {
-		json_object_put(o);
-		return -1;
-	}
-	const char *decision = get_str(o, "decision");
-	const char *session = get_str(o, "session");
-	if (f->denied_only && (!decision || strcmp(decision, "allow") == 0))
-		goto out;
-	if (f->session && (!session || strcmp(session, f->session) != 0))
-		goto out;
-	rc = 1;
-	if (f->json) {
-		print_json_line(line, len);
-		goto out;
-	}
-	const char *host = get_str(o, "host");
-	long long port = get_num(o, "port");
 	char target[600];
-	if (host && port > 0)
-		snprintf(target, sizeof target, "%s:%lld", host, port);
+
+	if (f->denied_only && (!e->decision || strcmp(e->decision, "allow") == 0))
+		return;
+	if (f->json) {
+		print_json_line(e->line, e->len);
+		return;
+	}
+	if (e->host && e->port > 0)
+		snprintf(target, sizeof target, "%s:%lld", e->host, e->port);
 	else
-		snprintf(target, sizeof target, "%s", host ? host : "-");
-	print_safe(get_str(o, "time"), 25);
+		snprintf(target, sizeof target, "%s", e->host ? e->host : "-");
+	print_safe(e->time, 25);
 	putchar(' ');
-	print_safe(session ? session : "-", 14);
+	print_safe(e->session ? e->session : "-", 14);
 	putchar(' ');
-	print_safe(decision ? decision : "?", 6);
+	print_safe(e->event == AUDIT_EV_CLOSE ? "closed" : e->decision ? e->decision : "?", 6);
 	putchar(' ');
-	print_safe(get_str(o, "protocol"), 8);
+	print_safe(e->protocol, 8);
 	putchar(' ');
-	const char *method = get_str(o, "method");
-	if (method) {
-		print_safe(method, 0);
+	if (e->method) {
+		print_safe(e->method, 0);
 		putchar(' ');
 	}
 	print_safe(target, 0);
-	long long status = get_num(o, "status");
-	if (status > 0)
-		printf(" %lld", status);
-	long long out_b = get_num(o, "bytes_out"), in_b = get_num(o, "bytes_in");
-	if (out_b >= 0 || in_b >= 0)
-		printf(" up %lld down %lld", out_b < 0 ? 0 : out_b, in_b < 0 ? 0 : in_b);
-	const char *rule = get_str(o, "rule");
-	if (rule) {
+	if (e->event != AUDIT_EV_DECISION) {
+		if (e->status > 0)
+			printf(" %lld", e->status);
+		if (e->bytes_out >= 0 || e->bytes_in >= 0)
+			printf(" up %lld down %lld", e->bytes_out < 0 ? 0 : e->bytes_out,
+			       e->bytes_in < 0 ? 0 : e->bytes_in);
+	}
+	if (e->event == AUDIT_EV_CLOSE) {
+		if (e->duration_ms >= 0)
+			printf(" in %lld ms", e->duration_ms);
+		if (e->error) {
+			printf("  ");
+			print_safe(e->error, 0);
+		}
+		putchar('\n');
+		return;
+	}
+	if (e->rule) {
 		printf("  [");
-		print_safe(rule, 0);
+		print_safe(e->rule, 0);
 		putchar(']');
 	}
-	const char *reason = get_str(o, "reason");
-	if (reason && decision && strcmp(decision, "allow") != 0) {
+	if (e->reason && e->decision && strcmp(e->decision, "allow") != 0) {
 		printf("  ");
-		print_safe(reason, 0);
+		print_safe(e->reason, 0);
 	}
 	putchar('\n');
-out:
-	json_object_put(o);
-	return rc;
 }
 
-/* Reads complete lines from f, calling show_line; keeps a partial last line in *partial. */
-static void drain(FILE *fp, const struct log_filter *flt, char **buf, size_t *cap)
+/* Shows what the reader has now; false when reading failed. */
+static bool drain(struct audit_reader *rd, const struct log_filter *flt)
 {
-	ssize_t n;
+	struct audit_entry e;
+	int k;
 
-	while ((n = getline(buf, cap, fp)) > 0) {
-		if ((*buf)[n - 1] != '\n') {
-			/* a line still being written: rewind and wait for the rest */
-			fseeko(fp, -(off_t)n, SEEK_CUR);
-			break;
-		}
-		(*buf)[--n] = '\0';
-		if (n == 0)
-			continue;
-		if ((size_t)n > LINE_MAX_BYTES || show_line(flt, *buf, (size_t)n) < 0)
+	while ((k = audit_reader_next(rd, &e)) > 0) {
+		if (k == AUDIT_READ_RECORD)
+			show_entry(flt, &e);
+		else if (k == AUDIT_READ_BAD)
 			fprintf(stderr, "sluicectl: skipping a line that is not an audit record\n");
+		audit_entry_release(&e);
 	}
-	clearerr(fp);
 	fflush(stdout);
+	if (k < 0)
+		fprintf(stderr, "sluicectl: reading the audit log: %s\n", strerror(-k));
+	return k == 0;
 }
 
 static int log_show(int argc, char **argv)
@@ -177,9 +150,12 @@ static int log_show(int argc, char **argv)
 		{ 0 },
 	};
 	struct log_filter flt = { 0 };
+	struct audit_reader_opts ro = {0};
+	struct audit_reader *rd;
 	const char *path = default_log();
-	bool follow = false;
-	int c;
+	bool follow = false, ok;
+	size_t open_flows;
+	int c, err;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "fs:djF:h", opts, NULL)) != -1) {
@@ -199,35 +175,36 @@ static int log_show(int argc, char **argv)
 	}
 	if (optind < argc)
 		path = argv[optind];
-	FILE *fp = fopen(path, "re");
-	if (!fp) {
-		fprintf(stderr, "sluicectl: cannot open audit log %s: %s (give another with --file, or set SLUICE_AUDIT_LOG)\n",
-			path, strerror(errno));
+	ro.session = flt.session;
+	ro.follow = follow;
+	if (!(rd = audit_reader_open(path, &ro, &err))) {
+		fprintf(stderr,
+		        "sluicectl: cannot open audit log %s: %s (give another with --file, or set SLUICE_AUDIT_LOG)\n",
+		        path, err == -EINVAL ? "not a regular file" : strerror(-err));
 		return 1;
 	}
-	char *buf = NULL;
-	size_t cap = 0;
-	struct stat st0;
-	fstat(fileno(fp), &st0);
-	drain(fp, &flt, &buf, &cap);
-	while (follow) {
-		struct stat st;
+	ok = drain(rd, &flt);
+	while (follow && ok) {
 		usleep(200 * 1000);
-		drain(fp, &flt, &buf, &cap);
-		/* rotated (new inode) or truncated: reopen from the start of the new file */
-		if (stat(path, &st) == 0 && (st.st_ino != st0.st_ino || st.st_size < ftello(fp))) {
-			FILE *nf = fopen(path, "re");
-			if (nf) {
-				drain(fp, &flt, &buf, &cap);
-				fclose(fp);
-				fp = nf;
-				fstat(fileno(fp), &st0);
+		ok = drain(rd, &flt);
+		/* rotated (new inode) or truncated: what is left of the old file, then the new one */
+		if (ok && audit_reader_replaced(rd, path)) {
+			struct audit_reader *nr = audit_reader_open(path, &ro, &err);
+			if (nr) {
+				ok = drain(rd, &flt);
+				audit_reader_free(rd);
+				rd = nr;
 			}
 		}
 	}
-	free(buf);
-	fclose(fp);
-	return 0;
+	open_flows = audit_flows_open(audit_reader_flows(rd));
+	if (!follow && !flt.json && open_flows)
+		fprintf(stderr,
+		        "sluicectl: %zu request%s decided without a close record: still open, or the engine was "
+		        "killed before %s ended\n",
+		        open_flows, open_flows == 1 ? " was" : "s were", open_flows == 1 ? "it" : "they");
+	audit_reader_free(rd);
+	return ok ? 0 : 1;
 }
 
 static const char *verify_msg(enum audit_verify_result r)
@@ -243,41 +220,52 @@ static const char *verify_msg(enum audit_verify_result r)
 static int log_verify(int argc, char **argv)
 {
 	struct audit_chain chain;
+	struct audit_flows *flows = audit_flows_new();
 	unsigned long total = 0;
 	int bad = 0;
 	const char *deflt[] = { default_log() };
 	char **files = argc > 1 ? argv + 1 : (char **)deflt;
 	int nfiles = argc > 1 ? argc - 1 : 1;
 	bool first = true;
+	size_t unclosed;
 
 	if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
 		printf("usage: sluicectl log verify [FILE...]\n"
 		       "Checks the audit log's hash chain; give rotated files oldest first.\n"
 		       "Exit: 0 intact, 1 tampered or malformed, 2 cannot read.\n");
+		audit_flows_free(flows);
 		return 0;
+	}
+	if (!flows) {
+		fprintf(stderr, "sluicectl: out of memory\n");
+		return 2;
 	}
 	audit_chain_init(&chain);
 	for (int i = 0; i < nfiles; i++) {
-		FILE *fp = fopen(files[i], "re");
-		char *buf = NULL;
-		size_t cap = 0;
-		ssize_t n;
-		unsigned long lineno = 0;
+		/* one chain, and one set of open flows, over all files: a close may be in the next file */
+		struct audit_reader_opts ro = {.flows = flows};
+		struct audit_reader *rd;
+		struct audit_entry e;
+		int k, err;
 
-		if (!fp) {
-			fprintf(stderr, "sluicectl: cannot open %s: %s\n", files[i], strerror(errno));
+		if (!(rd = audit_reader_open(files[i], &ro, &err))) {
+			fprintf(stderr, "sluicectl: cannot open %s: %s\n", files[i],
+			        err == -EINVAL ? "not a regular file" : strerror(-err));
+			audit_flows_free(flows);
 			return 2;
 		}
-		while ((n = getline(&buf, &cap, fp)) > 0) {
-			lineno++;
-			if (buf[n - 1] != '\n') {
+		while ((k = audit_reader_next(rd, &e)) > 0) {
+			unsigned long lineno = audit_reader_lineno(rd);
+			bool continued = false;
+			enum audit_verify_result r;
+
+			if (k == AUDIT_READ_TORN) {
 				printf("%s:%lu: last line is incomplete (torn write)\n", files[i], lineno);
 				bad = 1;
 				break;
 			}
-			buf[--n] = '\0';
-			bool continued = false;
-			enum audit_verify_result r = audit_chain_verify_line(&chain, buf, (size_t)n, first, &continued);
+			/* a line that is not a record is checked too: it cannot be chained, which says so */
+			r = audit_chain_verify_line(&chain, e.line, e.len, first, &continued);
 			if (continued)
 				printf("%s:%lu: log continues an earlier file (its first line's predecessor is not here)\n",
 				       files[i], lineno);
@@ -285,16 +273,30 @@ static int log_verify(int argc, char **argv)
 				printf("%s:%lu: %s\n", files[i], lineno, verify_msg(r));
 				bad = 1;
 				/* resynchronise on this line so one edit is reported once, not for every line after */
-				first = audit_chain_resync(&chain, buf, (size_t)n);
+				first = audit_chain_resync(&chain, e.line, e.len);
 			} else {
 				first = false;
 			}
 			total++;
+			audit_entry_release(&e);
 		}
-		free(buf);
-		fclose(fp);
+		audit_reader_free(rd);
+		if (k < 0) {
+			fprintf(stderr, "sluicectl: reading %s: %s\n", files[i], strerror(-k));
+			audit_flows_free(flows);
+			return 2;
+		}
 	}
+	/* Not tampering: a request still open, or one the engine did not live to close (kill -9, a
+	 * crash); its decision was written before anything was sent, and the chain holds it. */
+	unclosed = audit_flows_open(flows);
+	if (unclosed)
+		printf("%zu decision%s without a close record (engine killed or restarted while %s open, or still "
+		       "open)%s\n",
+		       unclosed, unclosed == 1 ? "" : "s", unclosed == 1 ? "it was" : "they were",
+		       audit_flows_overflowed(flows) ? "; at least, too many to track all" : "");
 	printf("%lu record%s checked: %s\n", total, total == 1 ? "" : "s", bad ? "TAMPERED or damaged" : "chain intact");
+	audit_flows_free(flows);
 	return bad;
 }
 
