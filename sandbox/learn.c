@@ -6,11 +6,11 @@
  * are the engine's: the policy option "learn" (docs/policy.md). */
 #include "session.h"
 
+#include "audit_read.h"
 #include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <json-c/json.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,18 +83,17 @@ struct learn_ctx {
  * must allow. A DNS query counts only when it was answered (NOERROR): a name the resolver does not
  * know (a search-domain guess) is no destination. Denials (forbidden addresses, organisation deny
  * rules) and drops are not learned: they were not allowed and stay so. */
-static void collect(struct json_object *rec, void *arg)
+static void collect(const struct audit_entry *rec, void *arg)
 {
 	struct learn_ctx *c = arg;
-	const char *dec = sb_record_str(rec, "decision"), *proto = sb_record_str(rec, "protocol");
-	const char *host = sb_record_str(rec, "host"), *rule = sb_record_str(rec, "rule");
-	long port = sb_record_int(rec, "port");
+	const char *dec = rec->decision, *proto = rec->protocol, *host = rec->host, *rule = rec->rule;
+	long long port = rec->port;
 	int r;
 
 	if (!dec || strcmp(dec, "allow") != 0 || !proto || !host || !*host)
 		return;
 	if (strcmp(proto, "dns") == 0) {
-		if (sb_record_int(rec, "status") != 0)
+		if (rec->status != 0)
 			return;
 		port = 0;
 	} else if (strcmp(proto, "http") != 0 && strcmp(proto, "connect") != 0 && strcmp(proto, "tls-sni") != 0 &&

@@ -90,16 +90,13 @@ long long sb_summary_mark(const char *log_path);
 /* Prints the denials of session id found in log_path after offset `from` (nothing when none).
  * Returns 0 or -errno (the log cannot be read). */
 int sb_summary_print(FILE *f, const char *id, const char *log_path, long long from);
-struct json_object;
+struct audit_entry;
 /* Calls fn once for each request of session id in log_path after offset `from` (or from the start
- * when the log was rotated or truncated since), with its final record parsed (borrowed for the call):
- * the close record, or a decision that has none (common/audit_read.h, outcomes). Lines that are not
+ * when the log was rotated or truncated since), with its final record (borrowed for the call): the
+ * close record, or a decision that has none (common/audit_read.h, outcomes). Lines that are not
  * records are skipped. Returns 0 or -errno (the log cannot be read). */
 int sb_summary_each(const char *id, const char *log_path, long long from,
-                    void (*fn)(struct json_object *rec, void *arg), void *arg);
-/* A record's string field (NULL when absent or not a string) / integer field (-1 when absent). */
-const char *sb_record_str(struct json_object *rec, const char *key);
-long sb_record_int(struct json_object *rec, const char *key);
+                    void (*fn)(const struct audit_entry *rec, void *arg), void *arg);
 
 /* ---- learn.c ---- */
 /* --learn FILE: refuses (one line in err) a FILE that exists or whose directory cannot be written,

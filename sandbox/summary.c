@@ -11,7 +11,6 @@
 #include "util.h"
 
 #include <errno.h>
-#include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,23 +32,6 @@ struct denials {
 	unsigned more; /* denials of destinations beyond the table */
 };
 
-const char *sb_record_str(json_object *o, const char *key)
-{
-	json_object *v;
-	if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-		return NULL;
-	return json_object_get_string(v);
-}
-
-long sb_record_int(json_object *o, const char *key)
-{
-	json_object *v;
-	if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int))
-		return -1;
-	int64_t n = json_object_get_int64(v);
-	return n < 0 || n > INT32_MAX ? -1 : (long)n;
-}
-
 /* Copies s into dst with anything outside printable ASCII replaced by '?'. */
 static void copy_safe(char *dst, size_t len, const char *s)
 {
@@ -59,22 +41,18 @@ static void copy_safe(char *dst, size_t len, const char *s)
 	dst[i] = '\0';
 }
 
-static void add_record(json_object *o, void *arg)
+static void add_record(const struct audit_entry *e, void *arg)
 {
 	struct denials *d = arg;
-	const char *dec, *host, *proto, *rule;
+	const char *dec = e->decision, *host = e->host, *proto = e->protocol, *rule = e->rule;
 	long port;
 
-	dec = sb_record_str(o, "decision");
-	host = sb_record_str(o, "host");
-	proto = sb_record_str(o, "protocol");
 	if (!dec || strcmp(dec, "deny") != 0 || !host || !*host)
 		return;
-	port = sb_record_int(o, "port");
+	port = (long)e->port;
 	/* A DNS query names no port: the flag to suggest is the bare host. */
 	if ((proto && strcmp(proto, "dns") == 0) || port < 0 || port > 65535)
 		port = 0;
-	rule = sb_record_str(o, "rule");
 	char h[256], r[256];
 	copy_safe(h, sizeof h, host);
 	copy_safe(r, sizeof r, rule ? rule : "");
@@ -95,7 +73,7 @@ static void add_record(json_object *o, void *arg)
 	struct denial *x = &d->row[d->n++];
 	util_strlcpy(x->host, h, sizeof x->host);
 	util_strlcpy(x->rule, r, sizeof x->rule);
-	copy_safe(x->reason, sizeof x->reason, sb_record_str(o, "reason"));
+	copy_safe(x->reason, sizeof x->reason, e->reason);
 	x->port = port;
 	x->count = 1;
 }
@@ -111,8 +89,8 @@ static bool is_addr(const char *h)
 	return strspn(h, "0123456789.") == strlen(h) || strchr(h, ':');
 }
 
-int sb_summary_each(const char *id, const char *log_path, long long from, void (*fn)(json_object *rec, void *arg),
-                    void *arg)
+int sb_summary_each(const char *id, const char *log_path, long long from,
+                    void (*fn)(const struct audit_entry *rec, void *arg), void *arg)
 {
 	/* one record per request, with its final decision (a decision without its close record, when
 	 * the engine was killed, counts too) */
@@ -125,7 +103,7 @@ int sb_summary_each(const char *id, const char *log_path, long long from, void (
 		return r;
 	while ((r = audit_reader_next(rd, &e)) > 0) {
 		if (r == AUDIT_READ_RECORD)
-			fn(e.obj, arg);
+			fn(&e, arg);
 		audit_entry_release(&e);
 	}
 	audit_reader_free(rd);
