@@ -13,7 +13,7 @@ lab_enter "$@"
 _lab_need curl jq setpriv useradd
 
 B=$SLUICE_BUILD_DIR
-SLUICE=$B/sandbox/sluice CTL=$B/tools/sluicectl/sluicectl SLUICED=$B/netd/sluiced
+SLUICE=$B/sandbox/sluice CTL=$B/tools/sluicectl/sluicectl
 RUN=/run/sluice # the lab's own, private /run
 AUDIT=$LAB_DIR/audit.log
 export SLUICE_RUN_DIR=$RUN SLUICE_AUDIT_LOG=$AUDIT
@@ -57,9 +57,8 @@ check_match "... saying approval needs sluiced" 'interactive approval .*needs sl
 check_eq "--ask without --allow-network is refused (125)" 125 "$(sb --ask -- true >/dev/null 2>&1; echo $?)"
 check_eq "--ask-timeout 0 is refused (125)" 125 "$(sb --allow-network --ask --ask-timeout 0 -- true >/dev/null 2>&1; echo $?)"
 
-lab_bg sluiced "$SLUICED" --run-dir "$RUN" --audit-log "$AUDIT" --pool4 100.64.0.0/16 --pool6 2001:db8:100::/64 \
-	--upstream-dns "$LAB_DNS" --sysconfdir "$LAB_DIR/etc-sluice" -v
-for _ in $(seq 200); do "$CTL" sessions >/dev/null 2>&1 && break; sleep 0.05; done
+. "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh"
+check "sluiced starts" start_sluiced
 check_eq "no held requests at first" "no requests are waiting for approval" "$("$CTL" asks)"
 
 # ---- one session: approve, deny, an explicit deny rule, and the approval lasting for the session ----

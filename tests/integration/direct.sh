@@ -36,22 +36,7 @@ echo '{ "allow": ["allowed.test", "allowed.test:22", "alias.test:22", "other.tes
 echo '{ "options": {"direct": true}, "allow": ["allowed.test", "alias.test:22"] }' >"$NPOL"
 chmod 0644 "$DPOL" "$PPOL" "$NPOL"
 
-start_sluiced() {
-	local log=$LAB_DIR/log/sluiced.log i
-	lab_bg sluiced "$SLUICED" --run-dir "$RUN" --audit-log "$AUDIT" --pool4 "$POOL4" --pool6 "$POOL6" \
-		--upstream-dns "$LAB_DNS" --sysconfdir "$LAB_DIR/etc-sluice" -v
-	for i in $(seq 200); do
-		grep -q "proxy engine .* running" "$log" 2>/dev/null && "$CLIENT" list >/dev/null && return 0
-		sleep 0.05
-	done
-	return 1
-}
-. "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh"
-eventually() {
-	local i
-	for i in $(seq 100); do "$@" && return 0; sleep 0.05; done
-	return 1
-}
+. "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh" # start_sluiced, eventually, session, reply
 audit_has() { grep -q -- "$1" "$AUDIT"; }
 
 # dnsq NS NAME [AAAA]: asks the session's gateway for NAME's A (or AAAA) records; prints the addresses, or

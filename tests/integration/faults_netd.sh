@@ -12,7 +12,6 @@ lab_enter "$@"
 _lab_need curl nft "$LAB_PYTHON"
 
 B=$SLUICE_BUILD_DIR
-SLUICED=$B/netd/sluiced
 CLIENT=$B/tests/integration/netd-testclient
 RUN=/run/sluice
 AUDIT=$LAB_DIR/audit.log
@@ -27,24 +26,7 @@ echo '{ "allow": ["allowed.test"] }' >"$POLICY"
 chmod 0644 "$POLICY"
 mkdir -p "$LAB_DIR/etc-sluice"
 
-# start_sluiced [VAR=VALUE...]: starts sluiced (with that environment) and waits until its engine runs
-start_sluiced() {
-	local log=$LAB_DIR/log/sluiced.log before i
-	before=$(grep -c "proxy engine .* running" "$log" 2>/dev/null)
-	lab_bg sluiced env "$@" "$SLUICED" --run-dir "$RUN" --audit-log "$AUDIT" --pool4 "$POOL4" --pool6 "$POOL6" \
-		--upstream-dns "$LAB_DNS" --sysconfdir "$LAB_DIR/etc-sluice" -v
-	for i in $(seq 200); do
-		[ "$(grep -c "proxy engine .* running" "$log")" -gt "${before:-0}" ] && "$CLIENT" list >/dev/null && return 0
-		sleep 0.05
-	done
-	return 1
-}
-. "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh"
-eventually() {
-	local i
-	for i in $(seq 200); do "$@" && return 0; sleep 0.05; done
-	return 1
-}
+. "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh" # start_sluiced [VAR=VALUE...], eventually, session, reply
 proxied() { # proxied NS TARGET: a GET through the proxy on the gateway succeeds
 	lab_exec "$1" curl -sf -o /dev/null -m "${3:-5}" --noproxy '' -x "http://$GW4:3128" "http://allowed.test/$2"
 }

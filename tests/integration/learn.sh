@@ -12,7 +12,6 @@ lab_enter "$@"
 _lab_need curl jq
 
 SLUICE=$SLUICE_BUILD_DIR/sandbox/sluice
-SLUICED=$SLUICE_BUILD_DIR/netd/sluiced
 CTL=$SLUICE_BUILD_DIR/tools/sluicectl/sluicectl
 lab_internet_up >/dev/null
 lab_forward on
@@ -124,9 +123,9 @@ ORG=$LAB_DIR/etc-sluice
 mkdir -p "$RUN" "$ORG"
 chmod 755 "$ORG"
 printf '{ "deny": ["evil.test"] }\n' >"$ORG/policy.json"
-lab_bg sluiced "$SLUICED" --run-dir "$RUN" --audit-log "$AUDIT" --pool4 100.64.0.0/16 --pool6 2001:db8:100::/64 \
-	--upstream-dns "$LAB_DNS" --sysconfdir "$ORG" -v
-for _ in $(seq 200); do SLUICE_RUN_DIR=$RUN "$CTL" sessions >/dev/null 2>&1 && break; sleep 0.05; done
+. "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh"
+SLUICED_SYSCONF=$ORG
+check "sluiced starts" start_sluiced
 sbd() { (cd "$P" && exec env -i HOME="$H" PATH=/usr/bin:/bin SLUICE_RUN_DIR=$RUN SLUICE_AUDIT_LOG=$AUDIT \
 	"$SLUICE" run --project-mode ro "$@"); }
 F3=$LAB_DIR/learned3.json

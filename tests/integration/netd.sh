@@ -31,31 +31,10 @@ POLICY=$LAB_DIR/tmp/policy.json
 echo '{ "allow": ["registry.test", "allowed.test"] }' >"$POLICY"
 chmod 0644 "$POLICY"
 
-# start_sluiced: starts sluiced and waits until this instance (not an earlier one: the log is appended to)
-# is ready and its engine runs
-start_sluiced() {
-	local log=$LAB_DIR/log/sluiced.log before i
-	before=$(grep -c "proxy engine .* running" "$log" 2>/dev/null)
-	lab_bg sluiced "$SLUICED" --run-dir "$RUN" --audit-log "$AUDIT" --pool4 "$POOL4" --pool6 "$POOL6" \
-		--upstream-dns "$LAB_DNS" --sysconfdir "$LAB_DIR/etc-sluice" -v
-	for i in $(seq 200); do
-		[ "$(grep -c "proxy engine .* running" "$log")" -gt "${before:-0}" ] && "$CLIENT" list >/dev/null && return 0
-		sleep 0.05
-	done
-	return 1
-}
-mkdir -p "$LAB_DIR/etc-sluice"
-
-. "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh"
+. "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh" # start_sluiced, eventually, session, reply
 end_session() {
 	kill -TERM "${HOLD[$1]}" && wait "${HOLD[$1]}"
 	unset "HOLD[$1]"
-}
-# eventually CMD...: CMD succeeds within 10 s (teardown is asynchronous to the client's close)
-eventually() {
-	local i
-	for i in $(seq 200); do "$@" && return 0; sleep 0.05; done
-	return 1
 }
 no_sl_links_but() { [ "$(ip -o link | grep -c ' sl-')" -eq "$1" ]; }
 # in_ns NS CMD...: NS is a lab netns name or a namespace file path

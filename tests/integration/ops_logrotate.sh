@@ -18,14 +18,9 @@ mkdir -p "$HOME" "$LAB_DIR/etc-sluice" "$LAB_DIR/bin"
 mkdir -m 0750 "$LOGDIR"
 lab_internet_up
 
-lab_bg sluiced "$B/netd/sluiced" --run-dir "$SLUICE_RUN_DIR" --audit-log "$AUDIT" --upstream-dns "$LAB_DNS" \
-	--sysconfdir "$LAB_DIR/etc-sluice" -v
+. "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh"
+check "sluiced runs with its engine" start_sluiced
 SLUICED_PID=$LAB_BG_PID
-for _ in $(seq 200); do
-	grep -q "proxy engine .* running" "$(lab_log sluiced)" 2>/dev/null && [ -S "$SLUICE_RUN_DIR/control.sock" ] && break
-	sleep 0.05
-done
-check "sluiced runs with its engine" grep -q "proxy engine .* running" "$(lab_log sluiced)"
 
 # A session through sluiced (not embedded: the control socket exists); prints the HTTP status.
 fetch() {

@@ -10,7 +10,7 @@ lab_enter "$@"
 _lab_need curl jq nsenter patch diff
 
 B=$SLUICE_BUILD_DIR
-SLUICE=$B/sandbox/sluice CTL=$B/tools/sluicectl/sluicectl SLUICED=$B/netd/sluiced
+SLUICE=$B/sandbox/sluice CTL=$B/tools/sluicectl/sluicectl
 RUN=/run/sluice # the lab's own, private /run
 AUDIT=$LAB_DIR/audit.log
 export SLUICE_RUN_DIR=$RUN SLUICE_AUDIT_LOG=$AUDIT NETD_TEST_AUDIT_LOG=$AUDIT
@@ -61,9 +61,8 @@ check "... and the session is kept" test -d "$RUN/sessions/$id3"
 
 # ---- live sessions (sluiced) ----
 check_not "sessions without sluiced fails" "$CTL" sessions
-lab_bg sluiced "$SLUICED" --run-dir "$RUN" --audit-log "$AUDIT" --pool4 100.64.0.0/16 --pool6 2001:db8:100::/64 \
-	--upstream-dns "$LAB_DNS" --sysconfdir "$LAB_DIR/etc-sluice" -v
-for _ in $(seq 200); do "$CTL" sessions >/dev/null 2>&1 && break; sleep 0.05; done
+. "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh"
+check "sluiced starts" start_sluiced
 check_eq "sessions with none running" "no live sessions" "$("$CTL" sessions)"
 
 (cd "$P" && exec env -i HOME="$H" PATH=/usr/bin:/bin SLUICE_RUN_DIR=$RUN "$SLUICE" run --allow-network \

@@ -28,22 +28,7 @@ echo '{ "options": {"transparent": true}, "allow": ["allowed.test"] }' >"$TPOL"
 echo '{ "allow": ["allowed.test"] }' >"$PPOL"
 chmod 0644 "$TPOL" "$PPOL"
 
-start_sluiced() {
-	local log=$LAB_DIR/log/sluiced.log i
-	lab_bg sluiced "$SLUICED" --run-dir "$RUN" --audit-log "$AUDIT" --pool4 "$POOL4" --pool6 "$POOL6" \
-		--upstream-dns "$LAB_DNS" --sysconfdir "$LAB_DIR/etc-sluice" -v
-	for i in $(seq 200); do
-		grep -q "proxy engine .* running" "$log" 2>/dev/null && "$CLIENT" list >/dev/null && return 0
-		sleep 0.05
-	done
-	return 1
-}
-. "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh"
-eventually() {
-	local i
-	for i in $(seq 100); do "$@" && return 0; sleep 0.05; done
-	return 1
-}
+. "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh" # start_sluiced, eventually, session, reply
 audit_has() { grep -q -- "$1" "$AUDIT"; }
 
 check "sluiced starts" start_sluiced
