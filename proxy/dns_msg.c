@@ -226,6 +226,54 @@ int dns_msg_reply_rcode(const struct dns_query *q, int rcode, uint8_t **out, siz
 	return r;
 }
 
+static uint8_t lower(uint8_t c)
+{
+	return c >= 'A' && c <= 'Z' ? (uint8_t)(c + 32) : c;
+}
+
+/* Wire names equal but for ASCII letter case (a length byte is at most 63, never a letter). */
+static bool wire_name_equal(const uint8_t *a, const uint8_t *b, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (lower(a[i]) != lower(b[i]))
+			return false;
+	return true;
+}
+
+int dns_msg_query_init(struct dns_query *q, const char *name, uint16_t qtype)
+{
+	size_t n = strlen(name), w = 0;
+
+	memset(q, 0, sizeof *q);
+	if (n == 0 || n >= sizeof q->name)
+		return -EINVAL;
+	for (size_t i = 0; i < n;) {
+		size_t l = strcspn(name + i, ".");
+		if (l == 0 || l > 63 || w + 1 + l + 1 > sizeof q->qname_wire)
+			return -EINVAL;
+		q->qname_wire[w++] = (uint8_t)l;
+		for (size_t k = 0; k < l; k++)
+			q->qname_wire[w++] = lower((uint8_t)name[i + k]);
+		i += l;
+		if (name[i] == '.' && name[i + 1] == '\0')
+			break; /* one trailing dot */
+		if (name[i] == '.')
+			i++;
+	}
+	q->qname_wire[w++] = 0;
+	q->qname_wire_len = w;
+	for (size_t i = 0; i < n; i++)
+		q->name[i] = (char)lower((uint8_t)name[i]);
+	q->name_len = n;
+	q->rd = true;
+	q->edns = true;
+	q->edns_size = DNS_EDNS_SIZE;
+	q->have_question = true;
+	q->qtype = qtype;
+	q->qclass = LDNS_RR_CLASS_IN;
+	return 0;
+}
+
 int dns_msg_build_upstream(const struct dns_query *q, uint8_t **out, size_t *outlen)
 {
 	/* Written field by field from the parsed query (no byte of the client's message is copied
@@ -243,7 +291,9 @@ int dns_msg_build_upstream(const struct dns_query *q, uint8_t **out, size_t *out
 	w[3] = q->cd ? 0x10 : 0x00; /* CD as asked */
 	w[5] = 1;                   /* QDCOUNT */
 	w[11] = 1;                  /* ARCOUNT: the OPT */
-	memcpy(w + 12, q->qname_wire, q->qname_wire_len);
+	/* lower case: the client's choice of letter case is not passed on (it could carry bits) */
+	for (size_t i = 0; i < q->qname_wire_len; i++)
+		w[12 + i] = lower(q->qname_wire[i]);
 	len = 12 + q->qname_wire_len;
 	w[len++] = (uint8_t)(q->qtype >> 8);
 	w[len++] = (uint8_t)q->qtype;
@@ -280,18 +330,18 @@ static bool question_matches(ldns_pkt *pkt, const struct dns_query *q)
 	owner = ldns_rr_owner(rr);
 	d = ldns_rdf_data(owner);
 	dl = ldns_rdf_size(owner);
-	if (dl != q->qname_wire_len)
-		return false;
-	for (size_t i = 0; i < dl; i++) {
-		uint8_t a = d[i], b = q->qname_wire[i];
-		if (a >= 'A' && a <= 'Z')
-			a = (uint8_t)(a + 32);
-		if (b >= 'A' && b <= 'Z')
-			b = (uint8_t)(b + 32);
-		if (a != b)
-			return false;
-	}
-	return true;
+	return dl == q->qname_wire_len && wire_name_equal(d, q->qname_wire, dl);
+}
+
+/* An error answer with neither question nor records: some servers answer REFUSED or NOTIMP with the
+ * header alone. It says nothing about any name, so it is taken as the answer to the query whose id it
+ * carries. */
+static bool bare_error(ldns_pkt *pkt)
+{
+	uint8_t rc = ldns_pkt_get_rcode(pkt);
+	return ldns_pkt_qdcount(pkt) == 0 && ldns_pkt_ancount(pkt) == 0 && ldns_pkt_nscount(pkt) == 0 &&
+	       ldns_rr_list_rr_count(ldns_pkt_additional(pkt)) == 0 &&
+	       (rc == DNS_RC_FORMERR || rc == DNS_RC_SERVFAIL || rc == DNS_RC_NOTIMP || rc == DNS_RC_REFUSED);
 }
 
 bool dns_msg_answer_matches(const uint8_t *ans, size_t len, const struct dns_query *q)
@@ -438,7 +488,8 @@ static void collect_answer_addrs(ldns_pkt *in, const struct dns_query *q, dns_ad
 			chain[nchain] = ldns_rdf_clone(target);
 			if (!chain[nchain])
 				goto out;
-			chain_ttl[nchain] = ldns_rr_ttl(rr) < chain_ttl[nchain - 1] ? ldns_rr_ttl(rr) : chain_ttl[nchain - 1];
+			chain_ttl[nchain] =
+			        ldns_rr_ttl(rr) < chain_ttl[nchain - 1] ? ldns_rr_ttl(rr) : chain_ttl[nchain - 1];
 			nchain++;
 			grew = true;
 			break;
@@ -491,9 +542,15 @@ int dns_msg_filter_answer(const uint8_t *ans, size_t len, const struct dns_query
 	*out = NULL;
 	if (prescan(ans, len) != 0 || ldns_wire2pkt(&in, ans, len) != LDNS_STATUS_OK)
 		return -EINVAL;
-	if (!ldns_pkt_qr(in) || ldns_pkt_get_opcode(in) != LDNS_PACKET_QUERY || !question_matches(in, q))
+	if (!ldns_pkt_qr(in) || ldns_pkt_get_opcode(in) != LDNS_PACKET_QUERY)
 		goto out;
 	res->rcode = ldns_pkt_get_rcode(in);
+	if (bare_error(in)) {
+		r = dns_msg_reply_rcode(q, res->rcode, out, outlen);
+		goto out;
+	}
+	if (!question_matches(in, q))
+		goto out;
 	if (answer_passes(in, q, keep, arg, len, maxlen, res)) {
 		/* Nothing to remove or rewrite: the upstream's bytes (checked by ldns above) with the
 		 * client's id. */
@@ -505,6 +562,9 @@ int dns_msg_filter_answer(const uint8_t *ans, size_t len, const struct dns_query
 		memcpy(*out, ans, len);
 		(*out)[0] = (uint8_t)(q->id >> 8);
 		(*out)[1] = (uint8_t)q->id;
+		/* the question as the client spelt it (we asked in lower case) */
+		if (len >= 12 + q->qname_wire_len && wire_name_equal(*out + 12, q->qname_wire, q->qname_wire_len))
+			memcpy(*out + 12, q->qname_wire, q->qname_wire_len);
 		*outlen = len;
 		collect_answer_addrs(in, q, keep, arg, res);
 		r = 0;

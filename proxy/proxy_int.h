@@ -14,7 +14,6 @@
 #include "policy.h"
 
 struct bufferevent;
-struct evdns_base;
 struct event;
 struct http_request;
 
@@ -42,7 +41,7 @@ struct proxy_session {
 	size_t ndirect;
 	TAILQ_HEAD(, proxy_ask) asks; /* held host:port pairs waiting for a verdict (ask.c) */
 	unsigned nasks;
-	struct proxy_grant *grants;   /* owned: verdicts given in this session (ask.c) */
+	struct proxy_grant *grants; /* owned: verdicts given in this session (ask.c) */
 	size_t ngrants;
 };
 
@@ -74,7 +73,6 @@ struct proxy_listener {
 
 struct proxy_engine {
 	struct event_base *base;   /* borrowed */
-	struct evdns_base *evdns;  /* owned: upstream name resolution */
 	struct audit_log *audit;   /* owned */
 	struct event *audit_retry; /* owned: retries a failing audit log */
 	struct event *audit_flush; /* owned: writes the batch at the end of a loop iteration */
@@ -127,10 +125,20 @@ void proxy_http_accept_transparent(struct proxy_session *s, int fd, uint16_t ori
 /* Serves fd (accepted on the transparent listener at local; taken over) for an admitted session. */
 void proxy_transparent_accept(struct proxy_session *s, int fd, const struct sockaddr_storage *local);
 
-/* ---- resolve.c: asynchronous A+AAAA resolution through the engine's evdns ---- */
+/* ---- resolve.c: asynchronous A+AAAA resolution through the engine's DNS relay ---- */
 #define PROXY_RESOLVE_MAX 16
+enum proxy_resolve_err {
+	PROXY_RESOLVE_NXDOMAIN = 1,
+	PROXY_RESOLVE_NODATA,
+	PROXY_RESOLVE_TIMEOUT,
+	PROXY_RESOLVE_SERVFAIL,
+	PROXY_RESOLVE_REFUSED,
+	PROXY_RESOLVE_NOTIMP,
+	PROXY_RESOLVE_BADANSWER,
+	PROXY_RESOLVE_SENDFAIL,
+};
 struct proxy_resolve;
-/* err: 0, or a DNS_ERR_* code when neither family produced an address. */
+/* err: 0, or a PROXY_RESOLVE_* code when neither family produced an address. */
 typedef void (*proxy_resolve_cb)(int err, const struct sockaddr_storage *addrs, size_t n, void *arg);
 struct proxy_resolve *proxy_resolve_start(struct proxy_engine *e, const char *name, proxy_resolve_cb cb, void *arg);
 void proxy_resolve_cancel(struct proxy_resolve *r); /* cb is not called afterwards */

@@ -1,6 +1,7 @@
 /* Fuzz target: DNS message handling (proxy/dns_msg.c). The input is checked as a query; an accepted
  * query is rebuilt for upstream and answered locally; then the input is also treated as an upstream
- * answer to a fixed query and filtered (forbidden addresses removed, truncated to a small size). */
+ * answer to a fixed query and filtered (forbidden addresses removed, truncated to a small size), and as
+ * the name of a query of the engine's own resolver (dns_msg_query_init). */
 #include <netinet/in.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -39,6 +40,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else if (q.have_question && dns_msg_reply_rcode(&q, DNS_RC_FORMERR, &out, &outlen) == 0) {
 		free(out);
 		out = NULL;
+	}
+	if (size < 300) {
+		char name[300];
+		memcpy(name, data, size);
+		name[size] = '\0';
+		if (dns_msg_query_init(&q, name, DNS_TYPE_A) == 0) {
+			if (q.qname_wire_len > sizeof q.qname_wire || dns_msg_build_upstream(&q, &out, &outlen) != 0)
+				abort();
+			free(out);
+			out = NULL;
+		}
 	}
 	if (dns_msg_parse_query(query, sizeof query, &fixed, &why) != 0)
 		abort();

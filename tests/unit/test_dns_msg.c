@@ -170,13 +170,13 @@ static void test_upstream_and_filter(void **state)
 static void test_answer_addrs(void **state)
 {
 	static const char *const rrs[] = {
-	        "b.test. 30 IN CNAME c.test.",       /* second link, listed first */
-	        "c.test. 300 IN A 198.18.1.13",      /* end of the chain: ttl min(100, 30, 300) = 30 */
-	        "a.test. 100 IN CNAME b.test.",      /* first link */
-	        "a.test. 200 IN A 198.18.1.11",      /* the name's own record */
-	        "a.test. 200 IN A 10.9.9.9",         /* refused by keep() */
-	        "other.test. 60 IN A 198.18.1.12",   /* another name: not an answer to a.test */
-	        "x.test. 60 IN CNAME other.test.",   /* a chain that does not start at a.test */
+	        "b.test. 30 IN CNAME c.test.",     /* second link, listed first */
+	        "c.test. 300 IN A 198.18.1.13",    /* end of the chain: ttl min(100, 30, 300) = 30 */
+	        "a.test. 100 IN CNAME b.test.",    /* first link */
+	        "a.test. 200 IN A 198.18.1.11",    /* the name's own record */
+	        "a.test. 200 IN A 10.9.9.9",       /* refused by keep() */
+	        "other.test. 60 IN A 198.18.1.12", /* another name: not an answer to a.test */
+	        "x.test. 60 IN CNAME other.test.", /* a chain that does not start at a.test */
 	        NULL};
 	struct dns_query q;
 	struct dns_filter_result fr;
@@ -208,12 +208,102 @@ static void test_answer_addrs(void **state)
 	free(w);
 }
 
+/* Issue 22, items 7 and 8: the name goes upstream in lower case, the client's answer spells it as the
+ * client did; an error answer without a question (a bare REFUSED/NOTIMP header) is the answer to the
+ * query it carries the id of; the engine's own queries (dns_msg_query_init). */
+static void test_case_and_bare_errors(void **state)
+{
+	static const char *const rrs[] = {"allowed.test. 60 IN A 198.18.1.11", NULL};
+	struct dns_query q, own;
+	struct dns_filter_result fr;
+	const char *why;
+	size_t len, ulen, alen, olen;
+	uint8_t *w = mkquery("AlLoWeD.TeSt.", LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, 0x5151, false, &len);
+	uint8_t *up = NULL, *ans, *out = NULL;
+	static const uint8_t lower_wire[] = {7, 'a', 'l', 'l', 'o', 'w', 'e', 'd', 4, 't', 'e', 's', 't', 0};
+	ldns_pkt *p = NULL;
+	(void)state;
+
+	assert_int_equal(dns_msg_parse_query(w, len, &q, &why), 0);
+	assert_int_equal(dns_msg_build_upstream(&q, &up, &ulen), 0);
+	assert_memory_equal(up + 12, lower_wire, sizeof lower_wire);
+	free(up);
+	/* the upstream answers in lower case; the client gets its own spelling back, its id, the address */
+	ans = mkanswer("allowed.test.", 0x1111, rrs, &alen);
+	assert_int_equal(dns_msg_filter_answer(ans, alen, &q, keep_public, NULL, 512, &out, &olen, &fr), 0);
+	assert_memory_equal(out + 12, q.qname_wire, q.qname_wire_len);
+	assert_memory_equal(out + 12,
+	                    "\x07"
+	                    "AlLoWeD",
+	                    8);
+	assert_int_equal(out[0] << 8 | out[1], 0x5151);
+	assert_string_equal(fr.first_addr, "198.18.1.11");
+	free(out);
+	free(ans);
+
+	/* bare REFUSED / NOTIMP headers: that rcode, with the client's question and id */
+	for (int rc = DNS_RC_FORMERR; rc <= DNS_RC_REFUSED; rc++) {
+		uint8_t bare[12] = {0x11, 0x11, 0x81, 0x80, 0, 0, 0, 0, 0, 0, 0, 0};
+		int ret;
+		bare[3] = (uint8_t)(0x80 | rc);
+		ret = dns_msg_filter_answer(bare, sizeof bare, &q, keep_public, NULL, 512, &out, &olen, &fr);
+		if (rc == DNS_RC_NXDOMAIN) {
+			/* a claim about the name needs the question */
+			assert_int_equal(ret, -EINVAL);
+			continue;
+		}
+		assert_int_equal(ret, 0);
+		assert_int_equal(fr.rcode, rc);
+		assert_int_equal(ldns_wire2pkt(&p, out, olen), LDNS_STATUS_OK);
+		assert_int_equal(ldns_pkt_get_rcode(p), rc);
+		assert_int_equal(ldns_pkt_id(p), 0x5151);
+		assert_int_equal(ldns_pkt_qdcount(p), rc == DNS_RC_FORMERR ? 0 : 1);
+		ldns_pkt_free(p);
+		free(out);
+		out = NULL;
+	}
+	{
+		/* a bare header that carries records, or says NOERROR, is no answer */
+		uint8_t with_rr[] = {0x11, 0x11, 0x81, 0x85, 0, 0, 0,  1, 0, 0, 0, 0, 0, 0,
+		                     1,    0,    1,    0,    0, 0, 60, 0, 4, 1, 2, 3, 4};
+		uint8_t noerror[12] = {0x11, 0x11, 0x81, 0x80, 0, 0, 0, 0, 0, 0, 0, 0};
+		assert_int_equal(
+		        dns_msg_filter_answer(with_rr, sizeof with_rr, &q, keep_public, NULL, 512, &out, &olen, &fr),
+		        -EINVAL);
+		assert_int_equal(
+		        dns_msg_filter_answer(noerror, sizeof noerror, &q, keep_public, NULL, 512, &out, &olen, &fr),
+		        -EINVAL);
+	}
+
+	/* the engine's own queries */
+	assert_int_equal(dns_msg_query_init(&own, "Allowed.test", DNS_TYPE_AAAA), 0);
+	assert_int_equal(own.qname_wire_len, sizeof lower_wire);
+	assert_memory_equal(own.qname_wire, lower_wire, sizeof lower_wire);
+	assert_string_equal(own.name, "allowed.test");
+	assert_true(own.rd && own.edns);
+	assert_int_equal(own.qtype, DNS_TYPE_AAAA);
+	assert_int_equal(dns_msg_query_init(&own, "allowed.test.", DNS_TYPE_A), 0);
+	assert_int_equal(own.qname_wire_len, sizeof lower_wire);
+	assert_int_equal(dns_msg_query_init(&own, "", DNS_TYPE_A), -EINVAL);
+	assert_int_equal(dns_msg_query_init(&own, ".", DNS_TYPE_A), -EINVAL);
+	assert_int_equal(dns_msg_query_init(&own, "a..test", DNS_TYPE_A), -EINVAL);
+	assert_int_equal(dns_msg_query_init(&own, "a.test..", DNS_TYPE_A), -EINVAL);
+	{
+		char longlabel[80];
+		memset(longlabel, 'x', 64);
+		strcpy(longlabel + 64, ".test");
+		assert_int_equal(dns_msg_query_init(&own, longlabel, DNS_TYPE_A), -EINVAL);
+	}
+	free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_query_checks),
 	        cmocka_unit_test(test_upstream_and_filter),
 	        cmocka_unit_test(test_answer_addrs),
+	        cmocka_unit_test(test_case_and_bare_errors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
