@@ -47,8 +47,11 @@ struct dns_query {
  * dropped without an answer (too short to answer, or a response). *why is a static reason. */
 int dns_msg_parse_query(const uint8_t *wire, size_t len, struct dns_query *q, const char **why);
 
-/* Builds a local answer with `rcode` (and the question, when known). Returns 0 and a malloced
- * message in *out, or -errno. */
+/* Builds a local answer with `rcode` (and the question, when known; an EDNS OPT when the client used
+ * EDNS; neither for FORMERR) into buf and returns its length. */
+#define DNS_REPLY_RCODE_MAX (12 + 255 + 4 + 11)
+size_t dns_msg_reply_rcode_buf(const struct dns_query *q, int rcode, uint8_t buf[DNS_REPLY_RCODE_MAX]);
+/* The same, malloced: returns 0 and the message in *out, or -ENOMEM. */
 int dns_msg_reply_rcode(const struct dns_query *q, int rcode, uint8_t **out, size_t *outlen);
 
 /* Fills q as a query of our own (the engine's resolver) for the dotted name `name` and qtype: RD, EDNS,

@@ -19,6 +19,7 @@
 #define RELAY_SOCKS      4
 #define RELAY_TIMEOUT_MS 4000
 #define RELAY_BATCH      32
+#define RELAY_ANSWER_MAX 4096
 #define RELAY_SWEEP_MS   250
 
 struct dns_relay_query {
@@ -46,6 +47,20 @@ struct dns_relay {
 	struct event *sweep; /* owned */
 	TAILQ_HEAD(, dns_relay_query) fifo;
 };
+
+/* Query ids: unpredictable (arc4random), drawn from a pool refilled 256 ids at a time, since glibc's
+ * arc4random makes one getrandom(2) call per call (5% of the relay's CPU when it was called per query). */
+static uint16_t fresh_id(void)
+{
+	static uint16_t pool[256];
+	static size_t left;
+
+	if (left == 0) {
+		arc4random_buf(pool, sizeof pool);
+		left = sizeof pool / sizeof pool[0];
+	}
+	return pool[--left];
+}
 
 static void query_free(struct dns_relay_query *q)
 {
@@ -81,30 +96,45 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	if (!TAILQ_EMPTY(&r->fifo))
 		arm_sweep(r);
+	proxy_dns_udp_flush();
 }
 
+/* Answers are read RELAY_BATCH at a time with one recvmmsg(2). An answer longer than RELAY_ANSWER_MAX
+ * (we advertise an EDNS size of DNS_EDNS_SIZE, so a resolver sends at most that, or TC) is ignored and its
+ * query times out. */
 static void read_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct relay_sock *rs = arg;
-	uint8_t buf[DNS_MSG_MAX];
+	static uint8_t buf[RELAY_BATCH][RELAY_ANSWER_MAX];
+	static struct iovec iov[RELAY_BATCH];
+	static struct mmsghdr msgs[RELAY_BATCH];
+	int n;
 	(void)what;
 
 	for (int i = 0; i < RELAY_BATCH; i++) {
-		ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+		iov[i].iov_base = buf[i];
+		iov[i].iov_len = sizeof buf[i];
+		memset(&msgs[i], 0, sizeof msgs[i]);
+		msgs[i].msg_hdr.msg_iov = &iov[i];
+		msgs[i].msg_hdr.msg_iovlen = 1;
+	}
+	n = recvmmsg(fd, msgs, RELAY_BATCH, MSG_DONTWAIT, NULL);
+	if (n < 0) {
+		if (errno != EAGAIN && errno != EINTR && errno != ECONNREFUSED)
+			log_warn("dns relay: recvmmsg");
+		return;
+	}
+	for (int i = 0; i < n; i++) {
 		struct dns_relay_query *q;
-		if (n < 0) {
-			if (errno != EAGAIN && errno != EINTR && errno != ECONNREFUSED)
-				log_warn("dns relay: recv");
-			return;
-		}
-		if (n < 12)
+		if (msgs[i].msg_len < 12 || (msgs[i].msg_hdr.msg_flags & MSG_TRUNC))
 			continue;
-		q = rs->by_id[(uint16_t)(buf[0] << 8 | buf[1])];
+		q = rs->by_id[(uint16_t)(buf[i][0] << 8 | buf[i][1])];
 		if (!q)
 			continue; /* late or spoofed */
-		if (q->cb(buf, (size_t)n, q->arg))
+		if (q->cb(buf[i], msgs[i].msg_len, q->arg))
 			query_free(q);
 	}
+	proxy_dns_udp_flush();
 }
 
 /* Connects a relay socket to the upstream and starts reading it. An unconnected UDP socket would
@@ -196,7 +226,7 @@ struct dns_relay_query *dns_relay_send(struct dns_relay *r, uint8_t *wire, size_
 	if (len < 12 || relay_sock_connect(r, rs) < 0)
 		return NULL;
 	for (tries = 0; tries < 32; tries++) {
-		id = (uint16_t)arc4random();
+		id = fresh_id();
 		if (!rs->by_id[id])
 			break;
 	}
@@ -249,12 +279,14 @@ static void tcp_read_cb(struct bufferevent *bev, void *arg)
 	msg = evbuffer_pullup(in, (ev_ssize_t)n + 2);
 	if (!msg || n < 12 || (uint16_t)(msg[2] << 8 | msg[3]) != q->id) {
 		tcp_fail(q);
+		proxy_dns_udp_flush();
 		return;
 	}
 	if (q->cb(msg + 2, n, q->arg))
 		query_free(q);
 	else
 		tcp_fail(q); /* one answer per connection: a wrong one ends it */
+	proxy_dns_udp_flush();
 }
 
 static void tcp_event_cb(struct bufferevent *bev, short what, void *arg)
@@ -262,6 +294,7 @@ static void tcp_event_cb(struct bufferevent *bev, short what, void *arg)
 	(void)bev;
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
 		tcp_fail(arg);
+	proxy_dns_udp_flush();
 }
 
 struct dns_relay_query *dns_relay_send_tcp(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb, void *arg)
@@ -278,7 +311,7 @@ struct dns_relay_query *dns_relay_send_tcp(struct dns_relay *r, uint8_t *wire, s
 	q->r = r;
 	q->cb = cb;
 	q->arg = arg;
-	q->id = (uint16_t)arc4random();
+	q->id = fresh_id();
 	wire[0] = (uint8_t)(q->id >> 8);
 	wire[1] = (uint8_t)q->id;
 	q->bev = bufferevent_socket_new(r->e->base, -1, BEV_OPT_CLOSE_ON_FREE);

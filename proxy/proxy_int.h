@@ -244,6 +244,10 @@ void proxy_direct_session_free(struct proxy_session *s);
 /* Prepares a bound UDP socket (destination-address ancillary data) */
 int proxy_dns_udp_setup(int fd);
 void proxy_dns_udp_cb(int fd, short what, void *arg /* struct proxy_listener */);
+/* Sends the UDP answers queued by the callback that is ending (one sendmmsg per socket); every callback
+ * that can answer a UDP client (the listener, the relay's reads, timeouts and TCP retries) calls it before
+ * it returns. */
+void proxy_dns_udp_flush(void);
 /* Serves DNS over TCP on fd (accepted, non-blocking; taken over) for an admitted session. */
 void proxy_dns_tcp_accept(struct proxy_session *s, int fd);
 struct dns_relay *dns_relay_new(struct proxy_engine *e);
