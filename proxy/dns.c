@@ -347,7 +347,7 @@ static void handle_query(struct dns_job *j, const uint8_t *wire, size_t len)
 		return;
 	}
 	if (dns_msg_build_upstream(&j->q, &up, &uplen) != 0 ||
-	    !(j->rq = dns_relay_send(j->s->engine->relay, up, uplen, relayed, j))) {
+	    !(j->rq = dns_relay_queue(j->s->engine->relay, up, uplen, relayed, j))) {
 		j->error = "cannot send the query upstream";
 		answer_rcode(j, DNS_RC_SERVFAIL);
 		free(up);
@@ -480,6 +480,7 @@ void proxy_dns_udp_cb(int fd, short what, void *arg)
 		j->have_local = have_local;
 		handle_query(j, buf[i], msgs[i].msg_len);
 	}
+	dns_relay_flush(l->engine->relay);
 	proxy_dns_udp_flush();
 }
 
@@ -546,6 +547,7 @@ static void tcp_read_cb(struct bufferevent *bev, void *arg)
 		handle_query(j, msg + 2, mlen);
 		evbuffer_drain(in, mlen + 2);
 	}
+	dns_relay_flush(t->s->engine->relay);
 	if (t->inflight >= TCP_MAX_INFLIGHT)
 		bufferevent_disable(bev, EV_READ);
 	if (t->closing && evbuffer_get_length(bufferevent_get_output(bev)) == 0 && t->inflight == 0)

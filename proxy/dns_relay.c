@@ -20,6 +20,8 @@
 #define RELAY_TIMEOUT_MS 4000
 #define RELAY_BATCH      32
 #define RELAY_ANSWER_MAX 4096
+#define RELAY_OUT_MAX    64  /* queries queued for one sendmmsg(2) */
+#define RELAY_QUERY_MAX  300 /* a rebuilt query: header, a name of at most 255 bytes, type, class, OPT */
 #define RELAY_SWEEP_MS   250
 
 struct dns_relay_query {
@@ -30,6 +32,7 @@ struct dns_relay_query {
 	void *arg;
 	uint64_t deadline_ms;
 	TAILQ_ENTRY(dns_relay_query) entry; /* in the relay's FIFO (UDP) */
+	int out_slot;                       /* index in the relay's send queue while queued, else -1 */
 	struct bufferevent *bev;            /* owned: the TCP connection (TCP queries only) */
 };
 
@@ -46,6 +49,14 @@ struct dns_relay {
 	unsigned next;
 	struct event *sweep; /* owned */
 	TAILQ_HEAD(, dns_relay_query) fifo;
+	/* queries dns_relay_queue() holds until dns_relay_flush() */
+	bool flushing; /* a query made while flushing (by a callback) is sent at once */
+	unsigned nout;
+	struct {
+		struct dns_relay_query *q; /* borrowed; NULL once cancelled */
+		size_t len;
+		uint8_t wire[RELAY_QUERY_MAX];
+	} out[RELAY_OUT_MAX];
 };
 
 /* Query ids: unpredictable (arc4random), drawn from a pool refilled 256 ids at a time, since glibc's
@@ -69,6 +80,8 @@ static void query_free(struct dns_relay_query *q)
 	} else {
 		q->r->socks[q->sock].by_id[q->id] = NULL;
 		TAILQ_REMOVE(&q->r->fifo, q, entry);
+		if (q->out_slot >= 0)
+			q->r->out[q->out_slot].q = NULL;
 	}
 	free(q);
 }
@@ -215,7 +228,8 @@ void dns_relay_free(struct dns_relay *r)
 	free(r);
 }
 
-struct dns_relay_query *dns_relay_send(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb, void *arg)
+static struct dns_relay_query *relay_query(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb, void *arg,
+                                           bool queue)
 {
 	struct dns_relay_query *q;
 	unsigned s = r->next++ % RELAY_SOCKS;
@@ -240,9 +254,17 @@ struct dns_relay_query *dns_relay_send(struct dns_relay *r, uint8_t *wire, size_
 	q->id = id;
 	q->cb = cb;
 	q->arg = arg;
+	q->out_slot = -1;
 	wire[0] = (uint8_t)(id >> 8);
 	wire[1] = (uint8_t)id;
-	if (send(rs->fd, wire, len, MSG_DONTWAIT) != (ssize_t)len) {
+	if (queue && !r->flushing && len <= RELAY_QUERY_MAX) {
+		if (r->nout == RELAY_OUT_MAX)
+			dns_relay_flush(r);
+		q->out_slot = (int)r->nout++;
+		r->out[q->out_slot].q = q;
+		r->out[q->out_slot].len = len;
+		memcpy(r->out[q->out_slot].wire, wire, len);
+	} else if (send(rs->fd, wire, len, MSG_DONTWAIT) != (ssize_t)len) {
 		free(q);
 		return NULL;
 	}
@@ -251,6 +273,61 @@ struct dns_relay_query *dns_relay_send(struct dns_relay *r, uint8_t *wire, size_
 	TAILQ_INSERT_TAIL(&r->fifo, q, entry);
 	arm_sweep(r);
 	return q;
+}
+
+struct dns_relay_query *dns_relay_send(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb, void *arg)
+{
+	return relay_query(r, wire, len, cb, arg, false);
+}
+
+struct dns_relay_query *dns_relay_queue(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb, void *arg)
+{
+	return relay_query(r, wire, len, cb, arg, true);
+}
+
+void dns_relay_flush(struct dns_relay *r)
+{
+	struct mmsghdr msgs[RELAY_OUT_MAX];
+	struct iovec iov[RELAY_OUT_MAX];
+	unsigned slot[RELAY_OUT_MAX];
+	unsigned n = r->nout;
+
+	r->flushing = true;
+	for (unsigned s = 0; s < RELAY_SOCKS; s++) {
+		unsigned m = 0, i = 0;
+		for (unsigned k = 0; k < n; k++) {
+			if (!r->out[k].q || r->out[k].q->sock != s)
+				continue;
+			iov[m].iov_base = r->out[k].wire;
+			iov[m].iov_len = r->out[k].len;
+			memset(&msgs[m], 0, sizeof msgs[m]);
+			msgs[m].msg_hdr.msg_iov = &iov[m];
+			msgs[m].msg_hdr.msg_iovlen = 1;
+			slot[m++] = k;
+		}
+		while (i < m) {
+			int sent = sendmmsg(r->socks[s].fd, msgs + i, m - i, MSG_DONTWAIT);
+			if (sent > 0) {
+				for (int k = 0; k < sent; k++)
+					if (r->out[slot[i + (unsigned)k]].q)
+						r->out[slot[i + (unsigned)k]].q->out_slot = -1;
+				i += (unsigned)sent;
+				continue;
+			}
+			/* this query cannot go: it fails now (SERVFAIL to its client), the others still go */
+			log_debug("dns relay: sendmmsg: %s", sent < 0 ? strerror(errno) : "nothing sent");
+			if (r->out[slot[i]].q) {
+				struct dns_relay_query *q = r->out[slot[i]].q;
+				dns_relay_cb cb = q->cb;
+				void *arg = q->arg;
+				query_free(q);
+				cb(NULL, 0, arg);
+			}
+			i++;
+		}
+	}
+	r->nout = 0;
+	r->flushing = false;
 }
 
 /* ---- TCP: for answers that did not fit in UDP ---- */
@@ -311,6 +388,7 @@ struct dns_relay_query *dns_relay_send_tcp(struct dns_relay *r, uint8_t *wire, s
 	q->r = r;
 	q->cb = cb;
 	q->arg = arg;
+	q->out_slot = -1;
 	q->id = fresh_id();
 	wire[0] = (uint8_t)(q->id >> 8);
 	wire[1] = (uint8_t)q->id;

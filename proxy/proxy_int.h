@@ -259,6 +259,11 @@ struct dns_relay_query;
  * consumed answer or a timeout the query is gone. */
 typedef bool (*dns_relay_cb)(const uint8_t *answer, size_t len, void *arg);
 struct dns_relay_query *dns_relay_send(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb, void *arg);
+/* Like dns_relay_send, but the datagram waits for dns_relay_flush(), which sends everything queued with one
+ * sendmmsg(2) per socket; the caller flushes before it returns to the event loop. A query that cannot be
+ * sent then gets its callback with NULL. */
+struct dns_relay_query *dns_relay_queue(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb, void *arg);
+void dns_relay_flush(struct dns_relay *r);
 /* The same over a TCP connection of its own (for answers that came back truncated over UDP). */
 struct dns_relay_query *dns_relay_send_tcp(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb, void *arg);
 void dns_relay_cancel(struct dns_relay_query *q); /* NULL no-op */
