@@ -49,7 +49,8 @@ struct dns_job {
 	int rcode;
 	size_t qlen, alen;
 	bool audited;
-	bool via_tcp; /* the upstream is asked over TCP (its UDP answer was truncated) */
+	bool via_tcp;    /* the upstream is asked over TCP (its UDP answer was truncated) */
+	bool from_cache; /* the answer being filtered came from the DNS cache, not the upstream */
 	TAILQ_ENTRY(dns_job) tcp_entry;
 };
 
@@ -280,6 +281,8 @@ static bool relayed(const uint8_t *ans, size_t len, void *arg)
 		return false; /* not the answer to this question: keep waiting (spoofing, or garbage) */
 	j->rq = NULL;
 	j->rcode = fr.rcode;
+	if (!j->from_cache)
+		dns_cache_put(j->s->engine->dns_cache, &j->q, ans, len, proxy_mono_ms());
 	snprintf(j->addr, sizeof j->addr, "%s", fr.first_addr);
 	if (fr.stripped)
 		snprintf(j->reason, sizeof j->reason,
@@ -339,6 +342,16 @@ static void handle_query(struct dns_job *j, const uint8_t *wire, size_t len)
 		answer_rcode(j, DNS_RC_REFUSED);
 		job_free(j);
 		return;
+	}
+	/* Only now, for a name this session may use: an upstream answer kept earlier (for any session) is
+	 * filtered for this one exactly like a fresh answer. */
+	if (j->s->engine->dns_cache) {
+		static uint8_t cached[DNS_CACHE_ANSWER_MAX];
+		size_t n = dns_cache_get(j->s->engine->dns_cache, &j->q, proxy_mono_ms(), cached, sizeof cached);
+		j->from_cache = n > 0;
+		if (n && relayed(cached, n, j))
+			return;
+		j->from_cache = false;
 	}
 	if (j->s->ndns > PROXY_DNS_PENDING_MAX) {
 		j->error = "too many queries in flight for this session";

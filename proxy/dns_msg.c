@@ -9,13 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A bounded walk over the message's records before ldns sees it: rejects messages whose sections
- * overrun it, and any TSIG record or more than one OPT record (ldns 1.8 keeps only the last of
- * either and leaks the others; we never use TSIG, and a message with two OPTs is malformed). */
-static int prescan(const uint8_t *w, size_t len)
+/* A bounded walk over every record of a message: visit(w, pos, sec, arg) is called with pos at each
+ * record's TYPE field (questions: sec 0; then answer 1, authority 2, additional 3; for sections 1-3 the
+ * TTL, RDLENGTH and RDATA are known to lie within len). Returns -1 when a section overruns the message
+ * or visit returns nonzero, 0 when the walk ended. */
+typedef int (*rr_visit_fn)(const uint8_t *w, size_t pos, int sec, void *arg);
+
+static int rr_walk(const uint8_t *w, size_t len, rr_visit_fn visit, void *arg)
 {
 	size_t pos = 12;
-	unsigned counts[4], opt = 0;
+	unsigned counts[4];
 
 	if (len < 12)
 		return -1;
@@ -23,7 +26,7 @@ static int prescan(const uint8_t *w, size_t len)
 		counts[i] = (unsigned)(w[4 + 2 * i] << 8 | w[5 + 2 * i]);
 	for (int sec = 0; sec < 4; sec++) {
 		for (unsigned k = 0; k < counts[sec]; k++) {
-			uint16_t type;
+			size_t tpos;
 			/* the owner name: labels, ending in a zero byte or a compression pointer */
 			for (;;) {
 				if (pos >= len)
@@ -42,18 +45,36 @@ static int prescan(const uint8_t *w, size_t len)
 			}
 			if (pos + 4 > len)
 				return -1;
-			type = (uint16_t)(w[pos] << 8 | w[pos + 1]);
+			tpos = pos;
 			pos += 4;
-			if (sec == 0)
-				continue;
-			if (pos + 6 > len)
-				return -1;
-			pos += 6 + (size_t)(w[pos + 4] << 8 | w[pos + 5]);
-			if (pos > len || type == LDNS_RR_TYPE_TSIG || (type == LDNS_RR_TYPE_OPT && ++opt > 1))
+			if (sec > 0) {
+				if (pos + 6 > len)
+					return -1;
+				pos += 6 + (size_t)(w[pos + 4] << 8 | w[pos + 5]);
+				if (pos > len)
+					return -1;
+			}
+			if (visit && visit(w, tpos, sec, arg) != 0)
 				return -1;
 		}
 	}
 	return 0;
+}
+
+static int prescan_visit(const uint8_t *w, size_t pos, int sec, void *arg)
+{
+	unsigned *opt = arg;
+	uint16_t type = (uint16_t)(w[pos] << 8 | w[pos + 1]);
+	return sec > 0 && (type == LDNS_RR_TYPE_TSIG || (type == LDNS_RR_TYPE_OPT && ++*opt > 1));
+}
+
+/* Before ldns (or our query reader) sees a message: rejects messages whose sections overrun it, and any
+ * TSIG record or more than one OPT record (ldns 1.8 keeps only the last of either and leaks the others;
+ * we never use TSIG, and a message with two OPTs is malformed). */
+static int prescan(const uint8_t *w, size_t len)
+{
+	unsigned opt = 0;
+	return rr_walk(w, len, prescan_visit, &opt);
 }
 
 /* a wire name of at most 255 bytes is at most 253 dotted characters */
@@ -666,6 +687,89 @@ out:
 		*out = NULL;
 	}
 	return r;
+}
+
+/* ---- the DNS cache's view of an answer (dns_cache.c) ---- */
+
+struct ttl_scan {
+	uint32_t min;
+	bool any, soa;
+};
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static int ttl_visit(const uint8_t *w, size_t pos, int sec, void *arg)
+{
+	struct ttl_scan *t = arg;
+	uint16_t type = get16(w + pos);
+	uint32_t ttl;
+
+	if (sec == 0 || type == LDNS_RR_TYPE_OPT)
+		return 0; /* an OPT's "TTL" is its extended rcode and flags */
+	ttl = get32(w + pos + 4);
+	if (sec == 2 && type == LDNS_RR_TYPE_SOA) {
+		/* RFC 2308: a negative answer lives for the smaller of the SOA's TTL and its MINIMUM, the
+		 * last 4 bytes of its RDATA (rr_walk checked the RDATA lies within the message) */
+		uint16_t rdlen = get16(w + pos + 8);
+		if (rdlen < 22)
+			return -1;
+		uint32_t minimum = get32(w + pos + 10 + rdlen - 4);
+		if (minimum < ttl)
+			ttl = minimum;
+		t->soa = true;
+	}
+	if (!t->any || ttl < t->min)
+		t->min = ttl;
+	t->any = true;
+	return 0;
+}
+
+int dns_msg_answer_ttl(const uint8_t *ans, size_t len, uint32_t *ttl)
+{
+	struct ttl_scan t = {0, false, false};
+	unsigned rcode, an;
+
+	if (len < 12 || !(ans[2] & 0x80) || (ans[2] & 0x02) || get16(ans + 4) != 1)
+		return -EINVAL; /* not a response, truncated, or not one question */
+	rcode = ans[3] & 0x0f;
+	an = get16(ans + 6);
+	if ((rcode != DNS_RC_NOERROR && rcode != DNS_RC_NXDOMAIN) || rr_walk(ans, len, ttl_visit, &t) != 0)
+		return -EINVAL;
+	if (!t.any || ((rcode == DNS_RC_NXDOMAIN || an == 0) && !t.soa))
+		return -EINVAL; /* nothing says how long it holds */
+	*ttl = t.min;
+	return 0;
+}
+
+struct age_scan {
+	uint8_t *w; /* the message being rewritten (the same bytes rr_walk reads) */
+	uint32_t age;
+};
+
+static int age_visit(const uint8_t *w, size_t pos, int sec, void *arg)
+{
+	struct age_scan *a = arg;
+	uint32_t ttl;
+	(void)w;
+
+	if (sec == 0 || get16(a->w + pos) == LDNS_RR_TYPE_OPT)
+		return 0;
+	ttl = get32(a->w + pos + 4);
+	ttl = ttl > a->age ? ttl - a->age : 0;
+	a->w[pos + 4] = (uint8_t)(ttl >> 24);
+	a->w[pos + 5] = (uint8_t)(ttl >> 16);
+	a->w[pos + 6] = (uint8_t)(ttl >> 8);
+	a->w[pos + 7] = (uint8_t)ttl;
+	return 0;
+}
+
+int dns_msg_age_answer(uint8_t *ans, size_t len, uint32_t age)
+{
+	struct age_scan a = {ans, age};
+	return rr_walk(ans, len, age_visit, &a) == 0 ? 0 : -EINVAL;
 }
 
 const char *dns_msg_type_name(uint16_t qtype, char *buf, size_t len)

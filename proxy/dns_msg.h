@@ -97,5 +97,13 @@ struct dns_filter_result {
 int dns_msg_filter_answer(const uint8_t *ans, size_t len, const struct dns_query *q, dns_addr_keep_fn keep, void *arg,
                           size_t maxlen, uint8_t **out, size_t *outlen, struct dns_filter_result *res);
 
+/* For the DNS cache: how long an upstream answer (one question, NOERROR or NXDOMAIN, not truncated) may
+ * be kept, in seconds: the smallest TTL of its records (OPT aside), and for a negative answer the SOA's
+ * (RFC 2308). -EINVAL for an answer that must not be kept (an error, truncated, malformed, or nothing to
+ * say how long it holds). */
+int dns_msg_answer_ttl(const uint8_t *ans, size_t len, uint32_t *ttl);
+/* Lowers every record's TTL (OPT aside) by age seconds, to 0 at least, in place. -EINVAL if malformed. */
+int dns_msg_age_answer(uint8_t *ans, size_t len, uint32_t age);
+
 /* "A", "AAAA", "TYPE65"... into buf. */
 const char *dns_msg_type_name(uint16_t qtype, char *buf, size_t len);

@@ -313,6 +313,10 @@ struct proxy_engine *proxy_engine_new(struct event_base *base, const struct prox
 		goto fail;
 	}
 	/* the DNS proxy's relay and the engine's own resolver (resolve.c) share it */
+	if (cfg->dns_cache_entries && !(e->dns_cache = dns_cache_new(cfg->dns_cache_entries))) {
+		snprintf(err, errlen, "cannot allocate the DNS cache");
+		goto fail;
+	}
 	e->relay = dns_relay_new(e);
 	if (!e->relay) {
 		snprintf(err, errlen, "cannot create the DNS relay sockets: %s", strerror(errno));
@@ -338,6 +342,7 @@ void proxy_engine_free(struct proxy_engine *e)
 	}
 	proxy_session_free_all(e);
 	dns_relay_free(e->relay);
+	dns_cache_free(e->dns_cache);
 	if (e->audit_retry)
 		event_free(e->audit_retry);
 	if (e->audit_flush)

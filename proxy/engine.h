@@ -66,6 +66,7 @@ struct proxy_config {
 	socklen_t upstream_dns_len;
 	unsigned max_conns_per_session;                                  /* 0 = default */
 	unsigned header_timeout_ms, idle_timeout_ms, connect_timeout_ms; /* 0 = defaults */
+	unsigned dns_cache_entries;           /* DNS answers the DNS proxy keeps (docs/proxy.md); 0 = no cache */
 	proxy_ask_notify_fn ask_notify;       /* NULL: nobody can approve, so "ask" decisions are denials */
 	void *ask_arg;                        /* borrowed, passed to ask_notify */
 	proxy_direct_notify_fn direct_notify; /* NULL: no direct flows (nobody can open them) */

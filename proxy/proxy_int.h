@@ -72,11 +72,12 @@ struct proxy_listener {
 };
 
 struct proxy_engine {
-	struct event_base *base;   /* borrowed */
-	struct audit_log *audit;   /* owned */
-	struct event *audit_retry; /* owned: retries a failing audit log */
-	struct event *audit_flush; /* owned: writes the batch at the end of a loop iteration */
-	struct dns_relay *relay;   /* owned: relays allowed DNS queries upstream */
+	struct event_base *base;     /* borrowed */
+	struct audit_log *audit;     /* owned */
+	struct event *audit_retry;   /* owned: retries a failing audit log */
+	struct event *audit_flush;   /* owned: writes the batch at the end of a loop iteration */
+	struct dns_relay *relay;     /* owned: relays allowed DNS queries upstream */
+	struct dns_cache *dns_cache; /* owned: upstream answers (dns_cache.c); NULL = no cache */
 	struct sockaddr_storage upstream_dns;
 	socklen_t upstream_dns_len;
 	unsigned max_conns, header_timeout_ms, idle_timeout_ms, connect_timeout_ms;
@@ -268,5 +269,6 @@ void dns_relay_flush(struct dns_relay *r);
 struct dns_relay_query *dns_relay_send_tcp(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb, void *arg);
 void dns_relay_cancel(struct dns_relay_query *q); /* NULL no-op */
 
-/* ---- dns_msg.c: DNS message checks and rewriting (pure, fuzzable) ---- */
+/* ---- dns_msg.c: DNS message checks and rewriting (pure, fuzzable); dns_cache.c ---- */
+#include "dns_cache.h"
 #include "dns_msg.h"

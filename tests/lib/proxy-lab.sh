@@ -144,7 +144,7 @@ def skip_name(d, i):
         i += 1 + l
 mode, gw = sys.argv[1], sys.argv[2]
 tcp = len(sys.argv) > 5 and sys.argv[5] == "tcp"
-if mode in ("ask", "qname"):
+if mode in ("ask", "qname", "ttl"):
     qid = random.randrange(65536)
     qt = {"A": 1, "AAAA": 28, "TXT": 16, "MX": 15}[sys.argv[4]]
     msg = struct.pack("!HHHHHH", qid, 0x0100, 1, 0, 0, 0) + name_wire(sys.argv[3]) + struct.pack("!HH", qt, 1)
@@ -165,21 +165,29 @@ if mode == "qname":
     print(".".join(labels)); sys.exit(0)
 i = 12
 for _ in range(qd): i = skip_name(d, i) + 4
-addrs = []
+addrs, ttls = [], []
 for _ in range(an):
     i = skip_name(d, i)
     t, c, ttl, rdl = struct.unpack("!HHIH", d[i:i+10]); i += 10
+    ttls.append(ttl)
     if t == 1: addrs.append(str(ipaddress.IPv4Address(d[i:i+4])))
     if t == 28: addrs.append(str(ipaddress.IPv6Address(d[i:i+16])))
     i += rdl
+if mode == "ttl":
+    print(min(ttls) if ttls else "none"); sys.exit(0)
 print(rc + (" TC" if flags & 0x0200 else ""), "id-ok" if rid == qid else "id-bad", *sorted(addrs))
 '
 dns_ask() {
 	lab_exec "$1" "$LAB_PYTHON" -c "$_dns_py" ask "$PROXY_GW" "$2" "$3" "${4:-udp}"
 }
 # dns_qname SESSION NAME TYPE: asks like dns_ask, prints the question name of the answer as spelt there.
+# dns_ttl SESSION NAME TYPE: asks like dns_ask, prints the smallest TTL of the answer records ("none").
+# Both ask the gateway $PROXY_GW (set it for another session's gateway).
 dns_qname() {
 	lab_exec "$1" "$LAB_PYTHON" -c "$_dns_py" qname "$PROXY_GW" "$2" "$3" udp
+}
+dns_ttl() {
+	lab_exec "$1" "$LAB_PYTHON" -c "$_dns_py" ttl "$PROXY_GW" "$2" "$3" udp
 }
 dns_raw() {
 	lab_exec "$1" "$LAB_PYTHON" -c "$_dns_py" raw "$PROXY_GW" "$2" "${3:-udp}"
