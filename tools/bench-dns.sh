@@ -9,8 +9,9 @@
 #            every query is decided and written to the audit log (a tmpfs in the lab); no cache
 #   dnsmasq  the allowlisting forwarder of issue 16: server=/allowed.test/UPSTREAM (one per allowed domain)
 #            plus address=/#/ (everything else NXDOMAIN, answered locally), cache-size=0, no logging
+#   sluice+cache  a second sluice-proxy, the same but with its DNS cache (limits.dns_cache_entries 10000)
 #   unbound  with its cache: local-zone "." refuse, the allowed domains transparent and forwarded to the
-#            upstream; 1 thread (as the other two); warmed up, so it answers from its cache
+#            upstream; 1 thread (as the others); warmed up, so it answers from its cache
 # Query mixes (dnsperf -c 8 -q 64, A and AAAA, 12 allowed and 12 denied names): mixed (allowed and denied
 # alternating), allowed-only, denied-only.
 #
@@ -53,7 +54,7 @@ for i in "${!allowed_names[@]}"; do
 	echo "2001:db8:1::2:$((i + 1)) ${allowed_names[$i]}"
 done >"$LAB_DIR/upstream-hosts"
 printf '%s\n' no-resolv no-hosts no-poll "addn-hosts=$LAB_DIR/upstream-hosts" "listen-address=$UPSTREAM_DNS" \
-	bind-interfaces local=/test/ cache-size=10000 dns-forward-max=10000 \
+	bind-interfaces local=/test/ local-ttl=300 cache-size=10000 dns-forward-max=10000 \
 	"pid-file=$LAB_DIR/state/upstream-dns.pid" user=root group=root >"$LAB_DIR/upstream-dns.conf"
 lab_bg upstream-dns -n inet dnsmasq --keep-in-foreground --conf-file="$LAB_DIR/upstream-dns.conf"
 
@@ -64,6 +65,12 @@ PROXY_AUDIT=${BENCH_AUDIT_DIR:-$SLUICE_BUILD_DIR}/bench-dns-audit.$$.log
 lab_defer "rm -f '$PROXY_AUDIT'"
 proxy_start s1 "{\"allow\": [${rules%, }]}"
 proxy_use_resolver s1 "$UPSTREAM_DNS:53"
+sed -e 's/:53"/:5355"/g' -e "s/$UPSTREAM_DNS:5355/$UPSTREAM_DNS:53/" -e 's/:3128"/:3131"/g' -e 's/"limits": {}/"limits": {"dns_cache_entries": 10000}/' \
+	-e "s|\"audit_log\": \"[^\"]*\"|\"audit_log\": \"$PROXY_AUDIT.cache\"|" "$LAB_DIR/proxy/config-s1.json" \
+	>"$LAB_DIR/proxy/config-cache.json"
+lab_defer "rm -f '$PROXY_AUDIT.cache'"
+grep -q dns_cache_entries "$LAB_DIR/proxy/config-cache.json" || lab_bail "no cache in the second proxy's config"
+lab_bg proxy-cache "$PROXY_BIN" --config "$LAB_DIR/proxy/config-cache.json"
 
 {
 	printf '%s\n' no-resolv no-hosts no-poll "listen-address=$GW" bind-interfaces port=5353 cache-size=0 \
@@ -92,7 +99,7 @@ s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1)
 s.sendto(bytes.fromhex("4242010000010000000000000" "7616c6c6f77656404746573740000010001"), (sys.argv[1], int(sys.argv[2])))
 sys.exit(0 if s.recv(512)[:2] == b"\x42\x42" else 1)' "$GW" "$1" 2>/dev/null
 }
-for p in 53 5353 5354; do
+for p in 53 5355 5353 5354; do
 	for _ in $(seq 50); do udp_up "$p" && break; sleep 0.1; done
 	udp_up "$p" || lab_bail "no DNS answer on $GW:$p: $(tail -n 3 "$LAB_DIR"/log/*.log)"
 done
@@ -105,8 +112,8 @@ for t in A AAAA; do
 done
 paste -d '\n' "$LAB_DIR/q-allowed" "$LAB_DIR/q-denied" >"$LAB_DIR/q-mixed"
 
-declare -A PORT=([sluice]=53 [dnsmasq]=5353 [unbound]=5354)
-declare -A PIDNAME=([sluice]=proxy [dnsmasq]=dnsmasq-fwd [unbound]=unbound)
+declare -A PORT=([sluice]=53 [sluice_cache]=5355 [dnsmasq]=5353 [unbound]=5354)
+declare -A PIDNAME=([sluice]=proxy [sluice_cache]=proxy-cache [dnsmasq]=dnsmasq-fwd [unbound]=unbound)
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 # run WHO MIX: prints "qps cpu_us_per_query completed lost"
 run() {
@@ -130,15 +137,15 @@ run() {
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "n/a" }'; }
 
-echo "# warming up (and filling unbound's cache)"
-for who in sluice dnsmasq unbound; do secs=2 run "$who" mixed >/dev/null; done
-whos=(sluice dnsmasq unbound)
+echo "# warming up (and filling the caches)"
+whos=(sluice sluice_cache dnsmasq unbound)
+for who in "${whos[@]}"; do secs=2 run "$who" mixed >/dev/null; done
 mixes=(mixed allowed denied)
 declare -A S
 for ((round = 1; round <= rounds; round++)); do
 	for mix in "${mixes[@]}"; do
-		for ((k = 0; k < 3; k++)); do
-			who=${whos[(k + round) % 3]}
+		for ((k = 0; k < 4; k++)); do
+			who=${whos[(k + round) % 4]}
 			read -r qps cpu done lost < <(run "$who" "$mix")
 			echo "# round $round: $who $mix: $qps q/s, $cpu us CPU/query, $done answered, $lost lost"
 			S[qps_${who}_$mix]+=" $qps" S[cpu_${who}_$mix]+=" $cpu" S[lost_${who}_$mix]+=" $lost"
@@ -151,21 +158,23 @@ for key in "${!S[@]}"; do
 	R[$key]=$(median ${S[$key]})
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
-audit_lines=$(wc -l <"$PROXY_AUDIT")
+audit_lines=$(($(wc -l <"$PROXY_AUDIT") + $(wc -l <"$PROXY_AUDIT.cache")))
 
 echo
 echo "DNS benchmark ($(nproc) CPUs, dnsperf -c ${BENCH_CLIENTS:-8} -q 64, ${secs} s per run, median of $rounds rounds)"
 echo "load average before: $load_before, after: $load_after"
-printf '%-10s %-9s %10s %10s %10s  %s\n' mix "" sluice dnsmasq unbound "ratios sluice/dnsmasq, sluice/unbound"
+printf '%-8s %-9s %9s %9s %13s %9s  %s\n' mix "" sluice dnsmasq sluice+cache unbound \
+	"ratios sluice/dnsmasq, sluice+cache/unbound"
 for mix in "${mixes[@]}"; do
-	printf '%-10s %-9s %10s %10s %10s  %s %s\n' "$mix" "q/s" "${R[qps_sluice_$mix]}" "${R[qps_dnsmasq_$mix]}" \
-		"${R[qps_unbound_$mix]}" "$(ratio "${R[qps_sluice_$mix]}" "${R[qps_dnsmasq_$mix]}")" \
-		"$(ratio "${R[qps_sluice_$mix]}" "${R[qps_unbound_$mix]}")"
-	printf '%-10s %-9s %10s %10s %10s  %s %s\n' "" "us CPU/q" "${R[cpu_sluice_$mix]}" "${R[cpu_dnsmasq_$mix]}" \
-		"${R[cpu_unbound_$mix]}" "$(ratio "${R[cpu_sluice_$mix]}" "${R[cpu_dnsmasq_$mix]}")" \
-		"$(ratio "${R[cpu_sluice_$mix]}" "${R[cpu_unbound_$mix]}")"
+	for m in qps cpu; do
+		printf '%-8s %-9s %9s %9s %13s %9s  %s %s\n' "$([ $m = qps ] && echo "$mix")" \
+			"$([ $m = qps ] && echo q/s || echo "us CPU/q")" "${R[${m}_sluice_$mix]}" "${R[${m}_dnsmasq_$mix]}" \
+			"${R[${m}_sluice_cache_$mix]}" "${R[${m}_unbound_$mix]}" \
+			"$(ratio "${R[${m}_sluice_$mix]}" "${R[${m}_dnsmasq_$mix]}")" \
+			"$(ratio "${R[${m}_sluice_cache_$mix]}" "${R[${m}_unbound_$mix]}")"
+	done
 done
-echo "goals (issue 16): q/s ratio to dnsmasq >= 1 and CPU/q ratio to dnsmasq <= 1 on each mix"
+echo "goals (issue 16): sluice/dnsmasq q/s >= 1 and CPU/q <= 1 on each mix; sluice+cache/unbound q/s >= 1"
 echo "sluice wrote $audit_lines audit lines"
 
 {
@@ -183,10 +192,11 @@ echo "sluice wrote $audit_lines audit lines"
 				"$(echo ${S[qps_${who}_$mix]} | tr ' ' ',')" "$(echo ${S[cpu_${who}_$mix]} | tr ' ' ',')"
 			sep2=", "
 		done
-		printf ', "ratio_qps_dnsmasq": %s, "ratio_cpu_dnsmasq": %s, "ratio_qps_unbound": %s}' \
+		printf ', "ratio_qps_dnsmasq": %s, "ratio_cpu_dnsmasq": %s, "ratio_qps_cache_unbound": %s, "ratio_cpu_cache_unbound": %s}' \
 			"$(ratio "${R[qps_sluice_$mix]}" "${R[qps_dnsmasq_$mix]}")" \
 			"$(ratio "${R[cpu_sluice_$mix]}" "${R[cpu_dnsmasq_$mix]}")" \
-			"$(ratio "${R[qps_sluice_$mix]}" "${R[qps_unbound_$mix]}")"
+			"$(ratio "${R[qps_sluice_cache_$mix]}" "${R[qps_unbound_$mix]}")" \
+			"$(ratio "${R[cpu_sluice_cache_$mix]}" "${R[cpu_unbound_$mix]}")"
 		sep=,
 	done
 	printf '\n}}\n'
