@@ -3,7 +3,6 @@
  * and connect to exactly an address that was checked, trying the allowed ones in order. */
 #include <errno.h>
 #include <event2/bufferevent.h>
-#include <event2/dns.h>
 #include <event2/event.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -132,7 +131,7 @@ static void resolved(int err, const struct sockaddr_storage *addrs, size_t n, vo
 
 	d->resolve = NULL;
 	if (n == 0) {
-		d->res.status = err == DNS_ERR_TIMEOUT ? 504 : 502;
+		d->res.status = err == PROXY_RESOLVE_TIMEOUT ? 504 : 502;
 		snprintf(d->res.reason, sizeof d->res.reason, "cannot resolve %s: %s", d->host,
 		         proxy_resolve_strerror(err));
 		done(d);

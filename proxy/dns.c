@@ -17,7 +17,9 @@
 #include "log.h"
 #include "proxy_int.h"
 
-#define UDP_BATCH        32
+#define UDP_BATCH        32   /* datagrams read with one recvmmsg(2) */
+#define UDP_QUERY_MAX    4096 /* a query datagram longer than this is dropped (a question and an OPT fit in 600) */
+#define UDP_OUT_MAX      64   /* answers sent with one sendmmsg(2) */
 #define TCP_MAX_INFLIGHT 16
 #define TCP_IDLE_MS      10000
 
@@ -47,7 +49,8 @@ struct dns_job {
 	int rcode;
 	size_t qlen, alen;
 	bool audited;
-	bool via_tcp; /* the upstream is asked over TCP (its UDP answer was truncated) */
+	bool via_tcp;    /* the upstream is asked over TCP (its UDP answer was truncated) */
+	bool from_cache; /* the answer being filtered came from the DNS cache, not the upstream */
 	TAILQ_ENTRY(dns_job) tcp_entry;
 };
 
@@ -91,8 +94,87 @@ static void job_audit(struct dns_job *j)
 	proxy_session_audit(j->s, &r);
 }
 
+/* UDP answers wait here and leave with one sendmmsg(2) per socket when the callback that produced them
+ * ends (proxy_dns_udp_flush): the per-datagram system call was the largest cost of the DNS proxy. Only
+ * ever filled and emptied within one callback of the event loop (the engine is single-threaded), so
+ * nothing waits across a return to the loop. */
+union pktinfo_cmsg {
+	char buf[CMSG_SPACE(sizeof(struct in6_pktinfo))];
+	struct cmsghdr align;
+};
+static struct {
+	unsigned n;
+	int fd[UDP_OUT_MAX];
+	struct mmsghdr msg[UDP_OUT_MAX];
+	struct iovec iov[UDP_OUT_MAX];
+	struct sockaddr_storage peer[UDP_OUT_MAX];
+	union pktinfo_cmsg cmsg[UDP_OUT_MAX];
+	uint8_t data[UDP_OUT_MAX][DNS_EDNS_SIZE];
+} udp_out;
+
+void proxy_dns_udp_flush(void)
+{
+	unsigned i = 0;
+
+	while (i < udp_out.n) {
+		unsigned k = i + 1;
+		int sent;
+		while (k < udp_out.n && udp_out.fd[k] == udp_out.fd[i])
+			k++;
+		sent = sendmmsg(udp_out.fd[i], udp_out.msg + i, k - i, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (sent <= 0) {
+			/* this datagram cannot go (EAGAIN: the client's answers are dropped as a full socket
+			 * would drop them; the client retries): the others still do */
+			log_debug("dns: sendmmsg: %s", sent < 0 ? strerror(errno) : "nothing sent");
+			sent = 1;
+		}
+		i += (unsigned)sent;
+	}
+	udp_out.n = 0;
+}
+
+/* Fills the control message that makes a UDP answer leave from the address the query went to (the
+ * gateway), even on a wildcard socket. Returns its length, 0 without one. */
+static size_t pktinfo(const struct dns_job *j, union pktinfo_cmsg *cbuf)
+{
+	struct msghdr mh;
+	struct cmsghdr *cm;
+
+	if (!j->have_local || j->local.ss_family != j->peer.ss_family)
+		return 0;
+	memset(cbuf, 0, sizeof *cbuf);
+	memset(&mh, 0, sizeof mh);
+	mh.msg_control = cbuf->buf;
+	mh.msg_controllen = sizeof cbuf->buf;
+	cm = CMSG_FIRSTHDR(&mh);
+	if (j->local.ss_family == AF_INET) {
+		struct in_pktinfo pi;
+		memset(&pi, 0, sizeof pi);
+		pi.ipi_spec_dst = ((const struct sockaddr_in *)&j->local)->sin_addr;
+		cm->cmsg_level = IPPROTO_IP;
+		cm->cmsg_type = IP_PKTINFO;
+		cm->cmsg_len = CMSG_LEN(sizeof pi);
+		memcpy(CMSG_DATA(cm), &pi, sizeof pi);
+		return CMSG_SPACE(sizeof pi);
+	}
+	if (j->local.ss_family == AF_INET6) {
+		struct in6_pktinfo pi;
+		memset(&pi, 0, sizeof pi);
+		pi.ipi6_addr = ((const struct sockaddr_in6 *)&j->local)->sin6_addr;
+		cm->cmsg_level = IPPROTO_IPV6;
+		cm->cmsg_type = IPV6_PKTINFO;
+		cm->cmsg_len = CMSG_LEN(sizeof pi);
+		memcpy(CMSG_DATA(cm), &pi, sizeof pi);
+		return CMSG_SPACE(sizeof pi);
+	}
+	return 0;
+}
+
 static void send_answer(struct dns_job *j, const uint8_t *msg, size_t len)
 {
+	unsigned k;
+	struct msghdr *mh;
+
 	j->alen = len;
 	if (j->tcp) {
 		uint8_t hdr[2] = {(uint8_t)(len >> 8), (uint8_t)len};
@@ -102,58 +184,31 @@ static void send_answer(struct dns_job *j, const uint8_t *msg, size_t len)
 		}
 		return;
 	}
-	{
-		struct iovec iov = {(void *)msg, len};
-		union {
-			char buf[CMSG_SPACE(sizeof(struct in6_pktinfo))];
-			struct cmsghdr align;
-		} cbuf;
-		struct msghdr mh;
-		memset(&mh, 0, sizeof mh);
-		memset(&cbuf, 0, sizeof cbuf);
-		mh.msg_name = &j->peer;
-		mh.msg_namelen = j->peerlen;
-		mh.msg_iov = &iov;
-		mh.msg_iovlen = 1;
-		/* Answer from the address the query went to (the gateway), even on a wildcard socket. */
-		if (j->have_local && j->local.ss_family == AF_INET && j->peer.ss_family == AF_INET) {
-			struct cmsghdr *cm;
-			struct in_pktinfo pi;
-			memset(&pi, 0, sizeof pi);
-			pi.ipi_spec_dst = ((struct sockaddr_in *)&j->local)->sin_addr;
-			mh.msg_control = cbuf.buf;
-			mh.msg_controllen = CMSG_SPACE(sizeof pi);
-			cm = CMSG_FIRSTHDR(&mh);
-			cm->cmsg_level = IPPROTO_IP;
-			cm->cmsg_type = IP_PKTINFO;
-			cm->cmsg_len = CMSG_LEN(sizeof pi);
-			memcpy(CMSG_DATA(cm), &pi, sizeof pi);
-		} else if (j->have_local && j->local.ss_family == AF_INET6 && j->peer.ss_family == AF_INET6) {
-			struct cmsghdr *cm;
-			struct in6_pktinfo pi;
-			memset(&pi, 0, sizeof pi);
-			pi.ipi6_addr = ((struct sockaddr_in6 *)&j->local)->sin6_addr;
-			mh.msg_control = cbuf.buf;
-			mh.msg_controllen = CMSG_SPACE(sizeof pi);
-			cm = CMSG_FIRSTHDR(&mh);
-			cm->cmsg_level = IPPROTO_IPV6;
-			cm->cmsg_type = IPV6_PKTINFO;
-			cm->cmsg_len = CMSG_LEN(sizeof pi);
-			memcpy(CMSG_DATA(cm), &pi, sizeof pi);
-		}
-		if (sendmsg(j->udp_fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-			log_debug("dns: sendmsg: %s", strerror(errno));
-	}
+	if (len > sizeof udp_out.data[0])
+		return; /* cannot happen: UDP answers are cut to the client's size, at most DNS_EDNS_SIZE */
+	if (udp_out.n == UDP_OUT_MAX)
+		proxy_dns_udp_flush();
+	k = udp_out.n++;
+	memcpy(udp_out.data[k], msg, len);
+	udp_out.fd[k] = j->udp_fd;
+	udp_out.peer[k] = j->peer;
+	udp_out.iov[k].iov_base = udp_out.data[k];
+	udp_out.iov[k].iov_len = len;
+	mh = &udp_out.msg[k].msg_hdr;
+	memset(mh, 0, sizeof *mh);
+	mh->msg_name = &udp_out.peer[k];
+	mh->msg_namelen = j->peerlen;
+	mh->msg_iov = &udp_out.iov[k];
+	mh->msg_iovlen = 1;
+	mh->msg_controllen = pktinfo(j, &udp_out.cmsg[k]);
+	mh->msg_control = mh->msg_controllen ? udp_out.cmsg[k].buf : NULL;
 }
 
 static void answer_rcode(struct dns_job *j, int rcode)
 {
-	uint8_t *msg = NULL;
-	size_t len = 0;
+	uint8_t msg[DNS_REPLY_RCODE_MAX];
 	j->rcode = rcode;
-	if (dns_msg_reply_rcode(&j->q, rcode, &msg, &len) == 0)
-		send_answer(j, msg, len);
-	free(msg);
+	send_answer(j, msg, dns_msg_reply_rcode_buf(&j->q, rcode, msg));
 }
 
 static void job_free(struct dns_job *j)
@@ -226,6 +281,8 @@ static bool relayed(const uint8_t *ans, size_t len, void *arg)
 		return false; /* not the answer to this question: keep waiting (spoofing, or garbage) */
 	j->rq = NULL;
 	j->rcode = fr.rcode;
+	if (!j->from_cache)
+		dns_cache_put(j->s->engine->dns_cache, &j->q, ans, len, proxy_mono_ms());
 	snprintf(j->addr, sizeof j->addr, "%s", fr.first_addr);
 	if (fr.stripped)
 		snprintf(j->reason, sizeof j->reason,
@@ -286,6 +343,16 @@ static void handle_query(struct dns_job *j, const uint8_t *wire, size_t len)
 		job_free(j);
 		return;
 	}
+	/* Only now, for a name this session may use: an upstream answer kept earlier (for any session) is
+	 * filtered for this one exactly like a fresh answer. */
+	if (j->s->engine->dns_cache) {
+		static uint8_t cached[DNS_CACHE_ANSWER_MAX];
+		size_t n = dns_cache_get(j->s->engine->dns_cache, &j->q, proxy_mono_ms(), cached, sizeof cached);
+		j->from_cache = n > 0;
+		if (n && relayed(cached, n, j))
+			return;
+		j->from_cache = false;
+	}
 	if (j->s->ndns > PROXY_DNS_PENDING_MAX) {
 		j->error = "too many queries in flight for this session";
 		answer_rcode(j, DNS_RC_SERVFAIL);
@@ -293,7 +360,7 @@ static void handle_query(struct dns_job *j, const uint8_t *wire, size_t len)
 		return;
 	}
 	if (dns_msg_build_upstream(&j->q, &up, &uplen) != 0 ||
-	    !(j->rq = dns_relay_send(j->s->engine->relay, up, uplen, relayed, j))) {
+	    !(j->rq = dns_relay_queue(j->s->engine->relay, up, uplen, relayed, j))) {
 		j->error = "cannot send the query upstream";
 		answer_rcode(j, DNS_RC_SERVFAIL);
 		free(up);
@@ -370,39 +437,45 @@ static bool local_from_cmsg(struct msghdr *mh, struct sockaddr_storage *local)
 void proxy_dns_udp_cb(int fd, short what, void *arg)
 {
 	struct proxy_listener *l = arg;
-	static uint8_t buf[DNS_MSG_MAX];
+	static uint8_t buf[UDP_BATCH][UDP_QUERY_MAX];
+	static struct sockaddr_storage peer[UDP_BATCH];
+	static union {
+		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(struct in_pktinfo))];
+		struct cmsghdr align;
+	} cbuf[UDP_BATCH];
+	static struct iovec iov[UDP_BATCH];
+	static struct mmsghdr msgs[UDP_BATCH];
+	int n;
 	(void)what;
 
 	for (int i = 0; i < UDP_BATCH; i++) {
-		struct sockaddr_storage peer, local;
-		union {
-			char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(struct in_pktinfo))];
-			struct cmsghdr align;
-		} cbuf;
-		struct iovec iov = {buf, sizeof buf};
-		struct msghdr mh;
+		iov[i].iov_base = buf[i];
+		iov[i].iov_len = sizeof buf[i];
+		memset(&msgs[i], 0, sizeof msgs[i]);
+		msgs[i].msg_hdr.msg_name = &peer[i];
+		msgs[i].msg_hdr.msg_namelen = sizeof peer[i];
+		msgs[i].msg_hdr.msg_iov = &iov[i];
+		msgs[i].msg_hdr.msg_iovlen = 1;
+		msgs[i].msg_hdr.msg_control = cbuf[i].buf;
+		msgs[i].msg_hdr.msg_controllen = sizeof cbuf[i].buf;
+	}
+	n = recvmmsg(fd, msgs, UDP_BATCH, MSG_DONTWAIT, NULL);
+	if (n < 0) {
+		if (errno != EAGAIN && errno != EINTR)
+			log_warn("dns: recvmmsg");
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		struct msghdr *mh = &msgs[i].msg_hdr;
+		struct sockaddr_storage local;
 		struct proxy_session *s;
 		struct dns_job *j;
 		bool have_local;
-		ssize_t n;
 
-		memset(&mh, 0, sizeof mh);
-		mh.msg_name = &peer;
-		mh.msg_namelen = sizeof peer;
-		mh.msg_iov = &iov;
-		mh.msg_iovlen = 1;
-		mh.msg_control = cbuf.buf;
-		mh.msg_controllen = sizeof cbuf.buf;
-		n = recvmsg(fd, &mh, MSG_DONTWAIT);
-		if (n < 0) {
-			if (errno != EAGAIN && errno != EINTR)
-				log_warn("dns: recvmsg");
-			return;
-		}
-		if (mh.msg_flags & MSG_TRUNC)
-			continue; /* over 64 KiB: not DNS */
-		have_local = local_from_cmsg(&mh, &local);
-		s = proxy_session_find(l->engine, (struct sockaddr *)&peer,
+		if (mh->msg_flags & MSG_TRUNC)
+			continue; /* longer than any query we answer */
+		have_local = local_from_cmsg(mh, &local);
+		s = proxy_session_find(l->engine, (struct sockaddr *)&peer[i],
 		                       have_local ? (struct sockaddr *)&local : NULL);
 		if (!s)
 			continue;
@@ -414,12 +487,14 @@ void proxy_dns_udp_cb(int fd, short what, void *arg)
 		if (!j)
 			continue;
 		j->udp_fd = fd;
-		j->peer = peer;
-		j->peerlen = mh.msg_namelen;
+		j->peer = peer[i];
+		j->peerlen = mh->msg_namelen;
 		j->local = local;
 		j->have_local = have_local;
-		handle_query(j, buf, (size_t)n);
+		handle_query(j, buf[i], msgs[i].msg_len);
 	}
+	dns_relay_flush(l->engine->relay);
+	proxy_dns_udp_flush();
 }
 
 /* ---- TCP ---- */
@@ -485,6 +560,7 @@ static void tcp_read_cb(struct bufferevent *bev, void *arg)
 		handle_query(j, msg + 2, mlen);
 		evbuffer_drain(in, mlen + 2);
 	}
+	dns_relay_flush(t->s->engine->relay);
 	if (t->inflight >= TCP_MAX_INFLIGHT)
 		bufferevent_disable(bev, EV_READ);
 	if (t->closing && evbuffer_get_length(bufferevent_get_output(bev)) == 0 && t->inflight == 0)

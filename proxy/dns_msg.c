@@ -9,13 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A bounded walk over the message's records before ldns sees it: rejects messages whose sections
- * overrun it, and any TSIG record or more than one OPT record (ldns 1.8 keeps only the last of
- * either and leaks the others; we never use TSIG, and a message with two OPTs is malformed). */
-static int prescan(const uint8_t *w, size_t len)
+/* A bounded walk over every record of a message: visit(w, pos, sec, arg) is called with pos at each
+ * record's TYPE field (questions: sec 0; then answer 1, authority 2, additional 3; for sections 1-3 the
+ * TTL, RDLENGTH and RDATA are known to lie within len). Returns -1 when a section overruns the message
+ * or visit returns nonzero, 0 when the walk ended. */
+typedef int (*rr_visit_fn)(const uint8_t *w, size_t pos, int sec, void *arg);
+
+static int rr_walk(const uint8_t *w, size_t len, rr_visit_fn visit, void *arg)
 {
 	size_t pos = 12;
-	unsigned counts[4], opt = 0;
+	unsigned counts[4];
 
 	if (len < 12)
 		return -1;
@@ -23,7 +26,7 @@ static int prescan(const uint8_t *w, size_t len)
 		counts[i] = (unsigned)(w[4 + 2 * i] << 8 | w[5 + 2 * i]);
 	for (int sec = 0; sec < 4; sec++) {
 		for (unsigned k = 0; k < counts[sec]; k++) {
-			uint16_t type;
+			size_t tpos;
 			/* the owner name: labels, ending in a zero byte or a compression pointer */
 			for (;;) {
 				if (pos >= len)
@@ -42,35 +45,61 @@ static int prescan(const uint8_t *w, size_t len)
 			}
 			if (pos + 4 > len)
 				return -1;
-			type = (uint16_t)(w[pos] << 8 | w[pos + 1]);
+			tpos = pos;
 			pos += 4;
-			if (sec == 0)
-				continue;
-			if (pos + 6 > len)
-				return -1;
-			pos += 6 + (size_t)(w[pos + 4] << 8 | w[pos + 5]);
-			if (pos > len || type == LDNS_RR_TYPE_TSIG || (type == LDNS_RR_TYPE_OPT && ++opt > 1))
+			if (sec > 0) {
+				if (pos + 6 > len)
+					return -1;
+				pos += 6 + (size_t)(w[pos + 4] << 8 | w[pos + 5]);
+				if (pos > len)
+					return -1;
+			}
+			if (visit && visit(w, tpos, sec, arg) != 0)
 				return -1;
 		}
 	}
 	return 0;
 }
 
+static int prescan_visit(const uint8_t *w, size_t pos, int sec, void *arg)
+{
+	unsigned *opt = arg;
+	uint16_t type = (uint16_t)(w[pos] << 8 | w[pos + 1]);
+	return sec > 0 && (type == LDNS_RR_TYPE_TSIG || (type == LDNS_RR_TYPE_OPT && ++*opt > 1));
+}
+
+/* Before ldns (or our query reader) sees a message: rejects messages whose sections overrun it, and any
+ * TSIG record or more than one OPT record (ldns 1.8 keeps only the last of either and leaks the others;
+ * we never use TSIG, and a message with two OPTs is malformed). */
+static int prescan(const uint8_t *w, size_t len)
+{
+	unsigned opt = 0;
+	return rr_walk(w, len, prescan_visit, &opt);
+}
+
+/* a wire name of at most 255 bytes is at most 253 dotted characters */
+_Static_assert(sizeof(((struct dns_query *)0)->name) >= 254, "dns_query.name holds any dotted name");
+
+static uint16_t get16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+/* Queries are read by hand, not by ldns: a query is a header, one question and at most an EDNS OPT record,
+ * and ldns_wire2pkt's allocations (a packet, lists, a record and an rdf per field) were a tenth of the
+ * DNS proxy's CPU. Every read is bounded by len; a compression pointer in a query is refused (there is
+ * nothing before the question it could point to). */
 int dns_msg_parse_query(const uint8_t *wire, size_t len, struct dns_query *q, const char **why)
 {
-	ldns_pkt *pkt = NULL;
-	ldns_rr *rr;
-	ldns_rdf *owner;
-	const uint8_t *d;
-	size_t dl, pos = 0, out = 0;
-	int rc;
+	size_t pos = 12, out = 0, nstart;
+	unsigned qd, an, ns, ar;
 
 	memset(q, 0, sizeof *q);
 	if (len < 12) {
 		*why = "message shorter than a DNS header";
 		return -1;
 	}
-	q->id = (uint16_t)(wire[0] << 8 | wire[1]);
+	q->id = get16(wire);
 	q->opcode = (wire[2] >> 3) & 0x0f;
 	q->rd = wire[2] & 0x01;
 	q->cd = wire[3] & 0x10;
@@ -82,95 +111,92 @@ int dns_msg_parse_query(const uint8_t *wire, size_t len, struct dns_query *q, co
 		*why = "opcode is not QUERY";
 		return DNS_RC_REFUSED;
 	}
-	if (prescan(wire, len) != 0 || ldns_wire2pkt(&pkt, wire, len) != LDNS_STATUS_OK) {
+	if (prescan(wire, len) != 0) {
 		*why = "malformed DNS message";
 		return DNS_RC_FORMERR;
 	}
-	rc = DNS_RC_FORMERR;
-	if (ldns_pkt_qdcount(pkt) != 1 || ldns_rr_list_rr_count(ldns_pkt_question(pkt)) != 1) {
+	qd = get16(wire + 4);
+	an = get16(wire + 6);
+	ns = get16(wire + 8);
+	ar = get16(wire + 10);
+	if (qd != 1) {
 		*why = "not exactly one question";
-		goto out;
+		return DNS_RC_FORMERR;
 	}
-	if (ldns_pkt_ancount(pkt) || ldns_pkt_nscount(pkt) || ldns_pkt_tc(pkt) || ldns_pkt_aa(pkt)) {
+	if (an || ns || (wire[2] & 0x02) || (wire[2] & 0x04)) {
 		*why = "query with answer/authority records or TC/AA flags";
-		goto out;
+		return DNS_RC_FORMERR;
 	}
-	if (ldns_pkt_arcount(pkt) > 0 || ldns_rr_list_rr_count(ldns_pkt_additional(pkt)) > 0) {
-		*why = "additional records other than one EDNS OPT";
-		goto out;
-	}
-	if (ldns_pkt_tsig(pkt)) {
-		*why = "TSIG is not supported";
-		goto out;
-	}
-	if (ldns_pkt_edns(pkt)) {
-		q->edns = true;
-		if (ldns_pkt_edns_version(pkt) != 0) {
-			*why = "EDNS version other than 0";
-			goto out;
+	/* the question name: plain labels (prescan bounded them), at most 255 bytes */
+	nstart = pos;
+	while (wire[pos] != 0) {
+		if (wire[pos] & 0xc0 || pos + 1 + wire[pos] >= len) {
+			*why = "malformed DNS message";
+			return DNS_RC_FORMERR;
 		}
-		q->edns_size = ldns_pkt_edns_udp_size(pkt);
+		pos += 1 + wire[pos];
+	}
+	pos++;
+	if (pos - nstart > sizeof q->qname_wire || pos - nstart > 255) {
+		*why = "malformed DNS message";
+		return DNS_RC_FORMERR;
+	}
+	q->qtype = get16(wire + pos);
+	q->qclass = get16(wire + pos + 2);
+	memcpy(q->qname_wire, wire + nstart, pos - nstart);
+	q->qname_wire_len = pos - nstart;
+	q->have_question = true;
+	pos += 4;
+	if (ar > 1) {
+		*why = "additional records other than one EDNS OPT";
+		return DNS_RC_FORMERR;
+	}
+	if (ar == 1) {
+		/* prescan checked that the record lies within len: owner, type, class, ttl, rdlength, rdata */
+		if (wire[pos] != 0 || get16(wire + pos + 1) != LDNS_RR_TYPE_OPT) {
+			*why = "additional records other than one EDNS OPT";
+			return DNS_RC_FORMERR;
+		}
+		q->edns = true;
+		q->edns_size = get16(wire + pos + 3);
+		if (wire[pos + 6] != 0) {
+			*why = "EDNS version other than 0";
+			return DNS_RC_FORMERR;
+		}
 		if (q->edns_size < DNS_UDP_PLAIN)
 			q->edns_size = DNS_UDP_PLAIN;
-		q->dnssec_ok = ldns_pkt_edns_do(pkt);
+		q->dnssec_ok = wire[pos + 7] & 0x80;
 	}
-	rr = ldns_rr_list_rr(ldns_pkt_question(pkt), 0);
-	q->qtype = (uint16_t)ldns_rr_get_type(rr);
-	q->qclass = (uint16_t)ldns_rr_get_class(rr);
-	owner = ldns_rr_owner(rr);
-	q->have_question = true;
-	d = ldns_rdf_data(owner);
-	dl = ldns_rdf_size(owner);
-	if (!d || dl == 0 || dl > sizeof q->qname_wire) {
-		*why = "bad question name";
-		goto out;
-	}
-	memcpy(q->qname_wire, d, dl);
-	q->qname_wire_len = dl;
-	/* Dotted form, bounds-checked label by label. A label holding a '.' byte would read as two
-	 * labels and could smuggle a different name past the policy: refused. */
-	rc = DNS_RC_REFUSED;
-	while (pos < dl && d[pos] != 0) {
-		size_t ll = d[pos++];
-		if (ll > 63 || pos + ll > dl) {
-			*why = "bad label in question name";
-			rc = DNS_RC_FORMERR;
-			goto out;
-		}
-		if (out && out + 1 < sizeof q->name)
+	/* Dotted form, label by label. A label holding a '.' byte would read as two labels and could
+	 * smuggle a different name past the policy: refused. */
+	for (size_t i = 0; q->qname_wire[i] != 0;) {
+		size_t ll = q->qname_wire[i++];
+		if (out)
 			q->name[out++] = '.';
-		for (size_t i = 0; i < ll; i++) {
-			if (d[pos + i] == '.' || d[pos + i] == '\0') {
+		for (size_t k = 0; k < ll; k++, i++) {
+			if (q->qname_wire[i] == '.' || q->qname_wire[i] == '\0') {
 				*why = "'.' or NUL byte inside a label";
-				goto out;
+				return DNS_RC_REFUSED;
 			}
-			if (out + 1 >= sizeof q->name) {
-				*why = "question name too long";
-				goto out;
-			}
-			q->name[out++] = (char)d[pos + i];
+			q->name[out++] = (char)q->qname_wire[i];
 		}
-		pos += ll;
 	}
 	q->name[out] = '\0';
 	q->name_len = out;
 	if (out == 0) {
 		*why = "query for the root name";
-		goto out;
+		return DNS_RC_REFUSED;
 	}
 	if (q->qclass != LDNS_RR_CLASS_IN) {
 		*why = "class is not IN";
-		goto out;
+		return DNS_RC_REFUSED;
 	}
 	if (q->qtype == LDNS_RR_TYPE_AXFR || q->qtype == LDNS_RR_TYPE_IXFR || q->qtype == LDNS_RR_TYPE_OPT ||
 	    q->qtype == LDNS_RR_TYPE_TSIG || q->qtype == 0) {
 		*why = "query type not served (zone transfer or meta type)";
-		goto out;
+		return DNS_RC_REFUSED;
 	}
-	rc = 0;
-out:
-	ldns_pkt_free(pkt);
-	return rc;
+	return 0;
 }
 
 static ldns_rr *question_rr(const struct dns_query *q)
@@ -202,28 +228,97 @@ static int to_wire(ldns_pkt *pkt, uint8_t **out, size_t *outlen)
 	return 0;
 }
 
+size_t dns_msg_reply_rcode_buf(const struct dns_query *q, int rcode, uint8_t buf[DNS_REPLY_RCODE_MAX])
+{
+	bool question = rcode != DNS_RC_FORMERR && q->have_question && q->qname_wire_len > 0 &&
+	                q->qname_wire_len <= sizeof q->qname_wire;
+	bool opt = q->edns && rcode != DNS_RC_FORMERR;
+	size_t len = 12;
+
+	buf[0] = (uint8_t)(q->id >> 8);
+	buf[1] = (uint8_t)q->id;
+	buf[2] = (uint8_t)(0x80 | (q->opcode & 0x0f) << 3 | (q->rd ? 0x01 : 0)); /* QR, opcode, RD */
+	buf[3] = (uint8_t)(0x80 | (q->cd ? 0x10 : 0) | (rcode & 0x0f));          /* RA, CD, rcode */
+	buf[4] = 0;
+	buf[5] = question;
+	memset(buf + 6, 0, 4);
+	buf[10] = 0;
+	buf[11] = opt;
+	if (question) {
+		memcpy(buf + len, q->qname_wire, q->qname_wire_len);
+		len += q->qname_wire_len;
+		buf[len++] = (uint8_t)(q->qtype >> 8);
+		buf[len++] = (uint8_t)q->qtype;
+		buf[len++] = (uint8_t)(q->qclass >> 8);
+		buf[len++] = (uint8_t)q->qclass;
+	}
+	if (opt) {
+		static const uint8_t rr[11] = {0, 0, 41, DNS_EDNS_SIZE >> 8, DNS_EDNS_SIZE & 0xff, 0, 0, 0, 0, 0, 0};
+		memcpy(buf + len, rr, sizeof rr);
+		len += sizeof rr;
+	}
+	return len;
+}
+
 int dns_msg_reply_rcode(const struct dns_query *q, int rcode, uint8_t **out, size_t *outlen)
 {
-	ldns_pkt *pkt = ldns_pkt_new();
-	ldns_rr *rr;
-	int r;
+	uint8_t buf[DNS_REPLY_RCODE_MAX];
+	size_t len = dns_msg_reply_rcode_buf(q, rcode, buf);
 
-	if (!pkt)
+	*out = malloc(len);
+	if (!*out)
 		return -ENOMEM;
-	ldns_pkt_set_id(pkt, q->id);
-	ldns_pkt_set_qr(pkt, true);
-	ldns_pkt_set_opcode(pkt, (ldns_pkt_opcode)q->opcode);
-	ldns_pkt_set_rd(pkt, q->rd);
-	ldns_pkt_set_ra(pkt, true);
-	ldns_pkt_set_cd(pkt, q->cd);
-	ldns_pkt_set_rcode(pkt, (uint8_t)rcode);
-	if (rcode != DNS_RC_FORMERR && (rr = question_rr(q)) != NULL)
-		ldns_pkt_push_rr(pkt, LDNS_SECTION_QUESTION, rr);
-	if (q->edns && rcode != DNS_RC_FORMERR)
-		ldns_pkt_set_edns_udp_size(pkt, DNS_EDNS_SIZE);
-	r = to_wire(pkt, out, outlen);
-	ldns_pkt_free(pkt);
-	return r;
+	memcpy(*out, buf, len);
+	*outlen = len;
+	return 0;
+}
+
+static uint8_t lower(uint8_t c)
+{
+	return c >= 'A' && c <= 'Z' ? (uint8_t)(c + 32) : c;
+}
+
+/* Wire names equal but for ASCII letter case (a length byte is at most 63, never a letter). */
+static bool wire_name_equal(const uint8_t *a, const uint8_t *b, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (lower(a[i]) != lower(b[i]))
+			return false;
+	return true;
+}
+
+int dns_msg_query_init(struct dns_query *q, const char *name, uint16_t qtype)
+{
+	size_t n = strlen(name), w = 0;
+
+	memset(q, 0, sizeof *q);
+	if (n == 0 || n >= sizeof q->name)
+		return -EINVAL;
+	for (size_t i = 0; i < n;) {
+		size_t l = strcspn(name + i, ".");
+		if (l == 0 || l > 63 || w + 1 + l + 1 > sizeof q->qname_wire)
+			return -EINVAL;
+		q->qname_wire[w++] = (uint8_t)l;
+		for (size_t k = 0; k < l; k++)
+			q->qname_wire[w++] = lower((uint8_t)name[i + k]);
+		i += l;
+		if (name[i] == '.' && name[i + 1] == '\0')
+			break; /* one trailing dot */
+		if (name[i] == '.')
+			i++;
+	}
+	q->qname_wire[w++] = 0;
+	q->qname_wire_len = w;
+	for (size_t i = 0; i < n; i++)
+		q->name[i] = (char)lower((uint8_t)name[i]);
+	q->name_len = n;
+	q->rd = true;
+	q->edns = true;
+	q->edns_size = DNS_EDNS_SIZE;
+	q->have_question = true;
+	q->qtype = qtype;
+	q->qclass = LDNS_RR_CLASS_IN;
+	return 0;
 }
 
 int dns_msg_build_upstream(const struct dns_query *q, uint8_t **out, size_t *outlen)
@@ -243,7 +338,9 @@ int dns_msg_build_upstream(const struct dns_query *q, uint8_t **out, size_t *out
 	w[3] = q->cd ? 0x10 : 0x00; /* CD as asked */
 	w[5] = 1;                   /* QDCOUNT */
 	w[11] = 1;                  /* ARCOUNT: the OPT */
-	memcpy(w + 12, q->qname_wire, q->qname_wire_len);
+	/* lower case: the client's choice of letter case is not passed on (it could carry bits) */
+	for (size_t i = 0; i < q->qname_wire_len; i++)
+		w[12 + i] = lower(q->qname_wire[i]);
 	len = 12 + q->qname_wire_len;
 	w[len++] = (uint8_t)(q->qtype >> 8);
 	w[len++] = (uint8_t)q->qtype;
@@ -280,18 +377,18 @@ static bool question_matches(ldns_pkt *pkt, const struct dns_query *q)
 	owner = ldns_rr_owner(rr);
 	d = ldns_rdf_data(owner);
 	dl = ldns_rdf_size(owner);
-	if (dl != q->qname_wire_len)
-		return false;
-	for (size_t i = 0; i < dl; i++) {
-		uint8_t a = d[i], b = q->qname_wire[i];
-		if (a >= 'A' && a <= 'Z')
-			a = (uint8_t)(a + 32);
-		if (b >= 'A' && b <= 'Z')
-			b = (uint8_t)(b + 32);
-		if (a != b)
-			return false;
-	}
-	return true;
+	return dl == q->qname_wire_len && wire_name_equal(d, q->qname_wire, dl);
+}
+
+/* An error answer with neither question nor records: some servers answer REFUSED or NOTIMP with the
+ * header alone. It says nothing about any name, so it is taken as the answer to the query whose id it
+ * carries. */
+static bool bare_error(ldns_pkt *pkt)
+{
+	uint8_t rc = ldns_pkt_get_rcode(pkt);
+	return ldns_pkt_qdcount(pkt) == 0 && ldns_pkt_ancount(pkt) == 0 && ldns_pkt_nscount(pkt) == 0 &&
+	       ldns_rr_list_rr_count(ldns_pkt_additional(pkt)) == 0 &&
+	       (rc == DNS_RC_FORMERR || rc == DNS_RC_SERVFAIL || rc == DNS_RC_NOTIMP || rc == DNS_RC_REFUSED);
 }
 
 bool dns_msg_answer_matches(const uint8_t *ans, size_t len, const struct dns_query *q)
@@ -438,7 +535,8 @@ static void collect_answer_addrs(ldns_pkt *in, const struct dns_query *q, dns_ad
 			chain[nchain] = ldns_rdf_clone(target);
 			if (!chain[nchain])
 				goto out;
-			chain_ttl[nchain] = ldns_rr_ttl(rr) < chain_ttl[nchain - 1] ? ldns_rr_ttl(rr) : chain_ttl[nchain - 1];
+			chain_ttl[nchain] =
+			        ldns_rr_ttl(rr) < chain_ttl[nchain - 1] ? ldns_rr_ttl(rr) : chain_ttl[nchain - 1];
 			nchain++;
 			grew = true;
 			break;
@@ -491,9 +589,15 @@ int dns_msg_filter_answer(const uint8_t *ans, size_t len, const struct dns_query
 	*out = NULL;
 	if (prescan(ans, len) != 0 || ldns_wire2pkt(&in, ans, len) != LDNS_STATUS_OK)
 		return -EINVAL;
-	if (!ldns_pkt_qr(in) || ldns_pkt_get_opcode(in) != LDNS_PACKET_QUERY || !question_matches(in, q))
+	if (!ldns_pkt_qr(in) || ldns_pkt_get_opcode(in) != LDNS_PACKET_QUERY)
 		goto out;
 	res->rcode = ldns_pkt_get_rcode(in);
+	if (bare_error(in)) {
+		r = dns_msg_reply_rcode(q, res->rcode, out, outlen);
+		goto out;
+	}
+	if (!question_matches(in, q))
+		goto out;
 	if (answer_passes(in, q, keep, arg, len, maxlen, res)) {
 		/* Nothing to remove or rewrite: the upstream's bytes (checked by ldns above) with the
 		 * client's id. */
@@ -505,6 +609,9 @@ int dns_msg_filter_answer(const uint8_t *ans, size_t len, const struct dns_query
 		memcpy(*out, ans, len);
 		(*out)[0] = (uint8_t)(q->id >> 8);
 		(*out)[1] = (uint8_t)q->id;
+		/* the question as the client spelt it (we asked in lower case) */
+		if (len >= 12 + q->qname_wire_len && wire_name_equal(*out + 12, q->qname_wire, q->qname_wire_len))
+			memcpy(*out + 12, q->qname_wire, q->qname_wire_len);
 		*outlen = len;
 		collect_answer_addrs(in, q, keep, arg, res);
 		r = 0;
@@ -580,6 +687,89 @@ out:
 		*out = NULL;
 	}
 	return r;
+}
+
+/* ---- the DNS cache's view of an answer (dns_cache.c) ---- */
+
+struct ttl_scan {
+	uint32_t min;
+	bool any, soa;
+};
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static int ttl_visit(const uint8_t *w, size_t pos, int sec, void *arg)
+{
+	struct ttl_scan *t = arg;
+	uint16_t type = get16(w + pos);
+	uint32_t ttl;
+
+	if (sec == 0 || type == LDNS_RR_TYPE_OPT)
+		return 0; /* an OPT's "TTL" is its extended rcode and flags */
+	ttl = get32(w + pos + 4);
+	if (sec == 2 && type == LDNS_RR_TYPE_SOA) {
+		/* RFC 2308: a negative answer lives for the smaller of the SOA's TTL and its MINIMUM, the
+		 * last 4 bytes of its RDATA (rr_walk checked the RDATA lies within the message) */
+		uint16_t rdlen = get16(w + pos + 8);
+		if (rdlen < 22)
+			return -1;
+		uint32_t minimum = get32(w + pos + 10 + rdlen - 4);
+		if (minimum < ttl)
+			ttl = minimum;
+		t->soa = true;
+	}
+	if (!t->any || ttl < t->min)
+		t->min = ttl;
+	t->any = true;
+	return 0;
+}
+
+int dns_msg_answer_ttl(const uint8_t *ans, size_t len, uint32_t *ttl)
+{
+	struct ttl_scan t = {0, false, false};
+	unsigned rcode, an;
+
+	if (len < 12 || !(ans[2] & 0x80) || (ans[2] & 0x02) || get16(ans + 4) != 1)
+		return -EINVAL; /* not a response, truncated, or not one question */
+	rcode = ans[3] & 0x0f;
+	an = get16(ans + 6);
+	if ((rcode != DNS_RC_NOERROR && rcode != DNS_RC_NXDOMAIN) || rr_walk(ans, len, ttl_visit, &t) != 0)
+		return -EINVAL;
+	if (!t.any || ((rcode == DNS_RC_NXDOMAIN || an == 0) && !t.soa))
+		return -EINVAL; /* nothing says how long it holds */
+	*ttl = t.min;
+	return 0;
+}
+
+struct age_scan {
+	uint8_t *w; /* the message being rewritten (the same bytes rr_walk reads) */
+	uint32_t age;
+};
+
+static int age_visit(const uint8_t *w, size_t pos, int sec, void *arg)
+{
+	struct age_scan *a = arg;
+	uint32_t ttl;
+	(void)w;
+
+	if (sec == 0 || get16(a->w + pos) == LDNS_RR_TYPE_OPT)
+		return 0;
+	ttl = get32(a->w + pos + 4);
+	ttl = ttl > a->age ? ttl - a->age : 0;
+	a->w[pos + 4] = (uint8_t)(ttl >> 24);
+	a->w[pos + 5] = (uint8_t)(ttl >> 16);
+	a->w[pos + 6] = (uint8_t)(ttl >> 8);
+	a->w[pos + 7] = (uint8_t)ttl;
+	return 0;
+}
+
+int dns_msg_age_answer(uint8_t *ans, size_t len, uint32_t age)
+{
+	struct age_scan a = {ans, age};
+	return rr_walk(ans, len, age_visit, &a) == 0 ? 0 : -EINVAL;
 }
 
 const char *dns_msg_type_name(uint16_t qtype, char *buf, size_t len)

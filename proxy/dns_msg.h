@@ -25,6 +25,9 @@
 #define DNS_RC_NOTIMP   4
 #define DNS_RC_REFUSED  5
 
+#define DNS_TYPE_A    1
+#define DNS_TYPE_AAAA 28
+
 struct dns_query {
 	uint16_t id;
 	uint8_t opcode;
@@ -33,7 +36,7 @@ struct dns_query {
 	uint16_t edns_size;
 	bool have_question;
 	uint16_t qtype, qclass;
-	uint8_t qname_wire[256]; /* the question name as sent (case kept) */
+	uint8_t qname_wire[256]; /* the question name as the client sent it (case kept, for its answer) */
 	size_t qname_wire_len;
 	char name[POLICY_HOST_MAX + 2]; /* dotted, raw bytes (not yet canonical) */
 	size_t name_len;
@@ -44,12 +47,20 @@ struct dns_query {
  * dropped without an answer (too short to answer, or a response). *why is a static reason. */
 int dns_msg_parse_query(const uint8_t *wire, size_t len, struct dns_query *q, const char **why);
 
-/* Builds a local answer with `rcode` (and the question, when known). Returns 0 and a malloced
- * message in *out, or -errno. */
+/* Builds a local answer with `rcode` (and the question, when known; an EDNS OPT when the client used
+ * EDNS; neither for FORMERR) into buf and returns its length. */
+#define DNS_REPLY_RCODE_MAX (12 + 255 + 4 + 11)
+size_t dns_msg_reply_rcode_buf(const struct dns_query *q, int rcode, uint8_t buf[DNS_REPLY_RCODE_MAX]);
+/* The same, malloced: returns 0 and the message in *out, or -ENOMEM. */
 int dns_msg_reply_rcode(const struct dns_query *q, int rcode, uint8_t **out, size_t *outlen);
 
-/* Builds the query sent upstream: same name, type, class IN, RD, CD and DO as asked, EDNS with our
- * buffer size, id 0 (the relay sets a fresh one). */
+/* Fills q as a query of our own (the engine's resolver) for the dotted name `name` and qtype: RD, EDNS,
+ * class IN. Returns 0, or -EINVAL for a name that is not a valid DNS name. */
+int dns_msg_query_init(struct dns_query *q, const char *name, uint16_t qtype);
+
+/* Builds the query sent upstream: same name in lower case (the client's letter case carries nothing
+ * upstream), type, class IN, RD, CD and DO as asked, EDNS with our buffer size, id 0 (the relay sets a
+ * fresh one). */
 int dns_msg_build_upstream(const struct dns_query *q, uint8_t **out, size_t *outlen);
 
 /* True when the answer's question is exactly the query's (name case-insensitively, type, class). */
@@ -77,11 +88,22 @@ struct dns_filter_result {
 	unsigned naddrs;
 };
 
-/* Rewrites an upstream answer for the client: its id, only A/AAAA records for which keep() says
- * true, EDNS as the client asked, truncated (TC, no records) above maxlen. Returns 0 and a malloced
- * message, or -EINVAL for an answer that is malformed or does not match q. */
+/* Rewrites an upstream answer for the client: its id, its question as the client spelt it, only A/AAAA
+ * records for which keep() says true, EDNS as the client asked, truncated (TC, no records) above maxlen.
+ * An error answer (FORMERR, SERVFAIL, NOTIMP, REFUSED) without a question and without records is taken
+ * as the answer to q (some servers send a bare header; the id on the relay's socket matched it, and it
+ * carries nothing but its rcode). Returns 0 and a malloced message, or -EINVAL for an answer that is
+ * malformed or does not match q. */
 int dns_msg_filter_answer(const uint8_t *ans, size_t len, const struct dns_query *q, dns_addr_keep_fn keep, void *arg,
                           size_t maxlen, uint8_t **out, size_t *outlen, struct dns_filter_result *res);
+
+/* For the DNS cache: how long an upstream answer (one question, NOERROR or NXDOMAIN, not truncated) may
+ * be kept, in seconds: the smallest TTL of its records (OPT aside), and for a negative answer the SOA's
+ * (RFC 2308). -EINVAL for an answer that must not be kept (an error, truncated, malformed, or nothing to
+ * say how long it holds). */
+int dns_msg_answer_ttl(const uint8_t *ans, size_t len, uint32_t *ttl);
+/* Lowers every record's TTL (OPT aside) by age seconds, to 0 at least, in place. -EINVAL if malformed. */
+int dns_msg_age_answer(uint8_t *ans, size_t len, uint32_t age);
 
 /* "A", "AAAA", "TYPE65"... into buf. */
 const char *dns_msg_type_name(uint16_t qtype, char *buf, size_t len);

@@ -19,6 +19,9 @@
 #define RELAY_SOCKS      4
 #define RELAY_TIMEOUT_MS 4000
 #define RELAY_BATCH      32
+#define RELAY_ANSWER_MAX 4096
+#define RELAY_OUT_MAX    64  /* queries queued for one sendmmsg(2) */
+#define RELAY_QUERY_MAX  300 /* a rebuilt query: header, a name of at most 255 bytes, type, class, OPT */
 #define RELAY_SWEEP_MS   250
 
 struct dns_relay_query {
@@ -29,6 +32,7 @@ struct dns_relay_query {
 	void *arg;
 	uint64_t deadline_ms;
 	TAILQ_ENTRY(dns_relay_query) entry; /* in the relay's FIFO (UDP) */
+	int out_slot;                       /* index in the relay's send queue while queued, else -1 */
 	struct bufferevent *bev;            /* owned: the TCP connection (TCP queries only) */
 };
 
@@ -45,7 +49,29 @@ struct dns_relay {
 	unsigned next;
 	struct event *sweep; /* owned */
 	TAILQ_HEAD(, dns_relay_query) fifo;
+	/* queries dns_relay_queue() holds until dns_relay_flush() */
+	bool flushing; /* a query made while flushing (by a callback) is sent at once */
+	unsigned nout;
+	struct {
+		struct dns_relay_query *q; /* borrowed; NULL once cancelled */
+		size_t len;
+		uint8_t wire[RELAY_QUERY_MAX];
+	} out[RELAY_OUT_MAX];
 };
+
+/* Query ids: unpredictable (arc4random), drawn from a pool refilled 256 ids at a time, since glibc's
+ * arc4random makes one getrandom(2) call per call (5% of the relay's CPU when it was called per query). */
+static uint16_t fresh_id(void)
+{
+	static uint16_t pool[256];
+	static size_t left;
+
+	if (left == 0) {
+		arc4random_buf(pool, sizeof pool);
+		left = sizeof pool / sizeof pool[0];
+	}
+	return pool[--left];
+}
 
 static void query_free(struct dns_relay_query *q)
 {
@@ -54,6 +80,8 @@ static void query_free(struct dns_relay_query *q)
 	} else {
 		q->r->socks[q->sock].by_id[q->id] = NULL;
 		TAILQ_REMOVE(&q->r->fifo, q, entry);
+		if (q->out_slot >= 0)
+			q->r->out[q->out_slot].q = NULL;
 	}
 	free(q);
 }
@@ -81,30 +109,45 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	if (!TAILQ_EMPTY(&r->fifo))
 		arm_sweep(r);
+	proxy_dns_udp_flush();
 }
 
+/* Answers are read RELAY_BATCH at a time with one recvmmsg(2). An answer longer than RELAY_ANSWER_MAX
+ * (we advertise an EDNS size of DNS_EDNS_SIZE, so a resolver sends at most that, or TC) is ignored and its
+ * query times out. */
 static void read_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct relay_sock *rs = arg;
-	uint8_t buf[DNS_MSG_MAX];
+	static uint8_t buf[RELAY_BATCH][RELAY_ANSWER_MAX];
+	static struct iovec iov[RELAY_BATCH];
+	static struct mmsghdr msgs[RELAY_BATCH];
+	int n;
 	(void)what;
 
 	for (int i = 0; i < RELAY_BATCH; i++) {
-		ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+		iov[i].iov_base = buf[i];
+		iov[i].iov_len = sizeof buf[i];
+		memset(&msgs[i], 0, sizeof msgs[i]);
+		msgs[i].msg_hdr.msg_iov = &iov[i];
+		msgs[i].msg_hdr.msg_iovlen = 1;
+	}
+	n = recvmmsg(fd, msgs, RELAY_BATCH, MSG_DONTWAIT, NULL);
+	if (n < 0) {
+		if (errno != EAGAIN && errno != EINTR && errno != ECONNREFUSED)
+			log_warn("dns relay: recvmmsg");
+		return;
+	}
+	for (int i = 0; i < n; i++) {
 		struct dns_relay_query *q;
-		if (n < 0) {
-			if (errno != EAGAIN && errno != EINTR && errno != ECONNREFUSED)
-				log_warn("dns relay: recv");
-			return;
-		}
-		if (n < 12)
+		if (msgs[i].msg_len < 12 || (msgs[i].msg_hdr.msg_flags & MSG_TRUNC))
 			continue;
-		q = rs->by_id[(uint16_t)(buf[0] << 8 | buf[1])];
+		q = rs->by_id[(uint16_t)(buf[i][0] << 8 | buf[i][1])];
 		if (!q)
 			continue; /* late or spoofed */
-		if (q->cb(buf, (size_t)n, q->arg))
+		if (q->cb(buf[i], msgs[i].msg_len, q->arg))
 			query_free(q);
 	}
+	proxy_dns_udp_flush();
 }
 
 /* Connects a relay socket to the upstream and starts reading it. An unconnected UDP socket would
@@ -185,7 +228,8 @@ void dns_relay_free(struct dns_relay *r)
 	free(r);
 }
 
-struct dns_relay_query *dns_relay_send(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb, void *arg)
+static struct dns_relay_query *relay_query(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb, void *arg,
+                                           bool queue)
 {
 	struct dns_relay_query *q;
 	unsigned s = r->next++ % RELAY_SOCKS;
@@ -196,7 +240,7 @@ struct dns_relay_query *dns_relay_send(struct dns_relay *r, uint8_t *wire, size_
 	if (len < 12 || relay_sock_connect(r, rs) < 0)
 		return NULL;
 	for (tries = 0; tries < 32; tries++) {
-		id = (uint16_t)arc4random();
+		id = fresh_id();
 		if (!rs->by_id[id])
 			break;
 	}
@@ -210,9 +254,17 @@ struct dns_relay_query *dns_relay_send(struct dns_relay *r, uint8_t *wire, size_
 	q->id = id;
 	q->cb = cb;
 	q->arg = arg;
+	q->out_slot = -1;
 	wire[0] = (uint8_t)(id >> 8);
 	wire[1] = (uint8_t)id;
-	if (send(rs->fd, wire, len, MSG_DONTWAIT) != (ssize_t)len) {
+	if (queue && !r->flushing && len <= RELAY_QUERY_MAX) {
+		if (r->nout == RELAY_OUT_MAX)
+			dns_relay_flush(r);
+		q->out_slot = (int)r->nout++;
+		r->out[q->out_slot].q = q;
+		r->out[q->out_slot].len = len;
+		memcpy(r->out[q->out_slot].wire, wire, len);
+	} else if (send(rs->fd, wire, len, MSG_DONTWAIT) != (ssize_t)len) {
 		free(q);
 		return NULL;
 	}
@@ -221,6 +273,61 @@ struct dns_relay_query *dns_relay_send(struct dns_relay *r, uint8_t *wire, size_
 	TAILQ_INSERT_TAIL(&r->fifo, q, entry);
 	arm_sweep(r);
 	return q;
+}
+
+struct dns_relay_query *dns_relay_send(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb, void *arg)
+{
+	return relay_query(r, wire, len, cb, arg, false);
+}
+
+struct dns_relay_query *dns_relay_queue(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb, void *arg)
+{
+	return relay_query(r, wire, len, cb, arg, true);
+}
+
+void dns_relay_flush(struct dns_relay *r)
+{
+	struct mmsghdr msgs[RELAY_OUT_MAX];
+	struct iovec iov[RELAY_OUT_MAX];
+	unsigned slot[RELAY_OUT_MAX];
+	unsigned n = r->nout;
+
+	r->flushing = true;
+	for (unsigned s = 0; s < RELAY_SOCKS; s++) {
+		unsigned m = 0, i = 0;
+		for (unsigned k = 0; k < n; k++) {
+			if (!r->out[k].q || r->out[k].q->sock != s)
+				continue;
+			iov[m].iov_base = r->out[k].wire;
+			iov[m].iov_len = r->out[k].len;
+			memset(&msgs[m], 0, sizeof msgs[m]);
+			msgs[m].msg_hdr.msg_iov = &iov[m];
+			msgs[m].msg_hdr.msg_iovlen = 1;
+			slot[m++] = k;
+		}
+		while (i < m) {
+			int sent = sendmmsg(r->socks[s].fd, msgs + i, m - i, MSG_DONTWAIT);
+			if (sent > 0) {
+				for (int k = 0; k < sent; k++)
+					if (r->out[slot[i + (unsigned)k]].q)
+						r->out[slot[i + (unsigned)k]].q->out_slot = -1;
+				i += (unsigned)sent;
+				continue;
+			}
+			/* this query cannot go: it fails now (SERVFAIL to its client), the others still go */
+			log_debug("dns relay: sendmmsg: %s", sent < 0 ? strerror(errno) : "nothing sent");
+			if (r->out[slot[i]].q) {
+				struct dns_relay_query *q = r->out[slot[i]].q;
+				dns_relay_cb cb = q->cb;
+				void *arg = q->arg;
+				query_free(q);
+				cb(NULL, 0, arg);
+			}
+			i++;
+		}
+	}
+	r->nout = 0;
+	r->flushing = false;
 }
 
 /* ---- TCP: for answers that did not fit in UDP ---- */
@@ -249,12 +356,14 @@ static void tcp_read_cb(struct bufferevent *bev, void *arg)
 	msg = evbuffer_pullup(in, (ev_ssize_t)n + 2);
 	if (!msg || n < 12 || (uint16_t)(msg[2] << 8 | msg[3]) != q->id) {
 		tcp_fail(q);
+		proxy_dns_udp_flush();
 		return;
 	}
 	if (q->cb(msg + 2, n, q->arg))
 		query_free(q);
 	else
 		tcp_fail(q); /* one answer per connection: a wrong one ends it */
+	proxy_dns_udp_flush();
 }
 
 static void tcp_event_cb(struct bufferevent *bev, short what, void *arg)
@@ -262,6 +371,7 @@ static void tcp_event_cb(struct bufferevent *bev, short what, void *arg)
 	(void)bev;
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
 		tcp_fail(arg);
+	proxy_dns_udp_flush();
 }
 
 struct dns_relay_query *dns_relay_send_tcp(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb, void *arg)
@@ -278,7 +388,8 @@ struct dns_relay_query *dns_relay_send_tcp(struct dns_relay *r, uint8_t *wire, s
 	q->r = r;
 	q->cb = cb;
 	q->arg = arg;
-	q->id = (uint16_t)arc4random();
+	q->out_slot = -1;
+	q->id = fresh_id();
 	wire[0] = (uint8_t)(q->id >> 8);
 	wire[1] = (uint8_t)q->id;
 	q->bev = bufferevent_socket_new(r->e->base, -1, BEV_OPT_CLOSE_ON_FREE);

@@ -2,7 +2,6 @@
  * out of file descriptors), the audit-log health timer, and the public API of engine.h. */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <event2/dns.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <netinet/in.h>
@@ -309,15 +308,15 @@ struct proxy_engine *proxy_engine_new(struct event_base *base, const struct prox
 	audit_log_set_batching(e->audit, true);
 	e->audit_retry = evtimer_new(base, audit_retry_cb, e);
 	e->audit_flush = evtimer_new(base, audit_flush_cb, e);
-	e->evdns = evdns_base_new(base, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
-	if (!e->audit_retry || !e->audit_flush || !e->evdns ||
-	    evdns_base_nameserver_sockaddr_add(e->evdns, (const struct sockaddr *)&cfg->upstream_dns,
-	                                       cfg->upstream_dns_len, 0) != 0) {
-		snprintf(err, errlen, "cannot set up the upstream resolver");
+	if (!e->audit_retry || !e->audit_flush) {
+		snprintf(err, errlen, "cannot set up the engine's timers");
 		goto fail;
 	}
-	evdns_base_set_option(e->evdns, "timeout:", "2");
-	evdns_base_set_option(e->evdns, "attempts:", "2");
+	/* the DNS proxy's relay and the engine's own resolver (resolve.c) share it */
+	if (cfg->dns_cache_entries && !(e->dns_cache = dns_cache_new(cfg->dns_cache_entries))) {
+		snprintf(err, errlen, "cannot allocate the DNS cache");
+		goto fail;
+	}
 	e->relay = dns_relay_new(e);
 	if (!e->relay) {
 		snprintf(err, errlen, "cannot create the DNS relay sockets: %s", strerror(errno));
@@ -343,8 +342,7 @@ void proxy_engine_free(struct proxy_engine *e)
 	}
 	proxy_session_free_all(e);
 	dns_relay_free(e->relay);
-	if (e->evdns)
-		evdns_base_free(e->evdns, 1);
+	dns_cache_free(e->dns_cache);
 	if (e->audit_retry)
 		event_free(e->audit_retry);
 	if (e->audit_flush)

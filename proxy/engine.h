@@ -26,18 +26,18 @@ struct proxy_engine; /* one per process; serves many sessions */
  * (proxy_engine_ask_decide). `done` is false when an ask starts and true when it ends (decided, timed
  * out, or no request waits for it any more). All strings are borrowed for the call. */
 struct proxy_ask_event {
-	const char *ask_id;     /* PROXY_ASK_ID_LEN hex digits, unique in the engine */
+	const char *ask_id; /* PROXY_ASK_ID_LEN hex digits, unique in the engine */
 	const char *session_id;
-	uid_t uid;              /* the session's */
-	const char *protocol;   /* "http" or "connect" */
+	uid_t uid;            /* the session's */
+	const char *protocol; /* "http" or "connect" */
 	const char *method;
-	const char *host;       /* canonical */
+	const char *host; /* canonical */
 	uint16_t port;
 	unsigned timeout_s;
 	bool done;
 };
 typedef void (*proxy_ask_notify_fn)(const struct proxy_ask_event *ev, void *arg);
-#define PROXY_ASK_ID_LEN 8
+#define PROXY_ASK_ID_LEN          8
 #define PROXY_ASK_MAX_PER_SESSION 16 /* held host:port pairs per session; more are denied */
 
 /* Direct mode (policy option "direct", docs/proxy.md): the DNS proxy learned that `addr` answers the
@@ -66,6 +66,7 @@ struct proxy_config {
 	socklen_t upstream_dns_len;
 	unsigned max_conns_per_session;                                  /* 0 = default */
 	unsigned header_timeout_ms, idle_timeout_ms, connect_timeout_ms; /* 0 = defaults */
+	unsigned dns_cache_entries;           /* DNS answers the DNS proxy keeps (docs/proxy.md); 0 = no cache */
 	proxy_ask_notify_fn ask_notify;       /* NULL: nobody can approve, so "ask" decisions are denials */
 	void *ask_arg;                        /* borrowed, passed to ask_notify */
 	proxy_direct_notify_fn direct_notify; /* NULL: no direct flows (nobody can open them) */

@@ -14,6 +14,7 @@
 
 #include "http_conn.h"
 #include "log.h"
+#include "splice_pump.h"
 
 /* ---- our own responses ---- */
 
@@ -93,6 +94,8 @@ void http_set_timer(struct http_conn *c, const struct timeval *tv)
 
 void http_close_after_flush(struct http_conn *c)
 {
+	if (c->pump)
+		splice_pump_stop(c->pump); /* before the upstream's socket closes under it */
 	c->state = ST_CLOSING;
 	event_del(c->timer);
 	proxy_relay_close_after_flush(&c->r); /* may free c */
@@ -194,6 +197,7 @@ static void conn_free(struct proxy_relay *r)
 		evbuffer_free(c->head_copy);
 	if (c->tx)
 		evbuffer_free(c->tx);
+	splice_pump_free(c->pump);
 	free(c);
 }
 

@@ -12,6 +12,7 @@
 
 struct evbuffer;
 struct event;
+struct splice_pump;
 
 enum http_state { ST_HEAD, ST_ASK, ST_DIAL, ST_FORWARD, ST_CLOSING };
 
@@ -41,6 +42,9 @@ struct http_conn {
 	enum http_body_kind resp_body;
 	uint64_t resp_left;
 	struct http_chunked resp_ch;
+	bool resp_spliced;        /* this response's body went (partly) through the pump */
+	bool resp_ch_done;        /* splicing a chunked body: the framer saw its end */
+	struct splice_pump *pump; /* owned: made for the connection's first big response body */
 };
 
 /* ---- http.c ---- */

@@ -2,17 +2,23 @@
  * rewritten head goes out, the request body follows with its framing checked (length or chunked),
  * the response head is parsed strictly and rewritten, its body streamed back with back-pressure both
  * ways (stop reading one side while the other's output is full), and the upstream is kept for the
- * next request to the same host:port when both sides allow it. The place where bulk bodies would
- * switch to splice(2) once the framing is known (docs/proxy.md, "Extending the relay"). */
+ * next request to the same host:port when both sides allow it. A big response body (a length, or a
+ * big chunk) passes from socket to socket with splice(2) (splice_pump.c) once the bytes already read
+ * went out: the parser sees the head and the chunk framing only. */
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "http_conn.h"
 #include "log.h"
+#include "splice_pump.h"
+
+/* Body bytes left (of the body, or of the current chunk) for which the response passes through a pipe */
+#define SPLICE_BODY_MIN (256 * 1024)
 
 static void up_read_cb(struct bufferevent *bev, void *arg);
 static void up_write_cb(struct bufferevent *bev, void *arg);
@@ -25,6 +31,14 @@ static void maybe_finish(struct http_conn *c)
 	if (!c->req_done || !c->resp_done)
 		return;
 	keep_up = c->resp_keep && c->r.up && evbuffer_get_length(bufferevent_get_input(c->r.up)) == 0;
+	if (keep_up && c->resp_spliced) {
+		/* read from the socket itself: whatever the upstream sent past the body (or its close) is
+		 * still there, and would be taken for the next response */
+		char b;
+		ssize_t n = recv(bufferevent_getfd(c->r.up), &b, 1, MSG_PEEK | MSG_DONTWAIT);
+		keep_up = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+	}
+	c->resp_spliced = false;
 	keep_client = c->client_keep && c->resp_body != HTTP_BODY_CLOSE;
 	if (!keep_up)
 		proxy_relay_drop_upstream(&c->r);
@@ -182,6 +196,135 @@ static bool response_head(struct http_conn *c)
 	return true;
 }
 
+static void pump_response(struct http_conn *c);
+
+static void splice_chunked(struct http_conn *c);
+
+/* Ends the response's splicing on an error of the upstream (or its framing): close after what was
+ * sent. The error is what, then ": detail" when there is one. */
+static void splice_fail(struct http_conn *c, const char *what, const char *detail)
+{
+	snprintf(c->r.error, sizeof c->r.error, "%s%s%s", what, detail ? ": " : "", detail ? detail : "");
+	http_close_after_flush(c);
+}
+
+static void resp_pump_cb(struct splice_pump *p, enum splice_pump_event ev, size_t n, void *arg)
+{
+	struct http_conn *c = arg;
+	(void)p;
+	switch (ev) {
+	case SPLICE_PUMP_MOVED:
+		c->r.bytes_in += n; /* the framer already accounted for them (splice_chunked) */
+		if (c->resp_body == HTTP_BODY_LENGTH)
+			c->resp_left -= n;
+		http_set_timer(c, c->r.e->tv_idle);
+		return;
+	case SPLICE_PUMP_DONE:
+	case SPLICE_PUMP_READABLE:
+		if (c->resp_body == HTTP_BODY_CHUNKED) {
+			splice_chunked(c);
+			return;
+		}
+		c->resp_done = true; /* the limit was resp_left */
+		bufferevent_enable(c->r.up, EV_READ);
+		pump_response(c);
+		return;
+	case SPLICE_PUMP_EOF:
+		splice_fail(c, "the upstream closed the connection in the middle of the response", NULL);
+		return;
+	case SPLICE_PUMP_READ_ERR:
+		splice_fail(c, "reading the response from the upstream failed", strerror((int)n));
+		return;
+	case SPLICE_PUMP_WRITE_ERR:
+		if (!c->r.error[0])
+			snprintf(c->r.error, sizeof c->r.error, "the client closed the connection");
+		proxy_relay_end(&c->r);
+		return;
+	}
+}
+
+/* A chunked body from the upstream's socket: the rest of the current chunk is spliced; at a chunk
+ * boundary the framing is peeked at (MSG_PEEK, a few bytes) and fed to the framer, then the framing and
+ * the chunk's data are spliced together. The framer counts the bytes before they move, so it always
+ * knows where the body ends; the last chunk's framing and trailer go the same way, then the upstream's
+ * bufferevent takes over again. */
+static void splice_chunked(struct http_conn *c)
+{
+	int up = bufferevent_getfd(c->r.up), client = bufferevent_getfd(c->r.client);
+	uint64_t left = http_chunked_data_left(&c->resp_ch);
+	char buf[256];
+	size_t used = 0;
+	ssize_t n;
+	int rc;
+
+	if (c->resp_ch_done) {
+		c->resp_done = true;
+		bufferevent_enable(c->r.up, EV_READ);
+		pump_response(c);
+		return;
+	}
+	if (left == 0) {
+		enum http_chunk_result r;
+		n = recv(up, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+			if (splice_pump_wait(c->pump, up, client) != 0)
+				splice_fail(c, "cannot wait for the upstream", strerror(ENOMEM));
+			return;
+		}
+		if (n <= 0) {
+			if (n == 0)
+				splice_fail(c, "the upstream closed the connection in the middle of the response",
+				            NULL);
+			else
+				splice_fail(c, "reading the response from the upstream failed", strerror(errno));
+			return;
+		}
+		r = http_chunked_feed(&c->resp_ch, buf, (size_t)n, &used);
+		if (r == HTTP_CHUNK_ERROR) {
+			splice_fail(c, "malformed chunked response body", c->resp_ch.error);
+			return;
+		}
+		c->resp_ch_done = r == HTTP_CHUNK_DONE;
+		left = http_chunked_data_left(&c->resp_ch);
+	}
+	http_chunked_skip(&c->resp_ch, left);
+	rc = splice_pump_start(c->pump, up, client, used + left);
+	if (rc != 0)
+		splice_fail(c, "cannot pass the response body", strerror(-rc));
+}
+
+/* Called with the upstream's input empty and c->tx sent: a big body (a length of 256 KiB or more left,
+ * or a chunked response that carried that much) goes from the upstream's socket to the client's
+ * through a pipe, once what is queued for the client was written (until then the upstream is not
+ * read). Without a pipe, bufferevents go on. */
+static void maybe_splice_response(struct http_conn *c)
+{
+	if (c->resp_done || evbuffer_get_length(bufferevent_get_input(c->r.up)) > 0)
+		return;
+	if (c->resp_body == HTTP_BODY_LENGTH ? c->resp_left < SPLICE_BODY_MIN
+	                                     : (c->resp_body != HTTP_BODY_CHUNKED || c->r.bytes_in < SPLICE_BODY_MIN))
+		return;
+	bufferevent_disable(c->r.up, EV_READ);
+	if (evbuffer_get_length(bufferevent_get_output(c->r.client)) > 0) {
+		bufferevent_setwatermark(c->r.client, EV_WRITE, 0, 0); /* http_forward_client_drained: empty */
+		return;
+	}
+	if (!c->pump)
+		c->pump = splice_pump_new(c->r.e->base, resp_pump_cb, c);
+	if (!c->pump) {
+		bufferevent_enable(c->r.up, EV_READ); /* no pipe: through user space */
+		return;
+	}
+	c->resp_spliced = true;
+	if (c->resp_body == HTTP_BODY_CHUNKED) {
+		c->resp_ch_done = false;
+		splice_chunked(c);
+	} else if (splice_pump_start(c->pump, bufferevent_getfd(c->r.up), bufferevent_getfd(c->r.client),
+	                             c->resp_left) != 0) {
+		bufferevent_enable(c->r.up, EV_READ);
+	}
+}
+
 static void pump_response(struct http_conn *c)
 {
 	struct evbuffer *in = bufferevent_get_input(c->r.up);
@@ -236,8 +379,10 @@ static void pump_response(struct http_conn *c)
 		}
 		c->r.bytes_in += n;
 	}
-	if (c->state == ST_FORWARD)
+	if (c->state == ST_FORWARD) {
 		send_now(c->r.client, out);
+		maybe_splice_response(c);
+	}
 	if (c->state == ST_FORWARD && c->resp_done) {
 		if (!c->req_done && c->req_body != HTTP_BODY_NONE) {
 			/* Answered before the body was all sent (e.g. 413): keep sending it, or close. */
@@ -329,7 +474,7 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg)
 
 void http_forward_client_drained(struct http_conn *c)
 {
-	if (c->state == ST_FORWARD && c->r.up && !c->resp_done) {
+	if (c->state == ST_FORWARD && c->r.up && !c->resp_done && !splice_pump_running(c->pump)) {
 		bufferevent_setwatermark(c->r.client, EV_WRITE, 0, 0);
 		bufferevent_enable(c->r.up, EV_READ);
 		pump_response(c);
@@ -340,7 +485,7 @@ void http_forward_start(struct http_conn *c)
 {
 	c->state = ST_FORWARD;
 	http_scanner_init(&c->rscan, true);
-	c->resp_started = c->resp_head_done = c->resp_done = c->resp_keep = false;
+	c->resp_started = c->resp_head_done = c->resp_done = c->resp_keep = c->resp_spliced = false;
 	c->r.bytes_out += evbuffer_get_length(c->head_out);
 	bufferevent_setcb(c->r.up, up_read_cb, up_write_cb, up_event_cb, c);
 	bufferevent_set_max_single_read(c->r.up, PROXY_BUF_HIGH);

@@ -724,6 +724,20 @@ uint64_t http_chunked_data_left(const struct http_chunked *c)
 	return c->state == CH_DATA ? c->remaining : 0;
 }
 
+void http_chunked_skip(struct http_chunked *c, uint64_t n)
+{
+	if (n == 0)
+		return;
+	if (c->state != CH_DATA || n > c->remaining) {
+		c->state = CH_ERROR;
+		c->error = "body bytes passed beyond the chunk";
+		return;
+	}
+	c->remaining -= n;
+	if (c->remaining == 0)
+		c->state = CH_DATA_CR;
+}
+
 static enum http_chunk_result chunk_fail(struct http_chunked *c, const char *why)
 {
 	c->state = CH_ERROR;

@@ -126,6 +126,8 @@ void http_chunked_init(struct http_chunked *c);
 enum http_chunk_result http_chunked_feed(struct http_chunked *c, const char *buf, size_t len, size_t *used);
 /* If the framer is inside chunk data, how many bytes can be passed without looking at them. */
 uint64_t http_chunked_data_left(const struct http_chunked *c);
+/* n (at most http_chunked_data_left) data bytes were passed on without being fed (spliced). */
+void http_chunked_skip(struct http_chunked *c, uint64_t n);
 
 /* Case-insensitive comparison of a counted string with a literal. */
 bool http_token_eq(const char *s, size_t len, const char *lit);

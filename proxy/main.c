@@ -415,6 +415,14 @@ int main(int argc, char **argv)
 	set_limit(limits, "header_timeout_ms", &cfg.header_timeout_ms);
 	set_limit(limits, "idle_timeout_ms", &cfg.idle_timeout_ms);
 	set_limit(limits, "connect_timeout_ms", &cfg.connect_timeout_ms);
+	if (limits && json_object_object_get_ex(limits, "dns_cache_entries", &v)) {
+		int64_t n = json_object_get_int64(v);
+		if (!json_object_is_type(v, json_type_int) || n < 0 || n > 1000000) {
+			cfg_err("limits.dns_cache_entries", "not a number from 0 (no cache) to 1000000");
+			goto out;
+		}
+		cfg.dns_cache_entries = (unsigned)n;
+	}
 
 	g_base = event_base_new();
 	if (!g_base) {

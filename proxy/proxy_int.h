@@ -14,7 +14,6 @@
 #include "policy.h"
 
 struct bufferevent;
-struct evdns_base;
 struct event;
 struct http_request;
 
@@ -42,7 +41,7 @@ struct proxy_session {
 	size_t ndirect;
 	TAILQ_HEAD(, proxy_ask) asks; /* held host:port pairs waiting for a verdict (ask.c) */
 	unsigned nasks;
-	struct proxy_grant *grants;   /* owned: verdicts given in this session (ask.c) */
+	struct proxy_grant *grants; /* owned: verdicts given in this session (ask.c) */
 	size_t ngrants;
 };
 
@@ -73,12 +72,12 @@ struct proxy_listener {
 };
 
 struct proxy_engine {
-	struct event_base *base;   /* borrowed */
-	struct evdns_base *evdns;  /* owned: upstream name resolution */
-	struct audit_log *audit;   /* owned */
-	struct event *audit_retry; /* owned: retries a failing audit log */
-	struct event *audit_flush; /* owned: writes the batch at the end of a loop iteration */
-	struct dns_relay *relay;   /* owned: relays allowed DNS queries upstream */
+	struct event_base *base;     /* borrowed */
+	struct audit_log *audit;     /* owned */
+	struct event *audit_retry;   /* owned: retries a failing audit log */
+	struct event *audit_flush;   /* owned: writes the batch at the end of a loop iteration */
+	struct dns_relay *relay;     /* owned: relays allowed DNS queries upstream */
+	struct dns_cache *dns_cache; /* owned: upstream answers (dns_cache.c); NULL = no cache */
 	struct sockaddr_storage upstream_dns;
 	socklen_t upstream_dns_len;
 	unsigned max_conns, header_timeout_ms, idle_timeout_ms, connect_timeout_ms;
@@ -127,10 +126,20 @@ void proxy_http_accept_transparent(struct proxy_session *s, int fd, uint16_t ori
 /* Serves fd (accepted on the transparent listener at local; taken over) for an admitted session. */
 void proxy_transparent_accept(struct proxy_session *s, int fd, const struct sockaddr_storage *local);
 
-/* ---- resolve.c: asynchronous A+AAAA resolution through the engine's evdns ---- */
+/* ---- resolve.c: asynchronous A+AAAA resolution through the engine's DNS relay ---- */
 #define PROXY_RESOLVE_MAX 16
+enum proxy_resolve_err {
+	PROXY_RESOLVE_NXDOMAIN = 1,
+	PROXY_RESOLVE_NODATA,
+	PROXY_RESOLVE_TIMEOUT,
+	PROXY_RESOLVE_SERVFAIL,
+	PROXY_RESOLVE_REFUSED,
+	PROXY_RESOLVE_NOTIMP,
+	PROXY_RESOLVE_BADANSWER,
+	PROXY_RESOLVE_SENDFAIL,
+};
 struct proxy_resolve;
-/* err: 0, or a DNS_ERR_* code when neither family produced an address. */
+/* err: 0, or a PROXY_RESOLVE_* code when neither family produced an address. */
 typedef void (*proxy_resolve_cb)(int err, const struct sockaddr_storage *addrs, size_t n, void *arg);
 struct proxy_resolve *proxy_resolve_start(struct proxy_engine *e, const char *name, proxy_resolve_cb cb, void *arg);
 void proxy_resolve_cancel(struct proxy_resolve *r); /* cb is not called afterwards */
@@ -236,6 +245,10 @@ void proxy_direct_session_free(struct proxy_session *s);
 /* Prepares a bound UDP socket (destination-address ancillary data) */
 int proxy_dns_udp_setup(int fd);
 void proxy_dns_udp_cb(int fd, short what, void *arg /* struct proxy_listener */);
+/* Sends the UDP answers queued by the callback that is ending (one sendmmsg per socket); every callback
+ * that can answer a UDP client (the listener, the relay's reads, timeouts and TCP retries) calls it before
+ * it returns. */
+void proxy_dns_udp_flush(void);
 /* Serves DNS over TCP on fd (accepted, non-blocking; taken over) for an admitted session. */
 void proxy_dns_tcp_accept(struct proxy_session *s, int fd);
 struct dns_relay *dns_relay_new(struct proxy_engine *e);
@@ -247,9 +260,15 @@ struct dns_relay_query;
  * consumed answer or a timeout the query is gone. */
 typedef bool (*dns_relay_cb)(const uint8_t *answer, size_t len, void *arg);
 struct dns_relay_query *dns_relay_send(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb, void *arg);
+/* Like dns_relay_send, but the datagram waits for dns_relay_flush(), which sends everything queued with one
+ * sendmmsg(2) per socket; the caller flushes before it returns to the event loop. A query that cannot be
+ * sent then gets its callback with NULL. */
+struct dns_relay_query *dns_relay_queue(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb, void *arg);
+void dns_relay_flush(struct dns_relay *r);
 /* The same over a TCP connection of its own (for answers that came back truncated over UDP). */
 struct dns_relay_query *dns_relay_send_tcp(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb, void *arg);
 void dns_relay_cancel(struct dns_relay_query *q); /* NULL no-op */
 
-/* ---- dns_msg.c: DNS message checks and rewriting (pure, fuzzable) ---- */
+/* ---- dns_msg.c: DNS message checks and rewriting (pure, fuzzable); dns_cache.c ---- */
+#include "dns_cache.h"
 #include "dns_msg.h"

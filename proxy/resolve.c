@@ -1,126 +1,218 @@
-/* Asynchronous upstream name resolution: A and AAAA in parallel through the engine's evdns (which
- * talks only to the configured upstream resolver; no search list, no hosts file). */
+/* Asynchronous upstream name resolution for HTTP and CONNECT destinations: A and AAAA queries in
+ * parallel through the engine's DNS relay (dns_relay.c: the configured upstream resolver only, fresh
+ * ids and source ports), answers checked and read with the DNS proxy's message code (dns_msg.c).
+ *
+ * Each answer, whatever its rcode, is the answer to its own question and to nothing else: a resolver
+ * that refuses AAAA (REFUSED, NOTIMP), as some corporate resolvers do, costs the AAAA addresses of that
+ * one name, never the resolver as a whole. (libevent's evdns, used before, took REFUSED and NOTIMP as
+ * "this nameserver is broken" and marked its only nameserver failed, thousands of times under load.)
+ * No search list, no hosts file, no cache; the names are canonical (lower case) already. */
 #include <errno.h>
-#include <event2/dns.h>
+#include <event2/event.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "proxy_int.h"
 
+#define RESOLVE_RETRY_MS    2000 /* no answer yet: ask once more (a UDP datagram may be lost) */
+#define RESOLVE_DEADLINE_MS 4000 /* then give up on what has not been answered */
+
+struct resolve_family {
+	struct proxy_resolve *r; /* borrowed: the lookup this belongs to */
+	struct dns_query q;
+	struct dns_relay_query *rq; /* owned while asked */
+	bool done, via_tcp;
+	int err;
+	size_t n;
+	struct sockaddr_storage addrs[PROXY_RESOLVE_MAX / 2];
+};
+
 struct proxy_resolve {
-	proxy_resolve_cb cb; /* NULL once cancelled */
+	struct proxy_engine *e; /* borrowed */
+	proxy_resolve_cb cb;
 	void *arg;
-	struct evdns_request *req4, *req6; /* borrowed from evdns; NULL once answered */
-	int outstanding;                   /* evdns callbacks still to come */
-	int err4, err6;
-	struct sockaddr_storage addrs[PROXY_RESOLVE_MAX];
-	size_t n4, n6;
-	struct sockaddr_storage v6[PROXY_RESOLVE_MAX / 2];
+	struct event *timer; /* owned: the retry, then the deadline */
+	bool retried;
+	struct resolve_family fam[2]; /* A, AAAA */
 };
 
 const char *proxy_resolve_strerror(int err)
 {
 	switch (err) {
-	case DNS_ERR_NOTEXIST: return "no such name (NXDOMAIN)";
-	case DNS_ERR_NODATA: return "the name has no addresses";
-	case DNS_ERR_TIMEOUT: return "the resolver did not answer in time";
-	case DNS_ERR_SERVERFAILED: return "the resolver failed (SERVFAIL)";
-	case DNS_ERR_REFUSED: return "the resolver refused the query";
-	default: return evdns_err_to_string(err);
+	case PROXY_RESOLVE_NXDOMAIN: return "no such name (NXDOMAIN)";
+	case PROXY_RESOLVE_NODATA: return "the name has no addresses";
+	case PROXY_RESOLVE_TIMEOUT: return "the resolver did not answer in time";
+	case PROXY_RESOLVE_SERVFAIL: return "the resolver failed (SERVFAIL)";
+	case PROXY_RESOLVE_REFUSED: return "the resolver refused the query";
+	case PROXY_RESOLVE_NOTIMP: return "the resolver does not implement the query (NOTIMP)";
+	case PROXY_RESOLVE_BADANSWER: return "the resolver's answer was malformed";
+	default: return "the query could not be sent to the resolver";
 	}
 }
 
-static void finish(struct proxy_resolve *r)
+static int rcode_err(int rcode)
 {
-	size_t n = r->n4;
-	int err = 0;
-
-	/* IPv4 first, then IPv6: the order addresses are tried in. */
-	for (size_t i = 0; i < r->n6 && n < PROXY_RESOLVE_MAX; i++)
-		r->addrs[n++] = r->v6[i];
-	if (n == 0) {
-		/* Report the more telling error: a timeout or failure over "no data". */
-		err = r->err4 ? r->err4 : r->err6;
-		if (r->err4 == DNS_ERR_NODATA && r->err6 && r->err6 != DNS_ERR_NODATA)
-			err = r->err6;
-		if (!err)
-			err = DNS_ERR_NODATA;
+	switch (rcode) {
+	case DNS_RC_NOERROR: return PROXY_RESOLVE_NODATA;
+	case DNS_RC_NXDOMAIN: return PROXY_RESOLVE_NXDOMAIN;
+	case DNS_RC_SERVFAIL: return PROXY_RESOLVE_SERVFAIL;
+	case DNS_RC_REFUSED: return PROXY_RESOLVE_REFUSED;
+	case DNS_RC_NOTIMP: return PROXY_RESOLVE_NOTIMP;
+	default: return PROXY_RESOLVE_BADANSWER;
 	}
-	if (r->cb)
-		r->cb(err, r->addrs, n, r->arg);
+}
+
+static void resolve_free(struct proxy_resolve *r)
+{
+	for (int i = 0; i < 2; i++)
+		dns_relay_cancel(r->fam[i].rq);
+	if (r->timer)
+		event_free(r->timer);
 	free(r);
 }
 
-static void got(int result, char type, int count, int ttl, void *addresses, void *arg)
+/* Calls back once both families are done, IPv4 addresses first (the order they are tried in). */
+static void maybe_finish(struct proxy_resolve *r)
+{
+	struct sockaddr_storage addrs[PROXY_RESOLVE_MAX];
+	struct resolve_family *f4 = &r->fam[0], *f6 = &r->fam[1];
+	size_t n = 0;
+	int err = 0;
+
+	if (!f4->done || !f6->done)
+		return;
+	for (int i = 0; i < 2; i++)
+		for (size_t k = 0; k < r->fam[i].n; k++)
+			addrs[n++] = r->fam[i].addrs[k];
+	if (n == 0) {
+		/* The more telling error: a failure or refusal over "no data". */
+		err = f4->err;
+		if (f4->err == PROXY_RESOLVE_NODATA && f6->err != PROXY_RESOLVE_NODATA)
+			err = f6->err;
+	}
+	r->cb(err, addrs, n, r->arg);
+	resolve_free(r);
+}
+
+static bool keep_all(const struct sockaddr *sa, void *arg)
+{
+	(void)sa;
+	(void)arg;
+	return true;
+}
+
+static bool ask(struct resolve_family *f, bool tcp);
+
+static bool answered(const uint8_t *ans, size_t len, void *arg)
+{
+	struct resolve_family *f = arg;
+	struct dns_filter_result fr;
+	uint8_t *out = NULL;
+	size_t outlen = 0;
+	int want = f->q.qtype == DNS_TYPE_A ? AF_INET : AF_INET6;
+
+	if (!ans) {
+		f->rq = NULL;
+		f->done = true;
+		f->err = PROXY_RESOLVE_TIMEOUT;
+		maybe_finish(f->r);
+		return true;
+	}
+	if (len >= 12 && (ans[2] & 0x02) && !f->via_tcp && dns_msg_answer_matches(ans, len, &f->q)) {
+		/* truncated over UDP: the whole answer over TCP */
+		f->rq = NULL;
+		if (!ask(f, true)) {
+			f->done = true;
+			f->err = PROXY_RESOLVE_SENDFAIL;
+			maybe_finish(f->r);
+		}
+		return true;
+	}
+	if (dns_msg_filter_answer(ans, len, &f->q, keep_all, NULL, DNS_MSG_MAX, &out, &outlen, &fr) != 0)
+		return false; /* not the answer to this question: keep waiting */
+	free(out);
+	f->rq = NULL;
+	f->done = true;
+	for (unsigned i = 0; i < fr.naddrs && f->n < PROXY_RESOLVE_MAX / 2; i++)
+		if (fr.addrs[i].addr.ss_family == want)
+			f->addrs[f->n++] = fr.addrs[i].addr;
+	f->err = f->n ? 0 : rcode_err(fr.rcode);
+	maybe_finish(f->r);
+	return true;
+}
+
+static bool ask(struct resolve_family *f, bool tcp)
+{
+	struct dns_relay *relay = f->r->e->relay;
+	uint8_t *wire = NULL;
+	size_t len = 0;
+
+	if (dns_msg_build_upstream(&f->q, &wire, &len) != 0)
+		return false;
+	f->via_tcp = tcp;
+	f->rq = tcp ? dns_relay_send_tcp(relay, wire, len, answered, f) : dns_relay_send(relay, wire, len, answered, f);
+	free(wire);
+	return f->rq != NULL;
+}
+
+static void timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct proxy_resolve *r = arg;
-	(void)ttl;
+	struct timeval tv = {(RESOLVE_DEADLINE_MS - RESOLVE_RETRY_MS) / 1000,
+	                     (RESOLVE_DEADLINE_MS - RESOLVE_RETRY_MS) % 1000 * 1000};
+	(void)fd;
+	(void)what;
 
-	if (r->cb && result == DNS_ERR_NONE && count > 0) {
-		for (int i = 0; i < count; i++) {
-			if (type == DNS_IPv4_A && r->n4 < PROXY_RESOLVE_MAX / 2) {
-				struct sockaddr_in *s4 = (struct sockaddr_in *)&r->addrs[r->n4++];
-				memset(s4, 0, sizeof *s4);
-				s4->sin_family = AF_INET;
-				memcpy(&s4->sin_addr, (const char *)addresses + 4 * i, 4);
-			} else if (type == DNS_IPv6_AAAA && r->n6 < PROXY_RESOLVE_MAX / 2) {
-				struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&r->v6[r->n6++];
-				memset(s6, 0, sizeof *s6);
-				s6->sin6_family = AF_INET6;
-				memcpy(&s6->sin6_addr, (const char *)addresses + 16 * i, 16);
-			}
-		}
+	for (int i = 0; i < 2; i++) {
+		struct resolve_family *f = &r->fam[i];
+		if (f->done || f->via_tcp)
+			continue;
+		dns_relay_cancel(f->rq);
+		f->rq = NULL;
+		if (!r->retried && ask(f, false))
+			continue;
+		f->done = true;
+		f->err = r->retried ? PROXY_RESOLVE_TIMEOUT : PROXY_RESOLVE_SENDFAIL;
 	}
-	if (type == DNS_IPv4_A) {
-		r->err4 = result == DNS_ERR_NONE && count == 0 ? DNS_ERR_NODATA : result;
-		r->req4 = NULL;
-	} else {
-		r->err6 = result == DNS_ERR_NONE && count == 0 ? DNS_ERR_NODATA : result;
-		r->req6 = NULL;
+	if (!r->retried) {
+		r->retried = true;
+		event_add(r->timer, &tv);
 	}
-	if (--r->outstanding == 0)
-		finish(r);
+	/* a family still waiting over TCP has the relay's own timeout */
+	maybe_finish(r);
 }
 
 struct proxy_resolve *proxy_resolve_start(struct proxy_engine *e, const char *name, proxy_resolve_cb cb, void *arg)
 {
+	static const uint16_t types[2] = {DNS_TYPE_A, DNS_TYPE_AAAA};
 	struct proxy_resolve *r = calloc(1, sizeof *r);
+	struct timeval tv = {RESOLVE_RETRY_MS / 1000, RESOLVE_RETRY_MS % 1000 * 1000};
 
 	if (!r)
 		return NULL;
+	r->e = e;
 	r->cb = cb;
 	r->arg = arg;
-	r->outstanding = 2;
-	/* evdns may answer synchronously only on errors it detects at once; count before starting. */
-	r->req4 = evdns_base_resolve_ipv4(e->evdns, name, DNS_QUERY_NO_SEARCH, got, r);
-	if (!r->req4) {
-		r->err4 = DNS_ERR_UNKNOWN;
-		r->outstanding--;
+	r->timer = evtimer_new(e->base, timer_cb, r);
+	if (!r->timer)
+		goto fail;
+	for (int i = 0; i < 2; i++) {
+		struct resolve_family *f = &r->fam[i];
+		f->r = r;
+		if (dns_msg_query_init(&f->q, name, types[i]) != 0 || !ask(f, false))
+			goto fail;
 	}
-	r->req6 = evdns_base_resolve_ipv6(e->evdns, name, DNS_QUERY_NO_SEARCH, got, r);
-	if (!r->req6) {
-		r->err6 = DNS_ERR_UNKNOWN;
-		r->outstanding--;
-	}
-	if (r->outstanding == 0) {
-		free(r);
-		return NULL;
-	}
+	if (event_add(r->timer, &tv) != 0)
+		goto fail;
 	return r;
+fail:
+	resolve_free(r);
+	return NULL;
 }
 
 void proxy_resolve_cancel(struct proxy_resolve *r)
 {
-	struct evdns_request *a, *b;
-	if (!r)
-		return;
-	/* evdns still calls back (with DNS_ERR_CANCEL) for each request; the last callback frees r. */
-	r->cb = NULL;
-	a = r->req4;
-	b = r->req6;
-	if (a)
-		evdns_cancel_request(NULL, a);
-	if (b)
-		evdns_cancel_request(NULL, b);
+	if (r)
+		resolve_free(r);
 }

@@ -5,9 +5,9 @@
 
 #include <string.h>
 
-#define REC_HDR      5
-#define REC_MAX      16384 /* TLSPlaintext.length limit (2^14) */
-#define HS_HDR       4
+#define REC_HDR         5
+#define REC_MAX         16384 /* TLSPlaintext.length limit (2^14) */
+#define HS_HDR          4
 #define HS_CLIENT_HELLO 1
 #define EXT_SERVER_NAME 0
 #define SNI_HOST_NAME   0

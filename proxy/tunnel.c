@@ -1,23 +1,21 @@
 /* Byte tunnels between two connected sockets (CONNECT now, transparent mode later): bufferevents
  * with watermarks (stop reading one side while the other side's output is full, as in libevent's
  * le-proxy), half-close passed on, and, once a direction has carried bulk data, splice(2) through a
- * pipe for that direction so bulk bytes are not copied through user space. Idle timeout over both
+ * pipe for that direction (splice_pump.c) so bulk bytes are not copied through user space. Idle timeout over both
  * directions. */
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include "log.h"
 #include "proxy_int.h"
+#include "splice_pump.h"
 
 #define SPLICE_AFTER (256 * 1024) /* bytes a direction carries before it switches to splice */
-#define PIPE_SIZE    (1024 * 1024)
 
 struct tunnel;
 
@@ -29,10 +27,7 @@ struct direction {
 	bool eof;  /* src reached end of file */
 	bool shut; /* dst was shut down for writing */
 	bool splicing;
-	int pipe[2]; /* owned, -1 when not splicing */
-	size_t in_pipe;
-	size_t pipe_cap;
-	struct event *rd, *wr; /* owned: splice readiness on src and dst */
+	struct splice_pump *pump; /* owned: made when the direction first switches to splice */
 };
 
 struct tunnel {
@@ -53,14 +48,10 @@ static void finish(struct tunnel *t, const char *err)
 	t->done = true;
 	bufferevent_disable(t->a, EV_READ | EV_WRITE);
 	bufferevent_disable(t->b, EV_READ | EV_WRITE);
-	if (t->ab.rd)
-		event_del(t->ab.rd);
-	if (t->ab.wr)
-		event_del(t->ab.wr);
-	if (t->ba.rd)
-		event_del(t->ba.rd);
-	if (t->ba.wr)
-		event_del(t->ba.wr);
+	if (t->ab.pump)
+		splice_pump_stop(t->ab.pump);
+	if (t->ba.pump)
+		splice_pump_stop(t->ba.pump);
 	event_del(t->idle);
 	t->cb(t, err, t->arg); /* the owner frees the tunnel */
 }
@@ -87,101 +78,39 @@ static void shut_dst(struct direction *d)
 
 /* ---- splice mode ---- */
 
-static void splice_out(struct direction *d)
+static void pump_cb(struct splice_pump *p, enum splice_pump_event ev, size_t n, void *arg)
 {
-	while (d->in_pipe > 0) {
-		ssize_t n = splice(d->pipe[0], NULL, bufferevent_getfd(d->dst), NULL, d->in_pipe,
-		                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-		if (n > 0) {
-			d->in_pipe -= (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN) {
-			event_add(d->wr, NULL);
-			return;
-		}
-		finish(d->t, "write to peer failed");
-		return;
-	}
-	event_del(d->wr);
-	if (d->eof)
+	struct direction *d = arg;
+	(void)p;
+	switch (ev) {
+	case SPLICE_PUMP_MOVED:
+		d->bytes += n;
+		touch(d->t);
+		break;
+	case SPLICE_PUMP_DONE: /* no limit, no wait: neither happens */
+	case SPLICE_PUMP_READABLE:
+	case SPLICE_PUMP_EOF:
+		d->eof = true;
 		shut_dst(d);
-	else if (!event_pending(d->rd, EV_READ, NULL))
-		event_add(d->rd, NULL);
-}
-
-static void splice_rd_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct direction *d = arg;
-	(void)what;
-	while (d->in_pipe < d->pipe_cap) {
-		ssize_t n =
-		        splice(fd, NULL, d->pipe[1], NULL, d->pipe_cap - d->in_pipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-		if (n > 0) {
-			d->in_pipe += (size_t)n;
-			d->bytes += (uint64_t)n;
-			touch(d->t);
-			continue;
-		}
-		if (n == 0) {
-			d->eof = true;
-			event_del(d->rd);
-			break;
-		}
-		if (errno == EINTR)
-			continue;
-		if (errno == EAGAIN)
-			break;
-		finish(d->t, "read from peer failed");
-		return;
+		break;
+	case SPLICE_PUMP_READ_ERR: finish(d->t, "read from peer failed"); break;
+	case SPLICE_PUMP_WRITE_ERR: finish(d->t, "write to peer failed"); break;
 	}
-	if (d->in_pipe >= d->pipe_cap)
-		event_del(d->rd); /* back-pressure: the pipe is full until dst takes it */
-	splice_out(d);
-}
-
-static void splice_wr_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct direction *d = arg;
-	(void)fd;
-	(void)what;
-	touch(d->t);
-	splice_out(d);
 }
 
 /* Switches a direction to splice when it has carried bulk data and nothing is buffered. */
 static void maybe_splice(struct direction *d)
 {
-	struct event_base *base = d->t->e->base;
-
 	if (d->splicing || d->eof || d->bytes < SPLICE_AFTER || evbuffer_get_length(bufferevent_get_input(d->src)) ||
 	    evbuffer_get_length(bufferevent_get_output(d->dst)))
 		return;
-	if (pipe2(d->pipe, O_NONBLOCK | O_CLOEXEC) != 0) {
-		d->pipe[0] = d->pipe[1] = -1;
+	if (!d->pump)
+		d->pump = splice_pump_new(d->t->e->base, pump_cb, d);
+	if (!d->pump ||
+	    splice_pump_start(d->pump, bufferevent_getfd(d->src), bufferevent_getfd(d->dst), SPLICE_PUMP_ALL) != 0)
 		return; /* stay with bufferevents */
-	}
-	d->pipe_cap = 65536;
-	if (fcntl(d->pipe[1], F_SETPIPE_SZ, PIPE_SIZE) >= PIPE_SIZE)
-		d->pipe_cap = PIPE_SIZE;
-	d->rd = event_new(base, bufferevent_getfd(d->src), EV_READ | EV_PERSIST, splice_rd_cb, d);
-	d->wr = event_new(base, bufferevent_getfd(d->dst), EV_WRITE | EV_PERSIST, splice_wr_cb, d);
-	if (!d->rd || !d->wr) {
-		if (d->rd)
-			event_free(d->rd);
-		if (d->wr)
-			event_free(d->wr);
-		d->rd = d->wr = NULL;
-		close(d->pipe[0]);
-		close(d->pipe[1]);
-		d->pipe[0] = d->pipe[1] = -1;
-		return;
-	}
 	d->splicing = true;
 	bufferevent_disable(d->src, EV_READ);
-	event_add(d->rd, NULL);
 }
 
 /* ---- bufferevent mode ---- */
@@ -277,19 +206,11 @@ static void dir_init(struct tunnel *t, struct direction *d, struct bufferevent *
 	d->t = t;
 	d->src = src;
 	d->dst = dst;
-	d->pipe[0] = d->pipe[1] = -1;
 }
 
 static void dir_free(struct direction *d)
 {
-	if (d->rd)
-		event_free(d->rd);
-	if (d->wr)
-		event_free(d->wr);
-	if (d->pipe[0] >= 0)
-		close(d->pipe[0]);
-	if (d->pipe[1] >= 0)
-		close(d->pipe[1]);
+	splice_pump_free(d->pump);
 }
 
 struct tunnel *tunnel_new(struct proxy_engine *e, struct bufferevent *a, struct bufferevent *b, tunnel_done_cb cb,

@@ -1,6 +1,7 @@
 /* bench-origin: a fast HTTP origin for tools/bench-proxy.sh (libevent evhttp), so the proxies under
  * test, not the origin, are what the benchmark measures. "/" answers a small fixed body; "/bytes/N"
- * streams N bytes with a Content-Length, refilling from a static block as the socket drains.
+ * streams N bytes with a Content-Length, refilling from a static block as the socket drains;
+ * "/chunked/N" the same without a length (chunked, 256 KiB chunks, to an HTTP/1.1 client).
  * Usage: bench-origin ADDR PORT. Not installed; never part of the test suite. */
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -41,14 +42,16 @@ static void handle(struct evhttp_request *req, void *arg)
 {
 	const char *uri = evhttp_request_get_uri(req);
 	const char *p = strstr(uri, "/bytes/");
+	const char *ch = strstr(uri, "/chunked/");
 	(void)arg;
-	if (p) {
+	if (p || ch) {
 		struct stream *s = calloc(1, sizeof *s);
 		char len[32];
 		s->req = req;
-		s->left = strtoull(p + 7, NULL, 10);
+		s->left = strtoull(p ? p + 7 : ch + 9, NULL, 10);
 		snprintf(len, sizeof len, "%llu", s->left);
-		evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Length", len);
+		if (p)
+			evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Length", len);
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/octet-stream");
 		evhttp_send_reply_start(req, 200, "OK");
 		send_more(NULL, s);

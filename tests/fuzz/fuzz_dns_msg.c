@@ -1,12 +1,15 @@
 /* Fuzz target: DNS message handling (proxy/dns_msg.c). The input is checked as a query; an accepted
  * query is rebuilt for upstream and answered locally; then the input is also treated as an upstream
- * answer to a fixed query and filtered (forbidden addresses removed, truncated to a small size). */
+ * answer to a fixed query and filtered (forbidden addresses removed, truncated to a small size), and as
+ * the name of a query of the engine's own resolver (dns_msg_query_init); an answer that filters is put into
+ * the DNS cache and read back aged (dns_cache.c), and the aged copy must filter again. */
 #include <netinet/in.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dns_cache.h"
 #include "dns_msg.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -40,6 +43,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		free(out);
 		out = NULL;
 	}
+	if (size < 300) {
+		char name[300];
+		memcpy(name, data, size);
+		name[size] = '\0';
+		if (dns_msg_query_init(&q, name, DNS_TYPE_A) == 0) {
+			if (q.qname_wire_len > sizeof q.qname_wire || dns_msg_build_upstream(&q, &out, &outlen) != 0)
+				abort();
+			free(out);
+			out = NULL;
+		}
+	}
 	if (dns_msg_parse_query(query, sizeof query, &fixed, &why) != 0)
 		abort();
 	(void)dns_msg_answer_matches(data, size, &fixed);
@@ -51,6 +65,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			    !keep_odd((const struct sockaddr *)&fr.addrs[i].addr, NULL))
 				abort();
 		free(out);
+		out = NULL;
+		{
+			static uint8_t aged[DNS_CACHE_ANSWER_MAX];
+			struct dns_cache *c = dns_cache_new(4);
+			uint32_t ttl;
+			size_t n;
+			if (!c)
+				abort();
+			dns_cache_put(c, &fixed, data, size, 0);
+			n = dns_cache_get(c, &fixed, 7000, aged, sizeof aged);
+			if (n) {
+				if (n != size || dns_msg_answer_ttl(data, size, &ttl) != 0 || ttl <= 7 ||
+				    dns_msg_filter_answer(aged, n, &fixed, keep_odd, NULL, 512, &out, &outlen, &fr) !=
+				            0)
+					abort();
+				free(out);
+			}
+			dns_cache_free(c);
+		}
 	}
 	return 0;
 }

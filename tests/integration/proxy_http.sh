@@ -56,6 +56,15 @@ body=$("${CURL[@]}" -H 'Transfer-Encoding: chunked' --data-binary @<(head -c 200
 check_match "chunked POST body passed through" '"body_length": ?200000' "$body"
 n=$("${CURL[@]}" -o /dev/null -w '%{size_download}' http://allowed.test/bytes/5000000)
 check_eq "5 MB response streamed" 5000000 "$n"
+# Bodies of 256 KiB and more pass through a pipe (splice); the bytes, the framing and keep-alive must not change.
+sha() { "$LAB_PYTHON" -c 'import sys; sys.path.insert(0, sys.argv[1]); import fakenet; print(fakenet.bytes_sha256(int(sys.argv[2])))' "$LAB_LIB_DIR" "$1"; }
+got=$("${CURL[@]}" http://allowed.test/bytes/20000001 | sha256sum | cut -d' ' -f1)
+check_eq "20 MB Content-Length response (splice path): every byte" "$(sha 20000001)" "$got"
+got=$("${CURL[@]}" http://allowed.test/chunked/20000001 | sha256sum | cut -d' ' -f1)
+check_eq "20 MB chunked response: every byte, framing removed by curl" "$(sha 20000001)" "$got"
+out=$("${CURL[@]}" -o /dev/null -o /dev/null -w '%{size_download} %{num_connects}\n' \
+	http://allowed.test/bytes/3000000 http://allowed.test/bytes/1000 | tr '\n' ' ')
+check_eq "keep-alive after a spliced body: second response on the same connection" "3000000 1 1000 0 " "$out"
 out=$("${CURL[@]}" -D - -o /dev/null http://evil.test/)
 check_match "denied host: 403" '^HTTP/1.1 403' "$out"
 check_match "denial carries X-Sluice-Decision" 'X-Sluice-Decision: deny' "$out"
@@ -197,6 +206,11 @@ check_eq "audit: status" 200 "$(jget "$r" status)"
 check_match "audit: bytes in" '^[1-9][0-9]*$' "$(jget "$r" bytes_in)"
 check_match "audit: RFC 3339 UTC time with ms" '^20[0-9]{2}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-6][0-9]\.[0-9]{3}Z$' "$(jget "$r" time)"
 check_match "audit: duration" '^[0-9]+$' "$(jget "$r" duration_ms)"
+# the 20 MB responses: body and head (under 1000 bytes) / body, chunk framing (~2.8 KB) and head
+r=$(audit_find 'r["protocol"]=="http" and r["method"]=="GET" and 20000001 < r["bytes_in"] < 20001000')
+check_eq "audit: a spliced Content-Length body counts in bytes_in" 200 "$(jget "$r" status)"
+r=$(audit_find 'r["protocol"]=="http" and r["method"]=="GET" and 20002000 < r["bytes_in"] < 20010000')
+check_eq "audit: a chunked body counts with its framing" 200 "$(jget "$r" status)"
 r=$(audit_find 'r["protocol"]=="connect" and r["host"]=="allowed.test" and r["bytes_in"]>20000000')
 check_match "audit: the CONNECT bulk transfer is logged at close with its bytes" '"status": 200' "$r"
 r=$(audit_find 'r["protocol"]=="connect" and r["host"]=="evil.test"')

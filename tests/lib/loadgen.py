@@ -9,6 +9,10 @@ addresses it is given. One asyncio process holds thousands of sockets. Results g
                                   "head" for each request head it reads, never answers)
   slowdns ADDR UPSTREAM           a resolver on ADDR:53 (UDP) that relays to UPSTREAM but never answers names
                                   starting with "slow"
+  refusedns ADDR UPSTREAM         a resolver on ADDR:53 (UDP) that relays to UPSTREAM but answers every AAAA
+                                  query itself with an error, as some corporate resolvers do: NOTIMP for names
+                                  whose first label starts with "notimp", REFUSED without the question (a bare
+                                  header) for "bare", REFUSED with the question for all others
   tunnels SESSIONS N TARGET...    opens N CONNECT tunnels (round-robin over the sessions, echo-checked), prints
                                   {"ok","fail","errors","setup_s"}, then holds them until stdin has a line
                                   (or closes), checks every one echoes again, prints {"alive"} and closes
@@ -21,6 +25,10 @@ addresses it is given. One asyncio process holds thousands of sockets. Results g
   decisions SESSIONS CLIENTS R TARGET
                                   CLIENTS concurrent clients, R requests each (allowed CONNECT with an echo,
                                   denied CONNECT, allowed GET); prints how many decisions came back
+  lookups SESSION N CONC DOMAIN   N rounds, CONC at a time, each for its own name under DOMAIN (first labels
+                                  "nK", "bareK", "notimpK" in turn): a GET http://NAME/ through the proxy (the
+                                  engine resolves NAME, A and AAAA), and A and AAAA queries to the DNS proxy on
+                                  GW:53; prints counts of what came back (get_200, a_ok, aaaa_error, ...)
 
 SESSIONS is a file of lines "SRC GW" (a session's address and its gateway, the proxy on GW:3128); SESSION is
 "SRC@GW". TARGET is host:port (several: chosen round-robin).
@@ -158,9 +166,33 @@ async def bad_server(addr, port, mode):
     await srv.serve_forever()
 
 
-async def slow_dns(addr, upstream):
-    """A resolver that relays to UPSTREAM (ip:port) but never answers names whose first label starts with
-    "slow" (a resolver that hangs on some names, as an overloaded or broken one does)."""
+def dns_question_end(msg):
+    """Offset just past the (first) question of a DNS message, or None."""
+    i = 12
+    while i < len(msg):
+        n = msg[i]
+        if n == 0:
+            return i + 5 if i + 5 <= len(msg) else None
+        if n & 0xC0:
+            return None
+        i += 1 + n
+    return None
+
+
+def dns_error_reply(query, rcode, with_question):
+    """An answer to QUERY with RCODE and no records: the query's header (QR, RA set, RD and opcode kept) and,
+    with_question, its question."""
+    end = dns_question_end(query)
+    flags = struct.unpack("!H", query[2:4])[0]
+    flags = (flags & 0x7900) | 0x8080 | rcode  # QR, opcode, RD; RA; rcode
+    qd = 1 if with_question and end else 0
+    return query[:2] + struct.pack("!HHHHH", flags, qd, 0, 0, 0) + (query[12:end] if qd else b"")
+
+
+async def dns_relay(addr, upstream, local_answer):
+    """A UDP resolver on ADDR:53 that relays to UPSTREAM (ip:port), except for queries local_answer(query)
+    answers itself (bytes) or drops (False). Replies are matched by id and question, so that clients whose ids
+    collide still get their own answers."""
     loop = asyncio.get_running_loop()
     host, port = upstream.rsplit(":", 1)
     up = (host, int(port))
@@ -171,18 +203,49 @@ async def slow_dns(addr, upstream):
             self.pending = {}
 
         def datagram_received(self, data, peer):
+            end = dns_question_end(data)
+            if end is None:
+                return
+            key = data[:2] + data[12:end].lower()
             if peer == up:
-                client = self.pending.pop(data[:2], None)
-                if client:
-                    self.t.sendto(data, client)
+                waiting = self.pending.get(key)
+                if waiting:
+                    self.t.sendto(data, waiting.pop(0))
+                    if not waiting:
+                        del self.pending[key]
                 return
-            if len(data) > 13 and data[13:17].lower() == b"slow":
+            ans = local_answer(data, end)
+            if ans is False:
                 return
-            self.pending[data[:2]] = peer
+            if ans:
+                self.t.sendto(ans, peer)
+                return
+            self.pending.setdefault(key, []).append(peer)
             self.t.sendto(data, up)
 
     await loop.create_datagram_endpoint(Relay, local_addr=(addr, 53))
+
+
+async def slow_dns(addr, upstream):
+    """A resolver that relays to UPSTREAM (ip:port) but never answers names whose first label starts with
+    "slow" (a resolver that hangs on some names, as an overloaded or broken one does)."""
+    await dns_relay(addr, upstream, lambda q, end: False if q[13:17].lower() == b"slow" else None)
     print("slowdns on %s:53, relaying to %s" % (addr, upstream), flush=True)
+    await asyncio.Event().wait()
+
+
+async def refuse_dns(addr, upstream):
+    """A resolver that relays to UPSTREAM but answers AAAA queries with an error itself (see the docstring)."""
+    def local(q, end):
+        if struct.unpack("!H", q[end - 4:end - 2])[0] != 28:
+            return None
+        label = q[13:13 + q[12]].lower()
+        if label.startswith(b"notimp"):
+            return dns_error_reply(q, 4, True)
+        return dns_error_reply(q, 5, not label.startswith(b"bare"))
+
+    await dns_relay(addr, upstream, local)
+    print("refusedns on %s:53, relaying to %s" % (addr, upstream), flush=True)
     await asyncio.Event().wait()
 
 
@@ -395,6 +458,71 @@ async def decisions(sessions, clients, reqs, target):
     emit(got)
 
 
+async def dns_query(src, gw, name, qtype, timeout=5):
+    """One UDP query to the DNS proxy on GW:53 from SRC; returns (rcode, answer count) or None (no answer)."""
+    loop = asyncio.get_running_loop()
+    qid = os.urandom(2)
+    wire = b"".join(bytes([len(label)]) + label.encode() for label in name.split(".")) + b"\0"
+    msg = qid + b"\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00" + wire + struct.pack("!HH", qtype, 1)
+    got = loop.create_future()
+
+    class Client(asyncio.DatagramProtocol):
+        def datagram_received(self, data, peer):
+            if data[:2] == qid and not got.done():
+                got.set_result(data)
+
+    t, _ = await loop.create_datagram_endpoint(Client, local_addr=(src, 0), remote_addr=(gw, 53))
+    try:
+        t.sendto(msg)
+        data = await asyncio.wait_for(got, timeout)
+        return data[3] & 15, struct.unpack("!H", data[6:8])[0]
+    except asyncio.TimeoutError:
+        return None
+    finally:
+        t.close()
+
+
+async def lookups(session, n, conc, domain):
+    src, gw = session.split("@")
+    got = {"get_200": 0, "get_other": {}, "a_ok": 0, "a_bad": {}, "aaaa_error": 0, "aaaa_other": {}}
+    sem = asyncio.Semaphore(conc)
+
+    def bump(d, k):
+        d[k] = d.get(k, 0) + 1
+
+    async def one(k):
+        name = "%s%d.%s" % (("n", "bare", "notimp")[k % 3], k, domain)
+        async with sem:
+            try:
+                r, w = await open_from(src, gw)
+                w.write(b"GET http://%s/lookup-%d HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
+                        % (name.encode(), k, name.encode()))
+                head = await asyncio.wait_for(r.readuntil(b"\r\n"), 20)
+                status = head.split(b" ")[1].decode() if head.startswith(b"HTTP/1.1 ") else "none"
+                w.close()
+            except Exception as e:  # noqa: BLE001
+                status = err_name(e)
+            if status == "200":
+                got["get_200"] += 1
+            else:
+                bump(got["get_other"], status)
+            a = await dns_query(src, gw, name, 1)
+            if a and a[0] == 0 and a[1] > 0:
+                got["a_ok"] += 1
+            else:
+                bump(got["a_bad"], "none" if a is None else "rcode %d an %d" % a)
+            aaaa = await dns_query(src, gw, name, 28)
+            if aaaa and aaaa[0] in (4, 5) and aaaa[1] == 0:
+                got["aaaa_error"] += 1
+            else:
+                bump(got["aaaa_other"], "none" if aaaa is None else "rcode %d an %d" % aaaa)
+
+    t0 = time.monotonic()
+    await asyncio.gather(*(one(k) for k in range(n)))
+    got["seconds"] = round(time.monotonic() - t0, 2)
+    emit(got)
+
+
 def main():
     raise_nofile()
     cmd, args = sys.argv[1], sys.argv[2:]
@@ -414,6 +542,10 @@ def main():
         coro = flood(args[0], float(args[1]), *(int(a) for a in args[2:4]))
     elif cmd == "decisions":
         coro = decisions(read_sessions(args[0]), int(args[1]), int(args[2]), args[3])
+    elif cmd == "refusedns":
+        coro = refuse_dns(args[0], args[1])
+    elif cmd == "lookups":
+        coro = lookups(args[0], int(args[1]), int(args[2]), args[3])
     else:
         sys.exit("loadgen: unknown command %r (see the docstring)" % cmd)
     asyncio.run(coro)

@@ -61,6 +61,15 @@ proxy_start() {
 	lab_wait_port "$sess" "$PROXY_GW" 3128 "$PROXY_WAIT" || lab_bail "sluice-proxy did not start: $(tail -n 5 "$(lab_log proxy)")"
 }
 
+# proxy_use_resolver SESSION ADDR:PORT: restarts the proxy started by proxy_start SESSION with ADDR:PORT as
+# its upstream resolver (a fake one that misbehaves) and waits until it listens again.
+proxy_use_resolver() {
+	sed -i "s/\"upstream_dns\": \"[^\"]*\"/\"upstream_dns\": \"$2\"/" "$LAB_DIR/proxy/config-$1.json"
+	lab_stop proxy
+	proxy_bg "$LAB_DIR/proxy/config-$1.json" --verbose
+	lab_wait_port "$1" "$PROXY_GW" 3128 "$PROXY_WAIT" || lab_bail "sluice-proxy did not restart"
+}
+
 # raw_http SESSION "BYTES" : sends BYTES (printf %b escapes) to the proxy, prints the status line's code.
 raw_http() {
 	lab_exec "$1" "$LAB_PYTHON" - "$PROXY_GW" 3128 "$2" <<-'PY'
@@ -135,7 +144,7 @@ def skip_name(d, i):
         i += 1 + l
 mode, gw = sys.argv[1], sys.argv[2]
 tcp = len(sys.argv) > 5 and sys.argv[5] == "tcp"
-if mode == "ask":
+if mode in ("ask", "qname", "ttl"):
     qid = random.randrange(65536)
     qt = {"A": 1, "AAAA": 28, "TXT": 16, "MX": 15}[sys.argv[4]]
     msg = struct.pack("!HHHHHH", qid, 0x0100, 1, 0, 0, 0) + name_wire(sys.argv[3]) + struct.pack("!HH", qt, 1)
@@ -149,19 +158,36 @@ rid, flags, qd, an = struct.unpack("!HHHH", d[:8])
 rc = ["NOERROR","FORMERR","SERVFAIL","NXDOMAIN","NOTIMP","REFUSED"][flags & 15] if (flags & 15) < 6 else str(flags & 15)
 if mode == "raw":
     print(rc); sys.exit(0)
+if mode == "qname":
+    labels, i = [], 12
+    while d[i]:
+        labels.append(d[i + 1:i + 1 + d[i]].decode()); i += 1 + d[i]
+    print(".".join(labels)); sys.exit(0)
 i = 12
 for _ in range(qd): i = skip_name(d, i) + 4
-addrs = []
+addrs, ttls = [], []
 for _ in range(an):
     i = skip_name(d, i)
     t, c, ttl, rdl = struct.unpack("!HHIH", d[i:i+10]); i += 10
+    ttls.append(ttl)
     if t == 1: addrs.append(str(ipaddress.IPv4Address(d[i:i+4])))
     if t == 28: addrs.append(str(ipaddress.IPv6Address(d[i:i+16])))
     i += rdl
+if mode == "ttl":
+    print(min(ttls) if ttls else "none"); sys.exit(0)
 print(rc + (" TC" if flags & 0x0200 else ""), "id-ok" if rid == qid else "id-bad", *sorted(addrs))
 '
 dns_ask() {
 	lab_exec "$1" "$LAB_PYTHON" -c "$_dns_py" ask "$PROXY_GW" "$2" "$3" "${4:-udp}"
+}
+# dns_qname SESSION NAME TYPE: asks like dns_ask, prints the question name of the answer as spelt there.
+# dns_ttl SESSION NAME TYPE: asks like dns_ask, prints the smallest TTL of the answer records ("none").
+# Both ask the gateway $PROXY_GW (set it for another session's gateway).
+dns_qname() {
+	lab_exec "$1" "$LAB_PYTHON" -c "$_dns_py" qname "$PROXY_GW" "$2" "$3" udp
+}
+dns_ttl() {
+	lab_exec "$1" "$LAB_PYTHON" -c "$_dns_py" ttl "$PROXY_GW" "$2" "$3" udp
 }
 dns_raw() {
 	lab_exec "$1" "$LAB_PYTHON" -c "$_dns_py" raw "$PROXY_GW" "$2" "${3:-udp}"

@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "dns_cache.h"
 #include "dns_msg.h"
 
 /* Builds a wire message: a query for name/type/class with the given flags (ldns flag bits). */
@@ -170,13 +171,13 @@ static void test_upstream_and_filter(void **state)
 static void test_answer_addrs(void **state)
 {
 	static const char *const rrs[] = {
-	        "b.test. 30 IN CNAME c.test.",       /* second link, listed first */
-	        "c.test. 300 IN A 198.18.1.13",      /* end of the chain: ttl min(100, 30, 300) = 30 */
-	        "a.test. 100 IN CNAME b.test.",      /* first link */
-	        "a.test. 200 IN A 198.18.1.11",      /* the name's own record */
-	        "a.test. 200 IN A 10.9.9.9",         /* refused by keep() */
-	        "other.test. 60 IN A 198.18.1.12",   /* another name: not an answer to a.test */
-	        "x.test. 60 IN CNAME other.test.",   /* a chain that does not start at a.test */
+	        "b.test. 30 IN CNAME c.test.",     /* second link, listed first */
+	        "c.test. 300 IN A 198.18.1.13",    /* end of the chain: ttl min(100, 30, 300) = 30 */
+	        "a.test. 100 IN CNAME b.test.",    /* first link */
+	        "a.test. 200 IN A 198.18.1.11",    /* the name's own record */
+	        "a.test. 200 IN A 10.9.9.9",       /* refused by keep() */
+	        "other.test. 60 IN A 198.18.1.12", /* another name: not an answer to a.test */
+	        "x.test. 60 IN CNAME other.test.", /* a chain that does not start at a.test */
 	        NULL};
 	struct dns_query q;
 	struct dns_filter_result fr;
@@ -208,12 +209,217 @@ static void test_answer_addrs(void **state)
 	free(w);
 }
 
+/* Issue 22, items 7 and 8: the name goes upstream in lower case, the client's answer spells it as the
+ * client did; an error answer without a question (a bare REFUSED/NOTIMP header) is the answer to the
+ * query it carries the id of; the engine's own queries (dns_msg_query_init). */
+static void test_case_and_bare_errors(void **state)
+{
+	static const char *const rrs[] = {"allowed.test. 60 IN A 198.18.1.11", NULL};
+	struct dns_query q, own;
+	struct dns_filter_result fr;
+	const char *why;
+	size_t len, ulen, alen, olen;
+	uint8_t *w = mkquery("AlLoWeD.TeSt.", LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, 0x5151, false, &len);
+	uint8_t *up = NULL, *ans, *out = NULL;
+	static const uint8_t lower_wire[] = {7, 'a', 'l', 'l', 'o', 'w', 'e', 'd', 4, 't', 'e', 's', 't', 0};
+	ldns_pkt *p = NULL;
+	(void)state;
+
+	assert_int_equal(dns_msg_parse_query(w, len, &q, &why), 0);
+	assert_int_equal(dns_msg_build_upstream(&q, &up, &ulen), 0);
+	assert_memory_equal(up + 12, lower_wire, sizeof lower_wire);
+	free(up);
+	/* the upstream answers in lower case; the client gets its own spelling back, its id, the address */
+	ans = mkanswer("allowed.test.", 0x1111, rrs, &alen);
+	assert_int_equal(dns_msg_filter_answer(ans, alen, &q, keep_public, NULL, 512, &out, &olen, &fr), 0);
+	assert_memory_equal(out + 12, q.qname_wire, q.qname_wire_len);
+	assert_memory_equal(out + 12,
+	                    "\x07"
+	                    "AlLoWeD",
+	                    8);
+	assert_int_equal(out[0] << 8 | out[1], 0x5151);
+	assert_string_equal(fr.first_addr, "198.18.1.11");
+	free(out);
+	free(ans);
+
+	/* bare REFUSED / NOTIMP headers: that rcode, with the client's question and id */
+	for (int rc = DNS_RC_FORMERR; rc <= DNS_RC_REFUSED; rc++) {
+		uint8_t bare[12] = {0x11, 0x11, 0x81, 0x80, 0, 0, 0, 0, 0, 0, 0, 0};
+		int ret;
+		bare[3] = (uint8_t)(0x80 | rc);
+		ret = dns_msg_filter_answer(bare, sizeof bare, &q, keep_public, NULL, 512, &out, &olen, &fr);
+		if (rc == DNS_RC_NXDOMAIN) {
+			/* a claim about the name needs the question */
+			assert_int_equal(ret, -EINVAL);
+			continue;
+		}
+		assert_int_equal(ret, 0);
+		assert_int_equal(fr.rcode, rc);
+		assert_int_equal(ldns_wire2pkt(&p, out, olen), LDNS_STATUS_OK);
+		assert_int_equal(ldns_pkt_get_rcode(p), rc);
+		assert_int_equal(ldns_pkt_id(p), 0x5151);
+		assert_int_equal(ldns_pkt_qdcount(p), rc == DNS_RC_FORMERR ? 0 : 1);
+		ldns_pkt_free(p);
+		free(out);
+		out = NULL;
+	}
+	{
+		/* a bare header that carries records, or says NOERROR, is no answer */
+		uint8_t with_rr[] = {0x11, 0x11, 0x81, 0x85, 0, 0, 0,  1, 0, 0, 0, 0, 0, 0,
+		                     1,    0,    1,    0,    0, 0, 60, 0, 4, 1, 2, 3, 4};
+		uint8_t noerror[12] = {0x11, 0x11, 0x81, 0x80, 0, 0, 0, 0, 0, 0, 0, 0};
+		assert_int_equal(
+		        dns_msg_filter_answer(with_rr, sizeof with_rr, &q, keep_public, NULL, 512, &out, &olen, &fr),
+		        -EINVAL);
+		assert_int_equal(
+		        dns_msg_filter_answer(noerror, sizeof noerror, &q, keep_public, NULL, 512, &out, &olen, &fr),
+		        -EINVAL);
+	}
+
+	/* the engine's own queries */
+	assert_int_equal(dns_msg_query_init(&own, "Allowed.test", DNS_TYPE_AAAA), 0);
+	assert_int_equal(own.qname_wire_len, sizeof lower_wire);
+	assert_memory_equal(own.qname_wire, lower_wire, sizeof lower_wire);
+	assert_string_equal(own.name, "allowed.test");
+	assert_true(own.rd && own.edns);
+	assert_int_equal(own.qtype, DNS_TYPE_AAAA);
+	assert_int_equal(dns_msg_query_init(&own, "allowed.test.", DNS_TYPE_A), 0);
+	assert_int_equal(own.qname_wire_len, sizeof lower_wire);
+	assert_int_equal(dns_msg_query_init(&own, "", DNS_TYPE_A), -EINVAL);
+	assert_int_equal(dns_msg_query_init(&own, ".", DNS_TYPE_A), -EINVAL);
+	assert_int_equal(dns_msg_query_init(&own, "a..test", DNS_TYPE_A), -EINVAL);
+	assert_int_equal(dns_msg_query_init(&own, "a.test..", DNS_TYPE_A), -EINVAL);
+	{
+		char longlabel[80];
+		memset(longlabel, 'x', 64);
+		strcpy(longlabel + 64, ".test");
+		assert_int_equal(dns_msg_query_init(&own, longlabel, DNS_TYPE_A), -EINVAL);
+	}
+	free(w);
+}
+
+static uint32_t first_ttl(const uint8_t *msg, size_t len)
+{
+	ldns_pkt *p = NULL;
+	uint32_t ttl;
+	assert_int_equal(ldns_wire2pkt(&p, msg, len), LDNS_STATUS_OK);
+	assert_true(ldns_rr_list_rr_count(ldns_pkt_answer(p)) > 0);
+	ttl = ldns_rr_ttl(ldns_rr_list_rr(ldns_pkt_answer(p), 0));
+	ldns_pkt_free(p);
+	return ttl;
+}
+
+/* The DNS cache (dns_cache.c): kept by question (any letter case), for the smallest TTL, handed out aged;
+ * errors and truncated answers are not kept; negative answers for their SOA's time; LRU eviction. */
+static void test_cache(void **state)
+{
+	static const char *const rrs[] = {"cached.test. 100 IN A 198.18.1.11", "cached.test. 30 IN A 198.18.1.12",
+	                                  NULL};
+	struct dns_cache *c = dns_cache_new(2);
+	struct dns_query q, q6, upper;
+	const char *why;
+	size_t len, alen;
+	uint8_t *w, *ans, buf[DNS_CACHE_ANSWER_MAX];
+	uint32_t ttl;
+	(void)state;
+
+	assert_non_null(c);
+	w = mkquery("cached.test.", LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, 1, false, &len);
+	assert_int_equal(dns_msg_parse_query(w, len, &q, &why), 0);
+	free(w);
+	w = mkquery("CaChEd.TEST.", LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, 2, false, &len);
+	assert_int_equal(dns_msg_parse_query(w, len, &upper, &why), 0);
+	free(w);
+	w = mkquery("cached.test.", LDNS_RR_TYPE_AAAA, LDNS_RR_CLASS_IN, 3, false, &len);
+	assert_int_equal(dns_msg_parse_query(w, len, &q6, &why), 0);
+	free(w);
+
+	ans = mkanswer("cached.test.", 0x1111, rrs, &alen);
+	assert_int_equal(dns_msg_answer_ttl(ans, alen, &ttl), 0);
+	assert_int_equal(ttl, 30);
+	assert_int_equal(dns_cache_get(c, &q, 1000, buf, sizeof buf), 0);
+	dns_cache_put(c, &q, ans, alen, 1000);
+	/* 10.5 s later, by the other spelling: the same answer, every TTL 10 s lower */
+	assert_int_equal(dns_cache_get(c, &upper, 11500, buf, sizeof buf), alen);
+	assert_int_equal(first_ttl(buf, alen), 90);
+	assert_int_equal(dns_cache_get(c, &q6, 11500, buf, sizeof buf), 0); /* another type */
+	/* gone after the smallest TTL */
+	assert_int_equal(dns_cache_get(c, &q, 1000 + 30 * 1000, buf, sizeof buf), 0);
+	assert_int_equal(dns_cache_get(c, &q, 1000, buf, sizeof buf), 0); /* and dropped */
+
+	/* errors and truncated answers are not kept */
+	ans[3] = (uint8_t)((ans[3] & 0xf0) | DNS_RC_SERVFAIL);
+	assert_int_equal(dns_msg_answer_ttl(ans, alen, &ttl), -EINVAL);
+	dns_cache_put(c, &q, ans, alen, 1000);
+	assert_int_equal(dns_cache_get(c, &q, 1000, buf, sizeof buf), 0);
+	ans[3] &= 0xf0;
+	ans[2] |= 0x02;
+	dns_cache_put(c, &q, ans, alen, 1000);
+	assert_int_equal(dns_cache_get(c, &q, 1000, buf, sizeof buf), 0);
+	ans[2] &= (uint8_t)~0x02;
+	free(ans);
+
+	{
+		/* NXDOMAIN: kept for min(SOA TTL, SOA MINIMUM); without an SOA not at all */
+		ldns_pkt *p = NULL;
+		ldns_rr *soa = NULL;
+		uint8_t *neg = NULL;
+		size_t nlen;
+		assert_int_equal(ldns_pkt_query_new_frm_str(&p, "cached.test.", LDNS_RR_TYPE_AAAA, LDNS_RR_CLASS_IN,
+		                                            LDNS_RD | LDNS_QR | LDNS_RA),
+		                 LDNS_STATUS_OK);
+		ldns_pkt_set_rcode(p, LDNS_RCODE_NXDOMAIN);
+		assert_int_equal(ldns_pkt2wire(&neg, p, &nlen), LDNS_STATUS_OK);
+		assert_int_equal(dns_msg_answer_ttl(neg, nlen, &ttl), -EINVAL);
+		free(neg);
+		assert_int_equal(
+		        ldns_rr_new_frm_str(&soa, "test. 600 IN SOA ns.test. h.test. 1 2 3 4 45", 60, NULL, NULL),
+		        LDNS_STATUS_OK);
+		ldns_pkt_push_rr(p, LDNS_SECTION_AUTHORITY, soa);
+		assert_int_equal(ldns_pkt2wire(&neg, p, &nlen), LDNS_STATUS_OK);
+		assert_int_equal(dns_msg_answer_ttl(neg, nlen, &ttl), 0);
+		assert_int_equal(ttl, 45);
+		dns_cache_put(c, &q6, neg, nlen, 0);
+		assert_int_equal(dns_cache_get(c, &q6, 44000, buf, sizeof buf), nlen);
+		assert_int_equal(dns_cache_get(c, &q6, 45000, buf, sizeof buf), 0);
+		free(neg);
+		ldns_pkt_free(p);
+	}
+	{
+		/* at most 2 entries: the least recently used goes */
+		static const char *const a[] = {"a.test. 60 IN A 198.18.1.1", NULL},
+		                         *const b[] = {"b.test. 60 IN A 198.18.1.2", NULL},
+		                         *const d[] = {"d.test. 60 IN A 198.18.1.4", NULL};
+		struct dns_query qa, qb, qd;
+		uint8_t *wa = mkanswer("a.test.", 1, a, &alen);
+		size_t la = alen;
+		uint8_t *wb = mkanswer("b.test.", 1, b, &alen);
+		size_t lb = alen;
+		uint8_t *wd = mkanswer("d.test.", 1, d, &alen);
+		assert_int_equal(dns_msg_query_init(&qa, "a.test", DNS_TYPE_A), 0);
+		assert_int_equal(dns_msg_query_init(&qb, "b.test", DNS_TYPE_A), 0);
+		assert_int_equal(dns_msg_query_init(&qd, "d.test", DNS_TYPE_A), 0);
+		dns_cache_put(c, &qa, wa, la, 0);
+		dns_cache_put(c, &qb, wb, lb, 0);
+		assert_int_equal(dns_cache_get(c, &qa, 1, buf, sizeof buf), la); /* a is now the most recent */
+		dns_cache_put(c, &qd, wd, alen, 0);
+		assert_int_equal(dns_cache_get(c, &qb, 1, buf, sizeof buf), 0);
+		assert_int_equal(dns_cache_get(c, &qa, 1, buf, sizeof buf), la);
+		assert_int_equal(dns_cache_get(c, &qd, 1, buf, sizeof buf), alen);
+		free(wa);
+		free(wb);
+		free(wd);
+	}
+	dns_cache_free(c);
+	dns_cache_free(NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_query_checks),
-	        cmocka_unit_test(test_upstream_and_filter),
-	        cmocka_unit_test(test_answer_addrs),
+	        cmocka_unit_test(test_query_checks), cmocka_unit_test(test_upstream_and_filter),
+	        cmocka_unit_test(test_answer_addrs), cmocka_unit_test(test_case_and_bare_errors),
+	        cmocka_unit_test(test_cache),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -289,6 +289,32 @@ static void test_chunked(void **state)
 	}
 }
 
+/* The spliced path: the framer sees the framing, the data is skipped (passed on without being fed). */
+static void test_chunked_skip(void **state)
+{
+	struct http_chunked c;
+	size_t used;
+	(void)state;
+	http_chunked_init(&c);
+	assert_int_equal(http_chunked_feed(&c, "1a;ext=1\r\nabc", 13, &used), HTTP_CHUNK_MORE);
+	assert_int_equal(http_chunked_data_left(&c), 23);
+	http_chunked_skip(&c, 0); /* nothing passed: no change */
+	http_chunked_skip(&c, 20);
+	assert_int_equal(http_chunked_data_left(&c), 3);
+	http_chunked_skip(&c, 3);
+	assert_int_equal(http_chunked_data_left(&c), 0);
+	assert_int_equal(http_chunked_feed(&c, "\r\n0\r\n\r\nNEXT", 11, &used), HTTP_CHUNK_DONE);
+	assert_int_equal(used, 7);
+	/* more than the chunk holds, or outside chunk data: the framer fails and stays failed */
+	http_chunked_init(&c);
+	assert_int_equal(http_chunked_feed(&c, "5\r\n", 3, &used), HTTP_CHUNK_MORE);
+	http_chunked_skip(&c, 6);
+	assert_int_equal(http_chunked_feed(&c, "\r\n0\r\n\r\n", 7, &used), HTTP_CHUNK_ERROR);
+	http_chunked_init(&c);
+	http_chunked_skip(&c, 1);
+	assert_int_equal(http_chunked_feed(&c, "0\r\n\r\n", 5, &used), HTTP_CHUNK_ERROR);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -296,6 +322,7 @@ int main(void)
 	        cmocka_unit_test(test_bad_requests),   cmocka_unit_test(test_equal_duplicate_cl_and_http10),
 	        cmocka_unit_test(test_scanner_limits), cmocka_unit_test(test_authority),
 	        cmocka_unit_test(test_response),       cmocka_unit_test(test_chunked),
+	        cmocka_unit_test(test_chunked_skip),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

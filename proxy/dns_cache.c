@@ -1,0 +1,170 @@
+/* The DNS proxy's answer cache (opt-in: proxy_config.dns_cache_entries). It keeps upstream answers to the
+ * queries the relay asked, by question (name in lower case, type, and the CD and DO bits that shaped the
+ * answer), for as long as their TTLs say (at most DNS_CACHE_TTL_MAX), and hands out copies with the TTLs
+ * lowered by their age.
+ *
+ * Why it is safe to share between sessions: it holds upstream answers only, never a decision. dns.c
+ * decides every query with the asking session's policy first (a denied name never reaches the cache,
+ * so it is never answered from it, and nothing is stored for it), and a cached answer then goes through
+ * the same filter as a fresh one with that session's policy (forbidden addresses removed, the client's
+ * id, question spelling and EDNS); every query still gets its audit record. One engine thread: no locks.
+ * Least recently used entries go first when it is full. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+
+#include "dns_cache.h"
+
+#define DNS_CACHE_TTL_MAX 3600 /* seconds: a longer TTL is cut to this */
+#define DNS_CACHE_KEY_MAX (256 + 3)
+
+struct dns_cache_entry {
+	TAILQ_ENTRY(dns_cache_entry) lru; /* most recently used first */
+	struct dns_cache_entry *next;     /* in its hash bucket */
+	uint32_t hash;
+	size_t keylen;
+	uint8_t key[DNS_CACHE_KEY_MAX];
+	uint64_t stored_ms, expires_ms;
+	size_t len;
+	uint8_t msg[]; /* the upstream's answer, as it came (already checked by dns_msg_filter_answer) */
+};
+
+struct dns_cache {
+	unsigned max, n;
+	unsigned nbuckets;                /* a power of two */
+	struct dns_cache_entry **buckets; /* owned array of owned chains */
+	TAILQ_HEAD(dns_cache_lru, dns_cache_entry) lru;
+};
+
+static size_t make_key(const struct dns_query *q, uint8_t key[DNS_CACHE_KEY_MAX])
+{
+	size_t n = q->qname_wire_len;
+
+	if (n == 0 || n > 256)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		key[i] = q->qname_wire[i] >= 'A' && q->qname_wire[i] <= 'Z' ? (uint8_t)(q->qname_wire[i] + 32)
+		                                                            : q->qname_wire[i];
+	key[n++] = (uint8_t)(q->qtype >> 8);
+	key[n++] = (uint8_t)q->qtype;
+	key[n++] = (uint8_t)((q->cd ? 1 : 0) | (q->dnssec_ok ? 2 : 0));
+	return n;
+}
+
+static uint32_t hash_key(const uint8_t *k, size_t n)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ k[i]) * 16777619u;
+	return h;
+}
+
+struct dns_cache *dns_cache_new(unsigned max)
+{
+	struct dns_cache *c = calloc(1, sizeof *c);
+
+	if (!c)
+		return NULL;
+	c->max = max;
+	c->nbuckets = 64;
+	while (c->nbuckets < max && c->nbuckets < (1u << 20))
+		c->nbuckets <<= 1;
+	c->buckets = calloc(c->nbuckets, sizeof *c->buckets);
+	if (!c->buckets) {
+		free(c);
+		return NULL;
+	}
+	TAILQ_INIT(&c->lru);
+	return c;
+}
+
+static void entry_remove(struct dns_cache *c, struct dns_cache_entry *e)
+{
+	struct dns_cache_entry **p = &c->buckets[e->hash & (c->nbuckets - 1)];
+	while (*p != e)
+		p = &(*p)->next;
+	*p = e->next;
+	TAILQ_REMOVE(&c->lru, e, lru);
+	c->n--;
+	free(e);
+}
+
+void dns_cache_free(struct dns_cache *c)
+{
+	struct dns_cache_entry *e;
+
+	if (!c)
+		return;
+	while ((e = TAILQ_FIRST(&c->lru)) != NULL)
+		entry_remove(c, e);
+	free(c->buckets);
+	free(c);
+}
+
+static struct dns_cache_entry *find(struct dns_cache *c, const uint8_t *key, size_t keylen, uint32_t h)
+{
+	for (struct dns_cache_entry *e = c->buckets[h & (c->nbuckets - 1)]; e; e = e->next)
+		if (e->hash == h && e->keylen == keylen && memcmp(e->key, key, keylen) == 0)
+			return e;
+	return NULL;
+}
+
+size_t dns_cache_get(struct dns_cache *c, const struct dns_query *q, uint64_t now_ms, uint8_t *buf, size_t buflen)
+{
+	uint8_t key[DNS_CACHE_KEY_MAX];
+	size_t keylen = make_key(q, key);
+	uint32_t h;
+	struct dns_cache_entry *e;
+
+	if (!c || !keylen)
+		return 0;
+	h = hash_key(key, keylen);
+	e = find(c, key, keylen, h);
+	if (!e)
+		return 0;
+	if (now_ms >= e->expires_ms || e->len > buflen) {
+		entry_remove(c, e);
+		return 0;
+	}
+	memcpy(buf, e->msg, e->len);
+	if (dns_msg_age_answer(buf, e->len, (uint32_t)((now_ms - e->stored_ms) / 1000)) != 0) {
+		entry_remove(c, e); /* cannot happen: it was walked when stored */
+		return 0;
+	}
+	TAILQ_REMOVE(&c->lru, e, lru);
+	TAILQ_INSERT_HEAD(&c->lru, e, lru);
+	return e->len;
+}
+
+void dns_cache_put(struct dns_cache *c, const struct dns_query *q, const uint8_t *ans, size_t len, uint64_t now_ms)
+{
+	uint8_t key[DNS_CACHE_KEY_MAX];
+	size_t keylen = make_key(q, key);
+	uint32_t h, ttl;
+	struct dns_cache_entry *e;
+
+	if (!c || !keylen || len > DNS_CACHE_ANSWER_MAX || dns_msg_answer_ttl(ans, len, &ttl) != 0 || ttl == 0)
+		return;
+	if (ttl > DNS_CACHE_TTL_MAX)
+		ttl = DNS_CACHE_TTL_MAX;
+	h = hash_key(key, keylen);
+	if ((e = find(c, key, keylen, h)) != NULL)
+		entry_remove(c, e);
+	if (c->n >= c->max && !TAILQ_EMPTY(&c->lru))
+		entry_remove(c, TAILQ_LAST(&c->lru, dns_cache_lru));
+	e = malloc(sizeof *e + len);
+	if (!e)
+		return;
+	e->hash = h;
+	e->keylen = keylen;
+	memcpy(e->key, key, keylen);
+	e->stored_ms = now_ms;
+	e->expires_ms = now_ms + (uint64_t)ttl * 1000;
+	e->len = len;
+	memcpy(e->msg, ans, len);
+	e->next = c->buckets[h & (c->nbuckets - 1)];
+	c->buckets[h & (c->nbuckets - 1)] = e;
+	TAILQ_INSERT_HEAD(&c->lru, e, lru);
+	c->n++;
+}

@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# bench-dns.sh [BUILD_DIR]: sluice's DNS proxy against dnsmasq and unbound doing the same allowlist work, in
+# one run inside a private lab (tests/lib/lab.sh: its own network, mount and pid namespaces; no packet leaves
+# them). Needs root and the bench packages (tools/deps.sh --bench). A benchmark, not a test: not in the suite.
+#
+# Every contender listens on the session's gateway and relays allowed names to the same upstream (a dnsmasq
+# in the fake internet, authoritative for .test, no logging); denied names are answered locally:
+#   sluice   sluice-proxy, the policy allows allowed.test, registry.test, bench.test and their subdomains;
+#            every query is decided and written to the audit log (a tmpfs in the lab); no cache
+#   dnsmasq  the allowlisting forwarder of issue 16: server=/allowed.test/UPSTREAM (one per allowed domain)
+#            plus address=/#/ (everything else NXDOMAIN, answered locally), cache-size=0, no logging
+#   sluice+cache  a second sluice-proxy, the same but with its DNS cache (limits.dns_cache_entries 10000)
+#   unbound  with its cache: local-zone "." refuse, the allowed domains transparent and forwarded to the
+#            upstream; 1 thread (as the others); warmed up, so it answers from its cache
+# Query mixes (dnsperf -c 8 -q 64, A and AAAA, 12 allowed and 12 denied names): mixed (allowed and denied
+# alternating), allowed-only, denied-only.
+#
+# For each contender and mix: queries per second and the server's CPU per query (utime+stime of its process
+# from /proc/PID/stat over the run, divided by the queries answered). The machine is shared, so CPU per query
+# is the steadier figure. Medians of BENCH_ROUNDS (default 3) rounds whose order rotates, BENCH_SECONDS (default
+# 8) per run. Prints a table and ratios; writes JSON to BENCH_JSON (default BUILD_DIR/bench-dns.json).
+# The audit log is written to BENCH_AUDIT_DIR (default BUILD_DIR: a disk, as /var/log/sluice would be, not the
+# lab's tmpfs) and removed at the end. BENCH_CLIENTS sets dnsperf's -c (default 8). BENCH_PERF=DIR records a
+# perf profile (perf record -g) of sluice-proxy during its runs of the first round into DIR/perf-MIX.data.
+set -u
+src=$(cd "$(dirname "$0")/.." && pwd)
+export SLUICE_SOURCE_DIR=$src SLUICE_BUILD_DIR=${1:-${SLUICE_BUILD_DIR:-$src/build}}
+SLUICE_BUILD_DIR=$(cd "$SLUICE_BUILD_DIR" && pwd) || exit 2
+BENCH_JSON=${BENCH_JSON:-$SLUICE_BUILD_DIR/bench-dns.json}
+export BENCH_JSON
+. "$src/tests/lib/tap.sh"
+. "$src/tests/lib/lab.sh"
+. "$src/tests/lib/proxy-lab.sh"
+lab_enter "$@"
+_lab_need dnsperf dnsmasq unbound
+secs=${BENCH_SECONDS:-8}
+rounds=${BENCH_ROUNDS:-3}
+UPSTREAM_DNS=198.18.0.54
+DOMAINS="allowed.test registry.test bench.test"
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+
+lab_internet_up >/dev/null
+lab_session s1 >/dev/null
+read -r _ GW _ < <(lab_session_info s1)
+
+# ---- the upstream: authoritative for .test, an A and an AAAA for every allowed name, no query log
+ip -n inet addr add "$UPSTREAM_DNS/24" dev eth0
+allowed_names=(allowed.test www.allowed.test cdn.allowed.test api.allowed.test registry.test
+	files.registry.test bench.test a.b.bench.test)
+denied_names=(evil.test c2.evil.test tracker.example.com exfil.attacker.example 6c6f67696e.leak.example
+	ads.example.net telemetry.vendor.example update.example.org)
+for i in "${!allowed_names[@]}"; do
+	echo "198.18.2.$((i + 1)) ${allowed_names[$i]}"
+	echo "2001:db8:1::2:$((i + 1)) ${allowed_names[$i]}"
+done >"$LAB_DIR/upstream-hosts"
+printf '%s\n' no-resolv no-hosts no-poll "addn-hosts=$LAB_DIR/upstream-hosts" "listen-address=$UPSTREAM_DNS" \
+	bind-interfaces local=/test/ local-ttl=300 cache-size=10000 dns-forward-max=10000 \
+	"pid-file=$LAB_DIR/state/upstream-dns.pid" user=root group=root >"$LAB_DIR/upstream-dns.conf"
+lab_bg upstream-dns -n inet dnsmasq --keep-in-foreground --conf-file="$LAB_DIR/upstream-dns.conf"
+
+# ---- the contenders, on the session's gateway
+rules=
+for d in $DOMAINS; do rules+="\"$d\", \"*.$d\", "; done
+PROXY_AUDIT=${BENCH_AUDIT_DIR:-$SLUICE_BUILD_DIR}/bench-dns-audit.$$.log
+lab_defer "rm -f '$PROXY_AUDIT'"
+proxy_start s1 "{\"allow\": [${rules%, }]}"
+proxy_use_resolver s1 "$UPSTREAM_DNS:53"
+sed -e 's/:53"/:5355"/g' -e "s/$UPSTREAM_DNS:5355/$UPSTREAM_DNS:53/" -e 's/:3128"/:3131"/g' -e 's/"limits": {}/"limits": {"dns_cache_entries": 10000}/' \
+	-e "s|\"audit_log\": \"[^\"]*\"|\"audit_log\": \"$PROXY_AUDIT.cache\"|" "$LAB_DIR/proxy/config-s1.json" \
+	>"$LAB_DIR/proxy/config-cache.json"
+lab_defer "rm -f '$PROXY_AUDIT.cache'"
+grep -q dns_cache_entries "$LAB_DIR/proxy/config-cache.json" || lab_bail "no cache in the second proxy's config"
+lab_bg proxy-cache "$PROXY_BIN" --config "$LAB_DIR/proxy/config-cache.json"
+
+{
+	printf '%s\n' no-resolv no-hosts no-poll "listen-address=$GW" bind-interfaces port=5353 cache-size=0 \
+		dns-forward-max=10000 "pid-file=$LAB_DIR/state/dm.pid" user=root group=root
+	for d in $DOMAINS; do echo "server=/$d/$UPSTREAM_DNS"; done
+	echo "address=/#/"
+} >"$LAB_DIR/dnsmasq.conf"
+lab_bg dnsmasq-fwd dnsmasq --keep-in-foreground --conf-file="$LAB_DIR/dnsmasq.conf"
+
+{
+	printf '%s\n' "server:" "  interface: $GW" "  port: 5354" "  num-threads: 1" "  do-daemonize: no" \
+		"  chroot: \"\"" "  username: \"\"" "  directory: \"$LAB_DIR\"" "  pidfile: \"$LAB_DIR/state/unbound.pid\"" \
+		"  use-syslog: no" "  logfile: \"\"" "  verbosity: 0" "  access-control: 0.0.0.0/0 allow" \
+		"  module-config: \"iterator\"" "  do-not-query-localhost: no" "  so-reuseport: no" \
+		"  local-zone: \"test.\" nodefault" "  local-zone: \".\" refuse"
+	for d in $DOMAINS; do echo "  local-zone: \"$d.\" transparent"; done
+	for d in $DOMAINS; do printf '%s\n' "forward-zone:" "  name: \"$d.\"" "  forward-addr: $UPSTREAM_DNS"; done
+	printf '%s\n' "remote-control:" "  control-enable: no"
+} >"$LAB_DIR/unbound.conf"
+lab_bg unbound unbound -d -c "$LAB_DIR/unbound.conf"
+
+udp_up() {
+	lab_exec s1 "$LAB_PYTHON" -c '
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1)
+s.sendto(bytes.fromhex("4242010000010000000000000" "7616c6c6f77656404746573740000010001"), (sys.argv[1], int(sys.argv[2])))
+sys.exit(0 if s.recv(512)[:2] == b"\x42\x42" else 1)' "$GW" "$1" 2>/dev/null
+}
+for p in 53 5355 5353 5354; do
+	for _ in $(seq 50); do udp_up "$p" && break; sleep 0.1; done
+	udp_up "$p" || lab_bail "no DNS answer on $GW:$p: $(tail -n 3 "$LAB_DIR"/log/*.log)"
+done
+
+# ---- query files
+: >"$LAB_DIR/q-allowed" && : >"$LAB_DIR/q-denied" && : >"$LAB_DIR/q-mixed"
+for t in A AAAA; do
+	for n in "${allowed_names[@]}"; do echo "$n $t"; done >>"$LAB_DIR/q-allowed"
+	for n in "${denied_names[@]}"; do echo "$n $t"; done >>"$LAB_DIR/q-denied"
+done
+paste -d '\n' "$LAB_DIR/q-allowed" "$LAB_DIR/q-denied" >"$LAB_DIR/q-mixed"
+
+declare -A PORT=([sluice]=53 [sluice_cache]=5355 [dnsmasq]=5353 [unbound]=5354)
+declare -A PIDNAME=([sluice]=proxy [sluice_cache]=proxy-cache [dnsmasq]=dnsmasq-fwd [unbound]=unbound)
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# run WHO MIX: prints "qps cpu_us_per_query completed lost"
+run() {
+	local who=$1 mix=$2 pid t0 t1 out perfpid=
+	pid=$(lab_pid "${PIDNAME[$who]}")
+	if [ -n "${BENCH_PERF:-}" ] && [ "$who" = sluice ] && [ "${round:-0}" = 1 ]; then
+		perf record -q -F 2999 -g -p "$pid" -o "$BENCH_PERF/perf-$mix.data" -- sleep "$secs" >/dev/null 2>&1 &
+		perfpid=$!
+	fi
+	t0=$(cpu_ticks "$pid")
+	out=$(lab_exec s1 dnsperf -s "$GW" -p "${PORT[$who]}" -d "$LAB_DIR/q-$mix" -l "$secs" -c "${BENCH_CLIENTS:-8}" -q 64 -T 1 -t 2 2>&1)
+	t1=$(cpu_ticks "$pid")
+	[ -z "$perfpid" ] || wait "$perfpid"
+	[ -n "${BENCH_VERBOSE:-}" ] && grep -E 'Queries|Response codes' <<<"$out" | sed "s/^/# $who $mix: /" >&2
+	awk -v ticks=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" '
+		/Queries completed:/ { done = $3 }
+		/Queries lost:/ { lost = $3 }
+		/Queries per second:/ { qps = $4 }
+		END { printf "%.0f %.2f %d %d\n", qps, done ? ticks / hz * 1e6 / done : 0, done, lost }' <<<"$out"
+}
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "n/a" }'; }
+
+echo "# warming up (and filling the caches)"
+whos=(sluice sluice_cache dnsmasq unbound)
+for who in "${whos[@]}"; do secs=2 run "$who" mixed >/dev/null; done
+mixes=(mixed allowed denied)
+declare -A S
+for ((round = 1; round <= rounds; round++)); do
+	for mix in "${mixes[@]}"; do
+		for ((k = 0; k < 4; k++)); do
+			who=${whos[(k + round) % 4]}
+			read -r qps cpu done lost < <(run "$who" "$mix")
+			echo "# round $round: $who $mix: $qps q/s, $cpu us CPU/query, $done answered, $lost lost"
+			S[qps_${who}_$mix]+=" $qps" S[cpu_${who}_$mix]+=" $cpu" S[lost_${who}_$mix]+=" $lost"
+		done
+	done
+done
+declare -A R
+for key in "${!S[@]}"; do
+	# shellcheck disable=SC2086
+	R[$key]=$(median ${S[$key]})
+done
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+audit_lines=$(($(wc -l <"$PROXY_AUDIT") + $(wc -l <"$PROXY_AUDIT.cache")))
+
+echo
+echo "DNS benchmark ($(nproc) CPUs, dnsperf -c ${BENCH_CLIENTS:-8} -q 64, ${secs} s per run, median of $rounds rounds)"
+echo "load average before: $load_before, after: $load_after"
+printf '%-8s %-9s %9s %9s %13s %9s  %s\n' mix "" sluice dnsmasq sluice+cache unbound \
+	"ratios sluice/dnsmasq, sluice+cache/unbound"
+for mix in "${mixes[@]}"; do
+	for m in qps cpu; do
+		printf '%-8s %-9s %9s %9s %13s %9s  %s %s\n' "$([ $m = qps ] && echo "$mix")" \
+			"$([ $m = qps ] && echo q/s || echo "us CPU/q")" "${R[${m}_sluice_$mix]}" "${R[${m}_dnsmasq_$mix]}" \
+			"${R[${m}_sluice_cache_$mix]}" "${R[${m}_unbound_$mix]}" \
+			"$(ratio "${R[${m}_sluice_$mix]}" "${R[${m}_dnsmasq_$mix]}")" \
+			"$(ratio "${R[${m}_sluice_cache_$mix]}" "${R[${m}_unbound_$mix]}")"
+	done
+done
+echo "goals (issue 16): sluice/dnsmasq q/s >= 1 and CPU/q <= 1 on each mix; sluice+cache/unbound q/s >= 1"
+echo "sluice wrote $audit_lines audit lines"
+
+{
+	printf '{"date": "%s", "kernel": "%s", "cpus": %d, "seconds": %d, "rounds": %d,\n' "$(date -u +%FT%TZ)" \
+		"$(uname -r)" "$(nproc)" "$secs" "$rounds"
+	printf ' "load_before": "%s", "load_after": "%s", "audit_lines": %d, "results": {' "$load_before" "$load_after" \
+		"$audit_lines"
+	sep=
+	for mix in "${mixes[@]}"; do
+		printf '%s\n  "%s": {' "$sep" "$mix"
+		sep2=
+		for who in "${whos[@]}"; do
+			printf '%s"%s": {"qps": %s, "cpu_us_per_query": %s, "lost": %s, "qps_samples": [%s], "cpu_samples": [%s]}' \
+				"$sep2" "$who" "${R[qps_${who}_$mix]}" "${R[cpu_${who}_$mix]}" "${R[lost_${who}_$mix]}" \
+				"$(echo ${S[qps_${who}_$mix]} | tr ' ' ',')" "$(echo ${S[cpu_${who}_$mix]} | tr ' ' ',')"
+			sep2=", "
+		done
+		printf ', "ratio_qps_dnsmasq": %s, "ratio_cpu_dnsmasq": %s, "ratio_qps_cache_unbound": %s, "ratio_cpu_cache_unbound": %s}' \
+			"$(ratio "${R[qps_sluice_$mix]}" "${R[qps_dnsmasq_$mix]}")" \
+			"$(ratio "${R[cpu_sluice_$mix]}" "${R[cpu_dnsmasq_$mix]}")" \
+			"$(ratio "${R[qps_sluice_cache_$mix]}" "${R[qps_unbound_$mix]}")" \
+			"$(ratio "${R[cpu_sluice_cache_$mix]}" "${R[cpu_unbound_$mix]}")"
+		sep=,
+	done
+	printf '\n}}\n'
+} >"$BENCH_JSON"
+echo "JSON: $BENCH_JSON"
