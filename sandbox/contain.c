@@ -84,6 +84,13 @@ static int step_mounts(struct sb_session *s, struct sb_go *go, char *err, size_t
 	return sb_mounts_build(s, go, err, errlen);
 }
 
+/* Root launch: from here on pid 1 (and the command it forks) is the session's unprivileged uid. */
+static int step_sandbox_uid(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
+{
+	(void)go;
+	return s->remap_userns >= 0 ? sb_ns_enter_userns(s->remap_userns, err, errlen) : 0;
+}
+
 static int step_close_fds(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
 {
 	(void)go;
@@ -132,6 +139,7 @@ static const struct sb_step sb_steps[] = {
         {"hostname", step_hostname},
         {"loopback", step_loopback},
         {"filesystem", step_mounts},
+        {"sandbox uid", step_sandbox_uid},
         {"file descriptors", step_close_fds},
         {"dumpable", step_not_dumpable},
         {"capabilities", step_caps},

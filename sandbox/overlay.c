@@ -197,76 +197,50 @@ void sb_session_dir_remove(struct sb_session *s)
 int sb_overlay_mount_project(const struct sb_session *s, int rootfd, int upperfd, int workfd, char *err, size_t errlen)
 {
 	const struct sb_config *c = s->cfg;
-	char upper[64], work[64];
-	cleanup_fd int tree = -1, target = -1;
+	const struct sb_source *src = s->n_sources && s->sources[0].kind == SB_SRC_PROJECT ? &s->sources[0] : NULL;
+	char upper[64], work[64], lower[64];
+	cleanup_fd int target = -1, lowerfd = -1;
+	int r;
 
-	if (!c->project_dir)
+	if (!c->project_dir || !src || src->tree < 0)
 		return 0;
-	if (c->project_mode == SB_PROJECT_OVERLAY) {
-		cleanup_fd int fs = fsopen("overlay", FSOPEN_CLOEXEC);
-		/* The session directory is covered by the new root by now: name upper/ and work/ through
-		 * the fds opened before (overlayfs resolves the magic links). */
-		snprintf(upper, sizeof upper, "/proc/self/fd/%d", upperfd);
-		snprintf(work, sizeof work, "/proc/self/fd/%d", workfd);
-		if (fs < 0)
-			return sb_err(err, errlen, "overlayfs is not available: %s (use --project-mode rw or ro)",
-			              strerror(errno));
-		/* The upper dir must stand alone for --save/--apply: no redirects, metacopy or index. */
-		if (fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir", c->project_dir, 0) < 0 ||
-		    fsconfig(fs, FSCONFIG_SET_STRING, "upperdir", upper, 0) < 0 ||
-		    fsconfig(fs, FSCONFIG_SET_STRING, "workdir", work, 0) < 0 ||
-		    (s->userns && fsconfig(fs, FSCONFIG_SET_FLAG, "userxattr", NULL, 0) < 0) ||
-		    (!s->userns && fsconfig(fs, FSCONFIG_SET_STRING, "redirect_dir", "off", 0) < 0) ||
-		    (!s->userns && fsconfig(fs, FSCONFIG_SET_STRING, "metacopy", "off", 0) < 0) ||
-		    fsconfig(fs, FSCONFIG_SET_STRING, "index", "off", 0) < 0 ||
-		    fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
-			return sb_err(err, errlen, "cannot set up the overlay over %s: %s", c->project_dir,
-			              strerror(errno));
-		tree = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
-		if (tree < 0)
-			return sb_err(err, errlen, "cannot mount the overlay over %s: %s", c->project_dir,
-			              strerror(errno));
-	} else {
-		tree = open_tree(AT_FDCWD, c->project_dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
-		if (tree < 0)
-			return sb_err(err, errlen, "cannot bind %s: %s", c->project_dir, strerror(errno));
-		struct mount_attr a = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-		                                   (c->project_mode == SB_PROJECT_RO ? MOUNT_ATTR_RDONLY : 0)};
-		if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0)
-			return sb_err(err, errlen, "cannot set flags on %s: %s", c->project_dir, strerror(errno));
-	}
-	/* The project path was resolved with realpath on the host: no symlinks expected. */
-	target = sb_open_beneath(rootfd, c->project_dir, O_PATH | O_DIRECTORY, err, errlen);
-	if (target == -ENOENT) {
-		/* base: create the mount point in the root tmpfs, component by component */
-		char buf[PATH_MAX], *p;
-		util_strlcpy(buf, c->project_dir, sizeof buf);
-		for (p = buf + 1;; p++) {
-			if (*p == '/' || *p == '\0') {
-				char saved = *p;
-				*p = '\0';
-				cleanup_fd int parent = -1;
-				char *slash = strrchr(buf, '/');
-				*slash = '\0';
-				parent = sb_open_beneath(rootfd, buf[0] ? buf : "/", O_PATH | O_DIRECTORY, err, errlen);
-				*slash = '/';
-				if (parent < 0)
-					return parent;
-				if (mkdirat(parent, slash + 1, 0755) < 0 && errno != EEXIST)
-					return sb_err(err, errlen, "cannot create mount point %s: %s", buf,
-					              strerror(errno));
-				*p = saved;
-				if (!saved)
-					break;
-			}
-		}
-		target = sb_open_beneath(rootfd, c->project_dir, O_PATH | O_DIRECTORY, err, errlen);
-	}
+	/* The project was resolved with realpath on the host and opened once (binds.c); its mount point
+	 * is made in the root tmpfs component by component, never through a symlink. */
+	target = sb_mkpath(rootfd, c->project_dir, true, err, errlen);
 	if (target < 0)
 		return target;
-	if (move_mount(tree, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
-		return sb_err(err, errlen, "cannot mount the project at %s: %s", c->project_dir, strerror(errno));
-	return 0;
+	/* rw and ro: the bind itself (read-only or not, binds.c). overlay: the bind is the lower layer,
+	 * named through a descriptor (overlayfs resolves the magic link) so that it is exactly the
+	 * directory that was checked, and the overlay is stacked on it. */
+	if ((r = sb_attach(src->tree, target, c->project_dir, err, errlen)) < 0 ||
+	    c->project_mode != SB_PROJECT_OVERLAY)
+		return r;
+	lowerfd = sb_open_beneath(rootfd, c->project_dir, O_PATH | O_DIRECTORY, err, errlen);
+	if (lowerfd < 0)
+		return lowerfd;
+	cleanup_fd int fs = fsopen("overlay", FSOPEN_CLOEXEC);
+	/* The session directory is covered by the new root by now: name upper/ and work/ through
+	 * the fds opened before (overlayfs resolves the magic links). */
+	snprintf(upper, sizeof upper, "/proc/self/fd/%d", upperfd);
+	snprintf(work, sizeof work, "/proc/self/fd/%d", workfd);
+	snprintf(lower, sizeof lower, "/proc/self/fd/%d", lowerfd);
+	if (fs < 0)
+		return sb_err(err, errlen, "overlayfs is not available: %s (use --project-mode rw or ro)",
+		              strerror(errno));
+	/* The upper dir must stand alone for --save/--apply: no redirects, metacopy or index. */
+	if (fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir", lower, 0) < 0 ||
+	    fsconfig(fs, FSCONFIG_SET_STRING, "upperdir", upper, 0) < 0 ||
+	    fsconfig(fs, FSCONFIG_SET_STRING, "workdir", work, 0) < 0 ||
+	    (s->userns && fsconfig(fs, FSCONFIG_SET_FLAG, "userxattr", NULL, 0) < 0) ||
+	    (!s->userns && fsconfig(fs, FSCONFIG_SET_STRING, "redirect_dir", "off", 0) < 0) ||
+	    (!s->userns && fsconfig(fs, FSCONFIG_SET_STRING, "metacopy", "off", 0) < 0) ||
+	    fsconfig(fs, FSCONFIG_SET_STRING, "index", "off", 0) < 0 ||
+	    fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		return sb_err(err, errlen, "cannot set up the overlay over %s: %s", c->project_dir, strerror(errno));
+	cleanup_fd int tree = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	if (tree < 0)
+		return sb_err(err, errlen, "cannot mount the overlay over %s: %s", c->project_dir, strerror(errno));
+	return sb_attach(tree, lowerfd, c->project_dir, err, errlen);
 }
 
 /* ---- after the session ---- */
@@ -406,7 +380,7 @@ static int write_patch(struct sb_session *s, char *err, size_t errlen)
 		int out = open(patch, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 		if (out < 0 || unshare(CLONE_NEWNS | (s->userns ? CLONE_NEWUSER : 0)) < 0)
 			_exit(2);
-		if (s->userns && sb_ns_write_idmaps(getpid(), c->uid, c->gid, e, sizeof e) < 0)
+		if (s->userns && sb_ns_write_idmaps(getpid(), c->uid, c->uid, c->gid, c->gid, e, sizeof e) < 0)
 			_exit(2);
 		snprintf(a, sizeof a, "%s/a", s->dir);
 		snprintf(b, sizeof b, "%s/b", s->dir);
@@ -463,9 +437,10 @@ int sb_overlay_save(struct sb_session *s, char *err, size_t errlen)
 			return r;
 		if (!c->quiet)
 			fprintf(stderr,
-		        "sluice: session %s saved in %s (changes: %s/changes.patch); apply with `sluicectl session "
-		        "save %s`, drop with `sluicectl session discard %s`\n",
-		        s->id, s->dir, s->dir, s->id, s->id);
+			        "sluice: session %s saved in %s (changes: %s/changes.patch); apply with `sluicectl "
+			        "session "
+			        "save %s`, drop with `sluicectl session discard %s`\n",
+			        s->id, s->dir, s->dir, s->id, s->id);
 		return 0;
 	}
 	snprintf(upper, sizeof upper, "%s/upper", s->dir);

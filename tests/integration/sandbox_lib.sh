@@ -92,3 +92,24 @@ session_dirs() {
 }
 
 MODES="root user"
+
+# org_sb JSON MODE ARGS...: `sluice run ARGS...` as MODE with JSON as the organisation's policy file
+# (/etc/sluice/policy.json), in a private mount namespace where /etc is an overlay: the machine's
+# /etc is never touched.
+org_sb() {
+	local json=$1 mode=$2 o r
+	shift 2
+	o=$(mktemp -d "$SB_T/org.XXXXXX")
+	mkdir -p "$o/upper/sluice" "$o/work"
+	printf '%s\n' "$json" >"$o/upper/sluice/policy.json"
+	chmod 755 "$o/upper/sluice"
+	chmod 644 "$o/upper/sluice/policy.json"
+	# shellcheck disable=SC2016
+	unshare -m --propagation private bash -c \
+		'mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1/upper,workdir=$1/work" /etc && shift && exec "$@"' \
+		bash "$o" bash -c "$(declare -p ROOT_HOME ROOT_RT TU_HOME TU_UID; declare -f as); SB_ENV='${SB_ENV:-}'; "'as "$@"' \
+		bash "$mode" "$SLUICE" run "$@"
+	r=$?
+	rm -rf "$o"
+	return $r
+}
