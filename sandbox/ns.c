@@ -86,9 +86,9 @@ int sb_ns_write_idmaps(pid_t pid, uid_t in_uid, uid_t out_uid, gid_t in_gid, gid
  * runs in, through every level up to the host's, so it must not be root's (nor the user's: see
  * docs/sandbox.md). A child becomes that uid (keeping its capabilities for this one call with
  * SECBIT_NO_SETUID_FIXUP, as some distributions let only privileged callers make user namespaces),
- * makes the namespace, and the launcher maps 0 inside to it and keeps a descriptor of it; the child
- * is gone before the call returns. */
-int sb_ns_make_userns(uid_t uid, char *err, size_t errlen)
+ * makes the namespace and sets its per-user maxima (ulimits.c), and the launcher maps 0 inside to
+ * it and keeps a descriptor of it; the child is gone before the call returns. */
+int sb_ns_make_userns(uid_t uid, const struct sb_ulimits *u, char *err, size_t errlen)
 {
 	char path[64], b = 0;
 	int sv[2], r, fd = -1;
@@ -107,6 +107,13 @@ int sb_ns_make_userns(uid_t uid, char *err, size_t errlen)
 		if (setgroups(0, NULL) < 0 || prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, 0, 0, 0) < 0 ||
 		    setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0 || unshare(CLONE_NEWUSER) < 0) {
 			int e = errno;
+			(void)!write(sv[1], &e, sizeof e);
+			_exit(1);
+		}
+		/* root of the new namespace (until the child exits): its per-user maxima */
+		char e2[SB_ERR_MAX];
+		if (sb_ulimits_apply_ns(u, e2, sizeof e2) < 0) {
+			int e = errno ? errno : EPERM;
 			(void)!write(sv[1], &e, sizeof e);
 			_exit(1);
 		}

@@ -229,9 +229,10 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 	log_info("launcher: session directory %s: %ld us", s.dir, lap_us());
 	/* A root launch runs the command as an unprivileged uid of its own (ns.c, docs/sandbox.md). */
 	s.host_uid = s.userns ? cfg->uid : cfg->keep_root_uid ? 0 : sb_ns_pick_uid(cfg, s.id);
+	sb_ulimits_compute(&s.ulimits);
 	if (!s.userns && !cfg->keep_root_uid) {
 		char upper[PATH_MAX];
-		if ((s.remap_userns = sb_ns_make_userns(s.host_uid, err, sizeof err)) < 0)
+		if ((s.remap_userns = sb_ns_make_userns(s.host_uid, &s.ulimits, err, sizeof err)) < 0)
 			goto fail;
 		/* The overlay's root directory is upper/ itself: the command creates entries in it. */
 		snprintf(upper, sizeof upper, "%s/upper", s.dir);

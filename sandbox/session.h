@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #define SB_ID_LEN 17 /* 16 hex digits + NUL */
@@ -22,6 +23,14 @@ struct sb_mask {
 	dev_t dev;  /* its identity, to recognise other spellings of it (binds.c) */
 	ino_t ino;
 	bool dir;
+};
+
+/* What the session may take of its user's per-user kernel limits (ulimits.c). */
+#define SB_NS_LIMITS 12
+#define SB_RLIMITS   4
+struct sb_ulimits {
+	long ns[SB_NS_LIMITS]; /* /proc/sys/user/max_* in the session's user namespace; -1: leave */
+	rlim_t rl[SB_RLIMITS]; /* NPROC, MSGQUEUE, SIGPENDING, MEMLOCK (soft and hard); RLIM_INFINITY: leave */
 };
 
 /* A host path mounted into the sandbox (binds.c). */
@@ -58,15 +67,16 @@ struct sb_go {
 struct sb_session {
 	const struct sb_config *cfg; /* borrowed */
 	char id[SB_ID_LEN];
-	char *dir;             /* owned; the session directory (upper/, work/, resolv.conf); the new
-	                        * root is mounted over it in the sandbox's mount namespace */
-	bool keep_dir;         /* --save: leave it for the user */
-	bool userns;           /* cloned into a user namespace (the launcher is not root) */
-	uid_t host_uid;        /* the host uid (and gid) the command runs as: the user's; for a root
-	                        * launch a per-session unprivileged uid, or 0 with --keep-root-uid */
-	int remap_userns;      /* owned; root launch: the user namespace owned by host_uid that the
-	                        * command runs in (pid 1 enters it once the mounts are made), or -1 */
-	struct sb_mask *masks; /* owned array (masks.c) */
+	char *dir;                 /* owned; the session directory (upper/, work/, resolv.conf); the new
+	                            * root is mounted over it in the sandbox's mount namespace */
+	bool keep_dir;             /* --save: leave it for the user */
+	bool userns;               /* cloned into a user namespace (the launcher is not root) */
+	uid_t host_uid;            /* the host uid (and gid) the command runs as: the user's; for a root
+	                            * launch a per-session unprivileged uid, or 0 with --keep-root-uid */
+	int remap_userns;          /* owned; root launch: the user namespace owned by host_uid that the
+	                            * command runs in (pid 1 enters it once the mounts are made), or -1 */
+	struct sb_ulimits ulimits; /* computed by the launcher (ulimits.c) */
+	struct sb_mask *masks;     /* owned array (masks.c) */
 	size_t n_masks;
 	struct sb_source *sources; /* owned array of SB_SOURCES_MAX (binds.c) */
 	size_t n_sources;
@@ -100,13 +110,22 @@ int sb_ns_clone_flags(const struct sb_session *s);
 int sb_ns_write_idmaps(pid_t pid, uid_t in_uid, uid_t out_uid, gid_t in_gid, gid_t out_gid, char *err, size_t errlen);
 /* The unprivileged host uid (and gid) a root launch runs session id as (config root_uid_range). */
 uid_t sb_ns_pick_uid(const struct sb_config *c, const char *id);
-/* Launcher (root): a user namespace owned by uid, with 0 inside mapped to it; returns its fd. */
-int sb_ns_make_userns(uid_t uid, char *err, size_t errlen);
+/* Launcher (root): a user namespace owned by uid, with 0 inside mapped to it and the session's
+ * per-user limits set in it; returns its fd. */
+int sb_ns_make_userns(uid_t uid, const struct sb_ulimits *u, char *err, size_t errlen);
 /* pid 1 (root): drops root's groups and enters that namespace as its uid 0. */
 int sb_ns_enter_userns(int fd, char *err, size_t errlen);
 int sb_ns_set_hostname(const char *name, char *err, size_t errlen);
 int sb_ns_loopback_up(char *err, size_t errlen);
 int sb_ns_enter_cgroup_ns(char *err, size_t errlen);
+
+/* ---- ulimits.c ---- */
+/* Launcher: half of its own per-user limits (see ulimits.c). */
+void sb_ulimits_compute(struct sb_ulimits *u);
+/* As root of the session's user namespace: writes its /proc/sys/user maxima. */
+int sb_ulimits_apply_ns(const struct sb_ulimits *u, char *err, size_t errlen);
+/* pid 1: lowers its rlimits (the command inherits them). */
+int sb_ulimits_apply_rlimits(const struct sb_ulimits *u, char *err, size_t errlen);
 
 /* ---- masks.c ---- */
 /* Launcher: resolves the mask list on the host into s->masks. */

@@ -103,20 +103,6 @@ done
 P=$(newdir root)
 cd "$P" || exit 1
 check_eq "root: inside, the command is uid 0 (in its own user namespace)" "0 0" "$(sb root -- sh -c 'echo $(id -u) $(id -g)')"
-# command_status ARGS...: starts `sluice run ARGS... -- sleep 5` as root and prints the /proc status
-# of the sleep (the command, child of the sandbox's pid 1) as the host sees it.
-command_status() {
-	local lpid spid=""
-	( bg_exec root "$SLUICE" run "$@" -- sleep 5 ) &
-	lpid=$!
-	for _ in $(seq 50); do
-		spid=$(pgrep -P "$(pgrep -P "$lpid" | head -1)" -x sleep 2>/dev/null | head -1)
-		[ -n "$spid" ] && break
-		sleep 0.1
-	done
-	cat "/proc/$spid/status" 2>/dev/null
-	kill "$lpid" 2>/dev/null; wait "$lpid" 2>/dev/null
-}
 st=$(command_status)
 hostuid=$(awk '/^Uid:/ {print $2}' <<<"$st")
 check "root: on the host, the command's uid is not 0 (uid ${hostuid:-?})" test -n "$hostuid" -a "${hostuid:-0}" != 0
