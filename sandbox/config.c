@@ -72,6 +72,7 @@ void sb_config_clear(struct sb_config *c)
 	sb_strv_clear(&c->plugin_paths);
 	sb_strv_clear(&c->env_keep);
 	sb_strv_clear(&c->env_set);
+	sb_strv_clear(&c->protected_paths);
 	sb_strv_clear(&c->policies);
 	sb_strv_clear(&c->allows);
 	for (size_t i = 0; i < c->n_binds; i++) {
@@ -414,6 +415,13 @@ int sb_config_load_json(struct sb_config *c, const char *name, const char *text,
 			}
 		} else if (strcmp(key, "writable_paths") == 0) {
 			r = cfg_strlist(&c->writable_paths, val, name, key, c->home, true, true, err, errlen);
+		} else if (strcmp(key, "protected_paths") == 0) {
+			/* every layer may add (a narrowing); none removes the defaults */
+			r = cfg_strlist(&c->protected_paths, val, name, key, NULL, false, false, err, errlen);
+			for (size_t i = 0; r == 0 && i < c->protected_paths.n; i++)
+				if (strstr(c->protected_paths.v[i], "..") || strcmp(c->protected_paths.v[i], "/") == 0)
+					r = cfg_err(err, errlen, name, key,
+					            "patterns are project-relative, without \"..\"");
 		} else if (strcmp(key, "plugin_paths") == 0) {
 			r = cfg_strlist(&c->plugin_paths, val, name, key, c->home, true, true, err, errlen);
 		} else if (strcmp(key, "env") == 0) {
@@ -453,7 +461,8 @@ int sb_config_load_json(struct sb_config *c, const char *name, const char *text,
 			                        : cfg_uid_range(c, val, name, err, errlen);
 		} else {
 			r = cfg_err(err, errlen, name, key,
-			            "unknown key (known: profile, writable_paths, plugin_paths, env, limits, hostname, "
+			            "unknown key (known: profile, writable_paths, plugin_paths, protected_paths, env, "
+			            "limits, hostname, "
 			            "allow_unsafe, allow_no_sandbox, allow_network, allow_keep_root_uid, "
 			            "allow_masked_binds, "
 			            "root_uid_range)");

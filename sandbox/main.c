@@ -30,6 +30,7 @@ enum {
 	OPT_PROJECT_MODE,
 	OPT_SAVE,
 	OPT_APPLY,
+	OPT_APPLY_PROTECTED,
 	OPT_BIND,
 	OPT_RO_BIND,
 	OPT_ENV,
@@ -59,6 +60,7 @@ static const struct option sb_options[] = {
         {"project-mode", required_argument, NULL, OPT_PROJECT_MODE},
         {"save", no_argument, NULL, OPT_SAVE},
         {"apply", no_argument, NULL, OPT_APPLY},
+        {"apply-protected", no_argument, NULL, OPT_APPLY_PROTECTED},
         {"bind", required_argument, NULL, OPT_BIND},
         {"ro-bind", required_argument, NULL, OPT_RO_BIND},
         {"env", required_argument, NULL, OPT_ENV},
@@ -96,6 +98,9 @@ static void usage(FILE *f)
 	           "  --project-mode overlay|rw|ro   how the project is mounted (default: overlay)\n"
 	           "  --save                         keep the overlay changes: SESSION/changes.patch\n"
 	           "  --apply                        apply the overlay changes to the project at exit\n"
+	           "                                 (protected ones: listed and kept, see --apply-protected)\n"
+	           "  --apply-protected              with --apply: apply protected changes too (.sluice/,\n"
+	           "                                 .git/, build and rc files; docs/sandbox.md)\n"
 	           "  --bind SRC[:DST]               bind a host path read-write (repeatable)\n"
 	           "  --ro-bind SRC[:DST]            bind a host path read-only (repeatable)\n"
 	           "  --env NAME[=VALUE]             pass NAME through, or set it (repeatable)\n"
@@ -329,6 +334,7 @@ static int cmd_run(int argc, char **argv)
 		case OPT_PROJECT_MODE: mode = optarg; break;
 		case OPT_SAVE: c.save = SB_SAVE_PATCH; break;
 		case OPT_APPLY: c.save = SB_SAVE_APPLY; break;
+		case OPT_APPLY_PROTECTED: c.apply_protected = true; break;
 		case OPT_BIND:
 		case OPT_RO_BIND:
 			if (add_bind(&c, optarg, opt == OPT_BIND))
@@ -549,6 +555,10 @@ static int cmd_run(int argc, char **argv)
 	if (c.project_mode == SB_PROJECT_OVERLAY && strpbrk(c.project_dir, ",:\\")) {
 		fail("overlayfs cannot use %s (',', ':' or '\\' in the path); use --project-mode rw or ro",
 		     c.project_dir);
+		goto out;
+	}
+	if (c.apply_protected && c.save != SB_SAVE_APPLY) {
+		fail("--apply-protected goes with --apply (for --save: `sluicectl session save --protected ID`)");
 		goto out;
 	}
 	if (c.save != SB_SAVE_NONE && c.project_mode != SB_PROJECT_OVERLAY) {

@@ -79,11 +79,13 @@ struct sb_config {
 	uid_t uid;         /* the invoking user */
 	gid_t gid;
 
-	struct sb_strv writable_paths; /* host paths bound read-write at the same place (caches) */
-	struct sb_strv plugin_paths;   /* host paths bound read-only for the plugin profile */
-	struct sb_strv env_keep;       /* variable names passed through (exact, or PREFIX* ) */
-	struct sb_strv env_set;        /* NAME=VALUE set in the sandbox */
-	struct sb_bind *binds;         /* owned array */
+	struct sb_strv writable_paths;  /* host paths bound read-write at the same place (caches) */
+	struct sb_strv plugin_paths;    /* host paths bound read-only for the plugin profile */
+	struct sb_strv env_keep;        /* variable names passed through (exact, or PREFIX* ) */
+	struct sb_strv env_set;         /* NAME=VALUE set in the sandbox */
+	struct sb_strv protected_paths; /* patterns added to the protected set (protect.c) */
+	bool apply_protected;           /* --apply-protected: --apply also applies protected changes */
+	struct sb_bind *binds;          /* owned array */
 	size_t n_binds;
 	struct sb_limits limits;
 

@@ -184,6 +184,8 @@ static void teardown(struct sb_session *s, bool ran)
 			s->keep_dir = true;
 		}
 	}
+	if (ran)
+		sb_protect_rw_end(s);
 	sb_session_dir_remove(s);
 	free(s->dir);
 	s->dir = NULL;
@@ -244,7 +246,8 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 		log_info("launcher: the command runs as host uid %u (uid 0 in its user namespace): %ld us",
 		         (unsigned)s.host_uid, lap_us());
 	}
-	if ((r = sb_masks_resolve(&s, err, sizeof err)) < 0 || (r = sb_sources_init(&s, err, sizeof err)) < 0)
+	if ((r = sb_protect_rw_begin(&s, err, sizeof err)) < 0 || (r = sb_masks_resolve(&s, err, sizeof err)) < 0 ||
+	    (r = sb_sources_init(&s, err, sizeof err)) < 0)
 		goto fail;
 	if ((r = sb_cgroup_new(&cfg->limits, s.id, !s.userns, &s.cg, err, sizeof err)) < 0)
 		goto fail;

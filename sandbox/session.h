@@ -6,6 +6,7 @@
 #include "sandbox.h"
 
 #include <signal.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -76,6 +77,7 @@ struct sb_session {
 	int remap_userns;          /* owned; root launch: the user namespace owned by host_uid that the
 	                            * command runs in (pid 1 enters it once the mounts are made), or -1 */
 	struct sb_ulimits ulimits; /* computed by the launcher (ulimits.c) */
+	bool protect_git_absent;   /* --project-mode rw: the project had no .git at start (protect.c) */
 	struct sb_mask *masks;     /* owned array (masks.c) */
 	size_t n_masks;
 	struct sb_source *sources; /* owned array of SB_SOURCES_MAX (binds.c) */
@@ -127,6 +129,21 @@ int sb_ulimits_apply_ns(const struct sb_ulimits *u, char *err, size_t errlen);
 /* pid 1: lowers its rlimits (the command inherits them). */
 int sb_ulimits_apply_rlimits(const struct sb_ulimits *u, char *err, size_t errlen);
 
+/* ---- protect.c ---- */
+/* Whether a change to relpath (relative to the project) is a protected one (defaults and config). */
+bool sb_protect_match(const struct sb_config *c, const char *relpath);
+/* Launcher, --project-mode rw: makes an empty .sluice/ when there is none, notes whether .git exists. */
+int sb_protect_rw_begin(struct sb_session *s, char *err, size_t errlen);
+/* Launcher, --project-mode rw, at exit: a .git the session created is renamed aside, with a warning. */
+void sb_protect_rw_end(const struct sb_session *s);
+/* pid 1, --project-mode rw: binds the project's .sluice and .git read-only over themselves. */
+int sb_protect_mount_rw(const struct sb_session *s, int rootfd, char *err, size_t errlen);
+/* -EILSEQ (and the path in bad) when a name beneath dirfd holds a control character. */
+int sb_protect_check_names(int dirfd, const char *relpath, char *bad, size_t badlen);
+/* Copies a `diff -ruN --no-dereference a b` from in (closed) into plain and prot, each file's part by
+ * whether its path is protected; adds the protected paths to protected_paths. */
+int sb_protect_split_patch(const struct sb_config *c, int in, FILE *plain, FILE *prot, struct sb_strv *protected_paths);
+
 /* ---- masks.c ---- */
 /* Launcher: resolves the mask list on the host into s->masks. */
 int sb_masks_resolve(struct sb_session *s, char *err, size_t errlen);
@@ -167,6 +184,8 @@ int sb_overlay_mount_project(const struct sb_session *s, int rootfd, int upperfd
 /* After the session: writes SESSION/changes.patch (SB_SAVE_PATCH) or applies the upper dir onto
  * the project (SB_SAVE_APPLY). */
 int sb_overlay_save(struct sb_session *s, char *err, size_t errlen);
+/* A DIR on a duplicate of fd (which stays open), or NULL with errno set. */
+DIR *sb_opendir_dup(int fd);
 
 /* ---- firejail.c ---- */
 /* --sandbox-type firejail: runs argv under firejail in a netd-wired namespace; the exit status. */
