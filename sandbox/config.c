@@ -72,6 +72,7 @@ void sb_config_clear(struct sb_config *c)
 	sb_strv_clear(&c->plugin_paths);
 	sb_strv_clear(&c->env_keep);
 	sb_strv_clear(&c->env_set);
+	sb_strv_clear(&c->protected_paths);
 	sb_strv_clear(&c->policies);
 	sb_strv_clear(&c->allows);
 	for (size_t i = 0; i < c->n_binds; i++) {
@@ -324,6 +325,27 @@ static int cfg_bool(json_object *v, bool *out)
 	return 0;
 }
 
+/* "BASE:COUNT": the uids a root launch may run sessions as; none may be 0 or overflow 32 bits. */
+static int cfg_uid_range(struct sb_config *c, json_object *v, const char *name, char *err, size_t errlen)
+{
+	const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
+	char *end;
+	errno = 0;
+	unsigned long long base = strtoull(s, &end, 10), count = 0;
+	if (!errno && end != s && *end == ':') {
+		const char *p = end + 1;
+		count = strtoull(p, &end, 10);
+		if (errno || end == p || *end)
+			count = 0;
+	}
+	if (count == 0 || base == 0 || base + count - 1 >= 0xfffffffeull)
+		return cfg_err(err, errlen, name, "root_uid_range",
+		               "want \"BASE:COUNT\" (uids BASE to BASE+COUNT-1, not 0, below 4294967294)");
+	c->root_uid_base = (uid_t)base;
+	c->root_uid_count = (uint32_t)count;
+	return 0;
+}
+
 int sb_config_load_json(struct sb_config *c, const char *name, const char *text, size_t len, enum sb_cfg_layer layer,
                         char *err, size_t errlen)
 {
@@ -393,6 +415,13 @@ int sb_config_load_json(struct sb_config *c, const char *name, const char *text,
 			}
 		} else if (strcmp(key, "writable_paths") == 0) {
 			r = cfg_strlist(&c->writable_paths, val, name, key, c->home, true, true, err, errlen);
+		} else if (strcmp(key, "protected_paths") == 0) {
+			/* every layer may add (a narrowing); none removes the defaults */
+			r = cfg_strlist(&c->protected_paths, val, name, key, NULL, false, false, err, errlen);
+			for (size_t i = 0; r == 0 && i < c->protected_paths.n; i++)
+				if (strstr(c->protected_paths.v[i], "..") || strcmp(c->protected_paths.v[i], "/") == 0)
+					r = cfg_err(err, errlen, name, key,
+					            "patterns are project-relative, without \"..\"");
 		} else if (strcmp(key, "plugin_paths") == 0) {
 			r = cfg_strlist(&c->plugin_paths, val, name, key, c->home, true, true, err, errlen);
 		} else if (strcmp(key, "env") == 0) {
@@ -408,7 +437,8 @@ int sb_config_load_json(struct sb_config *c, const char *name, const char *text,
 				c->hostname = strdup(h);
 			}
 		} else if (strcmp(key, "allow_unsafe") == 0 || strcmp(key, "allow_no_sandbox") == 0 ||
-		           strcmp(key, "allow_network") == 0) {
+		           strcmp(key, "allow_network") == 0 || strcmp(key, "allow_keep_root_uid") == 0 ||
+		           strcmp(key, "allow_masked_binds") == 0) {
 			bool b;
 			if (layer != SB_CFG_ORG)
 				r = cfg_err(err, errlen, name, key,
@@ -419,12 +449,23 @@ int sb_config_load_json(struct sb_config *c, const char *name, const char *text,
 				c->org_forbid_unsafe = !b;
 			else if (strcmp(key, "allow_no_sandbox") == 0)
 				c->org_forbid_no_sandbox = !b;
+			else if (strcmp(key, "allow_keep_root_uid") == 0)
+				c->org_forbid_keep_root_uid = !b;
+			else if (strcmp(key, "allow_masked_binds") == 0)
+				c->org_allow_masked_binds = b;
 			else
 				c->org_forbid_network = !b;
+		} else if (strcmp(key, "root_uid_range") == 0) {
+			r = layer != SB_CFG_ORG ? cfg_err(err, errlen, name, key,
+			                                  "only the organisation file (/etc/sluice) may set it")
+			                        : cfg_uid_range(c, val, name, err, errlen);
 		} else {
 			r = cfg_err(err, errlen, name, key,
-			            "unknown key (known: profile, writable_paths, plugin_paths, env, limits, hostname, "
-			            "allow_unsafe, allow_no_sandbox, allow_network)");
+			            "unknown key (known: profile, writable_paths, plugin_paths, protected_paths, env, "
+			            "limits, hostname, "
+			            "allow_unsafe, allow_no_sandbox, allow_network, allow_keep_root_uid, "
+			            "allow_masked_binds, "
+			            "root_uid_range)");
 		}
 		if (r < 0)
 			goto out;

@@ -84,6 +84,24 @@ static int step_mounts(struct sb_session *s, struct sb_go *go, char *err, size_t
 	return sb_mounts_build(s, go, err, errlen);
 }
 
+/* Root launch: from here on pid 1 (and the command it forks) is the session's unprivileged uid. */
+static int step_sandbox_uid(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
+{
+	(void)go;
+	return s->remap_userns >= 0 ? sb_ns_enter_userns(s->remap_userns, err, errlen) : 0;
+}
+
+/* The session's share of its user's per-user kernel limits (ulimits.c). A root launch's namespace
+ * got its maxima when it was made (ns.c). */
+static int step_user_limits(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
+{
+	(void)go;
+	int r;
+	if (s->userns && (r = sb_ulimits_apply_ns(&s->ulimits, err, errlen)) < 0)
+		return r;
+	return sb_ulimits_apply_rlimits(&s->ulimits, err, errlen);
+}
+
 static int step_close_fds(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
 {
 	(void)go;
@@ -132,6 +150,8 @@ static const struct sb_step sb_steps[] = {
         {"hostname", step_hostname},
         {"loopback", step_loopback},
         {"filesystem", step_mounts},
+        {"sandbox uid", step_sandbox_uid},
+        {"per-user limits", step_user_limits},
         {"file descriptors", step_close_fds},
         {"dumpable", step_not_dumpable},
         {"capabilities", step_caps},

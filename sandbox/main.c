@@ -30,6 +30,7 @@ enum {
 	OPT_PROJECT_MODE,
 	OPT_SAVE,
 	OPT_APPLY,
+	OPT_APPLY_PROTECTED,
 	OPT_BIND,
 	OPT_RO_BIND,
 	OPT_ENV,
@@ -50,6 +51,7 @@ enum {
 	OPT_LEARN,
 	OPT_ASK,
 	OPT_ASK_TIMEOUT,
+	OPT_KEEP_ROOT_UID,
 };
 
 static const struct option sb_options[] = {
@@ -58,6 +60,7 @@ static const struct option sb_options[] = {
         {"project-mode", required_argument, NULL, OPT_PROJECT_MODE},
         {"save", no_argument, NULL, OPT_SAVE},
         {"apply", no_argument, NULL, OPT_APPLY},
+        {"apply-protected", no_argument, NULL, OPT_APPLY_PROTECTED},
         {"bind", required_argument, NULL, OPT_BIND},
         {"ro-bind", required_argument, NULL, OPT_RO_BIND},
         {"env", required_argument, NULL, OPT_ENV},
@@ -67,6 +70,7 @@ static const struct option sb_options[] = {
         {"learn", required_argument, NULL, OPT_LEARN},
         {"ask", no_argument, NULL, OPT_ASK},
         {"ask-timeout", required_argument, NULL, OPT_ASK_TIMEOUT},
+        {"keep-root-uid", no_argument, NULL, OPT_KEEP_ROOT_UID},
         {"cpu", required_argument, NULL, OPT_CPU},
         {"memory", required_argument, NULL, OPT_MEMORY},
         {"pids", required_argument, NULL, OPT_PIDS},
@@ -94,6 +98,9 @@ static void usage(FILE *f)
 	           "  --project-mode overlay|rw|ro   how the project is mounted (default: overlay)\n"
 	           "  --save                         keep the overlay changes: SESSION/changes.patch\n"
 	           "  --apply                        apply the overlay changes to the project at exit\n"
+	           "                                 (protected ones: listed and kept, see --apply-protected)\n"
+	           "  --apply-protected              with --apply: apply protected changes too (.sluice/,\n"
+	           "                                 .git/, build and rc files; docs/sandbox.md)\n"
 	           "  --bind SRC[:DST]               bind a host path read-write (repeatable)\n"
 	           "  --ro-bind SRC[:DST]            bind a host path read-only (repeatable)\n"
 	           "  --env NAME[=VALUE]             pass NAME through, or set it (repeatable)\n"
@@ -109,6 +116,8 @@ static void usage(FILE *f)
 	           "  --cpu CORES --memory SIZE --pids N --timeout SECONDS\n"
 	           "  --io-read-bps DEV:RATE --io-write-bps DEV:RATE   (DEV is MAJ:MIN or /dev/NAME)\n"
 	           "  --hostname NAME                UTS host name (default: sluice)\n"
+	           "  --keep-root-uid                as root: run the command as host uid 0 (no capabilities)\n"
+	           "                                 instead of a per-session unprivileged uid\n"
 	           "  --audit-log PATH               audit log of an embedded netd session (sluiced keeps its\n"
 	           "                                 own); also where the bypass is logged (default: syslog)\n"
 	           "  --sandbox-type local|firejail  who sandboxes the command (firejail: root; sluice wires\n"
@@ -180,29 +189,36 @@ static int clean_abs(const char *in, char *out, size_t len)
 	return 0;
 }
 
+/* --bind SRC[:DST]: SRC is kept as written (made absolute): it is opened exactly once, when the
+ * session mounts it (binds.c), so nothing can swap it between a check here and the mount. */
 static int add_bind(struct sb_config *c, const char *arg, bool rw)
 {
-	char src[PATH_MAX], real[PATH_MAX], dst[PATH_MAX];
+	char src[PATH_MAX], abs[PATH_MAX], dst[PATH_MAX], cwd[PATH_MAX];
 	const char *colon = strchr(arg, ':');
 	size_t sl = colon ? (size_t)(colon - arg) : strlen(arg);
+	const char *opt = rw ? "bind" : "ro-bind";
 
 	if (sl == 0 || sl >= sizeof src)
-		return fail("--%s %s: want SRC[:DST]", rw ? "bind" : "ro-bind", arg);
+		return fail("--%s %s: want SRC[:DST]", opt, arg);
 	memcpy(src, arg, sl);
 	src[sl] = '\0';
-	if (!realpath(src, real))
-		return fail("--%s: %s: %s", rw ? "bind" : "ro-bind", src, strerror(errno));
-	if (clean_abs(colon ? colon + 1 : real, dst, sizeof dst) < 0 || strcmp(dst, "/") == 0)
-		return fail("--%s %s: the destination must be an absolute path without '..' (and not /)",
-		            rw ? "bind" : "ro-bind", arg);
+	if (src[0] != '/' && !getcwd(cwd, sizeof cwd))
+		return fail("--%s %s: cannot tell the current directory: %s", opt, src, strerror(errno));
+	if ((size_t)snprintf(abs, sizeof abs, "%s%s%s", src[0] == '/' ? "" : cwd, src[0] == '/' ? "" : "/", src) >=
+	    sizeof abs)
+		return fail("--%s %s: path too long", opt, src);
+	if (access(abs, F_OK) < 0)
+		return fail("--%s: %s: %s", opt, src, strerror(errno));
+	if (colon && (clean_abs(colon + 1, dst, sizeof dst) < 0 || strcmp(dst, "/") == 0))
+		return fail("--%s %s: the destination must be an absolute path without '..' (and not /)", opt, arg);
 	struct sb_bind *nb = realloc(c->binds, (c->n_binds + 1) * sizeof *nb);
 	if (!nb)
 		return fail("out of memory");
 	c->binds = nb;
-	nb[c->n_binds].src = strdup(real);
-	nb[c->n_binds].dst = strdup(dst);
+	nb[c->n_binds].src = strdup(abs);
+	nb[c->n_binds].dst = colon ? strdup(dst) : NULL;
 	nb[c->n_binds].rw = rw;
-	if (!nb[c->n_binds].src || !nb[c->n_binds].dst)
+	if (!nb[c->n_binds].src || (colon && !nb[c->n_binds].dst))
 		return fail("out of memory");
 	c->n_binds++;
 	return 0;
@@ -318,6 +334,7 @@ static int cmd_run(int argc, char **argv)
 		case OPT_PROJECT_MODE: mode = optarg; break;
 		case OPT_SAVE: c.save = SB_SAVE_PATCH; break;
 		case OPT_APPLY: c.save = SB_SAVE_APPLY; break;
+		case OPT_APPLY_PROTECTED: c.apply_protected = true; break;
 		case OPT_BIND:
 		case OPT_RO_BIND:
 			if (add_bind(&c, optarg, opt == OPT_BIND))
@@ -350,6 +367,7 @@ static int cmd_run(int argc, char **argv)
 			c.allow_network = true;
 			break;
 		case OPT_ASK: c.ask = true; break;
+		case OPT_KEEP_ROOT_UID: c.keep_root_uid = true; break;
 		case OPT_ASK_TIMEOUT: {
 			char *end;
 			errno = 0;
@@ -539,6 +557,10 @@ static int cmd_run(int argc, char **argv)
 		     c.project_dir);
 		goto out;
 	}
+	if (c.apply_protected && c.save != SB_SAVE_APPLY) {
+		fail("--apply-protected goes with --apply (for --save: `sluicectl session save --protected ID`)");
+		goto out;
+	}
 	if (c.save != SB_SAVE_NONE && c.project_mode != SB_PROJECT_OVERLAY) {
 		fail("--save and --apply need --project-mode overlay (rw writes directly, ro writes nothing)");
 		goto out;
@@ -598,20 +620,15 @@ static int cmd_run(int argc, char **argv)
 					break;
 			}
 		}
-		if (!realpath(p, real)) {
-			fail("writable path %s: %s", p, strerror(errno));
-			goto out;
-		}
-		free(c.writable_paths.v[i]);
-		if (!(c.writable_paths.v[i] = strdup(real)))
-			goto out;
+		/* Opened (without following any symlink) when the session mounts it: binds.c. */
 	}
-	for (size_t i = 0; i < c.plugin_paths.n; i++) {
-		if (realpath(c.plugin_paths.v[i], real)) {
-			free(c.plugin_paths.v[i]);
-			if (!(c.plugin_paths.v[i] = strdup(real)))
-				goto out;
-		}
+	if (c.keep_root_uid && (getuid() != 0 || geteuid() != 0)) {
+		fail("--keep-root-uid is for root launches (an unprivileged user's command runs as that user)");
+		goto out;
+	}
+	if (c.keep_root_uid && c.org_forbid_keep_root_uid) {
+		fail("--keep-root-uid is forbidden by the organisation policy (%s/policy.json)", SLUICE_SYSCONFDIR);
+		goto out;
 	}
 	if (c.firejail) {
 		if (profile || c.n_binds || mode || c.save != SB_SAVE_NONE || set_cpu || set_mem || set_pids ||

@@ -28,43 +28,6 @@
 static const char *const sb_system_dirs[] = {"usr",   "bin",    "sbin", "lib", "lib32",
                                              "lib64", "libx32", "etc",  "opt", "nix"};
 
-/* Masked wherever they are visible. "~/" is the user's home, "$R/" is $XDG_RUNTIME_DIR, "$S" is
- * $SSH_AUTH_SOCK. Directories get an empty read-only tmpfs, files and sockets an empty file. */
-static const char *const sb_masks[] = {
-        "~/.ssh",
-        "~/.gnupg",
-        "~/.aws",
-        "~/.config/gcloud",
-        "~/.azure",
-        "~/.kube",
-        "~/.docker",
-        "~/.netrc",
-        "~/.git-credentials",
-        "~/.config/gh",
-        "~/.password-store",
-        "~/.local/share/keyrings",
-        "~/.pki",
-        "$S",
-        "$R/gnupg",
-        "$R/bus",
-        "$R/keyring",
-        "$R/docker.sock",
-        "$R/podman",
-        "$R/ssh-agent",
-        "/run/docker.sock",
-        "/var/run/docker.sock",
-        "/run/podman/podman.sock",
-        "/run/dbus/system_bus_socket",
-        "/etc/shadow",
-        "/etc/shadow-",
-        "/etc/gshadow",
-        "/etc/gshadow-",
-        "/etc/sudoers",
-        "/etc/ssh/ssh_host_rsa_key",
-        "/etc/ssh/ssh_host_ecdsa_key",
-        "/etc/ssh/ssh_host_ed25519_key",
-};
-
 /* Parts of a fresh /proc that a uid-0 command without capabilities could still write to through
  * the owner permission bits (as root launcher): made read-only, like bubblewrap does. */
 static const char *const sb_proc_ro[] = {"sys", "sysrq-trigger", "irq", "bus", "fs"};
@@ -96,7 +59,7 @@ int sb_open_beneath(int dirfd, const char *path, int flags, char *err, size_t er
 /* Creates PATH beneath rootfd (directories, and the last component as a directory or an empty
  * file) without following symlinks, and returns an O_PATH fd on it. Existing components are
  * used as they are (a read-only bind cannot be written to, but needs no mkdir). */
-static int mkpath(int rootfd, const char *path, bool dir, char *err, size_t errlen)
+int sb_mkpath(int rootfd, const char *path, bool dir, char *err, size_t errlen)
 {
 	char buf[PATH_MAX];
 	cleanup_fd int cur = -1;
@@ -148,14 +111,14 @@ static int mkpath(int rootfd, const char *path, bool dir, char *err, size_t errl
 	return steal_fd(&cur);
 }
 
-static int attach(int tree, int target, const char *what, char *err, size_t errlen)
+int sb_attach(int tree, int target, const char *what, char *err, size_t errlen)
 {
 	if (move_mount(tree, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
 		return sb_err(err, errlen, "cannot mount %s: %s", what, strerror(errno));
 	return 0;
 }
 
-static int set_attr(int tree, uint64_t set, bool recursive, const char *what, char *err, size_t errlen)
+int sb_set_attr(int tree, uint64_t set, bool recursive, const char *what, char *err, size_t errlen)
 {
 	struct mount_attr a = {.attr_set = set};
 	if (!set)
@@ -166,7 +129,7 @@ static int set_attr(int tree, uint64_t set, bool recursive, const char *what, ch
 }
 
 /* A detached fresh filesystem of `type` with string options (NULL-terminated key, value pairs). */
-static int new_fs(const char *type, const char *const *opts, uint64_t attrs, char *err, size_t errlen)
+int sb_new_fs(const char *type, const char *const *opts, uint64_t attrs, char *err, size_t errlen)
 {
 	cleanup_fd int fs = fsopen(type, FSOPEN_CLOEXEC);
 	if (fs < 0)
@@ -191,7 +154,7 @@ static int clone_tree(const char *src, uint64_t attrs, char *err, size_t errlen)
 	cleanup_fd int t = open_tree(AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
 	if (t < 0)
 		return sb_err(err, errlen, "cannot bind %s: %s", src, strerror(errno));
-	int r = set_attr(t, attrs, true, src, err, errlen);
+	int r = sb_set_attr(t, attrs, true, src, err, errlen);
 	if (r < 0)
 		return r;
 	return steal_fd(&t);
@@ -206,22 +169,27 @@ static int bind_at(int rootfd, const char *src, const char *dst, uint64_t attrs,
 	cleanup_fd int tree = clone_tree(src, attrs, err, errlen);
 	if (tree < 0)
 		return tree;
-	cleanup_fd int target = mkpath(rootfd, dst, S_ISDIR(st.st_mode), err, errlen);
+	cleanup_fd int target = sb_mkpath(rootfd, dst, S_ISDIR(st.st_mode), err, errlen);
 	if (target < 0)
 		return target;
-	return attach(tree, target, dst, err, errlen);
+	return sb_attach(tree, target, dst, err, errlen);
 }
 
-static int tmpfs_at(int rootfd, const char *dst, const char *mode, uint64_t attrs, char *err, size_t errlen)
+/* A fresh tmpfs at dst. owner: the uid (and gid) its root directory belongs to (a root launch's
+ * command runs as host_uid, not as the root that mounts it), or -1 for the mounter. */
+static int tmpfs_at(int rootfd, const char *dst, const char *mode, long long owner, uint64_t attrs, char *err,
+                    size_t errlen)
 {
-	const char *opts[] = {"mode", mode, NULL};
-	cleanup_fd int fs = new_fs("tmpfs", opts, attrs, err, errlen);
+	char id[16];
+	snprintf(id, sizeof id, "%lld", owner);
+	const char *opts[] = {"mode", mode, owner >= 0 ? "uid" : NULL, id, "gid", id, NULL};
+	cleanup_fd int fs = sb_new_fs("tmpfs", opts, attrs, err, errlen);
 	if (fs < 0)
 		return fs;
-	cleanup_fd int target = mkpath(rootfd, dst, true, err, errlen);
+	cleanup_fd int target = sb_mkpath(rootfd, dst, true, err, errlen);
 	if (target < 0)
 		return target;
-	return attach(fs, target, dst, err, errlen);
+	return sb_attach(fs, target, dst, err, errlen);
 }
 
 static int system_dirs(int rootfd, char *err, size_t errlen)
@@ -259,7 +227,7 @@ static int dev_tree(int rootfd, char *err, size_t errlen)
 	                                       {"ptmx", "pts/ptmx"},          {"core", "/proc/kcore"}};
 	int r;
 
-	if ((r = tmpfs_at(rootfd, "/dev", "0755", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err, errlen)) < 0)
+	if ((r = tmpfs_at(rootfd, "/dev", "0755", -1, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err, errlen)) < 0)
 		return r;
 	cleanup_fd int dev = sb_open_beneath(rootfd, "dev", O_PATH | O_DIRECTORY, err, errlen);
 	if (dev < 0)
@@ -277,28 +245,28 @@ static int dev_tree(int rootfd, char *err, size_t errlen)
 			return sb_err(err, errlen, "symlink /dev/%s: %s", links[i][0], strerror(errno));
 	}
 	const char *pts_opts[] = {"newinstance", NULL, "ptmxmode", "0666", "mode", "0620", NULL};
-	cleanup_fd int pts = new_fs("devpts", pts_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err, errlen);
+	cleanup_fd int pts = sb_new_fs("devpts", pts_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err, errlen);
 	if (pts < 0)
 		return pts;
-	cleanup_fd int ptsdir = mkpath(dev, "pts", true, err, errlen);
+	cleanup_fd int ptsdir = sb_mkpath(dev, "pts", true, err, errlen);
 	if (ptsdir < 0)
 		return ptsdir;
-	if ((r = attach(pts, ptsdir, "/dev/pts", err, errlen)) < 0)
+	if ((r = sb_attach(pts, ptsdir, "/dev/pts", err, errlen)) < 0)
 		return r;
-	return tmpfs_at(dev, "shm", "1777", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen);
+	return tmpfs_at(dev, "shm", "1777", -1, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen);
 }
 
 static int proc_tree(int rootfd, bool userns, char *err, size_t errlen)
 {
 	int r;
 	cleanup_fd int proc =
-	        new_fs("proc", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err, errlen);
+	        sb_new_fs("proc", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err, errlen);
 	if (proc < 0)
 		return proc;
-	cleanup_fd int target = mkpath(rootfd, "/proc", true, err, errlen);
+	cleanup_fd int target = sb_mkpath(rootfd, "/proc", true, err, errlen);
 	if (target < 0)
 		return target;
-	if ((r = attach(proc, target, "/proc", err, errlen)) < 0)
+	if ((r = sb_attach(proc, target, "/proc", err, errlen)) < 0)
 		return r;
 	/* In a user namespace these files belong to the host's root, whom the command cannot act as:
 	 * the permission bits already refuse its writes. */
@@ -310,96 +278,12 @@ static int proc_tree(int rootfd, bool userns, char *err, size_t errlen)
 			continue;
 		if (t < 0)
 			return sb_err(err, errlen, "/proc/%s: %s", sb_proc_ro[i], strerror(errno));
-		if ((r = set_attr(t, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, true,
-		                  sb_proc_ro[i], err, errlen)) < 0)
+		if ((r = sb_set_attr(t, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+		                     true, sb_proc_ro[i], err, errlen)) < 0)
 			return r;
 		if (move_mount(t, "", proc, sb_proc_ro[i], MOVE_MOUNT_F_EMPTY_PATH) < 0)
 			return sb_err(err, errlen, "cannot remount /proc/%s read-only: %s", sb_proc_ro[i],
 			              strerror(errno));
-	}
-	return 0;
-}
-
-/* Expands one sb_masks entry; false when it does not apply (variable unset). */
-static bool mask_path(const char *m, const struct sb_config *cfg, char *out, size_t len)
-{
-	const char *rt = getenv("XDG_RUNTIME_DIR"), *ssh = getenv("SSH_AUTH_SOCK");
-	int n;
-	if (m[0] == '~') {
-		if (!cfg->home)
-			return false;
-		n = snprintf(out, len, "%s%s", cfg->home, m + 1);
-	} else if (strncmp(m, "$R/", 3) == 0) {
-		if (!rt || rt[0] != '/')
-			return false;
-		n = snprintf(out, len, "%s/%s", rt, m + 3);
-	} else if (strcmp(m, "$S") == 0) {
-		if (!ssh || ssh[0] != '/')
-			return false;
-		n = snprintf(out, len, "%s", ssh);
-	} else {
-		n = snprintf(out, len, "%s", m);
-	}
-	return n > 0 && (size_t)n < len;
-}
-
-/* Masks every secret that is visible in the new tree. The host path is resolved first (a
- * ~/.ssh that is a symlink to ~/dotfiles/ssh masks the real directory); the target in the new
- * tree is then opened without following symlinks. */
-static int masks(const struct sb_session *s, int rootfd, char *err, size_t errlen)
-{
-	char path[PATH_MAX], real[PATH_MAX];
-	cleanup_fd int emptyfs = -1;
-	int r;
-
-	for (size_t i = 0; i < sizeof sb_masks / sizeof sb_masks[0]; i++) {
-		struct stat st;
-		if (!mask_path(sb_masks[i], s->cfg, path, sizeof path))
-			continue;
-		if (!realpath(path, real) || stat(real, &st) < 0)
-			continue; /* not on the host: nothing to hide */
-		/* A file this process can neither read nor write (connect to) is out of the command's
-		 * reach too: it holds no more rights than we do here (in a user namespace, files of
-		 * unmapped owners such as the host's /etc/shadow). Directories are always masked. */
-		if (!S_ISDIR(st.st_mode) && access(real, R_OK) < 0 && access(real, W_OK) < 0)
-			continue;
-		cleanup_fd int target = sb_open_beneath(rootfd, real, O_PATH, err, errlen);
-		if (target == -ENOENT || target == -EACCES)
-			continue; /* not visible in this sandbox */
-		if (target < 0)
-			return target;
-		cleanup_fd int tree = -1;
-		if (S_ISDIR(st.st_mode)) {
-			const char *opts[] = {"mode", "0555", "size", "4k", NULL};
-			tree = new_fs("tmpfs", opts,
-			              MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err,
-			              errlen);
-		} else {
-			/* Files are covered by an empty read-only file from a small detached tmpfs. */
-			if (emptyfs < 0) {
-				const char *opts[] = {"mode", "0555", "size", "4k", NULL};
-				emptyfs = new_fs("tmpfs", opts,
-				                 MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err, errlen);
-				if (emptyfs < 0)
-					return emptyfs;
-				int e = openat(emptyfs, "empty", O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
-				if (e < 0)
-					return sb_err(err, errlen, "cannot create the mask file: %s", strerror(errno));
-				close(e);
-			}
-			tree = open_tree(emptyfs, "empty", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-			if (tree < 0)
-				return sb_err(err, errlen, "cannot clone the mask file: %s", strerror(errno));
-			if ((r = set_attr(tree,
-			                  MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
-			                  false, real, err, errlen)) < 0)
-				return r;
-		}
-		if (tree < 0)
-			return tree;
-		if ((r = attach(tree, target, real, err, errlen)) < 0)
-			return r;
-		log_debug("masked %s", real);
 	}
 	return 0;
 }
@@ -457,7 +341,7 @@ static int resolv_conf(int resolvfd, int rootfd, char *err, size_t errlen)
 		snprintf(joined, sizeof joined, "%s%s", link[0] == '/' ? "" : "/etc/", link);
 		if (normalize_abs(joined, path, sizeof path) < 0)
 			return sb_errc(err, errlen, EINVAL, "/etc/resolv.conf points to an unusable path");
-		target = mkpath(rootfd, path, false, err, errlen);
+		target = sb_mkpath(rootfd, path, false, err, errlen);
 		if (target < 0)
 			return target;
 	}
@@ -466,40 +350,30 @@ static int resolv_conf(int resolvfd, int rootfd, char *err, size_t errlen)
 	cleanup_fd int tree = open_tree(resolvfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
 	if (tree < 0)
 		return sb_err(err, errlen, "cannot clone the session's resolv.conf: %s", strerror(errno));
-	int r = set_attr(tree, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, false,
-	                 "resolv.conf", err, errlen);
-	return r < 0 ? r : attach(tree, target, "/etc/resolv.conf", err, errlen);
+	int r = sb_set_attr(tree, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, false,
+	                    "resolv.conf", err, errlen);
+	return r < 0 ? r : sb_attach(tree, target, "/etc/resolv.conf", err, errlen);
 }
 
-static int user_binds(const struct sb_session *s, int rootfd, char *err, size_t errlen)
+/* Attaches every prepared source but the project (overlay.c mounts that) at its destination. */
+static int source_binds(const struct sb_session *s, int rootfd, char *err, size_t errlen)
 {
-	const struct sb_config *c = s->cfg;
 	int r;
 
-	for (size_t i = 0; i < c->writable_paths.n; i++)
-		if ((r = bind_at(rootfd, c->writable_paths.v[i], c->writable_paths.v[i],
-		                 MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0)
-			return r;
-	if (c->profile != SB_PROFILE_BASE) {
-		for (size_t i = 0; i < c->plugin_paths.n; i++) {
-			if (access(c->plugin_paths.v[i], F_OK) < 0) {
-				log_info("plugin path %s does not exist; skipped", c->plugin_paths.v[i]);
-				continue;
-			}
-			if ((r = bind_at(rootfd, c->plugin_paths.v[i], c->plugin_paths.v[i],
-			                 MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0)
-				return r;
-		}
-	}
-	for (size_t i = 0; i < c->n_binds; i++) {
-		uint64_t a = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (c->binds[i].rw ? 0 : MOUNT_ATTR_RDONLY);
-		if ((r = bind_at(rootfd, c->binds[i].src, c->binds[i].dst, a, err, errlen)) < 0)
+	for (size_t i = 0; i < s->n_sources; i++) {
+		const struct sb_source *src = &s->sources[i];
+		if (src->kind == SB_SRC_PROJECT || src->kind == SB_SRC_HOME || src->tree < 0)
+			continue;
+		cleanup_fd int target = sb_mkpath(rootfd, src->dst, src->dir, err, errlen);
+		if (target < 0)
+			return target;
+		if ((r = sb_attach(src->tree, target, src->dst, err, errlen)) < 0)
 			return r;
 	}
 	return 0;
 }
 
-int sb_mounts_build(const struct sb_session *s, const struct sb_go *go, char *err, size_t errlen)
+int sb_mounts_build(struct sb_session *s, const struct sb_go *go, char *err, size_t errlen)
 {
 	const struct sb_config *c = s->cfg;
 	const uint64_t ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
@@ -509,6 +383,8 @@ int sb_mounts_build(const struct sb_session *s, const struct sb_go *go, char *er
 	/* Nothing we mount may propagate back to the host; host changes may still reach us. */
 	if (mount(NULL, "/", NULL, MS_SLAVE | MS_REC, NULL) < 0)
 		return sb_err(err, errlen, "cannot make the mount namespace private: %s", strerror(errno));
+	if ((r = sb_sources_prepare(s, err, errlen)) < 0)
+		return r;
 	hostroot = open(s->dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (hostroot < 0)
 		return sb_err(err, errlen, "cannot open %s: %s", s->dir, strerror(errno));
@@ -527,39 +403,49 @@ int sb_mounts_build(const struct sb_session *s, const struct sb_go *go, char *er
 		rootfd = clone_tree("/", ro, err, errlen);
 	} else {
 		const char *opts[] = {"mode", "0755", NULL};
-		rootfd = new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen);
+		rootfd = sb_new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen);
 	}
 	if (rootfd < 0)
 		return rootfd;
-	if ((r = attach(rootfd, hostroot, "the sandbox root", err, errlen)) < 0)
+	if ((r = sb_attach(rootfd, hostroot, "the sandbox root", err, errlen)) < 0)
 		return r;
 
 	if (c->profile != SB_PROFILE_UNSAFE) {
 		if ((r = system_dirs(rootfd, err, errlen)) < 0)
 			return r;
 		if (symlinkat("../run", rootfd, "var/run") < 0 && errno == ENOENT) {
-			cleanup_fd int v = mkpath(rootfd, "/var", true, err, errlen);
+			cleanup_fd int v = sb_mkpath(rootfd, "/var", true, err, errlen);
 			if (v < 0)
 				return v;
 			if (symlinkat("../run", rootfd, "var/run") < 0)
 				return sb_err(err, errlen, "symlink /var/run: %s", strerror(errno));
 		}
 	}
-	if ((r = tmpfs_at(rootfd, "/tmp", "1777", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0 ||
-	    (r = tmpfs_at(rootfd, "/var/tmp", "1777", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0 ||
-	    (r = tmpfs_at(rootfd, "/run", "0755", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0)
+	const long long owner = s->remap_userns >= 0 ? (long long)s->host_uid : -1;
+	if ((r = tmpfs_at(rootfd, "/tmp", "1777", -1, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0 ||
+	    (r = tmpfs_at(rootfd, "/var/tmp", "1777", -1, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0 ||
+	    (r = tmpfs_at(rootfd, "/run", "0755", owner, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0)
 		return r;
 	/* base/plugin: an empty, writable home that vanishes with the session. */
 	if (c->profile != SB_PROFILE_UNSAFE && c->home && strcmp(c->home, "/") != 0 &&
-	    (r = tmpfs_at(rootfd, c->home, "0700", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0)
+	    (r = tmpfs_at(rootfd, c->home, "0700", owner, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0)
 		return r;
+	for (size_t i = 0; i < s->n_sources; i++) {
+		if (s->sources[i].kind != SB_SRC_HOME || s->sources[i].tree < 0)
+			continue;
+		cleanup_fd int home = sb_mkpath(rootfd, s->sources[i].dst, true, err, errlen);
+		if (home < 0)
+			return home;
+		if ((r = sb_attach(s->sources[i].tree, home, s->sources[i].dst, err, errlen)) < 0)
+			return r;
+	}
 	if ((r = sb_overlay_mount_project(s, rootfd, upperfd, workfd, err, errlen)) < 0)
 		return r;
-	if ((r = user_binds(s, rootfd, err, errlen)) < 0)
+	if ((r = source_binds(s, rootfd, err, errlen)) < 0)
 		return r;
 	if ((r = dev_tree(rootfd, err, errlen)) < 0 || (r = proc_tree(rootfd, s->userns, err, errlen)) < 0)
 		return r;
-	if ((r = masks(s, rootfd, err, errlen)) < 0)
+	if ((r = sb_masks_apply(s, rootfd, err, errlen)) < 0)
 		return r;
 	if (go->have_resolv && (r = resolv_conf(resolvfd, rootfd, err, errlen)) < 0)
 		return r;

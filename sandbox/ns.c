@@ -8,21 +8,44 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
+#include <grp.h>
+#include <linux/securebits.h>
 #include <sched.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 int sb_ns_clone_flags(const struct sb_session *s)
 {
 	int f = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET;
-	/* Unprivileged: a user namespace gives the capabilities to build the rest. As root the
-	 * command runs as root without capabilities (like bubblewrap and nsjail by default). */
+	/* Unprivileged: a user namespace gives the capabilities to build the rest. As root, pid 1 builds
+	 * the sandbox as root and then enters the user namespace of the session's unprivileged uid
+	 * (sb_ns_make_userns), unless --keep-root-uid. */
 	if (s->userns)
 		f |= CLONE_NEWUSER;
 	return f;
+}
+
+/* The default range of a root launch's sandbox uids: the top 65536 ids below 2^31, clear of the
+ * usual subordinate-id ranges (/etc/subuid, from 100000), of FreeIPA's (below 2^31 - 2^27 or so), of
+ * systemd's container and foreign ranges (up to 0x7FFEFFFF) and of nobody (65534). */
+#define SB_ROOT_UID_BASE  0x7fff0000u
+#define SB_ROOT_UID_COUNT 0x10000u
+
+uid_t sb_ns_pick_uid(const struct sb_config *c, const char *id)
+{
+	uid_t base = c->root_uid_count ? c->root_uid_base : SB_ROOT_UID_BASE;
+	uint32_t count = c->root_uid_count ? c->root_uid_count : SB_ROOT_UID_COUNT;
+	/* The session id is random: sessions that run at once get different uids (and so do not share
+	 * per-user kernel limits either), except by a 1 in `count` chance. */
+	uint32_t h = (uint32_t)strtoul(id + 8, NULL, 16);
+	return base + h % count;
 }
 
 static int write_file(const char *path, const char *data, char *err, size_t errlen)
@@ -38,9 +61,9 @@ static int write_file(const char *path, const char *data, char *err, size_t errl
 	return 0;
 }
 
-/* Maps the invoking user to itself inside (one id each), with setgroups denied so the
- * supplementary groups cannot be dropped to get around a group-deny permission. */
-int sb_ns_write_idmaps(pid_t pid, uid_t uid, gid_t gid, char *err, size_t errlen)
+/* Maps one uid and one gid (inside -> outside), with setgroups denied so the supplementary groups
+ * cannot be dropped to get around a group-deny permission. */
+int sb_ns_write_idmaps(pid_t pid, uid_t in_uid, uid_t out_uid, gid_t in_gid, gid_t out_gid, char *err, size_t errlen)
 {
 	char path[64], map[64];
 	int r;
@@ -49,12 +72,95 @@ int sb_ns_write_idmaps(pid_t pid, uid_t uid, gid_t gid, char *err, size_t errlen
 	if ((r = write_file(path, "deny", err, errlen)) < 0)
 		return r;
 	snprintf(path, sizeof path, "/proc/%d/uid_map", (int)pid);
-	snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+	snprintf(map, sizeof map, "%u %u 1\n", (unsigned)in_uid, (unsigned)out_uid);
 	if ((r = write_file(path, map, err, errlen)) < 0)
 		return r;
 	snprintf(path, sizeof path, "/proc/%d/gid_map", (int)pid);
-	snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+	snprintf(map, sizeof map, "%u %u 1\n", (unsigned)in_gid, (unsigned)out_gid);
 	return write_file(path, map, err, errlen);
+}
+
+/* A root launch's command runs as an unprivileged host uid, in a user namespace that uid owns:
+ * everything the kernel counts per user (inotify instances and watches, POSIX message queue bytes,
+ * pending signals, processes, namespaces) is charged to the owner of the user namespace a process
+ * runs in, through every level up to the host's, so it must not be root's (nor the user's: see
+ * docs/sandbox.md). A child becomes that uid (keeping its capabilities for this one call with
+ * SECBIT_NO_SETUID_FIXUP, as some distributions let only privileged callers make user namespaces),
+ * makes the namespace and sets its per-user maxima (ulimits.c), and the launcher maps 0 inside to
+ * it and keeps a descriptor of it; the child is gone before the call returns. */
+int sb_ns_make_userns(uid_t uid, const struct sb_ulimits *u, char *err, size_t errlen)
+{
+	char path[64], b = 0;
+	int sv[2], r, fd = -1;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return sb_err(err, errlen, "socketpair: %s", strerror(errno));
+	pid_t c = fork();
+	if (c < 0) {
+		r = sb_err(err, errlen, "fork: %s", strerror(errno));
+		close(sv[0]);
+		close(sv[1]);
+		return r;
+	}
+	if (c == 0) {
+		close(sv[0]);
+		if (setgroups(0, NULL) < 0 || prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, 0, 0, 0) < 0 ||
+		    setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0 || unshare(CLONE_NEWUSER) < 0) {
+			int e = errno;
+			(void)!write(sv[1], &e, sizeof e);
+			_exit(1);
+		}
+		/* root of the new namespace (until the child exits): its per-user maxima */
+		char e2[SB_ERR_MAX];
+		if (sb_ulimits_apply_ns(u, e2, sizeof e2) < 0) {
+			int e = errno ? errno : EPERM;
+			(void)!write(sv[1], &e, sizeof e);
+			_exit(1);
+		}
+		int ok = 0;
+		(void)!write(sv[1], &ok, sizeof ok);
+		/* until the launcher has written the maps and holds the namespace */
+		(void)!read(sv[1], &b, 1);
+		_exit(0);
+	}
+	close(sv[1]);
+	int e = EPIPE;
+	if (read(sv[0], &e, sizeof e) == (ssize_t)sizeof e && e == 0) {
+		snprintf(path, sizeof path, "/proc/%d/ns/user", (int)c);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		e = fd < 0 ? errno : 0;
+	}
+	if (fd < 0)
+		r = sb_errc(err, errlen, e,
+		            "cannot create a user namespace for uid %u (the session's unprivileged uid): %s; "
+		            "--keep-root-uid runs the command as uid 0 instead",
+		            (unsigned)uid, strerror(e));
+	else
+		r = sb_ns_write_idmaps(c, 0, uid, 0, uid, err, errlen);
+	close(sv[0]); /* the child exits */
+	while (waitpid(c, NULL, 0) < 0 && errno == EINTR)
+		;
+	if (r < 0) {
+		if (fd >= 0)
+			close(fd);
+		return r;
+	}
+	return fd;
+}
+
+/* pid 1 of a root launch, after the mounts: leaves root behind. No supplementary group of root's
+ * may stay (setgroups is denied inside), then the namespace made by sb_ns_make_userns, where uid and
+ * gid 0 are the session's unprivileged uid. The credential change clears the parent-death signal:
+ * it is set again. */
+int sb_ns_enter_userns(int fd, char *err, size_t errlen)
+{
+	if (setgroups(0, NULL) < 0)
+		return sb_err(err, errlen, "setgroups: %s", strerror(errno));
+	if (setns(fd, CLONE_NEWUSER) < 0)
+		return sb_err(err, errlen, "cannot enter the session's user namespace: %s", strerror(errno));
+	if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+		return sb_err(err, errlen, "cannot become the session's uid: %s", strerror(errno));
+	return sb_die_with_parent(err, errlen);
 }
 
 int sb_ns_set_hostname(const char *name, char *err, size_t errlen)

@@ -197,76 +197,51 @@ void sb_session_dir_remove(struct sb_session *s)
 int sb_overlay_mount_project(const struct sb_session *s, int rootfd, int upperfd, int workfd, char *err, size_t errlen)
 {
 	const struct sb_config *c = s->cfg;
-	char upper[64], work[64];
-	cleanup_fd int tree = -1, target = -1;
+	const struct sb_source *src = s->n_sources && s->sources[0].kind == SB_SRC_PROJECT ? &s->sources[0] : NULL;
+	char upper[64], work[64], lower[64];
+	cleanup_fd int target = -1, lowerfd = -1;
+	int r;
 
-	if (!c->project_dir)
+	if (!c->project_dir || !src || src->tree < 0)
 		return 0;
-	if (c->project_mode == SB_PROJECT_OVERLAY) {
-		cleanup_fd int fs = fsopen("overlay", FSOPEN_CLOEXEC);
-		/* The session directory is covered by the new root by now: name upper/ and work/ through
-		 * the fds opened before (overlayfs resolves the magic links). */
-		snprintf(upper, sizeof upper, "/proc/self/fd/%d", upperfd);
-		snprintf(work, sizeof work, "/proc/self/fd/%d", workfd);
-		if (fs < 0)
-			return sb_err(err, errlen, "overlayfs is not available: %s (use --project-mode rw or ro)",
-			              strerror(errno));
-		/* The upper dir must stand alone for --save/--apply: no redirects, metacopy or index. */
-		if (fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir", c->project_dir, 0) < 0 ||
-		    fsconfig(fs, FSCONFIG_SET_STRING, "upperdir", upper, 0) < 0 ||
-		    fsconfig(fs, FSCONFIG_SET_STRING, "workdir", work, 0) < 0 ||
-		    (s->userns && fsconfig(fs, FSCONFIG_SET_FLAG, "userxattr", NULL, 0) < 0) ||
-		    (!s->userns && fsconfig(fs, FSCONFIG_SET_STRING, "redirect_dir", "off", 0) < 0) ||
-		    (!s->userns && fsconfig(fs, FSCONFIG_SET_STRING, "metacopy", "off", 0) < 0) ||
-		    fsconfig(fs, FSCONFIG_SET_STRING, "index", "off", 0) < 0 ||
-		    fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
-			return sb_err(err, errlen, "cannot set up the overlay over %s: %s", c->project_dir,
-			              strerror(errno));
-		tree = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
-		if (tree < 0)
-			return sb_err(err, errlen, "cannot mount the overlay over %s: %s", c->project_dir,
-			              strerror(errno));
-	} else {
-		tree = open_tree(AT_FDCWD, c->project_dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
-		if (tree < 0)
-			return sb_err(err, errlen, "cannot bind %s: %s", c->project_dir, strerror(errno));
-		struct mount_attr a = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-		                                   (c->project_mode == SB_PROJECT_RO ? MOUNT_ATTR_RDONLY : 0)};
-		if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0)
-			return sb_err(err, errlen, "cannot set flags on %s: %s", c->project_dir, strerror(errno));
-	}
-	/* The project path was resolved with realpath on the host: no symlinks expected. */
-	target = sb_open_beneath(rootfd, c->project_dir, O_PATH | O_DIRECTORY, err, errlen);
-	if (target == -ENOENT) {
-		/* base: create the mount point in the root tmpfs, component by component */
-		char buf[PATH_MAX], *p;
-		util_strlcpy(buf, c->project_dir, sizeof buf);
-		for (p = buf + 1;; p++) {
-			if (*p == '/' || *p == '\0') {
-				char saved = *p;
-				*p = '\0';
-				cleanup_fd int parent = -1;
-				char *slash = strrchr(buf, '/');
-				*slash = '\0';
-				parent = sb_open_beneath(rootfd, buf[0] ? buf : "/", O_PATH | O_DIRECTORY, err, errlen);
-				*slash = '/';
-				if (parent < 0)
-					return parent;
-				if (mkdirat(parent, slash + 1, 0755) < 0 && errno != EEXIST)
-					return sb_err(err, errlen, "cannot create mount point %s: %s", buf,
-					              strerror(errno));
-				*p = saved;
-				if (!saved)
-					break;
-			}
-		}
-		target = sb_open_beneath(rootfd, c->project_dir, O_PATH | O_DIRECTORY, err, errlen);
-	}
+	/* The project was resolved with realpath on the host and opened once (binds.c); its mount point
+	 * is made in the root tmpfs component by component, never through a symlink. */
+	target = sb_mkpath(rootfd, c->project_dir, true, err, errlen);
 	if (target < 0)
 		return target;
-	if (move_mount(tree, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
-		return sb_err(err, errlen, "cannot mount the project at %s: %s", c->project_dir, strerror(errno));
-	return 0;
+	/* rw and ro: the bind itself (read-only or not, binds.c). overlay: the bind is the lower layer,
+	 * named through a descriptor (overlayfs resolves the magic link) so that it is exactly the
+	 * directory that was checked, and the overlay is stacked on it. */
+	if ((r = sb_attach(src->tree, target, c->project_dir, err, errlen)) < 0)
+		return r;
+	if (c->project_mode != SB_PROJECT_OVERLAY)
+		return sb_protect_mount_rw(s, rootfd, err, errlen);
+	lowerfd = sb_open_beneath(rootfd, c->project_dir, O_PATH | O_DIRECTORY, err, errlen);
+	if (lowerfd < 0)
+		return lowerfd;
+	cleanup_fd int fs = fsopen("overlay", FSOPEN_CLOEXEC);
+	/* The session directory is covered by the new root by now: name upper/ and work/ through
+	 * the fds opened before (overlayfs resolves the magic links). */
+	snprintf(upper, sizeof upper, "/proc/self/fd/%d", upperfd);
+	snprintf(work, sizeof work, "/proc/self/fd/%d", workfd);
+	snprintf(lower, sizeof lower, "/proc/self/fd/%d", lowerfd);
+	if (fs < 0)
+		return sb_err(err, errlen, "overlayfs is not available: %s (use --project-mode rw or ro)",
+		              strerror(errno));
+	/* The upper dir must stand alone for --save/--apply: no redirects, metacopy or index. */
+	if (fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir", lower, 0) < 0 ||
+	    fsconfig(fs, FSCONFIG_SET_STRING, "upperdir", upper, 0) < 0 ||
+	    fsconfig(fs, FSCONFIG_SET_STRING, "workdir", work, 0) < 0 ||
+	    (s->userns && fsconfig(fs, FSCONFIG_SET_FLAG, "userxattr", NULL, 0) < 0) ||
+	    (!s->userns && fsconfig(fs, FSCONFIG_SET_STRING, "redirect_dir", "off", 0) < 0) ||
+	    (!s->userns && fsconfig(fs, FSCONFIG_SET_STRING, "metacopy", "off", 0) < 0) ||
+	    fsconfig(fs, FSCONFIG_SET_STRING, "index", "off", 0) < 0 ||
+	    fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		return sb_err(err, errlen, "cannot set up the overlay over %s: %s", c->project_dir, strerror(errno));
+	cleanup_fd int tree = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	if (tree < 0)
+		return sb_err(err, errlen, "cannot mount the overlay over %s: %s", c->project_dir, strerror(errno));
+	return sb_attach(tree, lowerfd, c->project_dir, err, errlen);
 }
 
 /* ---- after the session ---- */
@@ -313,27 +288,89 @@ static int copy_file(int upfd, int projfd, const char *name, mode_t mode)
 	return fchmod(out, mode & 0777) < 0 ? -errno : 0;
 }
 
-/* Mirrors the overlay upper dir upfd onto the project dir projfd. */
-static int apply_dir(int upfd, int projfd, const char *relpath)
+DIR *sb_opendir_dup(int fd)
 {
-	int dup_fd = fcntl(upfd, F_DUPFD_CLOEXEC, 3);
+	int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 	DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+	if (!d && dup_fd >= 0) {
+		int e = errno;
+		close(dup_fd);
+		errno = e;
+	}
+	return d;
+}
+
+/* --apply: the configuration, and the protected changes met (applied or not, by apply_protected). */
+struct apply_ctx {
+	const struct sb_config *c;
+	struct sb_strv prot;
+};
+
+/* Adds the change at upfd/name (shown as rel) to ctx->prot: a file, a deletion, a directory replaced
+ * or made whole, and for a directory every change beneath it. projfd: the project's directory at the
+ * same place, or -1 where it has none. */
+static int list_change(struct apply_ctx *ctx, int upfd, int projfd, const char *name, const char *rel)
+{
+	char shown[PATH_MAX + 32];
+	struct stat st, pst;
+	int r;
+	if (fstatat(upfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	if (!S_ISDIR(st.st_mode)) {
+		bool gone = S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0);
+		snprintf(shown, sizeof shown, "%s%s", rel, gone ? " (deleted)" : "");
+		return sb_strv_add(&ctx->prot, shown);
+	}
+	cleanup_fd int sub_up = openat(upfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (sub_up < 0)
+		return -errno;
+	bool exists = projfd >= 0 && fstatat(projfd, name, &pst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(pst.st_mode);
+	if (!exists || is_opaque(sub_up)) {
+		snprintf(shown, sizeof shown, "%s/ (directory %s)", rel, exists ? "replaced" : "created");
+		if ((r = sb_strv_add(&ctx->prot, shown)) < 0)
+			return r;
+	}
+	cleanup_fd int sub_proj = exists ? openat(projfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+	DIR *d = sb_opendir_dup(sub_up);
+	struct dirent *de;
+	if (!d)
+		return -errno;
+	r = 0;
+	while (r == 0 && (de = readdir(d))) {
+		char sub[PATH_MAX];
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		snprintf(sub, sizeof sub, "%s/%s", rel, de->d_name);
+		r = list_change(ctx, sub_up, sub_proj, de->d_name, sub);
+	}
+	closedir(d);
+	return r;
+}
+
+/* Mirrors the overlay upper dir upfd onto the project dir projfd; protected paths (protect.c) only
+ * with --apply-protected. */
+static int apply_dir(struct apply_ctx *ctx, int upfd, int projfd, const char *relpath)
+{
+	DIR *d = sb_opendir_dup(upfd);
 	struct dirent *de;
 	int r = 0;
 
-	if (!d) {
-		if (dup_fd >= 0)
-			close(dup_fd);
+	if (!d)
 		return -errno;
-	}
 	while (r == 0 && (de = readdir(d))) {
 		struct stat st;
 		const char *n = de->d_name;
 		if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
 			continue;
+		char sub[PATH_MAX];
+		snprintf(sub, sizeof sub, "%s/%s", relpath, n);
 		if (fstatat(upfd, n, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 			r = -errno;
 			break;
+		}
+		if (sb_protect_match(ctx->c, sub)) {
+			if ((r = list_change(ctx, upfd, projfd, n, sub + 2)) < 0 || !ctx->c->apply_protected)
+				continue;
 		}
 		if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0)) {
 			r = rm_rf_at(projfd, n); /* whiteout: deleted in the sandbox */
@@ -360,9 +397,7 @@ static int apply_dir(int upfd, int projfd, const char *relpath)
 				break;
 			}
 			fchmod(sub_proj, st.st_mode & 0777);
-			char sub[PATH_MAX];
-			snprintf(sub, sizeof sub, "%s/%s", relpath, n);
-			r = apply_dir(sub_up, sub_proj, sub);
+			r = apply_dir(ctx, sub_up, sub_proj, sub);
 		} else if (S_ISREG(st.st_mode)) {
 			r = copy_file(upfd, projfd, n, st.st_mode);
 		} else if (S_ISLNK(st.st_mode)) {
@@ -385,28 +420,66 @@ static int apply_dir(int upfd, int projfd, const char *relpath)
 	return r;
 }
 
+/* Opens SESSION/name for writing (created, mode 0600). */
+static FILE *open_out(const struct sb_session *s, const char *name)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/%s", s->dir, name);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (!f && fd >= 0)
+		close(fd);
+	return f;
+}
+
 /* In a throwaway mount namespace (and user namespace when unprivileged): mounts the project at
  * SESSION/a and the merged view (upper over project, read-only) at SESSION/b, then runs
- * `diff -ruN --no-dereference a b` into SESSION/changes.patch. Applies with `patch -p1`. */
-static int write_patch(struct sb_session *s, char *err, size_t errlen)
+ * `diff -ruN --no-dereference a b`, whose output the launcher splits into SESSION/changes.patch and
+ * SESSION/protected.patch (protect.c), adding the protected paths to prot. Applies with `patch -p1`. */
+static int write_patch(struct sb_session *s, struct sb_strv *prot, char *err, size_t errlen)
 {
 	const struct sb_config *c = s->cfg;
-	char patch[PATH_MAX];
+	char upper[PATH_MAX], bad[PATH_MAX];
 	pid_t pid;
-	int st;
+	int st, pipefd[2], r;
 
-	snprintf(patch, sizeof patch, "%s/changes.patch", s->dir);
 	if (strpbrk(c->project_dir, ",:\\") || strpbrk(s->dir, ",:\\"))
 		return sb_errc(err, errlen, EINVAL, "cannot write a patch: the project path contains ',', ':' or '\\'");
+	/* A name with a newline could forge a header of the diff and slip a protected change into the
+	 * plain patch: no patch then, the upper dir stays for the user to look at. */
+	snprintf(upper, sizeof upper, "%s/upper", s->dir);
+	cleanup_fd int upfd = open(upper, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (upfd < 0)
+		return sb_err(err, errlen, "cannot open %s: %s", upper, strerror(errno));
+	if ((r = sb_protect_check_names(upfd, ".", bad, sizeof bad)) < 0)
+		return sb_errc(err, errlen, r,
+		               r == -EILSEQ ? "the session made a file name with a control character (%s); no patch "
+		                              "is written, the changes are in %s"
+		                            : "cannot read the changes (%s) in %s",
+		               r == -EILSEQ ? bad : strerror(-r), upper);
+	FILE *plain = open_out(s, "changes.patch"), *pf = open_out(s, "protected.patch");
+	if (!plain || !pf || pipe2(pipefd, O_CLOEXEC) < 0) {
+		r = sb_err(err, errlen, "cannot write the patches in %s: %s", s->dir, strerror(errno));
+		if (plain)
+			fclose(plain);
+		if (pf)
+			fclose(pf);
+		return r;
+	}
 	pid = fork();
-	if (pid < 0)
+	if (pid < 0) {
+		close(pipefd[0]);
+		close(pipefd[1]);
+		fclose(plain);
+		fclose(pf);
 		return sb_err(err, errlen, "fork: %s", strerror(errno));
+	}
 	if (pid == 0) {
 		char opts[3 * PATH_MAX], a[PATH_MAX], b[PATH_MAX], e[256];
-		int out = open(patch, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		int out = pipefd[1];
 		if (out < 0 || unshare(CLONE_NEWNS | (s->userns ? CLONE_NEWUSER : 0)) < 0)
 			_exit(2);
-		if (s->userns && sb_ns_write_idmaps(getpid(), c->uid, c->gid, e, sizeof e) < 0)
+		if (s->userns && sb_ns_write_idmaps(getpid(), c->uid, c->uid, c->gid, c->gid, e, sizeof e) < 0)
 			_exit(2);
 		snprintf(a, sizeof a, "%s/a", s->dir);
 		snprintf(b, sizeof b, "%s/b", s->dir);
@@ -424,6 +497,12 @@ static int write_patch(struct sb_session *s, char *err, size_t errlen)
 		execlp("diff", "diff", "-ruN", "--no-dereference", "a", "b", (char *)NULL);
 		_exit(127);
 	}
+	close(pipefd[1]);
+	r = sb_protect_split_patch(c, pipefd[0], plain, pf, prot);
+	if (fclose(plain) != 0 && r == 0)
+		r = -errno;
+	if (fclose(pf) != 0 && r == 0)
+		r = -errno;
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;
 	char a[PATH_MAX], b[PATH_MAX];
@@ -431,9 +510,22 @@ static int write_patch(struct sb_session *s, char *err, size_t errlen)
 	snprintf(b, sizeof b, "%s/b", s->dir);
 	rmdir(a);
 	rmdir(b);
+	if (r < 0)
+		return sb_errc(err, errlen, r, "cannot write the patches in %s: %s", s->dir, strerror(-r));
 	if (!WIFEXITED(st) || WEXITSTATUS(st) > 1)
-		return sb_errc(err, errlen, EIO, "diff failed while writing %s", patch);
+		return sb_errc(err, errlen, EIO, "diff failed while writing the patches in %s", s->dir);
 	return 0;
+}
+
+/* Names the protected changes on stderr, one a line. */
+static void list_protected(const struct sb_strv *prot, const char *what)
+{
+	fprintf(stderr,
+	        "sluice: %zu protected change%s %s (they can widen the next session or run code outside "
+	        "the sandbox):\n",
+	        prot->n, prot->n == 1 ? "" : "s", what);
+	for (size_t i = 0; i < prot->n; i++)
+		fprintf(stderr, "  %s\n", prot->v[i]);
 }
 
 /* SESSION/project: where `sluicectl session save ID` applies changes.patch. */
@@ -451,33 +543,61 @@ int sb_overlay_save(struct sb_session *s, char *err, size_t errlen)
 {
 	const struct sb_config *c = s->cfg;
 	char upper[PATH_MAX];
-	int r;
+	struct apply_ctx ctx = {.c = c};
+	cleanup_fd int upfd = -1, projfd = -1;
+	int r = 0;
 
 	if (c->project_mode != SB_PROJECT_OVERLAY || c->save == SB_SAVE_NONE || !s->dir)
 		return 0;
 	if (c->save == SB_SAVE_PATCH) {
 		s->keep_dir = true;
-		if ((r = write_patch(s, err, errlen)) < 0)
-			return r;
-		if ((r = record_project(s, err, errlen)) < 0)
-			return r;
+		if ((r = write_patch(s, &ctx.prot, err, errlen)) < 0 || (r = record_project(s, err, errlen)) < 0)
+			goto out;
+		if (!c->quiet && ctx.prot.n)
+			list_protected(&ctx.prot, "kept apart in protected.patch");
 		if (!c->quiet)
 			fprintf(stderr,
-		        "sluice: session %s saved in %s (changes: %s/changes.patch); apply with `sluicectl session "
-		        "save %s`, drop with `sluicectl session discard %s`\n",
-		        s->id, s->dir, s->dir, s->id, s->id);
-		return 0;
+			        "sluice: session %s saved in %s (changes: %s/changes.patch); apply with `sluicectl "
+			        "session save %s`%s, drop with `sluicectl session discard %s`\n",
+			        s->id, s->dir, s->dir, s->id,
+			        ctx.prot.n ? " (add --protected for the protected ones)" : "", s->id);
+		goto out;
 	}
 	snprintf(upper, sizeof upper, "%s/upper", s->dir);
-	cleanup_fd int upfd = open(upper, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	cleanup_fd int projfd = open(c->project_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (upfd < 0 || projfd < 0)
-		return sb_err(err, errlen, "--apply: cannot open %s: %s", upfd < 0 ? upper : c->project_dir,
-		              strerror(errno));
-	if ((r = apply_dir(upfd, projfd, ".")) < 0) {
-		s->keep_dir = true;
-		return sb_errc(err, errlen, r, "--apply failed (%s); the changes are kept in %s/upper", strerror(-r),
-		               s->dir);
+	upfd = open(upper, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	projfd = open(c->project_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (upfd < 0 || projfd < 0) {
+		r = sb_err(err, errlen, "--apply: cannot open %s: %s", upfd < 0 ? upper : c->project_dir,
+		           strerror(errno));
+		goto out;
 	}
-	return 0;
+	if ((r = apply_dir(&ctx, upfd, projfd, ".")) < 0) {
+		s->keep_dir = true;
+		r = sb_errc(err, errlen, r, "--apply failed (%s); the changes are kept in %s/upper", strerror(-r),
+		            s->dir);
+		goto out;
+	}
+	if (ctx.prot.n && c->apply_protected) {
+		list_protected(&ctx.prot, "applied (--apply-protected)");
+	} else if (ctx.prot.n) {
+		/* Not applied: kept as a saved session whose protected.patch the user can review and apply. */
+		list_protected(&ctx.prot, "not applied");
+		sb_strv_clear(&ctx.prot);
+		s->keep_dir = true;
+		if ((r = write_patch(s, &ctx.prot, err, errlen)) < 0 || (r = record_project(s, err, errlen)) < 0)
+			goto out;
+		fprintf(stderr,
+		        "sluice: they are kept in session %s: review with `sluicectl session save --patch %s`, apply "
+		        "with `sluicectl session save --protected %s`, drop with `sluicectl session discard %s`\n",
+		        s->id, s->id, s->id, s->id);
+	}
+out:
+	sb_strv_clear(&ctx.prot);
+	if (s->keep_dir) {
+		/* nothing needs work/ any more; overlayfs left work/work with mode 0 */
+		cleanup_fd int dfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (dfd >= 0)
+			(void)rm_rf_at(dfd, "work");
+	}
+	return r;
 }

@@ -37,8 +37,8 @@ enum sb_save_mode {
 
 /* One extra mount. */
 struct sb_bind {
-	char *src; /* owned; absolute, resolved on the host */
-	char *dst; /* owned; absolute path inside the sandbox */
+	char *src; /* owned; absolute, as given (opened once when mounted: binds.c) */
+	char *dst; /* owned; absolute path inside the sandbox, or NULL: where src really is */
 	bool rw;
 };
 
@@ -79,11 +79,13 @@ struct sb_config {
 	uid_t uid;         /* the invoking user */
 	gid_t gid;
 
-	struct sb_strv writable_paths; /* host paths bound read-write at the same place (caches) */
-	struct sb_strv plugin_paths;   /* host paths bound read-only for the plugin profile */
-	struct sb_strv env_keep;       /* variable names passed through (exact, or PREFIX* ) */
-	struct sb_strv env_set;        /* NAME=VALUE set in the sandbox */
-	struct sb_bind *binds;         /* owned array */
+	struct sb_strv writable_paths;  /* host paths bound read-write at the same place (caches) */
+	struct sb_strv plugin_paths;    /* host paths bound read-only for the plugin profile */
+	struct sb_strv env_keep;        /* variable names passed through (exact, or PREFIX* ) */
+	struct sb_strv env_set;         /* NAME=VALUE set in the sandbox */
+	struct sb_strv protected_paths; /* patterns added to the protected set (protect.c) */
+	bool apply_protected;           /* --apply-protected: --apply also applies protected changes */
+	struct sb_bind *binds;          /* owned array */
 	size_t n_binds;
 	struct sb_limits limits;
 
@@ -95,14 +97,20 @@ struct sb_config {
 	bool ask;                /* --ask: hold requests no rule allows for sluicectl approve|deny */
 	unsigned ask_timeout_s;  /* --ask-timeout (0 = the policy's, default 60) */
 
+	bool keep_root_uid; /* --keep-root-uid: a root launch runs the command as host uid 0 */
+
 	/* Organisation caps (from /etc/sluice only). */
 	bool org_forbid_unsafe;
 	bool org_forbid_no_sandbox;
 	bool org_forbid_network;
+	bool org_forbid_keep_root_uid; /* "allow_keep_root_uid": false */
+	bool org_allow_masked_binds;   /* "allow_masked_binds": true: a bind may show a masked path */
+	uid_t root_uid_base;           /* "root_uid_range": "BASE:COUNT" (0 count: the default range) */
+	uint32_t root_uid_count;
 
 	char *hostname; /* owned; default "sluice" */
 	int verbose;
-	bool quiet; /* --quiet: no messages of the launcher's own but errors */
+	bool quiet;    /* --quiet: no messages of the launcher's own but errors */
 	bool firejail; /* --sandbox-type firejail (else local: sluice's own sandbox) */
 };
 

@@ -12,6 +12,7 @@
 #include "log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sched.h>
@@ -25,6 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 
 /* Why each call is denied: see docs/sandbox.md, which lists the same table. */
 static const char *const sb_denied[] = {
@@ -93,9 +95,62 @@ static const char *const sb_denied[] = {
 static int add_rule(scmp_filter_ctx ctx, uint32_t action, const char *name, unsigned n, const struct scmp_arg_cmp *args)
 {
 	int nr = seccomp_syscall_resolve_name(name);
+	/* fchmodat2 (Linux 6.6) is 452 on every architecture; older libseccomp does not know the name. */
+	if (nr == __NR_SCMP_ERROR && strcmp(name, "fchmodat2") == 0)
+		nr = 452;
 	if (nr == __NR_SCMP_ERROR)
 		return 0; /* not a system call on this architecture */
 	return seccomp_rule_add_array(ctx, action, nr, n, args);
+}
+
+/* No set-id file may outlive the session: the command can write the project (rw), binds and carve-outs
+ * on the host, and a setuid file left there runs with its owner's rights for anyone who starts it
+ * later (nosuid on our mounts does not follow the file to the host). Every call that sets a file's
+ * mode from an argument is refused when that mode carries S_ISUID or S_ISGID: chmod and friends,
+ * open/openat/creat when they create (O_CREAT or O_TMPFILE; without them the mode argument is
+ * garbage), and mknod. openat2 passes its mode in memory seccomp cannot read: it gets ENOSYS, and C
+ * libraries fall back to openat. File capabilities (security.capability) need CAP_SETFCAP, which the
+ * command never has. Each rule tests one bit, so a rule list covers both. */
+static int setid_rules(scmp_filter_ctx ctx, const char **what)
+{
+	static const struct {
+		const char *name;
+		int flags_arg; /* -1: the call always creates or sets the mode */
+		int mode_arg;
+	} calls[] = {
+	        {"chmod", -1, 1}, {"fchmod", -1, 1},  {"fchmodat", -1, 2}, {"fchmodat2", -1, 2}, {"creat", -1, 1},
+	        {"mknod", -1, 1}, {"mknodat", -1, 2}, {"open", 1, 2},      {"openat", 2, 3},
+	};
+	static const unsigned setid[] = {S_ISUID, S_ISGID};
+	static const unsigned creating[] = {O_CREAT, __O_TMPFILE};
+	const uint32_t eperm = SCMP_ACT_ERRNO(EPERM);
+	int r;
+
+	for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+		*what = calls[i].name;
+		for (size_t b = 0; b < sizeof setid / sizeof setid[0]; b++) {
+			struct scmp_arg_cmp mode = {.arg = (unsigned)calls[i].mode_arg,
+			                            .op = SCMP_CMP_MASKED_EQ,
+			                            .datum_a = setid[b],
+			                            .datum_b = setid[b]};
+			if (calls[i].flags_arg < 0) {
+				if ((r = add_rule(ctx, eperm, calls[i].name, 1, &mode)) < 0)
+					return r;
+				continue;
+			}
+			for (size_t c = 0; c < sizeof creating / sizeof creating[0]; c++) {
+				struct scmp_arg_cmp args[2] = {{.arg = (unsigned)calls[i].flags_arg,
+				                                .op = SCMP_CMP_MASKED_EQ,
+				                                .datum_a = creating[c],
+				                                .datum_b = creating[c]},
+				                               mode};
+				if ((r = add_rule(ctx, eperm, calls[i].name, 2, args)) < 0)
+					return r;
+			}
+		}
+	}
+	*what = "openat2";
+	return add_rule(ctx, SCMP_ACT_ERRNO(ENOSYS), "openat2", 0, NULL);
 }
 
 int sb_seccomp_build(scmp_filter_ctx *out, char *err, size_t errlen)
@@ -139,6 +194,8 @@ int sb_seccomp_build(scmp_filter_ctx *out, char *err, size_t errlen)
 	 * others fall back to clone, which the rule above can check. */
 	what = "clone3";
 	if ((r = add_rule(ctx, SCMP_ACT_ERRNO(ENOSYS), "clone3", 0, NULL)) < 0)
+		goto fail;
+	if ((r = setid_rules(ctx, &what)) < 0)
 		goto fail;
 
 	/* Typing into the terminal's input queue (TIOCSTI) or the console (TIOCLINUX) would let the

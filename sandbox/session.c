@@ -48,7 +48,8 @@ static int prepare_outside(struct sb_session *s, struct sb_go *go, char *err, si
 {
 	int r;
 
-	if (s->userns && (r = sb_ns_write_idmaps(s->init_pid, s->cfg->uid, s->cfg->gid, err, errlen)) < 0)
+	if (s->userns &&
+	    (r = sb_ns_write_idmaps(s->init_pid, s->cfg->uid, s->cfg->uid, s->cfg->gid, s->cfg->gid, err, errlen)) < 0)
 		return r;
 	if (sb_cgroup_active(s->cg) && (r = sb_cgroup_attach(s->cg, s->init_pid, s->born_in_cgroup, err, errlen)) < 0)
 		return r;
@@ -183,9 +184,16 @@ static void teardown(struct sb_session *s, bool ran)
 			s->keep_dir = true;
 		}
 	}
+	if (ran)
+		sb_protect_rw_end(s);
 	sb_session_dir_remove(s);
 	free(s->dir);
 	s->dir = NULL;
+	if (s->remap_userns >= 0)
+		close(s->remap_userns);
+	s->remap_userns = -1;
+	sb_sources_free(s);
+	sb_masks_free(s);
 	free(s->cwd);
 	s->cwd = NULL;
 	if (s->sync_fd >= 0)
@@ -198,7 +206,13 @@ static void teardown(struct sb_session *s, bool ran)
 
 int sb_session_run(const struct sb_config *cfg, char *const *argv)
 {
-	struct sb_session s = {.cfg = cfg, .argv = argv, .sync_fd = -1, .init_pid = -1, .tty_fd = -1, .lock_fd = -1};
+	struct sb_session s = {.cfg = cfg,
+	                       .argv = argv,
+	                       .sync_fd = -1,
+	                       .init_pid = -1,
+	                       .tty_fd = -1,
+	                       .lock_fd = -1,
+	                       .remap_userns = -1};
 	char err[SB_ERR_MAX] = "";
 	struct sb_go go;
 	sigset_t set;
@@ -215,6 +229,26 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 	if ((r = sb_session_dir_create(&s, err, sizeof err)) < 0)
 		goto fail;
 	log_info("launcher: session directory %s: %ld us", s.dir, lap_us());
+	/* A root launch runs the command as an unprivileged uid of its own (ns.c, docs/sandbox.md). */
+	s.host_uid = s.userns ? cfg->uid : cfg->keep_root_uid ? 0 : sb_ns_pick_uid(cfg, s.id);
+	sb_ulimits_compute(&s.ulimits);
+	if (!s.userns && !cfg->keep_root_uid) {
+		char upper[PATH_MAX];
+		if ((s.remap_userns = sb_ns_make_userns(s.host_uid, &s.ulimits, err, sizeof err)) < 0)
+			goto fail;
+		/* The overlay's root directory is upper/ itself: the command creates entries in it. */
+		snprintf(upper, sizeof upper, "%s/upper", s.dir);
+		if (cfg->project_mode == SB_PROJECT_OVERLAY && lchown(upper, s.host_uid, s.host_uid) < 0) {
+			snprintf(err, sizeof err, "cannot hand %s to uid %u: %s", upper, (unsigned)s.host_uid,
+			         strerror(errno));
+			goto fail;
+		}
+		log_info("launcher: the command runs as host uid %u (uid 0 in its user namespace): %ld us",
+		         (unsigned)s.host_uid, lap_us());
+	}
+	if ((r = sb_protect_rw_begin(&s, err, sizeof err)) < 0 || (r = sb_masks_resolve(&s, err, sizeof err)) < 0 ||
+	    (r = sb_sources_init(&s, err, sizeof err)) < 0)
+		goto fail;
 	if ((r = sb_cgroup_new(&cfg->limits, s.id, !s.userns, &s.cg, err, sizeof err)) < 0)
 		goto fail;
 	log_info("launcher: cgroups: %ld us", lap_us());

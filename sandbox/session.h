@@ -6,15 +6,56 @@
 #include "sandbox.h"
 
 #include <signal.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #define SB_ID_LEN 17 /* 16 hex digits + NUL */
 
 struct sb_cgroup;
 struct sb_netsess;
+
+/* A secret the sandbox must not see (masks.c), resolved on the host by the launcher. */
+struct sb_mask {
+	char *path; /* owned; where it really is on the host (symlinks resolved) */
+	dev_t dev;  /* its identity, to recognise other spellings of it (binds.c) */
+	ino_t ino;
+	bool dir;
+};
+
+/* What the session may take of its user's per-user kernel limits (ulimits.c). */
+#define SB_NS_LIMITS 12
+#define SB_RLIMITS   4
+struct sb_ulimits {
+	long ns[SB_NS_LIMITS]; /* /proc/sys/user/max_* in the session's user namespace; -1: leave */
+	rlim_t rl[SB_RLIMITS]; /* NPROC, MSGQUEUE, SIGPENDING, MEMLOCK (soft and hard); RLIM_INFINITY: leave */
+};
+
+/* A host path mounted into the sandbox (binds.c). */
+enum sb_source_kind {
+	SB_SRC_PROJECT,
+	SB_SRC_HOME, /* unsafe profile, root launch with a remapped uid: root's home, idmapped, read-only */
+	SB_SRC_WRITABLE,
+	SB_SRC_PLUGIN,
+	SB_SRC_BIND,
+	SB_SRC_RO_BIND,
+};
+#define SB_SOURCES_MAX 128
+
+struct sb_source {
+	enum sb_source_kind kind;
+	char *path;    /* owned; as configured */
+	char *dst;     /* owned; where it appears in the sandbox (default: real) */
+	char *real;    /* owned; what the path resolved to when it was opened, or NULL (not opened yet) */
+	bool rw;       /* mounted read-write */
+	bool literal;  /* no symlink may be followed on its path */
+	bool optional; /* a missing path is skipped (plugin paths) */
+	bool dir;      /* a directory (else a regular file) */
+	int tree;      /* owned; the detached mount to attach, or -1 (not prepared, or skipped) */
+};
 
 /* What the launcher sends the sandbox's init once the outside is ready (fixed size, one write). */
 struct sb_go {
@@ -27,10 +68,20 @@ struct sb_go {
 struct sb_session {
 	const struct sb_config *cfg; /* borrowed */
 	char id[SB_ID_LEN];
-	char *dir;              /* owned; the session directory (upper/, work/, resolv.conf); the new
-	                         * root is mounted over it in the sandbox's mount namespace */
-	bool keep_dir;          /* --save: leave it for the user */
-	bool userns;            /* run in a user namespace (the launcher is not root) */
+	char *dir;                 /* owned; the session directory (upper/, work/, resolv.conf); the new
+	                            * root is mounted over it in the sandbox's mount namespace */
+	bool keep_dir;             /* --save: leave it for the user */
+	bool userns;               /* cloned into a user namespace (the launcher is not root) */
+	uid_t host_uid;            /* the host uid (and gid) the command runs as: the user's; for a root
+	                            * launch a per-session unprivileged uid, or 0 with --keep-root-uid */
+	int remap_userns;          /* owned; root launch: the user namespace owned by host_uid that the
+	                            * command runs in (pid 1 enters it once the mounts are made), or -1 */
+	struct sb_ulimits ulimits; /* computed by the launcher (ulimits.c) */
+	bool protect_git_absent;   /* --project-mode rw: the project had no .git at start (protect.c) */
+	struct sb_mask *masks;     /* owned array (masks.c) */
+	size_t n_masks;
+	struct sb_source *sources; /* owned array of SB_SOURCES_MAX (binds.c) */
+	size_t n_sources;
 	char *cwd;              /* owned; the working directory the command starts in */
 	char *const *argv;      /* borrowed; the command */
 	struct sb_cgroup *cg;   /* owned (launcher side) */
@@ -58,17 +109,71 @@ __attribute__((noreturn)) void sb_contain_main(struct sb_session *s);
 
 /* ---- ns.c ---- */
 int sb_ns_clone_flags(const struct sb_session *s);
-int sb_ns_write_idmaps(pid_t pid, uid_t uid, gid_t gid, char *err, size_t errlen);
+int sb_ns_write_idmaps(pid_t pid, uid_t in_uid, uid_t out_uid, gid_t in_gid, gid_t out_gid, char *err, size_t errlen);
+/* The unprivileged host uid (and gid) a root launch runs session id as (config root_uid_range). */
+uid_t sb_ns_pick_uid(const struct sb_config *c, const char *id);
+/* Launcher (root): a user namespace owned by uid, with 0 inside mapped to it and the session's
+ * per-user limits set in it; returns its fd. */
+int sb_ns_make_userns(uid_t uid, const struct sb_ulimits *u, char *err, size_t errlen);
+/* pid 1 (root): drops root's groups and enters that namespace as its uid 0. */
+int sb_ns_enter_userns(int fd, char *err, size_t errlen);
 int sb_ns_set_hostname(const char *name, char *err, size_t errlen);
 int sb_ns_loopback_up(char *err, size_t errlen);
 int sb_ns_enter_cgroup_ns(char *err, size_t errlen);
 
+/* ---- ulimits.c ---- */
+/* Launcher: half of its own per-user limits (see ulimits.c). */
+void sb_ulimits_compute(struct sb_ulimits *u);
+/* As root of the session's user namespace: writes its /proc/sys/user maxima. */
+int sb_ulimits_apply_ns(const struct sb_ulimits *u, char *err, size_t errlen);
+/* pid 1: lowers its rlimits (the command inherits them). */
+int sb_ulimits_apply_rlimits(const struct sb_ulimits *u, char *err, size_t errlen);
+
+/* ---- protect.c ---- */
+/* Whether a change to relpath (relative to the project) is a protected one (defaults and config). */
+bool sb_protect_match(const struct sb_config *c, const char *relpath);
+/* Launcher, --project-mode rw: makes an empty .sluice/ when there is none, notes whether .git exists. */
+int sb_protect_rw_begin(struct sb_session *s, char *err, size_t errlen);
+/* Launcher, --project-mode rw, at exit: a .git the session created is renamed aside, with a warning. */
+void sb_protect_rw_end(const struct sb_session *s);
+/* pid 1, --project-mode rw: binds the project's .sluice and .git read-only over themselves. */
+int sb_protect_mount_rw(const struct sb_session *s, int rootfd, char *err, size_t errlen);
+/* -EILSEQ (and the path in bad) when a name beneath dirfd holds a control character. */
+int sb_protect_check_names(int dirfd, const char *relpath, char *bad, size_t badlen);
+/* Copies a `diff -ruN --no-dereference a b` from in (closed) into plain and prot, each file's part by
+ * whether its path is protected; adds the protected paths to protected_paths. */
+int sb_protect_split_patch(const struct sb_config *c, int in, FILE *plain, FILE *prot, struct sb_strv *protected_paths);
+
+/* ---- masks.c ---- */
+/* Launcher: resolves the mask list on the host into s->masks. */
+int sb_masks_resolve(struct sb_session *s, char *err, size_t errlen);
+/* Init: covers every mask visible beneath rootfd (call last, after every other mount). */
+int sb_masks_apply(const struct sb_session *s, int rootfd, char *err, size_t errlen);
+void sb_masks_free(struct sb_session *s);
+
+/* ---- binds.c ---- */
+/* Lists the host paths to mount (project, carve-outs, plugin paths, binds) in s->sources. */
+int sb_sources_init(struct sb_session *s, char *err, size_t errlen);
+/* Init: opens each source once, checks it on the descriptor (refusing one that is or lies in a
+ * masked path unless the organisation allows it) and clones it into a detached tree from that
+ * descriptor, idmapped through s->remap_userns when there is one. */
+int sb_sources_prepare(struct sb_session *s, char *err, size_t errlen);
+void sb_sources_free(struct sb_session *s);
+
 /* ---- mounts.c ---- */
 /* Builds the sandbox's filesystem under the session's root directory and pivots into it. */
-int sb_mounts_build(const struct sb_session *s, const struct sb_go *go, char *err, size_t errlen);
+int sb_mounts_build(struct sb_session *s, const struct sb_go *go, char *err, size_t errlen);
 /* Safe path helpers (also used by overlay.c): open PATH beneath dirfd without following any
  * symlink or crossing into /proc magic links. */
 int sb_open_beneath(int dirfd, const char *path, int flags, char *err, size_t errlen);
+/* Creates PATH beneath rootfd (a directory, or the last component as an empty file) without
+ * following symlinks; returns an O_PATH fd on it. */
+int sb_mkpath(int rootfd, const char *path, bool dir, char *err, size_t errlen);
+/* Attaches the detached mount tree onto the target fd. */
+int sb_attach(int tree, int target, const char *what, char *err, size_t errlen);
+int sb_set_attr(int tree, uint64_t set, bool recursive, const char *what, char *err, size_t errlen);
+/* A detached fresh file system of `type` with string options (NULL-terminated key, value pairs). */
+int sb_new_fs(const char *type, const char *const *opts, uint64_t attrs, char *err, size_t errlen);
 
 /* ---- overlay.c ---- */
 int sb_session_dir_create(struct sb_session *s, char *err, size_t errlen);
@@ -79,6 +184,8 @@ int sb_overlay_mount_project(const struct sb_session *s, int rootfd, int upperfd
 /* After the session: writes SESSION/changes.patch (SB_SAVE_PATCH) or applies the upper dir onto
  * the project (SB_SAVE_APPLY). */
 int sb_overlay_save(struct sb_session *s, char *err, size_t errlen);
+/* A DIR on a duplicate of fd (which stays open), or NULL with errno set. */
+DIR *sb_opendir_dup(int fd);
 
 /* ---- firejail.c ---- */
 /* --sandbox-type firejail: runs argv under firejail in a netd-wired namespace; the exit status. */

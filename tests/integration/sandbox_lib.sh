@@ -92,3 +92,44 @@ session_dirs() {
 }
 
 MODES="root user"
+
+# org_sb JSON MODE ARGS...: `sluice run ARGS...` as MODE with JSON as the organisation's policy file
+# (/etc/sluice/policy.json), in a private mount namespace where /etc is an overlay: the machine's
+# /etc is never touched.
+org_sb() {
+	local json=$1 mode=$2 o r
+	shift 2
+	o=$(mktemp -d "$SB_T/org.XXXXXX")
+	mkdir -p "$o/upper/sluice" "$o/work"
+	printf '%s\n' "$json" >"$o/upper/sluice/policy.json"
+	chmod 755 "$o/upper/sluice"
+	chmod 644 "$o/upper/sluice/policy.json"
+	# shellcheck disable=SC2016
+	unshare -m --propagation private bash -c \
+		'mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1/upper,workdir=$1/work" /etc && shift && exec "$@"' \
+		bash "$o" bash -c "$(declare -p ROOT_HOME ROOT_RT TU_HOME TU_UID; declare -f as); SB_ENV='${SB_ENV:-}'; "'as "$@"' \
+		bash "$mode" "$SLUICE" run "$@"
+	r=$?
+	rm -rf "$o"
+	return $r
+}
+
+# command_status ARGS...: starts `sluice run ARGS... -- sleep 5` as root, prints the /proc status of
+# the sleep (the command, child of the sandbox's pid 1) as the host sees it, plus a line
+# "UserNsOwner: UID" (the owner of its user namespace, NS_GET_OWNER_UID), and ends the session.
+command_status() {
+	local lpid spid=""
+	( bg_exec root "$SLUICE" run "$@" -- sleep 5 >/dev/null 2>&1 ) &
+	lpid=$!
+	for _ in $(seq 50); do
+		spid=$(pgrep -P "$(pgrep -P "$lpid" | head -1)" -x sleep 2>/dev/null | head -1)
+		[ -n "$spid" ] && break
+		sleep 0.1
+	done
+	cat "/proc/$spid/status" 2>/dev/null
+	python3 -c '
+import fcntl, struct, sys
+with open("/proc/%s/ns/user" % sys.argv[1]) as f:
+    print("UserNsOwner:", struct.unpack("I", fcntl.ioctl(f, 0xb704, b"\0" * 4))[0])' "$spid" 2>/dev/null
+	kill "$lpid" 2>/dev/null; wait "$lpid" 2>/dev/null
+}

@@ -184,9 +184,48 @@ static int remove_dir(const char *dir)
 	return run_wait(argv, -1) == 0 ? 0 : -EIO;
 }
 
+/* Copies fd to stdout; 0 or -1. */
+static int cat_fd(int fd)
+{
+	char buf[65536];
+	ssize_t n;
+	while ((n = read(fd, buf, sizeof buf)) > 0)
+		if (fwrite(buf, 1, (size_t)n, stdout) != (size_t)n)
+			return -1;
+	return n < 0 ? -1 : 0;
+}
+
+/* Whether the file fd is empty (or unreadable). */
+static bool fd_empty(int fd)
+{
+	struct stat st;
+	return fd < 0 || fstat(fd, &st) < 0 || st.st_size == 0;
+}
+
+/* Applies the patch on fd to project: a dry run first, so a patch that does not apply leaves the
+ * project untouched. 0 or -1 (with a message naming what). */
+static int apply_patch(const char *id, const char *what, int fd, const char *project)
+{
+	const char *dry[] = {"patch", "-p1", "--batch", "--forward", "--dry-run", "--silent", "-d", project, NULL};
+	const char *real[] = {"patch", "-p1", "--batch", "--forward", "--silent", "-d", project, NULL};
+	if (run_wait(dry, fd) != 0) {
+		fprintf(stderr,
+		        "sluicectl: the %s of session %s do not apply cleanly to %s; nothing was changed (see "
+		        "`sluicectl session save --patch %s`)\n",
+		        what, id, project, id);
+		return -1;
+	}
+	if (lseek(fd, 0, SEEK_SET) < 0 || run_wait(real, fd) != 0) {
+		fprintf(stderr, "sluicectl: applying the %s of session %s to %s failed; the session is kept\n", what,
+		        id, project);
+		return -1;
+	}
+	return 0;
+}
+
 static int session_saved(const char *verb, int argc, char **argv)
 {
-	bool print_patch = false;
+	bool print_patch = false, with_protected = false;
 	const char *id = NULL;
 	char dir[PATH_MAX], project[PATH_MAX], patch[PATH_MAX + 32];
 	cleanup_fd int dfd = -1;
@@ -195,13 +234,15 @@ static int session_saved(const char *verb, int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--patch") == 0 && strcmp(verb, "save") == 0)
 			print_patch = true;
+		else if (strcmp(argv[i], "--protected") == 0 && strcmp(verb, "save") == 0)
+			with_protected = true;
 		else if (!id && argv[i][0] != '-')
 			id = argv[i];
 		else
 			bad = true;
 	}
 	if (!id || bad) {
-		fprintf(stderr, "usage: sluicectl session save [--patch] ID | session discard ID\n");
+		fprintf(stderr, "usage: sluicectl session save [--patch] [--protected] ID | session discard ID\n");
 		return 2;
 	}
 	if (!valid_id(id) || find_session(id, dir, sizeof dir) < 0) {
@@ -239,13 +280,21 @@ static int session_saved(const char *verb, int argc, char **argv)
 		fprintf(stderr, "sluicectl: session %s has no changes.patch: %s\n", id, strerror(errno));
 		return 1;
 	}
+	/* Changes to protected paths (.sluice/, .git/, build and rc files: docs/sandbox.md) are kept
+	 * apart by the launcher and applied only when asked for by name. */
+	cleanup_fd int prot = openat(dfd, "protected.patch", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	bool has_prot = !fd_empty(prot);
 	if (print_patch) {
-		char buf[65536];
-		ssize_t n;
-		while ((n = read(pfd, buf, sizeof buf)) > 0)
-			if (fwrite(buf, 1, (size_t)n, stdout) != (size_t)n)
+		if (cat_fd(pfd) < 0)
+			return 1;
+		if (has_prot) {
+			printf("# ---- protected changes (sluicectl session save --protected %s applies them too) "
+			       "----\n",
+			       id);
+			if (cat_fd(prot) < 0)
 				return 1;
-		return n < 0 ? 1 : 0;
+		}
+		return 0;
 	}
 	int r = read_project(dfd, project, sizeof project);
 	if (r < 0) {
@@ -255,23 +304,40 @@ static int session_saved(const char *verb, int argc, char **argv)
 		        id, strerror(-r), patch);
 		return 1;
 	}
-	/* Dry run first, so a patch that does not apply leaves the project untouched. */
-	const char *dry[] = {"patch", "-p1", "--batch", "--forward", "--dry-run", "--silent", "-d", project, NULL};
-	const char *real[] = {"patch", "-p1", "--batch", "--forward", "--silent", "-d", project, NULL};
-	if (run_wait(dry, pfd) != 0) {
+	if (has_prot && with_protected) {
+		/* both dry runs before either is applied */
+		const char *dry[] = {"patch",    "-p1", "--batch", "--forward", "--dry-run",
+		                     "--silent", "-d",  project,   NULL};
+		if (run_wait(dry, prot) != 0 || lseek(prot, 0, SEEK_SET) < 0) {
+			fprintf(stderr,
+			        "sluicectl: the protected changes of session %s do not apply cleanly to %s; nothing "
+			        "was "
+			        "changed\n",
+			        id, project);
+			return 1;
+		}
+	}
+	if (!fd_empty(pfd) && apply_patch(id, "changes", pfd, project) < 0)
+		return 1;
+	if (has_prot && !with_protected) {
 		fprintf(stderr,
-		        "sluicectl: the changes of session %s do not apply cleanly to %s; nothing was changed (see "
-		        "`sluicectl session save --patch %s`)\n",
-		        id, project, id);
-		return 1;
+		        "sluicectl: session %s: changes applied to %s, but not its protected changes (they can widen "
+		        "the next session or run code outside the sandbox); review them with `sluicectl session save "
+		        "--patch %s`, apply them with `sluicectl session save --protected %s`\n",
+		        id, project, id, id);
+		/* the plain part is done: what is left to save is the protected part alone */
+		int t = openat(dfd, "changes.patch", O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
+		if (t < 0)
+			fprintf(stderr, "sluicectl: cannot empty %s: %s\n", patch, strerror(errno));
+		else
+			close(t);
+		return 0;
 	}
-	if (lseek(pfd, 0, SEEK_SET) < 0 || run_wait(real, pfd) != 0) {
-		fprintf(stderr, "sluicectl: applying %s to %s failed; the session is kept\n", patch, project);
+	if (has_prot && apply_patch(id, "protected changes", prot, project) < 0)
 		return 1;
-	}
 	if (remove_dir(dir) < 0)
 		fprintf(stderr, "sluicectl: applied, but cannot remove %s\n", dir);
-	printf("session %s: changes applied to %s\n", id, project);
+	printf("session %s: changes applied to %s%s\n", id, project, has_prot ? " (with its protected changes)" : "");
 	return 0;
 }
 
@@ -291,6 +357,6 @@ int ctl_session(int argc, char **argv)
 	}
 	if (argc >= 2 && (strcmp(argv[1], "save") == 0 || strcmp(argv[1], "discard") == 0))
 		return session_saved(argv[1], argc - 1, argv + 1);
-	fprintf(stderr, "usage: sluicectl session end ID | save [--patch] ID | discard ID\n");
+	fprintf(stderr, "usage: sluicectl session end ID | save [--patch] [--protected] ID | discard ID\n");
 	return 2;
 }
