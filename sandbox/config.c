@@ -73,6 +73,7 @@ void sb_config_clear(struct sb_config *c)
 	sb_strv_clear(&c->env_keep);
 	sb_strv_clear(&c->env_set);
 	sb_strv_clear(&c->protected_paths);
+	sb_strv_clear(&c->fs_read);
 	sb_strv_clear(&c->policies);
 	sb_strv_clear(&c->allows);
 	for (size_t i = 0; i < c->n_binds; i++) {
@@ -397,7 +398,9 @@ int sb_config_load_json(struct sb_config *c, const char *name, const char *text,
 			            "a project file may not widen the sandbox; set it in ~/.config/sluice/policy.json");
 			goto out;
 		}
-		if (strcmp(key, "profile") == 0) {
+		if (sb_fsmode_config_key(c, key, val, (int)layer, name, &r, err, errlen)) {
+			/* --fs and its allow-list: fsmode.c */
+		} else if (strcmp(key, "profile") == 0) {
 			enum sb_profile prev_profile = c->profile;
 			const char *p = json_object_is_type(val, json_type_string) ? json_object_get_string(val) : "";
 			if (strcmp(p, "base") == 0)
@@ -461,10 +464,10 @@ int sb_config_load_json(struct sb_config *c, const char *name, const char *text,
 			                        : cfg_uid_range(c, val, name, err, errlen);
 		} else {
 			r = cfg_err(err, errlen, name, key,
-			            "unknown key (known: profile, writable_paths, plugin_paths, protected_paths, env, "
+			            "unknown key (known: profile, fs, fs_read, writable_paths, plugin_paths, protected_paths, env, "
 			            "limits, hostname, "
 			            "allow_unsafe, allow_no_sandbox, allow_network, allow_keep_root_uid, "
-			            "allow_masked_binds, "
+			            "allow_masked_binds, allow_fs_remember, fs_read_fixed, "
 			            "root_uid_range)");
 		}
 		if (r < 0)

@@ -52,6 +52,7 @@ enum {
 	OPT_ASK,
 	OPT_ASK_TIMEOUT,
 	OPT_KEEP_ROOT_UID,
+	OPT_FS,
 };
 
 static const struct option sb_options[] = {
@@ -71,6 +72,7 @@ static const struct option sb_options[] = {
         {"ask", no_argument, NULL, OPT_ASK},
         {"ask-timeout", required_argument, NULL, OPT_ASK_TIMEOUT},
         {"keep-root-uid", no_argument, NULL, OPT_KEEP_ROOT_UID},
+        {"fs", required_argument, NULL, OPT_FS},
         {"cpu", required_argument, NULL, OPT_CPU},
         {"memory", required_argument, NULL, OPT_MEMORY},
         {"pids", required_argument, NULL, OPT_PIDS},
@@ -94,6 +96,10 @@ static void usage(FILE *f)
 	           "       sluice netns create [--name N] [--policy P]... [--allow HOST[:PORT]]...  (see sluicectl)\n"
 	           "       sluice netns delete ID|NAME\n"
 	           "  --profile base|plugin|unsafe   filesystem visibility (default: base)\n"
+	           "  --fs ask|relaxed               ask: the host read-only behind a gate; the first open\n"
+	           "                                 outside the read allow-list waits for `sluicectl approve`\n"
+	           "                                 (denied after --ask-timeout); relaxed: only the profile's\n"
+	           "                                 view (default: ask with a terminal, relaxed without or CI)\n"
 	           "  --project DIR                  project directory (default: the current directory)\n"
 	           "  --project-mode overlay|rw|ro   how the project is mounted (default: overlay)\n"
 	           "  --save                         keep the overlay changes: SESSION/changes.patch\n"
@@ -112,7 +118,7 @@ static void usage(FILE *f)
 	           "                                 and write the policy the run needed to FILE (a new file)\n"
 	           "  --ask                          hold requests no rule allows until `sluicectl approve ID`\n"
 	           "                                 (or deny ID) decides; needs sluiced\n"
-	           "  --ask-timeout SECONDS          deny a held request after this long (default: 60)\n"
+	           "  --ask-timeout SECONDS          deny a held request (or open) after this long (default: 60)\n"
 	           "  --cpu CORES --memory SIZE --pids N --timeout SECONDS\n"
 	           "  --io-read-bps DEV:RATE --io-write-bps DEV:RATE   (DEV is MAJ:MIN or /dev/NAME)\n"
 	           "  --hostname NAME                UTS host name (default: sluice)\n"
@@ -317,7 +323,7 @@ static int cmd_run(int argc, char **argv)
 {
 	struct sb_config c;
 	struct sb_limits cli = {0};
-	const char *profile = NULL, *project = NULL, *mode = NULL;
+	const char *profile = NULL, *project = NULL, *mode = NULL, *fs = NULL;
 	bool no_sandbox = false, set_cpu = false, set_mem = false, set_pids = false, set_timeout = false;
 	char err[SB_ERR_MAX] = "", real[PATH_MAX];
 	int opt, rc = SB_EXIT_FAIL;
@@ -368,6 +374,7 @@ static int cmd_run(int argc, char **argv)
 			break;
 		case OPT_ASK: c.ask = true; break;
 		case OPT_KEEP_ROOT_UID: c.keep_root_uid = true; break;
+		case OPT_FS: fs = optarg; break;
 		case OPT_ASK_TIMEOUT: {
 			char *end;
 			errno = 0;
@@ -565,8 +572,29 @@ static int cmd_run(int argc, char **argv)
 		fail("--save and --apply need --project-mode overlay (rw writes directly, ro writes nothing)");
 		goto out;
 	}
-	if ((c.ask || c.ask_timeout_s) && !c.allow_network) {
-		fail("--ask and --ask-timeout need --allow-network (without it there is no network to ask about)");
+	if (fs) {
+		enum sb_fs_mode m = strcmp(fs, "ask") == 0 ? SB_FS_ASK : strcmp(fs, "relaxed") == 0 ? SB_FS_RELAXED : SB_FS_AUTO;
+		if (m == SB_FS_AUTO) {
+			fail("--fs %s: want ask or relaxed", fs);
+			goto out;
+		}
+		if (c.fs_mode_org && m != c.fs_mode) {
+			fail("--fs %s: the organisation policy (%s/policy.json) sets \"fs\": \"%s\"", fs, SLUICE_SYSCONFDIR,
+			     c.fs_mode == SB_FS_ASK ? "ask" : "relaxed");
+			goto out;
+		}
+		c.fs_mode = m;
+	}
+	if (sb_fsmode_resolve(&c, fs != NULL, err, sizeof err) < 0) {
+		fail("%s", err);
+		goto out;
+	}
+	if (c.ask && !c.allow_network) {
+		fail("--ask needs --allow-network (without it there is no network to ask about)");
+		goto out;
+	}
+	if (c.ask_timeout_s && !c.allow_network && c.fs_mode != SB_FS_ASK) {
+		fail("--ask-timeout needs --ask (with --allow-network) or --fs ask: there is nothing to ask about");
 		goto out;
 	}
 	if (c.learn_file && c.ask) {

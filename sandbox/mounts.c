@@ -401,6 +401,9 @@ int sb_mounts_build(struct sb_session *s, const struct sb_go *go, char *err, siz
 	if (c->profile == SB_PROFILE_UNSAFE) {
 		/* The whole host, read-only; fresh /tmp, /run, /dev, /proc go on top below. */
 		rootfd = clone_tree("/", ro, err, errlen);
+	} else if (c->fs_mode == SB_FS_ASK) {
+		/* The host read-only behind the gate (fsgate.c); the allow-list is mounted over it below. */
+		rootfd = sb_fsgate_mount(s, err, errlen);
 	} else {
 		const char *opts[] = {"mode", "0755", NULL};
 		rootfd = sb_new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen);
@@ -427,7 +430,7 @@ int sb_mounts_build(struct sb_session *s, const struct sb_go *go, char *err, siz
 	    (r = tmpfs_at(rootfd, "/run", "0755", owner, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0)
 		return r;
 	/* base/plugin: an empty, writable home that vanishes with the session. */
-	if (c->profile != SB_PROFILE_UNSAFE && c->home && strcmp(c->home, "/") != 0 &&
+	if (c->profile != SB_PROFILE_UNSAFE && c->fs_mode != SB_FS_ASK && c->home && strcmp(c->home, "/") != 0 &&
 	    (r = tmpfs_at(rootfd, c->home, "0700", owner, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0)
 		return r;
 	for (size_t i = 0; i < s->n_sources; i++) {
@@ -458,5 +461,5 @@ int sb_mounts_build(struct sb_session *s, const struct sb_go *go, char *err, siz
 	struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY};
 	if (mount_setattr(AT_FDCWD, "/", 0, &a, sizeof a) < 0)
 		return sb_err(err, errlen, "cannot make the sandbox root read-only: %s", strerror(errno));
-	return 0;
+	return c->fs_mode == SB_FS_ASK ? sb_fsgate_ready(s, err, errlen) : 0;
 }

@@ -29,6 +29,13 @@ enum sb_project_mode {
 	SB_PROJECT_RO,
 };
 
+/* --fs: what the sandbox may read outside its allow-list (fsmode.c, fsgate.c). */
+enum sb_fs_mode {
+	SB_FS_AUTO = 0, /* not chosen: ask with a terminal and a reachable decision, else relaxed */
+	SB_FS_RELAXED,  /* the profile's view: what it does not show does not exist */
+	SB_FS_ASK,      /* the host read-only behind a gate: the first open outside the allow-list waits */
+};
+
 enum sb_save_mode {
 	SB_SAVE_NONE = 0,
 	SB_SAVE_PATCH, /* keep the session dir and write changes.patch into it */
@@ -97,6 +104,13 @@ struct sb_config {
 	bool ask;                /* --ask: hold requests no rule allows for sluicectl approve|deny */
 	unsigned ask_timeout_s;  /* --ask-timeout (0 = the policy's, default 60) */
 
+	/* --fs (fsmode.c) */
+	enum sb_fs_mode fs_mode;      /* as configured or given; sb_fsmode_resolve settles AUTO */
+	bool fs_mode_org;             /* the organisation file set "fs": lower layers and --fs cannot change it */
+	struct sb_strv fs_read;       /* "fs_read": host paths (or subtrees) readable without asking */
+	bool org_forbid_fs_remember;  /* "allow_fs_remember": false */
+	bool org_fs_read_fixed;       /* "fs_read_fixed": true: only the organisation's fs_read entries count */
+
 	bool keep_root_uid; /* --keep-root-uid: a root launch runs the command as host uid 0 */
 
 	/* Organisation caps (from /etc/sluice only). */
@@ -132,6 +146,16 @@ int sb_config_load_json(struct sb_config *c, const char *name, const char *text,
                         char *err, size_t errlen);
 /* The organisation's maxima (0 = none), for capping command-line limits. */
 const struct sb_limits *sb_config_org_caps(void);
+
+/* ---- fsmode.c ---- */
+/* Settles cfg->fs_mode (AUTO: ask with a terminal and a reachable decision, relaxed otherwise, and
+ * with --verbose says why); refuses contradictions (ask with --profile unsafe or firejail). */
+int sb_fsmode_resolve(struct sb_config *c, bool cli_set, char *err, size_t errlen);
+/* Parses one "sandbox" key of the --fs family ("fs", "fs_read", "allow_fs_remember",
+ * "fs_read_fixed"); 1 when it was one (r in *rc), 0 when not ours. */
+struct json_object;
+int sb_fsmode_config_key(struct sb_config *c, const char *key, struct json_object *val, int layer, const char *name,
+                         int *rc, char *err, size_t errlen);
 
 /* Parsers shared by the command line and config: "512M", "2G", "1.5" cores, "8:0:10M". */
 int sb_parse_size(const char *s, uint64_t *out);

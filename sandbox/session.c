@@ -176,7 +176,10 @@ static void teardown(struct sb_session *s, bool ran)
 
 	sb_cgroup_free(s->cg);
 	s->cg = NULL;
+	sb_fsgate_stop(s);
 	sb_net_close(s);
+	if (ran && s->dir && s->cfg->save == SB_SAVE_NONE)
+		sb_discard_summary(s);
 	if (ran && s->dir && s->cfg->save != SB_SAVE_NONE) {
 		err[0] = '\0';
 		if (sb_overlay_save(s, err, sizeof err) < 0) {
@@ -212,6 +215,8 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 	                       .init_pid = -1,
 	                       .tty_fd = -1,
 	                       .lock_fd = -1,
+	                       .fsgate_fd = -1,
+	                       .fsgate_pid = -1,
 	                       .remap_userns = -1};
 	char err[SB_ERR_MAX] = "";
 	struct sb_go go;
@@ -251,6 +256,8 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 		goto fail;
 	if ((r = sb_cgroup_new(&cfg->limits, s.id, !s.userns, &s.cg, err, sizeof err)) < 0)
 		goto fail;
+	if (cfg->fs_mode == SB_FS_ASK && (r = sb_fsgate_start(&s, err, sizeof err)) < 0)
+		goto fail;
 	log_info("launcher: cgroups: %ld us", lap_us());
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		snprintf(err, sizeof err, "socketpair: %s", strerror(errno));
@@ -277,6 +284,11 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 	}
 	s.init_pid = pid;
 	log_info("launcher: clone: %ld us", lap_us());
+	if (s.fsgate_fd >= 0) {
+		/* init's copy is the one the gate hears from (the end of setup, or init dying) */
+		close(s.fsgate_fd);
+		s.fsgate_fd = -1;
+	}
 	setpgid(pid, pid); /* also done by the child; whichever runs first wins the race harmlessly */
 	tty_give(&s);
 	close(sv[1]);

@@ -91,6 +91,8 @@ struct sb_session {
 	int lock_fd;            /* owned; the session directory, flock'ed while the launcher lives */
 	int tty_fd;             /* borrowed (stdin) while the sandbox owns the terminal, else -1 */
 	bool born_in_cgroup;    /* init was cloned straight into the v2 session cgroup */
+	int fsgate_fd;          /* owned; --fs ask: socketpair end to the gate (launcher: none; init: its end) */
+	pid_t fsgate_pid;       /* --fs ask: the gate process (launcher side), or -1 */
 	sigset_t saved_mask;    /* the launcher's signal mask before it blocked the forwarded set */
 };
 
@@ -204,6 +206,22 @@ struct audit_entry;
  * records are skipped. Returns 0 or -errno (the log cannot be read). */
 int sb_summary_each(const char *id, const char *log_path, long long from,
                     void (*fn)(const struct audit_entry *rec, void *arg), void *arg);
+
+/* ---- fsgate.c ---- */
+/* Launcher, --fs ask: forks the gate (outside the sandbox) and keeps s->fsgate_fd for init. */
+int sb_fsgate_start(struct sb_session *s, char *err, size_t errlen);
+/* Launcher: stops the gate (after the sandbox is gone). */
+void sb_fsgate_stop(struct sb_session *s);
+/* Init: mounts the gate's FUSE file system (detached) and hands /dev/fuse to the gate; returns the
+ * mount fd: the new root. */
+int sb_fsgate_mount(struct sb_session *s, char *err, size_t errlen);
+/* Init: the filesystem is built; from now on every open outside the allow-list is asked about. */
+int sb_fsgate_ready(struct sb_session *s, char *err, size_t errlen);
+
+/* ---- discard.c ---- */
+/* At exit, --project-mode overlay without --save/--apply: when the overlay holds changes about to be
+ * discarded, says how many files changed, were added and removed, and how to keep them next time. */
+void sb_discard_summary(const struct sb_session *s);
 
 /* ---- learn.c ---- */
 /* --learn FILE: refuses (one line in err) a FILE that exists or whose directory cannot be written,

@@ -8,6 +8,7 @@
 #include "ctl.h"
 
 #include "client.h"
+#include "fsask.h"
 #include "policy.h"
 #include "util.h"
 
@@ -83,11 +84,16 @@ static int list_asks(bool json)
 	if (json)
 		a.arr = json_object_new_array();
 	r = netd_asks_list(asks_cb, &a, err, sizeof err);
-	if (r < 0) {
+	/* then the opens held by --fs ask gates, which need no sluiced (ctl_fsask.c) */
+	char ferr[512] = "";
+	unsigned nfs = 0;
+	int gates = ctl_fsask_list(a.arr, &nfs, ferr, sizeof ferr);
+	if (r < 0 && gates <= 0) {
 		fprintf(stderr, "sluicectl: asks: %s\n", err[0] ? err : strerror(-r));
 		json_object_put(a.arr);
 		return 1;
 	}
+	a.n += nfs;
 	if (a.arr)
 		printf("%s\n", json_object_to_json_string_ext(a.arr, JSON_C_TO_STRING_PLAIN));
 	else if (a.n == 0)
@@ -365,7 +371,8 @@ static void usage_approve(FILE *f)
 {
 	fprintf(f, "usage: sluicectl asks [--json]                      requests held for approval\n"
 	           "       sluicectl approve [ID [--remember user|project [--project DIR]]]\n"
-	           "       sluicectl deny ID\n"
+	           "       sluicectl approve ID --subtree    (an fs ask: the path and everything beneath it)\n"
+	           "       sluicectl deny ID [--subtree]\n"
 	           "approve without ID lists the held requests. An approval or denial applies to the request's\n"
 	           "host:port for the rest of its session. --remember also adds host:port to the \"allow\" list of\n"
 	           "your user policy (~/.config/sluice/policy.json) or of DIR/.sluice/policy.json (DIR: --project,\n"
@@ -378,11 +385,12 @@ int ctl_ask(int argc, char **argv)
 	        {"remember", required_argument, NULL, 'r'},
 	        {"project", required_argument, NULL, 'p'},
 	        {"json", no_argument, NULL, 'j'},
+	        {"subtree", no_argument, NULL, 's'},
 	        {"help", no_argument, NULL, 'h'},
 	        {NULL, 0, NULL, 0},
 	};
 	const char *cmd = argv[0], *layer = NULL, *project = NULL;
-	bool json = false, allow = strcmp(cmd, "approve") == 0;
+	bool json = false, allow = strcmp(cmd, "approve") == 0, subtree = false;
 	struct netd_ask_entry e;
 	char err[1024] = "";
 	int opt, r;
@@ -399,6 +407,7 @@ int ctl_ask(int argc, char **argv)
 			break;
 		case 'p': project = optarg; break;
 		case 'j': json = true; break;
+		case 's': subtree = true; break;
 		case 'h': usage_approve(stdout); return 0;
 		default: usage_approve(stderr); return 2;
 		}
@@ -416,6 +425,18 @@ int ctl_ask(int argc, char **argv)
 	}
 	if (project && strcmp(layer, "project") != 0) {
 		fprintf(stderr, "sluicectl: --project goes with --remember project\n");
+		return 2;
+	}
+	if (fsask_is_id(argv[optind])) {
+		if (layer) {
+			fprintf(stderr, "sluicectl: --remember is for network asks; a filesystem approval lasts for its "
+			                "session (add the path to \"fs_read\" to keep it)\n");
+			return 2;
+		}
+		return ctl_fsask_decide(argv[optind], allow, subtree);
+	}
+	if (subtree) {
+		fprintf(stderr, "sluicectl: --subtree is for filesystem asks (fs-... ids)\n");
 		return 2;
 	}
 	r = netd_ask_decide(argv[optind], allow, &e, err, sizeof err);

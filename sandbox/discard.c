@@ -1,0 +1,129 @@
+/* The exit note of a session whose project overlay is about to be discarded: without --save or
+ * --apply, what the command wrote to the project (an `npm install`'s node_modules, a build's output)
+ * goes away with the session directory. When there is any, one line says how many files changed,
+ * were added and removed, and the exact command that keeps them. The upper directory is read as
+ * overlayfs left it: a 0:0 character device is a removal (whiteout), an entry without a counterpart
+ * in the project is an addition, one with a counterpart a change. Nothing here follows a symlink. */
+#include "session.h"
+
+#include "util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#define DISCARD_DEPTH_MAX 64
+
+struct counts {
+	unsigned long changed, added, removed;
+};
+
+/* Counts the files beneath an added directory (an empty one counts once). */
+static void count_added(int dfd, struct counts *c, int depth)
+{
+	DIR *d = fdopendir(dfd);
+	struct dirent *de;
+	unsigned long before = c->added;
+
+	if (!d) {
+		close(dfd);
+		c->added++;
+		return;
+	}
+	while ((de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		int sub = de->d_type == DT_DIR && depth < DISCARD_DEPTH_MAX
+		                  ? openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+		                  : -1;
+		if (sub >= 0)
+			count_added(sub, c, depth + 1);
+		else
+			c->added++;
+	}
+	if (c->added == before)
+		c->added++;
+	closedir(d);
+}
+
+/* upper: a directory of the upper layer; lower: the same directory in the project, or -1. */
+static void walk(int upper, int lower, struct counts *c, int depth)
+{
+	DIR *d = fdopendir(upper);
+	struct dirent *de;
+
+	if (!d) {
+		close(upper);
+		return;
+	}
+	while ((de = readdir(d)) != NULL) {
+		struct stat st, lst;
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		bool in_lower = lower >= 0 && fstatat(lower, de->d_name, &lst, AT_SYMLINK_NOFOLLOW) == 0;
+		if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0)) {
+			if (in_lower)
+				c->removed++;
+			continue;
+		}
+		if (S_ISDIR(st.st_mode) && depth < DISCARD_DEPTH_MAX) {
+			int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub < 0)
+				continue;
+			if (in_lower && S_ISDIR(lst.st_mode)) {
+				int lsub = openat(lower, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+				walk(sub, lsub, c, depth + 1);
+				if (lsub >= 0)
+					close(lsub);
+			} else {
+				count_added(sub, c, depth + 1);
+			}
+			continue;
+		}
+		if (in_lower)
+			c->changed++;
+		else
+			c->added++;
+	}
+	closedir(d);
+}
+
+void sb_discard_summary(const struct sb_session *s)
+{
+	const struct sb_config *cfg = s->cfg;
+	struct counts c = {0, 0, 0};
+	char upper[4096];
+
+	if (cfg->quiet || cfg->project_mode != SB_PROJECT_OVERLAY || cfg->save != SB_SAVE_NONE || !s->dir ||
+	    !cfg->project_dir)
+		return;
+	snprintf(upper, sizeof upper, "%s/upper", s->dir);
+	int ufd = open(upper, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (ufd < 0)
+		return;
+	cleanup_fd int lfd = open(cfg->project_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	walk(ufd, lfd, &c, 0);
+	if (c.changed + c.added + c.removed == 0)
+		return;
+	fprintf(stderr,
+	        "sluice: discarding this session's changes to %s: %lu file%s changed, %lu added, %lu removed\n"
+	        "sluice: to keep them, run it again with --save (then `sluicectl session save ID` applies them)"
+	        " or --apply:\n"
+	        "sluice:   sluice run --save",
+	        cfg->project_dir, c.changed, c.changed == 1 ? "" : "s", c.added, c.removed);
+	if (cfg->fs_mode == SB_FS_ASK)
+		fputs(" --fs ask", stderr);
+	fputs(" --", stderr);
+	for (size_t i = 0; s->argv && s->argv[i]; i++) {
+		fputc(' ', stderr);
+		for (const char *p = s->argv[i]; *p; p++)
+			fputc((unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p, stderr);
+	}
+	fputc('\n', stderr);
+}

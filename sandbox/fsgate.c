@@ -1,0 +1,1108 @@
+/* The filesystem gate of `sluice run --fs ask`: a FUSE file system (libfuse3, low-level API) served by
+ * a process of the launcher's, outside the sandbox, that shows the host read-only as the sandbox's
+ * root. The allow-list's trees (system directories, the project, caches, binds) are mounted over it
+ * as in the relaxed view, so they never reach the gate; what does reach it is everything else: a
+ * lookup or open of a path outside the allow-list waits here, its FUSE request unanswered (only the
+ * calling thread blocks), until `sluicectl approve|deny` decides or --ask-timeout denies it.
+ *
+ * Why the decision applies to the object actually opened (docs/sandbox.md, "--fs ask"): the gate
+ * serves each node from an O_PATH descriptor it opened itself, one component at a time relative to
+ * its parent's descriptor with O_NOFOLLOW, and decides on that node's path as the gate built it, never
+ * on a path string from the sandbox. An open reopens that same descriptor. Symlinks are returned as
+ * symlinks for the sandbox's kernel to resolve in the sandbox's own view (so /proc/self/root, dirfds
+ * and O_PATH-then-/proc/self/fd reopens all come back here as lookups and opens of nodes); the view is
+ * read-only, so the sandbox cannot rename, link or swap anything in it; masked paths are refused by
+ * path and by identity (device and inode), so a hard link to a secret is refused too.
+ *
+ * One thread, one poll loop: /dev/fuse, the control socket for sluicectl (common/fsask.h), its
+ * clients, the init's socket (its "ready" byte ends the setup phase, in which init's own lookups for
+ * the mount points are answered without asking), and the earliest ask deadline. */
+#define FUSE_USE_VERSION 35
+#include "session.h"
+
+#include "fsask.h"
+#include "log.h"
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <grp.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/fsuid.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define GATE_TTL          86400.0 /* entry and attribute cache: the host view is read-only to the sandbox */
+#define GATE_BUCKETS      4096
+#define GATE_ASKS_MAX     64 /* held at once; beyond, opens are refused at once */
+#define GATE_RULES_MAX    4096
+#define GATE_CLIENTS_MAX  8
+#define GATE_DEFAULT_WAIT 60
+
+struct gate_node {
+	struct gate_node *hnext;  /* hash chain on (parent, name) */
+	struct gate_node *parent; /* borrowed; nodes live as long as the gate */
+	char *name;               /* owned */
+	char *path;               /* owned; the host path, built by the gate */
+	int fd;                   /* owned; O_PATH, opened by the gate relative to the parent's */
+	dev_t dev;
+	ino_t ino;
+	mode_t mode;
+	uint64_t nlookup;
+};
+
+/* A path the sandbox may (allow) or may not read; subtree: everything beneath it too. */
+struct gate_rule {
+	char *path; /* owned */
+	bool subtree, allow;
+	bool mount; /* a mount point of the allow-list: its ancestors may be looked up */
+};
+
+enum gate_op { OP_LOOKUP, OP_OPEN, OP_OPENDIR };
+
+struct gate_wait {
+	struct gate_wait *next;
+	fuse_req_t req;
+	enum gate_op op;
+	struct gate_node *node; /* borrowed: the parent (lookup) or the node (open) */
+	char *name;             /* owned; lookup */
+	struct fuse_file_info fi;
+};
+
+struct gate_ask {
+	struct gate_ask *next;
+	char id[FSASK_ID_MAX + 1];
+	char *path; /* owned */
+	char cmd[FSASK_COMMAND_MAX + 1];
+	bool dir;
+	time_t created;
+	struct timespec deadline;
+	struct gate_wait *waiters; /* owned list */
+};
+
+struct gate {
+	const struct sb_session *s; /* borrowed (the launcher's copy, forked) */
+	struct fuse_session *se;    /* owned */
+	struct gate_node root;
+	struct gate_node *table[GATE_BUCKETS];
+	struct gate_rule rules[GATE_RULES_MAX];
+	size_t nrules;
+	struct gate_ask *asks; /* owned list */
+	unsigned nasks;
+	bool setup;   /* until init says ready: its lookups are answered without asking */
+	int initfd;   /* owned; socket to init */
+	int listenfd; /* owned; the control socket */
+	int clients[GATE_CLIENTS_MAX];
+	int auditfd; /* owned; O_APPEND, or -1 */
+	int procfd;  /* owned; the sandbox's /proc (from init), or -1 */
+	unsigned wait_s;
+};
+
+/* ---- paths and rules ---- */
+
+/* Whether path is base or beneath it. */
+static bool under(const char *path, const char *base)
+{
+	size_t n = strlen(base);
+	if (strcmp(base, "/") == 0)
+		return true;
+	return strncmp(path, base, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+static int rule_add(struct gate *g, const char *path, bool subtree, bool allow, bool mount)
+{
+	for (size_t i = 0; i < g->nrules; i++) {
+		struct gate_rule *r = &g->rules[i];
+		if (strcmp(r->path, path) == 0 && r->subtree == subtree && !r->mount && !mount) {
+			r->allow = allow;
+			return 0;
+		}
+	}
+	if (g->nrules == GATE_RULES_MAX)
+		return -ENOSPC;
+	char *p = strdup(path);
+	if (!p)
+		return -ENOMEM;
+	g->rules[g->nrules++] = (struct gate_rule){p, subtree, allow, mount};
+	return 0;
+}
+
+static bool masked(const struct gate *g, const char *path, dev_t dev, ino_t ino, bool have_id)
+{
+	for (size_t i = 0; i < g->s->n_masks; i++) {
+		const struct sb_mask *m = &g->s->masks[i];
+		if (under(path, m->path) || (have_id && m->dev == dev && m->ino == ino))
+			return true;
+	}
+	return false;
+}
+
+enum verdict { V_ALLOW, V_DENY, V_MASKED, V_ASK };
+
+/* The most specific rule decides (an exact rule beats a subtree one of the same path, a denial beats
+ * an allowance of the same specificity). lookup: the ancestors of the allow-list's mount points may
+ * be looked up (not listed), or nothing beneath could be reached. */
+static enum verdict decide(const struct gate *g, const char *path, bool lookup)
+{
+	const struct gate_rule *best = NULL;
+	size_t bestlen = 0;
+
+	if (masked(g, path, 0, 0, false))
+		return V_MASKED;
+	if (g->setup)
+		return V_ALLOW;
+	for (size_t i = 0; i < g->nrules; i++) {
+		const struct gate_rule *r = &g->rules[i];
+		size_t n = strlen(r->path);
+		if (r->mount) {
+			if (lookup && under(r->path, path))
+				return V_ALLOW;
+			if (!under(path, r->path))
+				continue;
+		} else if (r->subtree ? !under(path, r->path) : strcmp(path, r->path) != 0) {
+			continue;
+		}
+		if (!best || n > bestlen || (n == bestlen && !r->subtree && best->subtree) ||
+		    (n == bestlen && r->subtree == best->subtree && !r->allow)) {
+			best = r;
+			bestlen = n;
+		}
+	}
+	/* the root's listing holds only the names of the top-level directories */
+	if (!best && strcmp(path, "/") == 0)
+		return V_ALLOW;
+	if (!best)
+		return V_ASK;
+	return best->allow ? V_ALLOW : V_DENY;
+}
+
+/* Whether path is a strict ancestor of a mount point of the allow-list: the sandbox must be able to
+ * pass through it (search permission) to reach what is mounted beneath, whoever owns it. */
+static bool on_the_way(const struct gate *g, const char *path)
+{
+	for (size_t i = 0; i < g->nrules; i++)
+		if (g->rules[i].mount && strcmp(g->rules[i].path, path) != 0 && under(g->rules[i].path, path))
+			return true;
+	return false;
+}
+
+static void fix_mode(const struct gate *g, const char *path, struct stat *st)
+{
+	if (S_ISDIR(st->st_mode) && on_the_way(g, path))
+		st->st_mode |= S_IXUSR | S_IXGRP | S_IXOTH;
+}
+
+/* ---- audit ---- */
+
+static void json_str(char *out, size_t len, const char *s)
+{
+	size_t o = 0;
+	for (; s && *s && o + 7 < len; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (ch == '"' || ch == '\\')
+			o += (size_t)snprintf(out + o, len - o, "\\%c", ch);
+		else if (ch < 0x20 || ch == 0x7f)
+			o += (size_t)snprintf(out + o, len - o, "\\u%04x", ch);
+		else
+			out[o++] = (char)ch;
+	}
+	out[o] = '\0';
+}
+
+/* One record per decision: event asked|approved|denied|timed-out|masked; decision ask|allow|deny. */
+static void audit(struct gate *g, const char *event, const char *decision, const char *path, const char *cmd,
+                  const char *id, long long by)
+{
+	char line[3 * PATH_MAX], p[2 * PATH_MAX], c[2 * FSASK_COMMAND_MAX], t[40];
+	struct timespec ts;
+	struct tm tm;
+	int n;
+
+	if (g->auditfd < 0)
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	strftime(t, sizeof t, "%Y-%m-%dT%H:%M:%S", &tm);
+	json_str(p, sizeof p, path);
+	json_str(c, sizeof c, cmd ? cmd : "");
+	n = snprintf(line, sizeof line,
+	             "{\"time\":\"%s.%03ldZ\",\"session\":\"%s\",\"uid\":%u,\"protocol\":\"fs\",\"event\":\"%s\","
+	             "\"decision\":\"%s\",\"path\":\"%s\",\"command\":\"%s\"%s%s%s",
+	             t, ts.tv_nsec / 1000000, g->s->id, (unsigned)g->s->cfg->uid, event, decision, p, c,
+	             id ? ",\"ask\":\"" : "", id ? id : "", id ? "\"" : "");
+	if (n > 0 && (size_t)n < sizeof line - 32 && by >= 0)
+		n += snprintf(line + n, sizeof line - (size_t)n, ",\"by\":%lld", by);
+	if (n > 0 && (size_t)n < sizeof line - 2) {
+		line[n++] = '}';
+		line[n++] = '\n';
+		if (write(g->auditfd, line, (size_t)n) != n)
+			log_warn("fs gate: cannot write the audit log");
+	}
+}
+
+/* ---- nodes ---- */
+
+static size_t hash(const struct gate_node *parent, const char *name)
+{
+	size_t h = (size_t)(uintptr_t)parent * 31u;
+	for (; *name; name++)
+		h = h * 131u + (unsigned char)*name;
+	return h % GATE_BUCKETS;
+}
+
+static struct gate_node *node_of(struct gate *g, fuse_ino_t ino)
+{
+	return ino == FUSE_ROOT_ID ? &g->root : (struct gate_node *)(uintptr_t)ino;
+}
+
+static fuse_ino_t ino_of(struct gate *g, struct gate_node *n)
+{
+	return n == &g->root ? FUSE_ROOT_ID : (fuse_ino_t)(uintptr_t)n;
+}
+
+static int child_path(const struct gate_node *parent, const char *name, char *out, size_t len)
+{
+	int n = snprintf(out, len, "%s/%s", strcmp(parent->path, "/") == 0 ? "" : parent->path, name);
+	return n > 0 && (size_t)n < len ? 0 : -ENAMETOOLONG;
+}
+
+/* Opens parent/name without following it, checks it is not a masked object, and answers the lookup. */
+static void lookup_real(struct gate *g, fuse_req_t req, struct gate_node *parent, const char *name)
+{
+	struct fuse_entry_param e;
+	struct gate_node *n;
+	char path[PATH_MAX];
+	struct stat st;
+	size_t h = hash(parent, name);
+	int fd;
+
+	if (child_path(parent, name, path, sizeof path) < 0) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	fd = openat(parent->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
+		int saved = errno;
+		if (fd >= 0)
+			close(fd);
+		fuse_reply_err(req, saved);
+		return;
+	}
+	if (masked(g, path, st.st_dev, st.st_ino, true)) {
+		close(fd);
+		if (!g->setup)
+			audit(g, "masked", "deny", path, NULL, NULL, -1);
+		fuse_reply_err(req, EACCES);
+		return;
+	}
+	for (n = g->table[h]; n; n = n->hnext)
+		if (n->parent == parent && strcmp(n->name, name) == 0)
+			break;
+	if (n && (n->dev != st.st_dev || n->ino != st.st_ino)) {
+		/* replaced on the host: serve the new object under a new node */
+		n = NULL;
+	}
+	if (n) {
+		close(fd);
+	} else {
+		n = calloc(1, sizeof *n);
+		if (!n || !(n->name = strdup(name)) || !(n->path = strdup(path))) {
+			if (n)
+				free(n->name);
+			free(n);
+			close(fd);
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		n->parent = parent;
+		n->fd = fd;
+		n->dev = st.st_dev;
+		n->ino = st.st_ino;
+		n->mode = st.st_mode;
+		n->hnext = g->table[h];
+		g->table[h] = n;
+	}
+	n->nlookup++;
+	memset(&e, 0, sizeof e);
+	e.ino = ino_of(g, n);
+	e.attr = st;
+	fix_mode(g, n->path, &e.attr);
+	e.attr_timeout = GATE_TTL;
+	e.entry_timeout = GATE_TTL;
+	fuse_reply_entry(req, &e);
+}
+
+static void open_real(struct gate *g, fuse_req_t req, struct gate_node *n, struct fuse_file_info *fi, bool dir)
+{
+	char proc[32];
+	int fd;
+
+	(void)g;
+	snprintf(proc, sizeof proc, "/proc/self/fd/%d", n->fd);
+	/* reopens the very object the decision was about (the gate's own descriptor) */
+	fd = open(proc, O_RDONLY | O_CLOEXEC | (dir ? O_DIRECTORY : 0) | (fi->flags & O_NONBLOCK));
+	if (fd < 0) {
+		fuse_reply_err(req, errno);
+		return;
+	}
+	if (dir) {
+		DIR *d = fdopendir(fd);
+		if (!d) {
+			int e = errno;
+			close(fd);
+			fuse_reply_err(req, e);
+			return;
+		}
+		fi->fh = (uint64_t)(uintptr_t)d;
+		if (fuse_reply_open(req, fi) != 0)
+			closedir(d);
+		return;
+	}
+	fi->fh = (uint64_t)fd;
+	fi->keep_cache = 1;
+	if (fuse_reply_open(req, fi) != 0)
+		close(fd);
+}
+
+/* ---- asks ---- */
+
+/* pid is in the sandbox's pid namespace (FUSE reports the mounter's): read it from the sandbox's
+ * own /proc, which init handed over with its ready byte. */
+static void cmdline_of(const struct gate *g, pid_t pid, char *out, size_t len)
+{
+	char path[32];
+	ssize_t n = -1;
+	int fd = -1;
+
+	snprintf(path, sizeof path, "%d/cmdline", (int)pid);
+	if (g->procfd >= 0)
+		fd = openat(g->procfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd >= 0) {
+		n = read(fd, out, len - 1);
+		close(fd);
+	}
+	if (n <= 0) {
+		snprintf(out, len, "pid %d", (int)pid);
+		return;
+	}
+	for (ssize_t i = 0; i < n; i++)
+		if (out[i] == '\0')
+			out[i] = ' ';
+		else if ((unsigned char)out[i] < 0x20 || out[i] == 0x7f)
+			out[i] = '?';
+	while (n > 0 && out[n - 1] == ' ')
+		n--;
+	out[n] = '\0';
+}
+
+static void ask_wait(struct gate *g, fuse_req_t req, enum gate_op op, struct gate_node *node, const char *name,
+                     const char *path, struct fuse_file_info *fi)
+{
+	struct gate_ask *a;
+	struct gate_wait *w = calloc(1, sizeof *w);
+
+	if (!w || (name && !(w->name = strdup(name)))) {
+		free(w);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	w->req = req;
+	w->op = op;
+	w->node = node;
+	if (fi)
+		w->fi = *fi;
+	for (a = g->asks; a; a = a->next)
+		if (strcmp(a->path, path) == 0)
+			break;
+	if (!a) {
+		uint8_t rnd[4];
+		if (g->nasks >= GATE_ASKS_MAX || getrandom(rnd, sizeof rnd, 0) != sizeof rnd ||
+		    !(a = calloc(1, sizeof *a)) || !(a->path = strdup(path))) {
+			free(a);
+			free(w->name);
+			free(w);
+			audit(g, "denied", "deny", path, NULL, NULL, -1);
+			fuse_reply_err(req, EACCES);
+			return;
+		}
+		snprintf(a->id, sizeof a->id, "fs-%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3]);
+		cmdline_of(g, fuse_req_ctx(req)->pid, a->cmd, sizeof a->cmd);
+		a->dir = op == OP_OPENDIR;
+		a->created = time(NULL);
+		clock_gettime(CLOCK_MONOTONIC, &a->deadline);
+		a->deadline.tv_sec += g->wait_s;
+		a->next = g->asks;
+		g->asks = a;
+		g->nasks++;
+		audit(g, "asked", "ask", path, a->cmd, a->id, -1);
+		if (!g->s->cfg->quiet)
+			fprintf(stderr,
+			        "sluice: %s wants to read %s; waiting: sluicectl approve %s [--subtree] | sluicectl "
+			        "deny %s (denied in %u s)\n",
+			        a->cmd, a->path, a->id, a->id, g->wait_s);
+	}
+	w->next = a->waiters;
+	a->waiters = w;
+}
+
+static void ask_finish(struct gate *g, struct gate_ask *a, bool allow)
+{
+	struct gate_ask **pp;
+	struct gate_wait *w, *next;
+
+	for (pp = &g->asks; *pp && *pp != a; pp = &(*pp)->next)
+		;
+	if (*pp)
+		*pp = a->next;
+	g->nasks--;
+	for (w = a->waiters; w; w = next) {
+		next = w->next;
+		if (!allow)
+			fuse_reply_err(w->req, EACCES);
+		else if (w->op == OP_LOOKUP)
+			lookup_real(g, w->req, w->node, w->name);
+		else
+			open_real(g, w->req, w->node, &w->fi, w->op == OP_OPENDIR);
+		free(w->name);
+		free(w);
+	}
+	free(a->path);
+	free(a);
+}
+
+/* After a verdict: other held opens that a rule now decides end too (a --subtree approval). */
+static void asks_settle(struct gate *g)
+{
+	for (struct gate_ask *a = g->asks, *next; a; a = next) {
+		next = a->next;
+		enum verdict v = decide(g, a->path, false);
+		if (v != V_ASK)
+			ask_finish(g, a, v == V_ALLOW);
+	}
+}
+
+/* ---- FUSE operations ---- */
+
+static void gate_init(void *data, struct fuse_conn_info *conn)
+{
+	(void)data;
+	conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
+}
+
+static void gate_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct gate *g = fuse_req_userdata(req);
+	struct gate_node *p = node_of(g, parent);
+	char path[PATH_MAX];
+
+	if (child_path(p, name, path, sizeof path) < 0) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	/* What is asked about is an open (of a file, or of a directory to list it): a lookup outside the
+	 * allow-list is answered (the sandbox learns that the name exists and its attributes, not its
+	 * content), so that `cat /a/b/c` asks once, about /a/b/c. The host's /sys is never shown, as in
+	 * the relaxed view. Masked and denied paths are refused here already. */
+	switch (decide(g, path, true)) {
+	case V_ASK:
+		if (under(path, "/sys")) {
+			fuse_reply_err(req, ENOENT);
+			return;
+		}
+		/* fall through */
+	case V_ALLOW: lookup_real(g, req, p, name); return;
+	case V_MASKED:
+		if (!g->setup)
+			audit(g, "masked", "deny", path, NULL, NULL, -1);
+		fuse_reply_err(req, EACCES);
+		return;
+	case V_DENY: fuse_reply_err(req, EACCES); return;
+	}
+}
+
+static void gate_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct gate *g = fuse_req_userdata(req);
+	struct gate_node *n = node_of(g, ino);
+	/* nodes stay (a later lookup of the same name finds them); only the count goes down */
+	n->nlookup = n->nlookup > nlookup ? n->nlookup - nlookup : 0;
+	fuse_reply_none(req);
+}
+
+static void gate_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct gate *g = fuse_req_userdata(req);
+	struct gate_node *n = node_of(g, ino);
+	struct stat st;
+	(void)fi;
+	if (fstatat(n->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
+		fuse_reply_err(req, errno);
+		return;
+	}
+	fix_mode(g, n->path, &st);
+	fuse_reply_attr(req, &st, GATE_TTL);
+}
+
+static void gate_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct gate *g = fuse_req_userdata(req);
+	char buf[PATH_MAX];
+	ssize_t n = readlinkat(node_of(g, ino)->fd, "", buf, sizeof buf - 1);
+	if (n < 0) {
+		fuse_reply_err(req, errno);
+		return;
+	}
+	buf[n] = '\0';
+	fuse_reply_readlink(req, buf);
+}
+
+static void gate_open_common(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, bool dir)
+{
+	struct gate *g = fuse_req_userdata(req);
+	struct gate_node *n = node_of(g, ino);
+
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	switch (decide(g, n->path, false)) {
+	case V_ALLOW: open_real(g, req, n, fi, dir); return;
+	case V_MASKED:
+		audit(g, "masked", "deny", n->path, NULL, NULL, -1);
+		fuse_reply_err(req, EACCES);
+		return;
+	case V_DENY: fuse_reply_err(req, EACCES); return;
+	case V_ASK: ask_wait(g, req, dir ? OP_OPENDIR : OP_OPEN, n, NULL, n->path, fi); return;
+	}
+}
+
+static void gate_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	gate_open_common(req, ino, fi, false);
+}
+
+static void gate_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	gate_open_common(req, ino, fi, true);
+}
+
+static void gate_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
+	(void)ino;
+	buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	buf.buf[0].fd = (int)fi->fh;
+	buf.buf[0].pos = off;
+	fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+}
+
+static void gate_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	close((int)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+static void gate_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	DIR *d = (DIR *)(uintptr_t)fi->fh;
+	char *buf = calloc(1, size);
+	size_t used = 0;
+	struct dirent *de;
+
+	(void)ino;
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	seekdir(d, off);
+	while ((de = readdir(d)) != NULL) {
+		struct stat st = {.st_ino = de->d_ino, .st_mode = (mode_t)DTTOIF(de->d_type)};
+		size_t n = fuse_add_direntry(req, buf + used, size - used, de->d_name, &st, telldir(d));
+		if (n > size - used)
+			break;
+		used += n;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void gate_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	closedir((DIR *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+static void gate_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct gate *g = fuse_req_userdata(req);
+	struct statvfs sv;
+	if (fstatvfs(node_of(g, ino)->fd, &sv) < 0 && statvfs("/", &sv) < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_statfs(req, &sv);
+}
+
+static void gate_nosys(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	(void)ino;
+	(void)name;
+	(void)size;
+	fuse_reply_err(req, ENOSYS);
+}
+
+static const struct fuse_lowlevel_ops gate_ops = {
+        .init = gate_init,
+        .lookup = gate_lookup,
+        .forget = gate_forget,
+        .getattr = gate_getattr,
+        .readlink = gate_readlink,
+        .open = gate_open,
+        .read = gate_read,
+        .release = gate_release,
+        .opendir = gate_opendir,
+        .readdir = gate_readdir,
+        .releasedir = gate_releasedir,
+        .statfs = gate_statfs,
+        .getxattr = gate_nosys,
+};
+
+/* ---- the control socket ---- */
+
+static void send_error(int fd, int e, const char *msg)
+{
+	struct ipc_buf b;
+	if (ipc_buf_init(&b, FSASK_MSG_ERROR, 0) < 0)
+		return;
+	ipc_buf_put_u32(&b, FSASK_A_ERRNO, (uint32_t)e);
+	ipc_buf_put_str(&b, FSASK_A_ERRMSG, msg);
+	ipc_send(fd, &b);
+	ipc_buf_release(&b);
+}
+
+static int send_ask(struct gate *g, int fd, const struct gate_ask *a, int verdict, bool subtree)
+{
+	struct ipc_buf b;
+	struct timespec now;
+	long long left;
+	int r;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	left = a->deadline.tv_sec - now.tv_sec;
+	if ((r = ipc_buf_init(&b, FSASK_MSG_ASK, 0)) < 0)
+		return r;
+	ipc_buf_put_str(&b, FSASK_A_ID, a->id);
+	ipc_buf_put_str(&b, FSASK_A_SESSION, g->s->id);
+	ipc_buf_put_u32(&b, FSASK_A_UID, (uint32_t)g->s->cfg->uid);
+	ipc_buf_put_str(&b, FSASK_A_PATH, a->path);
+	ipc_buf_put_str(&b, FSASK_A_COMMAND, a->cmd);
+	ipc_buf_put_u32(&b, FSASK_A_TIMEOUT, (uint32_t)((time(NULL) - a->created) + (left > 0 ? left : 0)));
+	ipc_buf_put_u64(&b, FSASK_A_CREATED, (uint64_t)a->created);
+	ipc_buf_put_u8(&b, FSASK_A_DIR, a->dir);
+	if (g->s->cfg->project_dir)
+		ipc_buf_put_str(&b, FSASK_A_PROJECT, g->s->cfg->project_dir);
+	if (verdict >= 0) {
+		ipc_buf_put_u8(&b, FSASK_A_VERDICT, (uint8_t)verdict);
+		ipc_buf_put_u8(&b, FSASK_A_SUBTREE, subtree);
+	}
+	r = ipc_send(fd, &b);
+	ipc_buf_release(&b);
+	return r;
+}
+
+static void client_msg(struct gate *g, int fd, uid_t by)
+{
+	struct ipc_msg m;
+	char err[256];
+	int r = ipc_recv_nowait(fd, &m);
+
+	if (r == -EAGAIN) {
+		ipc_msg_clear(&m);
+		return;
+	}
+	if (r < 0 || (r = ipc_msg_check(&fsask_proto, &m, FSASK_CS_GATE, err, sizeof err)) < 0) {
+		ipc_msg_clear(&m);
+		for (size_t i = 0; i < GATE_CLIENTS_MAX; i++)
+			if (g->clients[i] == fd)
+				g->clients[i] = -1;
+		close(fd);
+		return;
+	}
+	if (m.type == FSASK_MSG_LIST) {
+		for (const struct gate_ask *a = g->asks; a; a = a->next)
+			if (send_ask(g, fd, a, -1, false) < 0)
+				break;
+		ipc_send_empty(fd, FSASK_MSG_END, m.seq);
+	} else {
+		const char *id = ipc_get_str(&m, FSASK_A_ID);
+		bool allow = ipc_get_u8(&m, FSASK_A_VERDICT, 0) == 1;
+		bool subtree = ipc_get_u8(&m, FSASK_A_SUBTREE, 0) == 1;
+		struct gate_ask *a;
+
+		for (a = g->asks; a; a = a->next)
+			if (strcmp(a->id, id) == 0)
+				break;
+		if (!a) {
+			send_error(fd, ENOENT, "no such held open (it may have been decided or timed out)");
+		} else if (rule_add(g, a->path, subtree, allow, false) < 0) {
+			send_error(fd, ENOSPC, "too many decisions in this session");
+		} else {
+			audit(g, allow ? "approved" : "denied", allow ? "allow" : "deny", a->path, a->cmd, a->id,
+			      (long long)by);
+			send_ask(g, fd, a, allow, subtree);
+			ask_finish(g, a, allow);
+			asks_settle(g);
+		}
+	}
+	ipc_msg_clear(&m);
+}
+
+static void accept_client(struct gate *g)
+{
+	int fd = accept4(g->listenfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	uid_t uid;
+
+	if (fd < 0)
+		return;
+	/* only the session's user and root may see or decide its opens */
+	if (ipc_peer_cred(fd, &uid, NULL, NULL) < 0 || (uid != 0 && uid != g->s->cfg->uid)) {
+		close(fd);
+		return;
+	}
+	for (size_t i = 0; i < GATE_CLIENTS_MAX; i++)
+		if (g->clients[i] < 0) {
+			g->clients[i] = fd;
+			return;
+		}
+	close(fd);
+}
+
+static int listen_control(struct gate *g)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int n = snprintf(sa.sun_path + 1, sizeof sa.sun_path - 1, FSASK_SOCK_PREFIX "%u/%s", (unsigned)g->s->cfg->uid,
+	                 g->s->id);
+	g->listenfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (g->listenfd < 0 ||
+	    bind(g->listenfd, (struct sockaddr *)&sa,
+	         (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)) < 0 ||
+	    listen(g->listenfd, 16) < 0)
+		return -errno;
+	return 0;
+}
+
+/* The audit log: --audit-log, else the user's state directory (root: /var/log/sluice). */
+static int open_audit(const struct sb_config *c)
+{
+	char path[PATH_MAX];
+	const char *st = getenv("XDG_STATE_HOME");
+
+	if (c->audit_log)
+		util_strlcpy(path, c->audit_log, sizeof path);
+	else if (c->uid == 0)
+		util_strlcpy(path, "/var/log/sluice/fs-audit.log", sizeof path);
+	else if (st && st[0] == '/')
+		snprintf(path, sizeof path, "%s/sluice/fs-audit.log", st);
+	else if (c->home)
+		snprintf(path, sizeof path, "%s/.local/state/sluice/fs-audit.log", c->home);
+	else
+		return -1;
+	/* create the directories as the user would (best effort; the open below is what counts) */
+	for (char *p = path + 1; *p; p++)
+		if (*p == '/') {
+			*p = '\0';
+			mkdir(path, c->uid == 0 ? 0750 : 0700);
+			*p = '/';
+		}
+	return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+}
+
+/* ---- the gate process ---- */
+
+/* One byte (into *c when c) and at most one fd; -EPIPE at the end, -EPROTO with no fd. */
+static int recv_fd(int sock, char *c)
+{
+	char byte = 0;
+	struct iovec iov = {&byte, 1};
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+	struct cmsghdr *cm;
+	int fd = -1;
+
+	ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+	if (n <= 0)
+		return -EPIPE;
+	if (c)
+		*c = byte;
+	cm = CMSG_FIRSTHDR(&mh);
+	if (mh.msg_flags & MSG_CTRUNC) {
+		/* a truncated fd list: close whatever did arrive */
+		for (; cm; cm = CMSG_NXTHDR(&mh, cm))
+			if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+				for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+					memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
+					close(fd);
+				}
+		return -EPROTO;
+	}
+	if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(sizeof(int)))
+		return -EPROTO;
+	memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+	return fd;
+}
+
+static int rules_init(struct gate *g)
+{
+	const struct sb_session *s = g->s;
+	const struct sb_config *c = s->cfg;
+	static const char *const sys[] = {"/usr", "/bin", "/sbin", "/lib",     "/lib32", "/lib64", "/libx32", "/etc",
+	                                  "/opt", "/nix", "/tmp",  "/var/tmp", "/run",   "/dev",   "/proc"};
+	int r = 0;
+
+	for (size_t i = 0; r == 0 && i < sizeof sys / sizeof sys[0]; i++)
+		r = rule_add(g, sys[i], true, true, true);
+	if (r == 0 && c->project_dir)
+		r = rule_add(g, c->project_dir, true, true, true);
+	for (size_t i = 0; r == 0 && i < s->n_sources; i++)
+		r = rule_add(g, s->sources[i].dst ? s->sources[i].dst : s->sources[i].path, true, true, true);
+	for (size_t i = 0; r == 0 && i < c->fs_read.n; i++)
+		r = rule_add(g, c->fs_read.v[i], true, true, false);
+	return r;
+}
+
+static __attribute__((noreturn)) void gate_main(struct gate *g)
+{
+	const struct sb_config *c = g->s->cfg;
+	char *argv0[] = {(char *)"sluice-fsgate", NULL};
+	struct fuse_args args = FUSE_ARGS_INIT(1, argv0);
+	struct fuse_buf fbuf = {.mem = NULL};
+	char mnt[32];
+	int fusefd, r;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	prctl(PR_SET_NAME, "sluice-fsgate");
+	signal(SIGINT, SIG_IGN);
+	signal(SIGQUIT, SIG_IGN);
+	signal(SIGTSTP, SIG_IGN);
+	signal(SIGTTOU, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	g->auditfd = open_audit(c);
+	if (g->auditfd < 0)
+		log_warnx("fs gate: no audit log could be opened; decisions are not recorded");
+	if ((r = rules_init(g)) < 0 || (r = listen_control(g)) < 0) {
+		fprintf(stderr, "sluice: the filesystem gate cannot start: %s\n", strerror(-r));
+		_exit(1);
+	}
+	g->root.path = (char *)"/";
+	g->root.fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	g->root.nlookup = 1;
+	fusefd = recv_fd(g->initfd, NULL);
+	if (fusefd < 0)
+		_exit(0); /* init failed before mounting: it says why */
+	g->se = fuse_session_new(&args, &gate_ops, sizeof gate_ops, g);
+	snprintf(mnt, sizeof mnt, "/dev/fd/%d", fusefd);
+	if (!g->se || fuse_session_mount(g->se, mnt) != 0) {
+		fprintf(stderr, "sluice: the filesystem gate cannot serve /dev/fuse\n");
+		_exit(1);
+	}
+	for (;;) {
+		struct pollfd p[3 + GATE_CLIENTS_MAX];
+		nfds_t n = 0;
+		int timeout = -1;
+		struct timespec now;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		for (struct gate_ask *a = g->asks, *next; a; a = next) {
+			next = a->next;
+			long ms = (long)(a->deadline.tv_sec - now.tv_sec) * 1000 +
+			          (a->deadline.tv_nsec - now.tv_nsec) / 1000000;
+			if (ms <= 0) {
+				audit(g, "timed-out", "deny", a->path, a->cmd, a->id, -1);
+				if (!c->quiet)
+					fprintf(stderr, "sluice: %s: nobody decided in %u s; %s is denied\n", a->id,
+					        g->wait_s, a->path);
+				ask_finish(g, a, false);
+				continue;
+			}
+			if (timeout < 0 || ms < timeout)
+				timeout = (int)ms;
+		}
+		p[n++] = (struct pollfd){fuse_session_fd(g->se), POLLIN, 0};
+		p[n++] = (struct pollfd){g->listenfd, POLLIN, 0};
+		p[n++] = (struct pollfd){g->initfd, g->initfd >= 0 ? POLLIN : 0, 0};
+		for (size_t i = 0; i < GATE_CLIENTS_MAX; i++)
+			p[n++] = (struct pollfd){g->clients[i], POLLIN, 0};
+		if (poll(p, n, timeout) < 0 && errno != EINTR)
+			break;
+		if (p[0].revents) {
+			r = fuse_session_receive_buf(g->se, &fbuf);
+			if (r == -EINTR || r == -EAGAIN)
+				continue;
+			if (r <= 0)
+				break; /* the sandbox's mount is gone */
+			fuse_session_process_buf(g->se, &fbuf);
+			if (fuse_session_exited(g->se))
+				break;
+		}
+		if (p[1].revents & POLLIN)
+			accept_client(g);
+		if (p[2].revents) {
+			char b = 0;
+			int pfd = recv_fd(g->initfd, &b);
+			if (pfd >= 0 && g->procfd < 0)
+				g->procfd = pfd;
+			else if (pfd >= 0)
+				close(pfd);
+			/* the ready byte, or init's end closing: setup is over either way */
+			if (pfd == -EPIPE || b == 'R') {
+				g->setup = false;
+				/* A root launch: from now on read as the session's own uid, never as root
+				 * (init's lookups for the mount points were root's). */
+				if (geteuid() == 0 && g->s->host_uid != 0 &&
+				    (setgroups(0, NULL) < 0 || (setfsgid(g->s->host_uid), setfsuid(g->s->host_uid),
+				                                (uid_t)setfsuid((uid_t)-1) != g->s->host_uid))) {
+					fprintf(stderr, "sluice: the filesystem gate cannot drop root's rights\n");
+					break;
+				}
+				close(g->initfd);
+				g->initfd = -1;
+			}
+		}
+		for (size_t i = 0; i < GATE_CLIENTS_MAX; i++)
+			if (g->clients[i] >= 0 && p[3 + i].revents) {
+				uid_t by = 0;
+				ipc_peer_cred(g->clients[i], &by, NULL, NULL);
+				client_msg(g, g->clients[i], by);
+			}
+	}
+	_exit(0);
+}
+
+int sb_fsgate_start(struct sb_session *s, char *err, size_t errlen)
+{
+	static struct gate g; /* the child's; the launcher never touches it */
+	int sv[2];
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return sb_err(err, errlen, "socketpair: %s", strerror(errno));
+	pid = fork();
+	if (pid < 0) {
+		int e = errno;
+		close(sv[0]);
+		close(sv[1]);
+		return sb_errc(err, errlen, e, "cannot start the filesystem gate: %s", strerror(e));
+	}
+	if (pid == 0) {
+		close(sv[1]);
+		memset(&g, 0, sizeof g);
+		g.s = s;
+		g.setup = true;
+		g.initfd = sv[0];
+		g.listenfd = -1;
+		g.auditfd = -1;
+		g.procfd = -1;
+		g.wait_s = s->cfg->ask_timeout_s ? s->cfg->ask_timeout_s : GATE_DEFAULT_WAIT;
+		for (size_t i = 0; i < GATE_CLIENTS_MAX; i++)
+			g.clients[i] = -1;
+		gate_main(&g);
+	}
+	close(sv[0]);
+	s->fsgate_fd = sv[1];
+	s->fsgate_pid = pid;
+	log_info("launcher: filesystem gate pid %d (sluicectl asks lists its held opens)", (int)pid);
+	return 0;
+}
+
+void sb_fsgate_stop(struct sb_session *s)
+{
+	if (s->fsgate_fd >= 0)
+		close(s->fsgate_fd);
+	s->fsgate_fd = -1;
+	if (s->fsgate_pid > 0) {
+		kill(s->fsgate_pid, SIGTERM);
+		while (waitpid(s->fsgate_pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	s->fsgate_pid = -1;
+}
+
+static int send_fd(int sock, int fd, char c)
+{
+	struct iovec iov = {&c, 1};
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+
+	memset(&u, 0, sizeof u);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+	return sendmsg(sock, &mh, MSG_NOSIGNAL) == 1 ? 0 : -errno;
+}
+
+int sb_fsgate_mount(struct sb_session *s, char *err, size_t errlen)
+{
+	char fdstr[16], uid[16], gid[16];
+	cleanup_fd int dev = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+	int r;
+
+	if (dev < 0)
+		return sb_err(err, errlen, "--fs ask needs /dev/fuse: %s (use --fs relaxed)", strerror(errno));
+	snprintf(fdstr, sizeof fdstr, "%d", dev);
+	snprintf(uid, sizeof uid, "%u", (unsigned)getuid());
+	snprintf(gid, sizeof gid, "%u", (unsigned)getgid());
+	/* default_permissions: the kernel checks the command's uid against each file's mode, as it
+	 * would on the host; allow_other: a root launch's command runs as another uid than init. */
+	const char *opts[] = {
+	        "fd", fdstr,         "rootmode", "40000",   "user_id", uid, "group_id", gid, "default_permissions",
+	        NULL, "allow_other", NULL,       "subtype", "sluice",  NULL};
+	int mfd = sb_new_fs("fuse", opts, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen);
+	if (mfd < 0)
+		return mfd;
+	if ((r = send_fd(s->fsgate_fd, dev, 'F')) < 0) {
+		close(mfd);
+		return sb_errc(err, errlen, -r, "cannot hand /dev/fuse to the filesystem gate: %s", strerror(-r));
+	}
+	return mfd;
+}
+
+int sb_fsgate_ready(struct sb_session *s, char *err, size_t errlen)
+{
+	if (s->fsgate_fd < 0)
+		return 0;
+	/* with the sandbox's /proc, where the gate reads who opened what */
+	cleanup_fd int proc = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int r = proc >= 0 ? send_fd(s->fsgate_fd, proc, 'R') : (write(s->fsgate_fd, "R", 1) == 1 ? 0 : -errno);
+	if (r < 0)
+		return sb_errc(err, errlen, -r, "the filesystem gate went away: %s", strerror(-r));
+	close(s->fsgate_fd);
+	s->fsgate_fd = -1;
+	return 0;
+}
