@@ -53,6 +53,8 @@
 #define GATE_RULES_MAX    4096
 #define GATE_CLIENTS_MAX  8
 #define GATE_DEFAULT_WAIT 60
+#define GATE_IDS_MAX      16384 /* identities of files in masked or denied trees */
+#define GATE_SCAN_DEPTH   8
 
 struct gate_node {
 	struct gate_node *hnext;  /* hash chain on (parent, name) */
@@ -87,7 +89,8 @@ struct gate_wait {
 struct gate_ask {
 	struct gate_ask *next;
 	char id[FSASK_ID_MAX + 1];
-	char *path; /* owned */
+	char *path;             /* owned */
+	struct gate_node *node; /* borrowed: the node asked about */
 	char cmd[FSASK_COMMAND_MAX + 1];
 	bool dir;
 	time_t created;
@@ -110,6 +113,12 @@ struct gate {
 	int clients[GATE_CLIENTS_MAX];
 	int auditfd; /* owned; O_APPEND, or -1 */
 	int procfd;  /* owned; the sandbox's /proc (from init), or -1 */
+	/* Files of masked and denied trees by identity: a hard link to one elsewhere is the same file. */
+	struct gate_id {
+		dev_t dev;
+		ino_t ino;
+	} ids[GATE_IDS_MAX];
+	size_t nids;
 	unsigned wait_s;
 };
 
@@ -142,8 +151,74 @@ static int rule_add(struct gate *g, const char *path, bool subtree, bool allow, 
 	return 0;
 }
 
+static bool id_denied(const struct gate *g, dev_t dev, ino_t ino)
+{
+	for (size_t i = 0; i < g->nids; i++)
+		if (g->ids[i].dev == dev && g->ids[i].ino == ino)
+			return true;
+	return false;
+}
+
+static void id_add(struct gate *g, const struct stat *st)
+{
+	if (g->nids < GATE_IDS_MAX && !id_denied(g, st->st_dev, st->st_ino))
+		g->ids[g->nids++] = (struct gate_id){st->st_dev, st->st_ino};
+}
+
+/* Records the identity of every file of dfd's tree (bounded in depth and count; dfd is consumed),
+ * so that another name for one of them (a hard link) is refused as the file itself is. */
+static void id_scan(struct gate *g, int dfd, int depth)
+{
+	DIR *d = fdopendir(dfd);
+	struct dirent *de;
+
+	if (!d) {
+		close(dfd);
+		return;
+	}
+	while ((de = readdir(d)) != NULL && g->nids < GATE_IDS_MAX) {
+		struct stat st;
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			int sub = depth < GATE_SCAN_DEPTH ? openat(dirfd(d), de->d_name,
+			                                           O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+			                                  : -1;
+			if (sub >= 0)
+				id_scan(g, sub, depth + 1);
+		} else if (!S_ISLNK(st.st_mode)) {
+			id_add(g, &st);
+		}
+	}
+	closedir(d);
+}
+
+/* A denied (or masked) object by its O_PATH fd: itself, or for a directory with subtree, the files
+ * beneath it. */
+static void id_deny(struct gate *g, int fd, bool subtree)
+{
+	struct stat st;
+	char proc[32];
+
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return;
+	if (!S_ISDIR(st.st_mode)) {
+		id_add(g, &st);
+		return;
+	}
+	if (!subtree)
+		return;
+	snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+	int d = open(proc, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (d >= 0)
+		id_scan(g, d, 0);
+}
+
 static bool masked(const struct gate *g, const char *path, dev_t dev, ino_t ino, bool have_id)
 {
+	if (have_id && id_denied(g, dev, ino))
+		return true;
 	for (size_t i = 0; i < g->s->n_masks; i++) {
 		const struct sb_mask *m = &g->s->masks[i];
 		if (under(path, m->path) || (have_id && m->dev == dev && m->ino == ino))
@@ -443,6 +518,7 @@ static void ask_wait(struct gate *g, fuse_req_t req, enum gate_op op, struct gat
 		snprintf(a->id, sizeof a->id, "fs-%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3]);
 		cmdline_of(g, fuse_req_ctx(req)->pid, a->cmd, sizeof a->cmd);
 		a->dir = op == OP_OPENDIR;
+		a->node = node;
 		a->created = time(NULL);
 		clock_gettime(CLOCK_MONOTONIC, &a->deadline);
 		a->deadline.tv_sec += g->wait_s;
@@ -580,7 +656,10 @@ static void gate_open_common(fuse_req_t req, fuse_ino_t ino, struct fuse_file_in
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	switch (decide(g, n->path, false)) {
+	enum verdict v = decide(g, n->path, false);
+	if (v != V_MASKED && id_denied(g, n->dev, n->ino))
+		v = V_MASKED; /* another name of a masked or denied file */
+	switch (v) {
 	case V_ALLOW: open_real(g, req, n, fi, dir); return;
 	case V_MASKED:
 		audit(g, "masked", "deny", n->path, NULL, NULL, -1);
@@ -765,6 +844,8 @@ static void client_msg(struct gate *g, int fd, uid_t by)
 		} else {
 			audit(g, allow ? "approved" : "denied", allow ? "allow" : "deny", a->path, a->cmd, a->id,
 			      (long long)by);
+			if (!allow)
+				id_deny(g, a->node->fd, subtree);
 			send_ask(g, fd, a, allow, subtree);
 			ask_finish(g, a, allow);
 			asks_settle(g);
@@ -914,6 +995,12 @@ static __attribute__((noreturn)) void gate_main(struct gate *g)
 	if ((r = rules_init(g)) < 0 || (r = listen_control(g)) < 0) {
 		fprintf(stderr, "sluice: the filesystem gate cannot start: %s\n", strerror(-r));
 		_exit(1);
+	}
+	for (size_t i = 0; i < g->s->n_masks; i++) {
+		int mfd = open(g->s->masks[i].path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		id_deny(g, mfd, true);
+		if (mfd >= 0)
+			close(mfd);
 	}
 	g->root.path = (char *)"/";
 	g->root.fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# sluice run --fs ask: the first open of a path outside the read allow-list waits for `sluicectl
+# approve|deny` (or --ask-timeout), in real sandboxes, as root and as an unprivileged user. Also: the
+# races that must not get around the gate (symlinks, /proc/self/root, dirfds, O_PATH reopens, renames,
+# hard links to a secret), masked paths never asked, "fs_read", the choice of mode (relaxed without a
+# terminal or with CI), relaxed unchanged, who may decide (SO_PEERCRED), the audit records, and the
+# exit note of discarded overlay changes.
+. "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
+. "$SLUICE_SOURCE_DIR/tests/integration/sandbox_lib.sh"
+CTL="$SLUICE_BUILD_DIR/tools/sluicectl/sluicectl"
+[ -x "$CTL" ] || skip_all "sluicectl not built"
+[ -c /dev/fuse ] || skip_all "no /dev/fuse"
+
+# wait_ask MODE PATH: prints the id of the held open of PATH once `sluicectl asks` (as MODE) lists it.
+wait_ask() {
+	local id
+	for _ in $(seq 100); do
+		id=$(as "$1" "$CTL" asks --json 2>/dev/null | python3 -c '
+import json, sys
+for a in json.load(sys.stdin):
+    if a.get("kind") == "fs" and a["path"] == sys.argv[1]:
+        print(a["id"]); break' "$2" 2>/dev/null)
+		[ -n "$id" ] && { echo "$id"; return 0; }
+		sleep 0.1
+	done
+	return 1
+}
+
+for m in $MODES; do
+	H=$(home "$m")
+	P=$(newdir "$m")
+	D=$(newdir "$m") # outside every allow-list: $SB_T is under /var/lib
+	A="$SB_T/audit-$m"
+	mkdir -p "$A"
+	[ "$m" = root ] || chown "$TU:$TU" "$A"
+	LOG="$A/fs.log"
+	cd "$P" || exit 1
+	echo "secret-$m" >"$D/a.txt"
+	echo "other-$m" >"$D/b.txt"
+	mkdir -p "$D/sub" "$H/.ssh"
+	echo "sub-$m" >"$D/sub/c.txt"
+	echo "SSH-$m" >"$H/.ssh/id_test"
+	ln -f "$H/.ssh/id_test" "$D/hardlink" # the same file as the masked key, under another name
+	ln -sfn "$D/a.txt" "$P/link"
+	echo original >"$P/keep.txt"
+	echo doomed >"$P/doomed.txt"
+	[ "$m" = root ] || chown -R "$TU:$TU" "$D" "$H/.ssh" "$P"
+	run() { sb "$m" --fs ask --audit-log "$LOG" "$@"; }
+
+	# --- a read waits, then succeeds after approve ---
+	out="$SB_T/out-$m"
+	( bg_exec "$m" "$SLUICE" run --fs ask --audit-log "$LOG" --ask-timeout 30 -- cat "$D/a.txt" >"$out" 2>"$out.err" ) &
+	pid=$!
+	id=$(wait_ask "$m" "$D/a.txt")
+	check "$m: the open of $D/a.txt is held and listed (kind fs)" test -n "$id"
+	sleep 0.3
+	check "$m: the command is still waiting" kill -0 "$pid"
+	check_match "$m: the launcher says what waits and how to decide" "sluicectl approve $id" "$(cat "$out.err")"
+	check "$m: the session's user approves it" q as "$m" "$CTL" approve "$id"
+	wait "$pid"
+	st=$?
+	check_eq "$m: after approval the read succeeds" "0 secret-$m" "$st $(cat "$out")"
+
+	# --- deny: EACCES ---
+	( bg_exec "$m" "$SLUICE" run --fs ask --audit-log "$LOG" --ask-timeout 30 -- sh -c 'cat "$1" 2>&1; echo "rc=$?"' sh "$D/b.txt" >"$out" 2>/dev/null ) &
+	pid=$!
+	id=$(wait_ask "$m" "$D/b.txt")
+	check "$m: deny" q as "$m" "$CTL" deny "$id"
+	wait "$pid"
+	check_match "$m: after denial the read fails with EACCES" "Permission denied.*rc=1" "$(tr '\n' ' ' <"$out")"
+
+	# --- --subtree: one approval for a directory and what is beneath ---
+	( bg_exec "$m" "$SLUICE" run --fs ask --audit-log "$LOG" --ask-timeout 30 -- sh -c 'ls "$1" && cat "$1/c.txt"' sh "$D/sub" >"$out" 2>/dev/null ) &
+	pid=$!
+	id=$(wait_ask "$m" "$D/sub")
+	check "$m: approve --subtree" q as "$m" "$CTL" approve --subtree "$id"
+	wait "$pid"
+	check_eq "$m: the listing and the file beneath need no second question" "c.txt sub-$m" "$(tr '\n' ' ' <"$out" | sed 's/ $//')"
+
+	# --- timeout denies ---
+	t0=$(date +%s%N)
+	o=$(run --ask-timeout 1 -- sh -c 'cat "$1" 2>&1; echo "rc=$?"' sh "$D/a.txt" 2>&1)
+	t1=$(date +%s%N)
+	check_match "$m: nobody decides: denied after --ask-timeout" "nobody decided in 1 s.*Permission denied.*rc=1" "$(echo "$o" | tr '\n' ' ')"
+	check "$m: ... after about a second" test $(((t1 - t0) / 1000000)) -ge 900
+
+	# --- masked paths: denied at once, never asked (also under another name: a hard link) ---
+	t0=$(date +%s%N)
+	o=$(run --ask-timeout 20 -- sh -c 'cat "$1" 2>&1; cat "$2" 2>&1; echo "rc=$?"' sh "$H/.ssh/id_test" "$D/hardlink" 2>&1)
+	t1=$(date +%s%N)
+	check_not "$m: a masked key is not readable" grep -q "SSH-$m" <<<"$o"
+	check_not "$m: ... nor asked about" grep -q "wants to read" <<<"$o"
+	check "$m: ... and refused at once" test $(((t1 - t0) / 1000000)) -lt 5000
+
+	# --- the races: each reaches the gate as an open of the real object, which is asked about ---
+	for v in symlink procroot dirfd opath; do
+		case $v in
+		symlink) c='cat "$1/link"' ;;
+		procroot) c='cat "/proc/self/root$2/a.txt"' ;;
+		dirfd) c='python3 -c "import os,sys; d=os.open(sys.argv[1], os.O_PATH); print(os.read(os.open(\"a.txt\", os.O_RDONLY, dir_fd=d), 99))" "$2"' ;;
+		opath) c='python3 -c "import os,sys; f=os.open(sys.argv[1] + \"/a.txt\", os.O_PATH); print(open(\"/proc/self/fd/%d\" % f).read())" "$2"' ;;
+		esac
+		o=$(run --ask-timeout 1 -- sh -c "$c 2>&1; echo rc=\$?" sh "$P" "$D" 2>&1)
+		check_not "$m: race $v: the secret is not read" grep -q "secret-$m" <<<"$o"
+		check_match "$m: race $v: the open of the real file was asked about" "wants to read $D/a.txt" "$o"
+	done
+	o=$(run --ask-timeout 1 -- sh -c 'mv "$1/a.txt" "$1/x" 2>&1; ln -s /etc "$1/y" 2>&1; ln "$1/b.txt" "$1/z" 2>&1; echo rc=$?' sh "$D" 2>&1)
+	check_match "$m: race rename/link: the gated view cannot be changed" "Read-only file system.*rc=1" "$(echo "$o" | tr '\n' ' ')"
+	check "$m: ... and the host is unchanged" test -e "$D/a.txt" -a ! -e "$D/x" -a ! -e "$D/y" -a ! -e "$D/z"
+
+	# --- audit records: asked, approved, denied, timed out, masked ---
+	for ev in asked approved denied timed-out masked; do
+		check "$m: audit: an \"$ev\" record" grep -q "\"protocol\":\"fs\",\"event\":\"$ev\"" "$LOG"
+	done
+	check "$m: audit: the approver is named" grep -q "\"event\":\"approved\".*\"by\":$([ "$m" = root ] && echo 0 || echo "$TU_UID")" "$LOG"
+
+	# --- "fs_read": configured paths need no question ---
+	mkdir -p "$H/.config/sluice"
+	printf '{"sandbox": {"fs_read": ["%s"]}}\n' "$D" >"$H/.config/sluice/policy.json"
+	[ "$m" = root ] || chown -R "$TU:$TU" "$H/.config"
+	check_eq "$m: fs_read: read without asking" "secret-$m" "$(run --ask-timeout 1 -- cat "$D/a.txt" 2>/dev/null)"
+	rm -f "$H/.config/sluice/policy.json"
+
+	# --- the choice of mode ---
+	check_match "$m: no terminal: relaxed, and -v says why" "fs: relaxed \(no terminal" "$(sb "$m" -v -- true 2>&1 </dev/null)"
+	check_match "$m: CI set: relaxed" "fs: relaxed \(CI is set" "$(SB_ENV="CI=true" as "$m" script -qec "$SLUICE run -v -- true" /dev/null 2>&1 </dev/null | tr -d '\r'; true)"
+	check_match "$m: a terminal: ask" "fs: ask \(a terminal" "$(as "$m" script -qec "$SLUICE run -v -- true" /dev/null 2>&1 </dev/null | tr -d '\r')"
+	check_not "$m: relaxed is unchanged: the outside path does not exist" sb "$m" --fs relaxed -- test -e "$D/a.txt"
+	check "$m: relaxed: the home is the empty writable tmpfs" sb "$m" --fs relaxed -- sh -c "touch $H/new && test ! -e $H/.ssh/id_test"
+	check_not "$m: --fs ask with --profile unsafe is refused" sb "$m" --fs ask --profile unsafe -- true
+
+	# --- exit note of discarded overlay changes (relaxed and ask alike) ---
+	o=$(sb "$m" --fs relaxed -- sh -c 'echo x >new.txt; echo y >>keep.txt; rm doomed.txt' 2>&1)
+	check_match "$m: exit note: counts" "1 file changed, 1 added, 1 removed" "$o"
+	check_match "$m: exit note: the command that keeps them" "sluice run --save -- sh -c" "$o"
+	check_not "$m: no note with --save" grep -q discarding <<<"$(sb "$m" --save -- sh -c 'echo x >new2.txt' 2>&1)"
+	check_eq "$m: no session directory is left behind (but the --save one)" 1 "$(session_dirs "$m")"
+	rm -rf "$(if [ "$m" = root ]; then echo "$ROOT_RT/sluice"; else echo "/var/tmp/sluice-$TU_UID"; fi)"/*
+done
+
+# --- who may decide: a user cannot see or answer root's held opens; root can answer a user's ---
+D=$(newdir root)
+echo "rootonly" >"$D/r.txt"
+( bg_exec root "$SLUICE" run --fs ask --audit-log "$SB_T/audit-root/fs.log" --ask-timeout 30 -- cat "$D/r.txt" >"$SB_T/out-x" 2>/dev/null ) &
+pid=$!
+id=$(wait_ask root "$D/r.txt")
+check_eq "peercred: the user does not see root's held open" "" "$(as user "$CTL" asks --json 2>/dev/null | grep -o "$id")"
+check_not "peercred: nor can the user approve it" q as user "$CTL" approve "$id"
+check "peercred: root can" q as root "$CTL" approve "$id"
+wait "$pid"
+check_eq "peercred: root's approval opened it" "rootonly" "$(cat "$SB_T/out-x")"
+
+done_testing
