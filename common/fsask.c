@@ -40,11 +40,13 @@
 
 static const struct ipc_msg_spec fsask_msgs[FSASK_MSG_COUNT_] = {
         [FSASK_MSG_LIST] = {"LIST", FSASK_CS_GATE, 0, {{0}}},
-        [FSASK_MSG_DECIDE] =
-                {"DECIDE",
-                 FSASK_CS_GATE,
-                 0,
-                 {[FSASK_A_ID] = STR_REQ(FSASK_ID_MAX), [FSASK_A_VERDICT] = U8_REQ, [FSASK_A_SUBTREE] = U8}},
+        [FSASK_MSG_DECIDE] = {"DECIDE",
+                              FSASK_CS_GATE,
+                              0,
+                              {[FSASK_A_ID] = STR_REQ(FSASK_ID_MAX),
+                               [FSASK_A_VERDICT] = U8_REQ,
+                               [FSASK_A_SUBTREE] = U8,
+                               [FSASK_A_REMEMBER] = STR(15)}},
         [FSASK_MSG_ASK] = {"ASK",
                            FSASK_CS_CLIENT,
                            0,
@@ -193,6 +195,7 @@ struct list_ctx {
 	int gates;
 	const char *id;
 	bool allow, subtree;
+	const char *remembered;
 	int result;
 	char *err;
 	size_t errlen;
@@ -254,6 +257,8 @@ static int decide_one(const char *name, void *p)
 	ipc_buf_put_str(&b, FSASK_A_ID, c->id);
 	ipc_buf_put_u8(&b, FSASK_A_VERDICT, c->allow ? 1 : 0);
 	ipc_buf_put_u8(&b, FSASK_A_SUBTREE, c->subtree ? 1 : 0);
+	if (c->remembered)
+		ipc_buf_put_str(&b, FSASK_A_REMEMBER, c->remembered);
 	r = exchange(fd, &b, true, c->fn, c->arg, c->err, c->errlen);
 	ipc_buf_release(&b);
 	close(fd);
@@ -261,11 +266,17 @@ static int decide_one(const char *name, void *p)
 	return 1;
 }
 
-int fsask_decide(const char *id, bool allow, bool subtree, void (*fn)(const struct fsask_entry *e, void *arg),
-                 void *arg, char *err, size_t errlen)
+int fsask_decide(const char *id, bool allow, bool subtree, const char *remembered,
+                 void (*fn)(const struct fsask_entry *e, void *arg), void *arg, char *err, size_t errlen)
 {
-	struct list_ctx c = {
-	        .fn = fn, .arg = arg, .id = id, .allow = allow, .subtree = subtree, .err = err, .errlen = errlen};
+	struct list_ctx c = {.fn = fn,
+	                     .arg = arg,
+	                     .id = id,
+	                     .allow = allow,
+	                     .subtree = subtree,
+	                     .remembered = remembered,
+	                     .err = err,
+	                     .errlen = errlen};
 	int r;
 
 	err[0] = '\0';

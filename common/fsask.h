@@ -30,19 +30,20 @@ enum fsask_msg {
 };
 
 enum fsask_attr {
-	FSASK_A_ID = 1,       /* str: the ask's id, "fs-" and 8 hex digits */
-	FSASK_A_SESSION = 2,  /* str */
-	FSASK_A_UID = 3,      /* u32: the session's user */
-	FSASK_A_PATH = 4,     /* str: the host path asked about */
-	FSASK_A_COMMAND = 5,  /* str: the command line of the process that opened it */
-	FSASK_A_TIMEOUT = 6,  /* u32: seconds from creation to the automatic denial */
-	FSASK_A_CREATED = 7,  /* u64: unix time */
-	FSASK_A_VERDICT = 8,  /* u8: 1 approve, 0 deny */
-	FSASK_A_SUBTREE = 9,  /* u8: 1: the verdict covers everything beneath PATH */
-	FSASK_A_DIR = 10,     /* u8: PATH is a directory */
-	FSASK_A_ERRNO = 11,   /* u32 */
-	FSASK_A_ERRMSG = 12,  /* str */
-	FSASK_A_PROJECT = 13, /* str: the session's project directory (for --remember project) */
+	FSASK_A_ID = 1,        /* str: the ask's id, "fs-" and 8 hex digits */
+	FSASK_A_SESSION = 2,   /* str */
+	FSASK_A_UID = 3,       /* u32: the session's user */
+	FSASK_A_PATH = 4,      /* str: the host path asked about */
+	FSASK_A_COMMAND = 5,   /* str: the command line of the process that opened it */
+	FSASK_A_TIMEOUT = 6,   /* u32: seconds from creation to the automatic denial */
+	FSASK_A_CREATED = 7,   /* u64: unix time */
+	FSASK_A_VERDICT = 8,   /* u8: 1 approve, 0 deny */
+	FSASK_A_SUBTREE = 9,   /* u8: 1: the verdict covers everything beneath PATH */
+	FSASK_A_DIR = 10,      /* u8: PATH is a directory */
+	FSASK_A_ERRNO = 11,    /* u32 */
+	FSASK_A_ERRMSG = 12,   /* str */
+	FSASK_A_PROJECT = 13,  /* str: the session's project directory (for --remember project) */
+	FSASK_A_REMEMBER = 14, /* str: the layer sluicectl remembered the approval in (for the audit) */
 };
 
 #define FSASK_CS_GATE   1u /* messages a gate accepts */
@@ -63,8 +64,9 @@ struct fsask_entry {
  * or -errno with a reason in err (/proc/net/unix unreadable). */
 int fsask_list(void (*fn)(const struct fsask_entry *e, void *arg), void *arg, char *err, size_t errlen);
 /* Approves or denies ask id (an "fs-" id) at the gate that holds it; fn gets the decided entry.
+ * remembered: the layer the caller wrote the approval into, for the gate's audit record, or NULL.
  * -ENOENT when no gate of the caller's holds it. */
-int fsask_decide(const char *id, bool allow, bool subtree, void (*fn)(const struct fsask_entry *e, void *arg),
-                 void *arg, char *err, size_t errlen);
+int fsask_decide(const char *id, bool allow, bool subtree, const char *remembered,
+                 void (*fn)(const struct fsask_entry *e, void *arg), void *arg, char *err, size_t errlen);
 /* Whether id looks like an fs ask id. */
 bool fsask_is_id(const char *id);

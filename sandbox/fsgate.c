@@ -846,6 +846,9 @@ static void client_msg(struct gate *g, int fd, uid_t by)
 			      (long long)by);
 			if (!allow)
 				id_deny(g, a->node->fd, subtree);
+			const char *layer = ipc_get_str(&m, FSASK_A_REMEMBER);
+			if (allow && layer)
+				audit(g, "remembered", layer, a->path, a->cmd, a->id, (long long)by);
 			send_ask(g, fd, a, allow, subtree);
 			ask_finish(g, a, allow);
 			asks_settle(g);

@@ -157,6 +157,10 @@ struct json_object;
 int sb_fsmode_config_key(struct sb_config *c, const char *key, struct json_object *val, int layer, const char *name,
                          int *rc, char *err, size_t errlen);
 
+/* fsexplain.c: which layer decides whether --fs ask reads path without asking; one line in out. */
+enum { SB_FS_EXPLAIN_ALLOW = 0, SB_FS_EXPLAIN_DENY = 1, SB_FS_EXPLAIN_ASK = 3 };
+int sb_fs_explain(const char *path, const char *project, const char *sysconfdir, char *out, size_t outlen);
+
 /* Parsers shared by the command line and config: "512M", "2G", "1.5" cores, "8:0:10M". */
 int sb_parse_size(const char *s, uint64_t *out);
 int sb_parse_cpu(const char *s, uint64_t *millicores);

@@ -1,5 +1,5 @@
 /* Fuzz target: one record as it arrives on a control or engine socket, through ipc_recv and the
- * permission tables of both protocols in every state, with 0, 1 and 2 fds attached (sealed memfds
+ * permission tables of netd's two protocols and of the --fs ask channel in every state, with 0, 1 and 2 fds attached (sealed memfds
  * holding "{}", as a long policy travels). Checks that a message that passes the table only yields
  * attributes of the declared type and size, that its fds are exactly the fixed ones plus one per
  * IPC_T_FD attribute (each naming a distinct extra fd), that a required inline/memfd pair came in
@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "fsask.h"
 #include "ipc.h"
 #include "proto.h"
 
@@ -127,6 +128,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (size_t i = 0; i < 3; i++) {
 			check_one(&netd_control_proto, cstates[i], data, size, nfds);
 			check_one(&netd_engine_proto, estates[i], data, size, nfds);
+			/* the --fs ask channel (common/fsask.h): gate and client sides */
+			if (i < 2)
+				check_one(&fsask_proto, i == 0 ? FSASK_CS_GATE : FSASK_CS_CLIENT, data, size, nfds);
 		}
 	return 0;
 }

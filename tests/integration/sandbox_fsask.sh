@@ -121,6 +121,28 @@ for m in $MODES; do
 	check_eq "$m: fs_read: read without asking" "secret-$m" "$(run --ask-timeout 1 -- cat "$D/a.txt" 2>/dev/null)"
 	rm -f "$H/.config/sluice/policy.json"
 
+	# --- --remember user|project: the next session reads without asking; explain names the layer ---
+	for layer in user project; do
+		f="$D/rem-$layer.txt"
+		echo "rem-$layer-$m" >"$f"
+		[ "$m" = root ] || chown "$TU:$TU" "$f"
+		( bg_exec "$m" "$SLUICE" run --fs ask --audit-log "$LOG" --ask-timeout 30 -- cat "$f" >"$out" 2>/dev/null ) &
+		pid=$!
+		id=$(wait_ask "$m" "$f")
+		check "$m: approve --remember $layer" q as "$m" "$CTL" approve "$id" --remember "$layer"
+		wait "$pid"
+		check_eq "$m: remember $layer: this session read it" "rem-$layer-$m" "$(cat "$out")"
+		check_eq "$m: remember $layer: the next session reads it without asking" "rem-$layer-$m" \
+			"$(run --ask-timeout 1 -- cat "$f" 2>/dev/null)"
+		check_match "$m: remember $layer: policy explain --path names the layer" "the $layer layer .* has \"fs_read\": \"$f\"" \
+			"$(as "$m" "$CTL" policy explain --path "$f")"
+	done
+	check "$m: remember: the project file is the session's project's" grep -q "rem-project.txt" "$P/.sluice/policy.json"
+	check "$m: audit: a \"remembered\" record" grep -q '"event":"remembered","decision":"user"' "$LOG"
+	check_eq "$m: explain: a masked path is denied (exit 1)" 1 "$(as "$m" "$CTL" policy explain --path "$H/.ssh/id_test" >/dev/null 2>&1; echo $?)"
+	check_eq "$m: explain: an outside path is asked about (exit 3)" 3 "$(as "$m" "$CTL" policy explain --path "$D/a.txt" >/dev/null 2>&1; echo $?)"
+	rm -rf "$H/.config/sluice" "$P/.sluice"
+
 	# --- the choice of mode ---
 	check_match "$m: no terminal: relaxed, and -v says why" "fs: relaxed \(no terminal" "$(sb "$m" -v -- true 2>&1 </dev/null)"
 	check_match "$m: CI set: relaxed" "fs: relaxed \(CI is set" "$(SB_ENV="CI=true" as "$m" script -qec "$SLUICE run -v -- true" /dev/null 2>&1 </dev/null | tr -d '\r'; true)"

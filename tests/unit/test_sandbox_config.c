@@ -129,13 +129,55 @@ static void test_bad_input(void **state)
 	sb_config_clear(&c);
 }
 
+/* --fs and its keys (fsmode.c): values, layers, the organisation's hold. */
+static void test_fs_keys(void **state)
+{
+	struct sb_config c;
+	char err[SB_ERR_MAX];
+	(void)state;
+
+	sb_config_init(&c);
+	assert_int_equal(
+	        load(&c, SB_CFG_USER, "{\"sandbox\": {\"fs\": \"relaxed\", \"fs_read\": [\"/srv/data/\"]}}", err), 0);
+	assert_int_equal(c.fs_mode, SB_FS_RELAXED);
+	assert_int_equal(c.fs_read.n, 1);
+	assert_string_equal(c.fs_read.v[0], "/srv/data");
+	/* a project may only choose the stricter mode */
+	assert_int_not_equal(load(&c, SB_CFG_PROJECT, "{\"sandbox\": {\"fs\": \"relaxed\"}}", err), 0);
+	assert_non_null(strstr(err, "sandbox.fs"));
+	assert_int_equal(load(&c, SB_CFG_PROJECT, "{\"sandbox\": {\"fs\": \"ask\"}}", err), 0);
+	assert_int_equal(c.fs_mode, SB_FS_ASK);
+	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"fs\": \"maybe\"}}", err), 0);
+	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"fs_read\": [\"relative\"]}}", err), 0);
+	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"fs_read\": [\"/a/../etc\"]}}", err), 0);
+	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"fs_read\": [\"/\"]}}", err), 0);
+	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"allow_fs_remember\": false}}", err), 0);
+	assert_non_null(strstr(err, "only the organisation"));
+	sb_config_clear(&c);
+
+	/* the organisation fixes the mode and the allow-list: lower layers change neither */
+	sb_config_init(&c);
+	assert_int_equal(load(&c, SB_CFG_ORG,
+	                      "{\"sandbox\": {\"fs\": \"ask\", \"fs_read_fixed\": true, \"allow_fs_remember\": false, "
+	                      "\"fs_read\": [\"/srv/org\"]}}",
+	                      err),
+	                 0);
+	assert_true(c.fs_mode_org);
+	assert_true(c.org_forbid_fs_remember);
+	assert_int_equal(
+	        load(&c, SB_CFG_USER, "{\"sandbox\": {\"fs\": \"relaxed\", \"fs_read\": [\"/srv/user\"]}}", err), 0);
+	assert_int_equal(c.fs_mode, SB_FS_ASK);
+	assert_int_equal(c.fs_read.n, 1);
+	assert_string_equal(c.fs_read.v[0], "/srv/org");
+	sb_config_clear(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_parse_size),
-	        cmocka_unit_test(test_parse_cpu_io),
-	        cmocka_unit_test(test_layers_and_caps),
-	        cmocka_unit_test(test_bad_input),
+	        cmocka_unit_test(test_parse_size),      cmocka_unit_test(test_parse_cpu_io),
+	        cmocka_unit_test(test_layers_and_caps), cmocka_unit_test(test_bad_input),
+	        cmocka_unit_test(test_fs_keys),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,4 +11,11 @@ int ctl_ask(int argc, char **argv);     /* `asks`, `approve [ID]`, `deny ID` */
  * or NULL to print a table; *count: how many. Returns the number of gates reached or -errno. */
 #include <stdbool.h>
 int ctl_fsask_list(void *arr, unsigned *count, char *err, size_t errlen);
-int ctl_fsask_decide(const char *id, bool allow, bool subtree);
+int ctl_fsask_decide(const char *id, bool allow, bool subtree, const char *layer, const char *project);
+/* `policy explain --path P [--project DIR]`: which layer lets --fs ask read P (exit 0), or that it is
+ * masked (1) or asked about (3). */
+int ctl_fsask_explain(int argc, char **argv);
+/* ctl_ask.c: adds entry to the list `key` (in the object `section`, or at the top level when NULL) of
+ * the policy file of layer user|project|org, checked to load before it replaces the old one. */
+int ctl_remember(const char *entry, const char *section, const char *key, const char *layer, const char *project,
+                 char *err, size_t errlen);

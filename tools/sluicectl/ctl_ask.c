@@ -8,6 +8,7 @@
 #include "ctl.h"
 
 #include "client.h"
+#include "config.h"
 #include "fsask.h"
 #include "policy.h"
 #include "util.h"
@@ -200,13 +201,17 @@ fail:
 	return r;
 }
 
-static int remember(const struct netd_ask_entry *a, const char *layer, const char *project, char *err, size_t errlen)
+/* Adds entry to the list `key` of a policy file's top level (section NULL: network "allow") or of its
+ * object `section` ("sandbox": "fs_read"), in the layer named: user, project (DIR/.sluice) or org
+ * (the system configuration directory, root only). */
+int ctl_remember(const char *entry, const char *section, const char *key, const char *layer, const char *project,
+                 char *err, size_t errlen)
 {
-	char dir[PATH_MAX], path[PATH_MAX + 16], entry[300], real[PATH_MAX], buf[POLICY_ERR_MAX + 300];
+	char dir[PATH_MAX], path[PATH_MAX + 16], real[PATH_MAX], buf[POLICY_ERR_MAX + 300];
 	enum policy_layer pl = POLICY_LAYER_USER;
 	cleanup_fd int dfd = -1, fd = -1;
 	cleanup_free char *text = NULL;
-	json_object *root = NULL, *allow = NULL;
+	json_object *root = NULL, *allow = NULL, *sect = NULL;
 	struct stat st;
 	bool exists = false, created;
 	size_t len = 0;
@@ -228,6 +233,13 @@ static int remember(const struct netd_ask_entry *a, const char *layer, const cha
 			snprintf(err, errlen, "--remember user: no home directory (set HOME)");
 			return -EINVAL;
 		}
+	} else if (strcmp(layer, "org") == 0) {
+		pl = POLICY_LAYER_ORG;
+		if (geteuid() != 0) {
+			snprintf(err, errlen, "--remember org writes %s/policy.json: root only", SLUICE_SYSCONFDIR);
+			return -EPERM;
+		}
+		util_strlcpy(dir, SLUICE_SYSCONFDIR, sizeof dir);
 	} else {
 		pl = POLICY_LAYER_PROJECT;
 		if (!realpath(project ? project : ".", real)) {
@@ -304,17 +316,27 @@ static int remember(const struct netd_ask_entry *a, const char *layer, const cha
 	} else {
 		root = json_object_new_object();
 	}
-	if (json_object_object_get_ex(root, "allow", &allow)) {
+	sect = root;
+	if (section && json_object_object_get_ex(root, section, &sect)) {
+		if (!json_object_is_type(sect, json_type_object)) {
+			snprintf(err, errlen, "%s: \"%s\" is not an object; not changed", path, section);
+			json_object_put(root);
+			return -EINVAL;
+		}
+	} else if (section) {
+		sect = json_object_new_object();
+		json_object_object_add(root, section, sect);
+	}
+	if (json_object_object_get_ex(sect, key, &allow)) {
 		if (!json_object_is_type(allow, json_type_array)) {
-			snprintf(err, errlen, "%s: \"allow\" is not a list; not changed", path);
+			snprintf(err, errlen, "%s: \"%s\" is not a list; not changed", path, key);
 			json_object_put(root);
 			return -EINVAL;
 		}
 	} else {
 		allow = json_object_new_array();
-		json_object_object_add(root, "allow", allow);
+		json_object_object_add(sect, key, allow);
 	}
-	snprintf(entry, sizeof entry, "%s:%u", a->host, a->port);
 	for (size_t i = 0; i < json_object_array_length(allow); i++) {
 		json_object *v = json_object_array_get_idx(allow, i);
 		if (json_object_is_type(v, json_type_string) && strcmp(json_object_get_string(v), entry) == 0) {
@@ -399,8 +421,8 @@ int ctl_ask(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'r':
-			if (strcmp(optarg, "user") != 0 && strcmp(optarg, "project") != 0) {
-				fprintf(stderr, "sluicectl: --remember %s: want user or project\n", optarg);
+			if (strcmp(optarg, "user") != 0 && strcmp(optarg, "project") != 0 && strcmp(optarg, "org") != 0) {
+				fprintf(stderr, "sluicectl: --remember %s: want user, project or org\n", optarg);
 				return 2;
 			}
 			layer = optarg;
@@ -427,26 +449,22 @@ int ctl_ask(int argc, char **argv)
 		fprintf(stderr, "sluicectl: --project goes with --remember project\n");
 		return 2;
 	}
-	if (fsask_is_id(argv[optind])) {
-		if (layer) {
-			fprintf(stderr, "sluicectl: --remember is for network asks; a filesystem approval lasts for its "
-			                "session (add the path to \"fs_read\" to keep it)\n");
-			return 2;
-		}
-		return ctl_fsask_decide(argv[optind], allow, subtree);
-	}
+	if (fsask_is_id(argv[optind]))
+		return ctl_fsask_decide(argv[optind], allow, subtree, layer, project);
 	if (subtree) {
 		fprintf(stderr, "sluicectl: --subtree is for filesystem asks (fs-... ids)\n");
 		return 2;
 	}
 	r = netd_ask_decide(argv[optind], allow, &e, err, sizeof err);
+	char entry[300];
 	if (r < 0) {
 		fprintf(stderr, "sluicectl: %s %s: %s\n", cmd, argv[optind], err[0] ? err : strerror(-r));
 		return 1;
 	}
 	printf("%s %s: %s %s:%u (session %s)\n", allow ? "approved" : "denied", e.id, e.method, e.host, e.port,
 	       e.session);
-	if (layer && (r = remember(&e, layer, project, err, sizeof err)) < 0) {
+	snprintf(entry, sizeof entry, "%s:%u", e.host, e.port);
+	if (layer && (r = ctl_remember(entry, NULL, "allow", layer, project, err, sizeof err)) < 0) {
 		fprintf(stderr, "sluicectl: approved for the session, but not remembered: %s\n", err);
 		return 1;
 	}

@@ -95,6 +95,7 @@ static void explain_usage(FILE *f)
 	fprintf(f,
 		"usage: sluicectl policy explain HOST[:PORT] [--method M] [--policy NAME|FILE]... [--allow PATTERN]...\n"
 		"                                [--deny PATTERN]... [--project DIR] [--no-standard-layers]\n"
+		"       sluicectl policy explain --path PATH [--project DIR]   (sluice run --fs ask)\n"
 		"Says whether a session may reach HOST:PORT (default port 443) and which rule decides.\n"
 		"Loads the organisation (" SLUICE_SYSCONFDIR "), user and project (--project, default: the current\n"
 		"directory) policies, then the command-line ones, as `sluice run` does.\n"
@@ -166,6 +167,11 @@ static int policy_explain(int argc, char **argv)
 		fprintf(stderr, "sluicectl: out of memory\n");
 		goto out;
 	}
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--path") == 0 || strncmp(argv[i], "--path=", 7) == 0) {
+			rc = ctl_fsask_explain(argc, argv); /* ctl_fsask.c */
+			goto out;
+		}
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "m:p:a:d:P:Nh", opts, NULL)) != -1) {
 		switch (c) {
