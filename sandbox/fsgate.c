@@ -1,9 +1,10 @@
 /* The filesystem gate of `sluice run --fs ask`: a FUSE file system (libfuse3, low-level API) served by
  * a process of the launcher's, outside the sandbox, that shows the host read-only as the sandbox's
  * root. The allow-list's trees (system directories, the project, caches, binds) are mounted over it
- * as in the relaxed view, so they never reach the gate; what does reach it is everything else: a
- * lookup or open of a path outside the allow-list waits here, its FUSE request unanswered (only the
- * calling thread blocks), until `sluicectl approve|deny` decides or --ask-timeout denies it.
+ * as in the relaxed view, so they never reach the gate; what does reach it is everything else: an
+ * open of a file, or of a directory to list it, outside the allow-list waits here, its FUSE request
+ * unanswered (only the calling thread blocks), until `sluicectl approve|deny` decides or
+ * --ask-timeout denies it. Lookups are answered (names and attributes are visible, contents are not).
  *
  * Why the decision applies to the object actually opened (docs/sandbox.md, "--fs ask"): the gate
  * serves each node from an O_PATH descriptor it opened itself, one component at a time relative to
@@ -75,14 +76,13 @@ struct gate_rule {
 	bool mount; /* a mount point of the allow-list: its ancestors may be looked up */
 };
 
-enum gate_op { OP_LOOKUP, OP_OPEN, OP_OPENDIR };
+enum gate_op { OP_OPEN, OP_OPENDIR };
 
 struct gate_wait {
 	struct gate_wait *next;
 	fuse_req_t req;
 	enum gate_op op;
-	struct gate_node *node; /* borrowed: the parent (lookup) or the node (open) */
-	char *name;             /* owned; lookup */
+	struct gate_node *node; /* borrowed: the node being opened */
 	struct fuse_file_info fi;
 };
 
@@ -485,14 +485,13 @@ static void cmdline_of(const struct gate *g, pid_t pid, char *out, size_t len)
 	out[n] = '\0';
 }
 
-static void ask_wait(struct gate *g, fuse_req_t req, enum gate_op op, struct gate_node *node, const char *name,
-                     const char *path, struct fuse_file_info *fi)
+static void ask_wait(struct gate *g, fuse_req_t req, enum gate_op op, struct gate_node *node, const char *path,
+                     struct fuse_file_info *fi)
 {
 	struct gate_ask *a;
 	struct gate_wait *w = calloc(1, sizeof *w);
 
-	if (!w || (name && !(w->name = strdup(name)))) {
-		free(w);
+	if (!w) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
@@ -509,7 +508,6 @@ static void ask_wait(struct gate *g, fuse_req_t req, enum gate_op op, struct gat
 		if (g->nasks >= GATE_ASKS_MAX || getrandom(rnd, sizeof rnd, 0) != sizeof rnd ||
 		    !(a = calloc(1, sizeof *a)) || !(a->path = strdup(path))) {
 			free(a);
-			free(w->name);
 			free(w);
 			audit(g, "denied", "deny", path, NULL, NULL, -1);
 			fuse_reply_err(req, EACCES);
@@ -550,11 +548,8 @@ static void ask_finish(struct gate *g, struct gate_ask *a, bool allow)
 		next = w->next;
 		if (!allow)
 			fuse_reply_err(w->req, EACCES);
-		else if (w->op == OP_LOOKUP)
-			lookup_real(g, w->req, w->node, w->name);
 		else
 			open_real(g, w->req, w->node, &w->fi, w->op == OP_OPENDIR);
-		free(w->name);
 		free(w);
 	}
 	free(a->path);
@@ -666,7 +661,7 @@ static void gate_open_common(fuse_req_t req, fuse_ino_t ino, struct fuse_file_in
 		fuse_reply_err(req, EACCES);
 		return;
 	case V_DENY: fuse_reply_err(req, EACCES); return;
-	case V_ASK: ask_wait(g, req, dir ? OP_OPENDIR : OP_OPEN, n, NULL, n->path, fi); return;
+	case V_ASK: ask_wait(g, req, dir ? OP_OPENDIR : OP_OPEN, n, n->path, fi); return;
 	}
 }
 

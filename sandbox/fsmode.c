@@ -110,6 +110,16 @@ int sb_fsmode_config_key(struct sb_config *c, const char *key, struct json_objec
 				size_t n = strlen(x);
 				while (n > 1 && x[n - 1] == '/')
 					x[--n] = '\0';
+				/* the whole home (or what holds it) is too wide a grant for one line */
+				size_t hn = c->home ? strlen(c->home) : 0;
+				if (c->home && strncmp(c->home, x, n) == 0 &&
+				    (c->home[n] == '\0' || c->home[n] == '/') && n <= hn) {
+					*rc = key_err(err, errlen, name, key,
+					              "an entry may not cover the whole home directory; name what is "
+					              "needed in it");
+					free(x);
+					break;
+				}
 				if (!sb_strv_contains(&c->fs_read, x))
 					*rc = sb_strv_add(&c->fs_read, x);
 			}

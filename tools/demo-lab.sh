@@ -156,6 +156,33 @@ note "(a copy with the denial rewritten as \"allow\":)"
 run sluicectl log verify "$forged"
 if [ "$rc" -ne 0 ]; then verdict OK "a forged line is detected"; else verdict FAIL "a forged line went unnoticed"; fi
 
+# ---------------------------------------------------------------------------------------------------------- 4
+say "4. --fs ask: a read outside the allow-list waits until a person approves it"
+# a directory of the host outside every allow-list (a tmpfs of the lab's own: the machine's /srv is untouched)
+mount -t tmpfs -o mode=755 sluice-demo /srv && mkdir -p /srv/notes && echo "the plan: ship on Friday" >/srv/notes/plan.txt
+fsout=$LAB_DIR/fsask.out
+show sluice run --fs ask -- cat /srv/notes/plan.txt
+sluice run --fs ask --ask-timeout 20 -- cat /srv/notes/plan.txt >"$fsout" 2>"$fsout.err" &
+fspid=$!
+fsid=""
+for _ in $(seq 100); do
+	fsid=$(sluicectl asks --json 2>/dev/null | grep -o '"id":"fs-[0-9a-f]*"' | head -1 | cut -d'"' -f4)
+	[ -n "$fsid" ] && break
+	sleep 0.1
+done
+cat "$fsout.err"
+note "(meanwhile, in another terminal:)"
+run sluicectl asks
+run sluicectl approve "$fsid"
+wait "$fspid"
+cat "$fsout"
+if [ -n "$fsid" ] && grep -q "ship on Friday" "$fsout"; then
+	verdict OK "--fs ask held the read of /srv/notes/plan.txt until it was approved"
+else
+	verdict FAIL "--fs ask: the held read was not listed or not let through after approval"
+fi
+umount /srv 2>/dev/null
+
 if [ -n "${SLUICE_DEMO_OUT:-}" ]; then
 	mkdir -p "$SLUICE_DEMO_OUT" && cp "$audit" "$SLUICE_DEMO_OUT/audit.log"
 fi

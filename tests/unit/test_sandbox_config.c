@@ -153,6 +153,12 @@ static void test_fs_keys(void **state)
 	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"fs_read\": [\"/\"]}}", err), 0);
 	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"allow_fs_remember\": false}}", err), 0);
 	assert_non_null(strstr(err, "only the organisation"));
+	/* never the whole home, nor what holds it */
+	c.home = strdup("/home/u");
+	assert_int_not_equal(load(&c, SB_CFG_PROJECT, "{\"sandbox\": {\"fs_read\": [\"~\"]}}", err), 0);
+	assert_non_null(strstr(err, "whole home"));
+	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"fs_read\": [\"/home\"]}}", err), 0);
+	assert_int_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"fs_read\": [\"~/docs\", \"/home/uu\"]}}", err), 0);
 	sb_config_clear(&c);
 
 	/* the organisation fixes the mode and the allow-list: lower layers change neither */
