@@ -40,6 +40,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -56,6 +57,7 @@
 #define GATE_DEFAULT_WAIT 60
 #define GATE_IDS_MAX      16384 /* identities of files in masked or denied trees */
 #define GATE_SCAN_DEPTH   8
+#define GATE_SCAN_MAX     200000 /* directory entries read for identities, in all */
 
 struct gate_node {
 	struct gate_node *hnext;  /* hash chain on (parent, name) */
@@ -66,7 +68,8 @@ struct gate_node {
 	dev_t dev;
 	ino_t ino;
 	mode_t mode;
-	uint64_t nlookup;
+	uint64_t nlookup;  /* the kernel's references (lookups not yet forgotten) */
+	unsigned children; /* nodes whose parent this is */
 };
 
 /* A path the sandbox may (allow) or may not read; subtree: everything beneath it too. */
@@ -119,6 +122,7 @@ struct gate {
 		ino_t ino;
 	} ids[GATE_IDS_MAX];
 	size_t nids;
+	size_t scanned; /* entries id_scan visited, in all (bounded) */
 	unsigned wait_s;
 };
 
@@ -176,7 +180,7 @@ static void id_scan(struct gate *g, int dfd, int depth)
 		close(dfd);
 		return;
 	}
-	while ((de = readdir(d)) != NULL && g->nids < GATE_IDS_MAX) {
+	while ((de = readdir(d)) != NULL && g->nids < GATE_IDS_MAX && g->scanned++ < GATE_SCAN_MAX) {
 		struct stat st;
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
 		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -405,6 +409,7 @@ static void lookup_real(struct gate *g, fuse_req_t req, struct gate_node *parent
 			return;
 		}
 		n->parent = parent;
+		parent->children++;
 		n->fd = fd;
 		n->dev = st.st_dev;
 		n->ino = st.st_ino;
@@ -485,6 +490,16 @@ static void cmdline_of(const struct gate *g, pid_t pid, char *out, size_t len)
 	out[n] = '\0';
 }
 
+/* A copy of s fit for a terminal (control bytes as '?'): host file names are not trusted to be. */
+static const char *tty_safe(const char *s, char *buf, size_t len)
+{
+	size_t o = 0;
+	for (; s && *s && o + 1 < len; s++)
+		buf[o++] = ((unsigned char)*s < 0x20 || *s == 0x7f) ? '?' : *s;
+	buf[o] = '\0';
+	return buf;
+}
+
 static void ask_wait(struct gate *g, fuse_req_t req, enum gate_op op, struct gate_node *node, const char *path,
                      struct fuse_file_info *fi)
 {
@@ -524,11 +539,13 @@ static void ask_wait(struct gate *g, fuse_req_t req, enum gate_op op, struct gat
 		g->asks = a;
 		g->nasks++;
 		audit(g, "asked", "ask", path, a->cmd, a->id, -1);
-		if (!g->s->cfg->quiet)
+		if (!g->s->cfg->quiet) {
+			char safe[PATH_MAX];
 			fprintf(stderr,
 			        "sluice: %s wants to read %s; waiting: sluicectl approve %s [--subtree] | sluicectl "
 			        "deny %s (denied in %u s)\n",
-			        a->cmd, a->path, a->id, a->id, g->wait_s);
+			        a->cmd, tty_safe(a->path, safe, sizeof safe), a->id, a->id, g->wait_s);
+		}
 	}
 	w->next = a->waiters;
 	a->waiters = w;
@@ -606,12 +623,30 @@ static void gate_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 }
 
+/* Frees n once the kernel forgot it and no node beneath it is left (then perhaps its parent too). */
+static void node_release(struct gate *g, struct gate_node *n)
+{
+	while (n && n != &g->root && n->nlookup == 0 && n->children == 0) {
+		struct gate_node *parent = n->parent, **pp = &g->table[hash(parent, n->name)];
+		while (*pp && *pp != n)
+			pp = &(*pp)->hnext;
+		if (*pp)
+			*pp = n->hnext;
+		close(n->fd);
+		free(n->name);
+		free(n->path);
+		free(n);
+		parent->children--;
+		n = parent;
+	}
+}
+
 static void gate_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
 	struct gate *g = fuse_req_userdata(req);
 	struct gate_node *n = node_of(g, ino);
-	/* nodes stay (a later lookup of the same name finds them); only the count goes down */
 	n->nlookup = n->nlookup > nlookup ? n->nlookup - nlookup : 0;
+	node_release(g, n);
 	fuse_reply_none(req);
 }
 
@@ -979,6 +1014,12 @@ static __attribute__((noreturn)) void gate_main(struct gate *g)
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	prctl(PR_SET_NAME, "sluice-fsgate");
+	/* every node the kernel holds is an O_PATH descriptor here */
+	struct rlimit nofile;
+	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+		nofile.rlim_cur = nofile.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &nofile);
+	}
 	signal(SIGINT, SIG_IGN);
 	signal(SIGQUIT, SIG_IGN);
 	signal(SIGTSTP, SIG_IGN);
@@ -1025,9 +1066,11 @@ static __attribute__((noreturn)) void gate_main(struct gate *g)
 			          (a->deadline.tv_nsec - now.tv_nsec) / 1000000;
 			if (ms <= 0) {
 				audit(g, "timed-out", "deny", a->path, a->cmd, a->id, -1);
-				if (!c->quiet)
+				if (!c->quiet) {
+					char safe[PATH_MAX];
 					fprintf(stderr, "sluice: %s: nobody decided in %u s; %s is denied\n", a->id,
-					        g->wait_s, a->path);
+					        g->wait_s, tty_safe(a->path, safe, sizeof safe));
+				}
 				ask_finish(g, a, false);
 				continue;
 			}
