@@ -74,6 +74,7 @@ void sb_config_clear(struct sb_config *c)
 	sb_strv_clear(&c->env_set);
 	sb_strv_clear(&c->protected_paths);
 	sb_strv_clear(&c->fs_read);
+	sb_strv_clear(&c->org_fs_unmask);
 	sb_strv_clear(&c->policies);
 	sb_strv_clear(&c->allows);
 	for (size_t i = 0; i < c->n_binds; i++) {
@@ -464,7 +465,7 @@ int sb_config_load_json(struct sb_config *c, const char *name, const char *text,
 			                        : cfg_uid_range(c, val, name, err, errlen);
 		} else {
 			r = cfg_err(err, errlen, name, key,
-			            "unknown key (known: profile, fs, fs_read, writable_paths, plugin_paths, protected_paths, env, "
+			            "unknown key (known: profile, fs, fs_read, fs_unmask, writable_paths, plugin_paths, protected_paths, env, "
 			            "limits, hostname, "
 			            "allow_unsafe, allow_no_sandbox, allow_network, allow_keep_root_uid, "
 			            "allow_masked_binds, allow_fs_remember, fs_read_fixed, "

@@ -110,6 +110,7 @@ struct sb_config {
 	struct sb_strv fs_read;       /* "fs_read": host paths (or subtrees) readable without asking */
 	bool org_forbid_fs_remember;  /* "allow_fs_remember": false */
 	bool org_fs_read_fixed;       /* "fs_read_fixed": true: only the organisation's fs_read entries count */
+	struct sb_strv org_fs_unmask; /* "fs_unmask" (organisation only): masks asked about in --fs ask */
 
 	bool keep_root_uid; /* --keep-root-uid: a root launch runs the command as host uid 0 */
 

@@ -252,6 +252,7 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 		         (unsigned)s.host_uid, lap_us());
 	}
 	if ((r = sb_protect_rw_begin(&s, err, sizeof err)) < 0 || (r = sb_masks_resolve(&s, err, sizeof err)) < 0 ||
+	    (r = sb_fsmode_unmask(&s)) < 0 ||
 	    (r = sb_sources_init(&s, err, sizeof err)) < 0)
 		goto fail;
 	if ((r = sb_cgroup_new(&cfg->limits, s.id, !s.userns, &s.cg, err, sizeof err)) < 0)

@@ -207,6 +207,11 @@ struct audit_entry;
 int sb_summary_each(const char *id, const char *log_path, long long from,
                     void (*fn)(const struct audit_entry *rec, void *arg), void *arg);
 
+/* ---- fsmode.c ---- */
+/* --fs ask: drops the masks the organisation unmasked ("fs_unmask"), so that they are asked about
+ * like any other path instead of refused. */
+int sb_fsmode_unmask(struct sb_session *s);
+
 /* ---- fsgate.c ---- */
 /* Launcher, --fs ask: forks the gate (outside the sandbox) and keeps s->fsgate_fd for init. */
 int sb_fsgate_start(struct sb_session *s, char *err, size_t errlen);

@@ -160,6 +160,54 @@ for m in $MODES; do
 	rm -rf "$(if [ "$m" = root ]; then echo "$ROOT_RT/sluice"; else echo "/var/tmp/sluice-$TU_UID"; fi)"/*
 done
 
+# --- the organisation layer (root; /etc overlaid in a private mount namespace, the machine's untouched) ---
+ORG="$SB_T/org"
+mkdir -p "$ORG/upper/sluice" "$ORG/work"
+chmod 755 "$ORG/upper/sluice"
+# in_org CMD...: CMD as root with $ORG/upper over /etc (the same upper each time: what it writes stays)
+in_org() {
+	unshare -m --propagation private bash -c \
+		'mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1/upper,workdir=$1/work" /etc && shift && exec "$@"' \
+		bash "$ORG" env -i HOME="$ROOT_HOME" XDG_RUNTIME_DIR="$ROOT_RT" PATH=/usr/local/bin:/usr/bin:/bin "$@"
+}
+D=$(newdir root)
+P=$(newdir root)
+cd "$P" || exit 1
+echo "org-file" >"$D/o.txt"
+mkdir -p "$ROOT_HOME/.aws"
+echo "AWS-KEY" >"$ROOT_HOME/.aws/credentials"
+# a root launch's command (and gate) read as an unprivileged uid: let it into the fake home
+chmod 755 "$ROOT_HOME" "$ROOT_HOME/.aws"
+( in_org "$SLUICE" run --fs ask --audit-log "$SB_T/audit-root/fs.log" --ask-timeout 30 -- cat "$D/o.txt" >"$SB_T/out-o" 2>/dev/null ) &
+pid=$!
+id=$(wait_ask root "$D/o.txt")
+check "org: approve --remember org" q in_org "$CTL" approve "$id" --remember org
+wait "$pid"
+check "org: written to the organisation file" grep -q "o.txt" "$ORG/upper/sluice/policy.json"
+check_eq "org: the next session reads it without asking" "org-file" "$(in_org "$SLUICE" run --fs ask --ask-timeout 1 -- cat "$D/o.txt" 2>/dev/null)"
+check_match "org: explain names the organisation layer" "the organisation layer" "$(in_org "$CTL" policy explain --path "$D/o.txt")"
+# the organisation forbids remembering: nothing is written, nothing decided
+printf '{"sandbox": {"allow_fs_remember": false, "fs_unmask": ["~/.aws"]}}\n' >"$ORG/upper/sluice/policy.json"
+echo "no-remember" >"$D/n.txt"
+( in_org "$SLUICE" run --fs ask --ask-timeout 5 -- cat "$D/n.txt" >"$SB_T/out-n" 2>/dev/null ) &
+pid=$!
+id=$(wait_ask root "$D/n.txt")
+o=$(in_org "$CTL" approve "$id" --remember user 2>&1)
+check_match "org: \"allow_fs_remember\": false refuses --remember" "forbids remembering" "$o"
+check_not "org: ... and the user file is not written" test -e "$ROOT_HOME/.config/sluice/policy.json"
+check "org: approve without --remember still works" q in_org "$CTL" approve "$id"
+wait "$pid"
+check_eq "org: ... and the read goes through" "no-remember" "$(cat "$SB_T/out-n")"
+# "fs_unmask": the masked ~/.aws is asked about (and here denied by the timeout) instead of refused
+o=$(in_org "$SLUICE" run --fs ask --ask-timeout 1 -- cat "$ROOT_HOME/.aws/credentials" 2>&1)
+check_match "org: an unmasked path is asked about" "wants to read $ROOT_HOME/.aws/credentials" "$o"
+check_not "org: ... and not read without an answer" grep -q AWS-KEY <<<"$o"
+mkdir -p "$ROOT_HOME/.config/sluice"
+printf '{"sandbox": {"fs_unmask": ["~/.aws"]}}\n' >"$ROOT_HOME/.config/sluice/policy.json"
+check_match "org: a user file may not unmask" "sandbox.fs_unmask: only the organisation" "$(sb root --fs ask -- true 2>&1)"
+rm -rf "$ROOT_HOME/.config/sluice" "$ROOT_HOME/.aws"
+chmod 700 "$ROOT_HOME"
+
 # --- who may decide: a user cannot see or answer root's held opens; root can answer a user's ---
 D=$(newdir root)
 echo "rootonly" >"$D/r.txt"
