@@ -208,7 +208,7 @@ check_match "org: a user file may not unmask" "sandbox.fs_unmask: only the organ
 rm -rf "$ROOT_HOME/.config/sluice" "$ROOT_HOME/.aws"
 chmod 700 "$ROOT_HOME"
 
-# --- who may decide: a user cannot see or answer root's held opens; root can answer a user's ---
+# --- who may decide: a user cannot see or answer root's held opens; root answers anyone's ---
 D=$(newdir root)
 echo "rootonly" >"$D/r.txt"
 ( bg_exec root "$SLUICE" run --fs ask --audit-log "$SB_T/audit-root/fs.log" --ask-timeout 30 -- cat "$D/r.txt" >"$SB_T/out-x" 2>/dev/null ) &
@@ -219,5 +219,18 @@ check_not "peercred: nor can the user approve it" q as user "$CTL" approve "$id"
 check "peercred: root can" q as root "$CTL" approve "$id"
 wait "$pid"
 check_eq "peercred: root's approval opened it" "rootonly" "$(cat "$SB_T/out-x")"
+# a user's session: root sees and decides it too
+P=$(newdir user)
+cd "$P" || exit 1
+D=$(newdir user)
+echo "useronly" >"$D/u.txt"
+chown "$TU:$TU" "$D/u.txt"
+( bg_exec user "$SLUICE" run --fs ask --ask-timeout 30 -- cat "$D/u.txt" >"$SB_T/out-u" 2>/dev/null ) &
+pid=$!
+id=$(wait_ask root "$D/u.txt")
+check "peercred: root sees a user's held open" test -n "$id"
+check "peercred: and approves it" q as root "$CTL" approve "$id"
+wait "$pid"
+check_eq "peercred: root's approval opened the user's file" "useronly" "$(cat "$SB_T/out-u")"
 
 done_testing

@@ -175,6 +175,11 @@ static void test_fs_keys(void **state)
 	assert_int_equal(c.fs_mode, SB_FS_ASK);
 	assert_int_equal(c.fs_read.n, 1);
 	assert_string_equal(c.fs_read.v[0], "/srv/org");
+	/* only the organisation unmasks */
+	assert_int_equal(load(&c, SB_CFG_ORG, "{\"sandbox\": {\"fs_unmask\": [\"/srv/k\"]}}", err), 0);
+	assert_int_equal(c.org_fs_unmask.n, 1);
+	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"fs_unmask\": [\"/srv/k\"]}}", err), 0);
+	assert_int_not_equal(load(&c, SB_CFG_PROJECT, "{\"sandbox\": {\"fs_unmask\": [\"/srv/k\"]}}", err), 0);
 	sb_config_clear(&c);
 }
 
