@@ -32,8 +32,8 @@ check_match "sluice run --policy: presets" "npm.*pypi" "$(comp _sluice sluice ru
 check_eq "sluice run -- mkd: the command is completed by bash" "mkdir" "$(comp _sluice sluice run -- mkdi)"
 check_eq "sluice netns: create delete" "create delete" "$(comp _sluice sluice netns '')"
 check_eq "sluicectl: commands" "--help approve asks deny log netns policy session sessions version" "$(comp _sluicectl sluicectl '')"
-check_eq "sluicectl approve ID --remember: layers" "project user" "$(comp _sluicectl sluicectl approve 0123abcd --remember '')"
-check_eq "sluicectl approve ID --: options" "--project --remember" "$(comp _sluicectl sluicectl approve 0123abcd --)"
+check_eq "sluicectl approve ID --remember: layers" "org project user" "$(comp _sluicectl sluicectl approve 0123abcd --remember '')"
+check_eq "sluicectl approve ID --: options" "--project --remember --subtree" "$(comp _sluicectl sluicectl approve 0123abcd --)"
 check_eq "sluice run --ask: --ask --ask-timeout" "--ask --ask-timeout" "$(comp _sluice sluice run --ask)"
 check_eq "sluicectl session: verbs" "discard end save" "$(comp _sluicectl sluicectl session '')"
 check_eq "sluicectl netns create --: options" "--allow --help --json --name --policy" \
