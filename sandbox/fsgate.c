@@ -303,9 +303,10 @@ static void json_str(char *out, size_t len, const char *s)
 	out[o] = '\0';
 }
 
-/* One record per decision: event asked|approved|denied|timed-out|masked; decision ask|allow|deny. */
-static void audit(struct gate *g, const char *event, const char *decision, const char *path, const char *cmd,
-                  const char *id, long long by)
+/* One record per decision: event asked|approved|denied|timed-out|masked; decision ask|allow|deny.
+ * Returns 0 or -errno: a decision that cannot be recorded is not made (the callers fail closed). */
+static int audit(struct gate *g, const char *event, const char *decision, const char *path, const char *cmd,
+                 const char *id, long long by)
 {
 	char line[3 * PATH_MAX], p[2 * PATH_MAX], c[2 * FSASK_COMMAND_MAX], t[40];
 	struct timespec ts;
@@ -313,7 +314,7 @@ static void audit(struct gate *g, const char *event, const char *decision, const
 	int n;
 
 	if (g->auditfd < 0)
-		return;
+		return -EBADF;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(t, sizeof t, "%Y-%m-%dT%H:%M:%S", &tm);
@@ -326,12 +327,15 @@ static void audit(struct gate *g, const char *event, const char *decision, const
 	             id ? ",\"ask\":\"" : "", id ? id : "", id ? "\"" : "");
 	if (n > 0 && (size_t)n < sizeof line - 32 && by >= 0)
 		n += snprintf(line + n, sizeof line - (size_t)n, ",\"by\":%lld", by);
-	if (n > 0 && (size_t)n < sizeof line - 2) {
-		line[n++] = '}';
-		line[n++] = '\n';
-		if (write(g->auditfd, line, (size_t)n) != n)
-			log_warn("fs gate: cannot write the audit log");
+	if (n <= 0 || (size_t)n >= sizeof line - 2)
+		return -ENAMETOOLONG;
+	line[n++] = '}';
+	line[n++] = '\n';
+	if (write(g->auditfd, line, (size_t)n) != n) {
+		log_warn("fs gate: cannot write the audit log");
+		return -EIO;
 	}
+	return 0;
 }
 
 /* ---- nodes ---- */
@@ -535,10 +539,17 @@ static void ask_wait(struct gate *g, fuse_req_t req, enum gate_op op, struct gat
 		a->created = time(NULL);
 		clock_gettime(CLOCK_MONOTONIC, &a->deadline);
 		a->deadline.tv_sec += g->wait_s;
+		if (audit(g, "asked", "ask", path, a->cmd, a->id, -1) < 0) {
+			/* not recorded, not asked: refused */
+			free(a->path);
+			free(a);
+			free(w);
+			fuse_reply_err(req, EACCES);
+			return;
+		}
 		a->next = g->asks;
 		g->asks = a;
 		g->nasks++;
-		audit(g, "asked", "ask", path, a->cmd, a->id, -1);
 		if (!g->s->cfg->quiet) {
 			char safe[PATH_MAX];
 			fprintf(stderr,
@@ -869,11 +880,16 @@ static void client_msg(struct gate *g, int fd, uid_t by)
 				break;
 		if (!a) {
 			send_error(fd, ENOENT, "no such held open (it may have been decided or timed out)");
-		} else if (rule_add(g, a->path, subtree, allow, false) < 0) {
+		} else if (g->nrules == GATE_RULES_MAX) {
 			send_error(fd, ENOSPC, "too many decisions in this session");
+		} else if (audit(g, allow ? "approved" : "denied", allow ? "allow" : "deny", a->path, a->cmd, a->id,
+		                 (long long)by) < 0 &&
+		           allow) {
+			/* only a denial stands unrecorded */
+			send_error(fd, EIO, "the audit log cannot be written: not approved");
+		} else if (rule_add(g, a->path, subtree, allow, false) < 0) {
+			send_error(fd, ENOMEM, "out of memory");
 		} else {
-			audit(g, allow ? "approved" : "denied", allow ? "allow" : "deny", a->path, a->cmd, a->id,
-			      (long long)by);
 			if (!allow)
 				id_deny(g, a->node->fd, subtree);
 			const char *layer = ipc_get_str(&m, FSASK_A_REMEMBER);
@@ -922,21 +938,23 @@ static int listen_control(struct gate *g)
 }
 
 /* The audit log: --audit-log, else the user's state directory (root: /var/log/sluice). */
-static int open_audit(const struct sb_config *c)
+static int open_audit(const struct sb_config *c, char *path, size_t len)
 {
-	char path[PATH_MAX];
 	const char *st = getenv("XDG_STATE_HOME");
 
 	if (c->audit_log)
-		util_strlcpy(path, c->audit_log, sizeof path);
+		util_strlcpy(path, c->audit_log, len);
 	else if (c->uid == 0)
-		util_strlcpy(path, "/var/log/sluice/fs-audit.log", sizeof path);
+		util_strlcpy(path, "/var/log/sluice/fs-audit.log", len);
 	else if (st && st[0] == '/')
-		snprintf(path, sizeof path, "%s/sluice/fs-audit.log", st);
+		snprintf(path, len, "%s/sluice/fs-audit.log", st);
 	else if (c->home)
-		snprintf(path, sizeof path, "%s/.local/state/sluice/fs-audit.log", c->home);
-	else
+		snprintf(path, len, "%s/.local/state/sluice/fs-audit.log", c->home);
+	else {
+		snprintf(path, len, "(none: no home directory)");
+		errno = ENOENT;
 		return -1;
+	}
 	/* create the directories as the user would (best effort; the open below is what counts) */
 	for (char *p = path + 1; *p; p++)
 		if (*p == '/') {
@@ -1028,9 +1046,15 @@ static __attribute__((noreturn)) void gate_main(struct gate *g)
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	g->auditfd = open_audit(c);
-	if (g->auditfd < 0)
-		log_warnx("fs gate: no audit log could be opened; decisions are not recorded");
+	char apath[PATH_MAX];
+	g->auditfd = open_audit(c, apath, sizeof apath);
+	if (g->auditfd < 0) {
+		fprintf(stderr,
+		        "sluice: --fs ask records every decision, but the audit log %s cannot be opened: %s (give "
+		        "--audit-log PATH, or use --fs relaxed)\n",
+		        apath, strerror(errno));
+		_exit(1);
+	}
 	if ((r = rules_init(g)) < 0 || (r = listen_control(g)) < 0) {
 		fprintf(stderr, "sluice: the filesystem gate cannot start: %s\n", strerror(-r));
 		_exit(1);
@@ -1216,6 +1240,10 @@ int sb_fsgate_mount(struct sb_session *s, char *err, size_t errlen)
 		return mfd;
 	if ((r = send_fd(s->fsgate_fd, dev, 'F')) < 0) {
 		close(mfd);
+		if (r == -EPIPE || r == -ECONNRESET) {
+			err[0] = '\0'; /* the gate is gone, and said why */
+			return r;
+		}
 		return sb_errc(err, errlen, -r, "cannot hand /dev/fuse to the filesystem gate: %s", strerror(-r));
 	}
 	return mfd;

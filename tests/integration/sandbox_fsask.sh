@@ -150,6 +150,9 @@ for m in $MODES; do
 	check_not "$m: relaxed is unchanged: the outside path does not exist" sb "$m" --fs relaxed -- test -e "$D/a.txt"
 	check "$m: relaxed: the home is the empty writable tmpfs" sb "$m" --fs relaxed -- sh -c "touch $H/new && test ! -e $H/.ssh/id_test"
 	check_not "$m: --fs ask with --profile unsafe is refused" sb "$m" --fs ask --profile unsafe -- true
+	o=$(sb "$m" --fs ask --audit-log /proc/none/fs.log -- true 2>&1)
+	check_eq "$m: no audit log, no session (125)" 125 "$(sb "$m" --fs ask --audit-log /proc/none/fs.log -- true >/dev/null 2>&1; echo $?)"
+	check_match "$m: ... with one line saying why" "^sluice: --fs ask records every decision, but the audit log /proc/none/fs.log cannot be opened" "$o"
 
 	# --- exit note of discarded overlay changes (relaxed and ask alike) ---
 	o=$(sb "$m" --fs relaxed -- sh -c 'echo x >new.txt; echo y >>keep.txt; rm doomed.txt' 2>&1)
