@@ -619,11 +619,11 @@ static void gate_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	 * the relaxed view. Masked and denied paths are refused here already. */
 	switch (decide(g, path, true)) {
 	case V_ASK:
-		if (under(path, "/sys")) {
+		if (under(path, "/sys"))
 			fuse_reply_err(req, ENOENT);
-			return;
-		}
-		/* fall through */
+		else
+			lookup_real(g, req, p, name);
+		return;
 	case V_ALLOW: lookup_real(g, req, p, name); return;
 	case V_MASKED:
 		if (!g->setup)
