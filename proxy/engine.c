@@ -144,6 +144,8 @@ static void accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct soc
 		proxy_http_accept(s, fd);
 	else if (l->kind == PROXY_LISTEN_TRANSPARENT)
 		proxy_transparent_accept(s, fd, &local);
+	else if (l->kind == PROXY_LISTEN_SOCKS5)
+		proxy_socks5_accept(s, fd);
 	else
 		proxy_dns_tcp_accept(s, fd);
 }
@@ -200,7 +202,7 @@ int proxy_engine_add_listener(struct proxy_engine *e, int fd, enum proxy_listene
 	if (fd < 0)
 		return -EBADF;
 	if (kind != PROXY_LISTEN_HTTP && kind != PROXY_LISTEN_DNS_UDP && kind != PROXY_LISTEN_DNS_TCP &&
-	    kind != PROXY_LISTEN_TRANSPARENT)
+	    kind != PROXY_LISTEN_TRANSPARENT && kind != PROXY_LISTEN_SOCKS5)
 		return -EINVAL;
 	if (evutil_make_socket_nonblocking(fd) != 0 || evutil_make_socket_closeonexec(fd) != 0)
 		return -errno;

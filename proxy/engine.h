@@ -84,6 +84,7 @@ enum proxy_listener_kind {
 	PROXY_LISTEN_DNS_UDP,
 	PROXY_LISTEN_DNS_TCP,
 	PROXY_LISTEN_TRANSPARENT,
+	PROXY_LISTEN_SOCKS5,
 };
 
 /* Creates an engine on `base` (borrowed; must outlive the engine). Opens (or adopts) the audit log.

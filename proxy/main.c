@@ -158,8 +158,11 @@ static int add_listeners(struct proxy_engine *e, json_object *list, bool check)
 			kinds[0] = PROXY_LISTEN_DNS_TCP;
 		else if (strcmp(kind, "transparent") == 0)
 			kinds[0] = PROXY_LISTEN_TRANSPARENT;
+		else if (strcmp(kind, "socks5") == 0)
+			kinds[0] = PROXY_LISTEN_SOCKS5;
 		else
-			return cfg_err(where, "unknown kind \"%s\" (http, dns, dns-udp, dns-tcp, transparent)", kind);
+			return cfg_err(where, "unknown kind \"%s\" (http, dns, dns-udp, dns-tcp, transparent, socks5)",
+			               kind);
 		if (check) {
 			socklen_t len;
 			if (parse_sockaddr(addr, true, &ss, &len) != 0)

@@ -213,6 +213,12 @@ void proxy_dial_cancel(struct proxy_dial *d); /* cb is not called afterwards; NU
  * client's first tunnel bytes. start_* are when the request began. */
 void proxy_connect_begin(struct proxy_session *s, struct bufferevent *client, const struct http_request *req,
                          size_t head_len, const struct timespec *start_rt, uint64_t start_ms);
+struct proxy_relay;
+/* After a tunnel's success reply (CONNECT's 200, SOCKS5's success): the client's first bytes, when
+ * they are a TLS ClientHello, must name the decided host (no domain fronting), then the tunnel. */
+void proxy_connect_tunnel_checked(struct proxy_relay *r);
+/* A connection on a SOCKS5 listener (socks5.c). Takes ownership of fd. */
+void proxy_socks5_accept(struct proxy_session *s, int fd);
 
 /* ---- our own HTTP responses (http.c) ---- */
 /* Queues a complete response on out: status, X-Sluice-Decision value (sanitised), plain-text body. */
