@@ -485,7 +485,9 @@ static void engine_read_cb(evutil_socket_t fd, short what, void *arg)
 
 static int send_config(struct netd *d, int sock, char *err, size_t errlen)
 {
-	static const int kinds[4] = {0 /* HTTP */, 1 /* DNS UDP */, 2 /* DNS TCP */, 3 /* transparent */};
+	/* enum proxy_listener_kind (proxy/engine.h; engine_child.c checks the numbers) */
+	static const int kinds[NETD_LISTENERS] = {0 /* HTTP */, 1 /* DNS UDP */, 2 /* DNS TCP */, 3 /* transparent */,
+	                                          4 /* SOCKS5 */};
 	struct ipc_buf b;
 	int afd = open_audit(d, err, errlen), r;
 

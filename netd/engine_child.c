@@ -21,7 +21,11 @@
 #include "policy.h"
 #include "util.h"
 
-#define CHILD_MAX_LISTENERS 8
+#define CHILD_MAX_LISTENERS 12
+/* netd/engine.c numbers its listeners by this enum without including the engine's header */
+_Static_assert(PROXY_LISTEN_HTTP == 0 && PROXY_LISTEN_DNS_UDP == 1 && PROXY_LISTEN_DNS_TCP == 2 &&
+                       PROXY_LISTEN_TRANSPARENT == 3 && PROXY_LISTEN_SOCKS5 == 4,
+               "listener kinds as netd/engine.c sends them");
 
 struct child {
 	int sock;
@@ -382,7 +386,7 @@ static int child_init(struct child *c)
 		} else if (m.type == NETD_ENG_LISTENER) {
 			uint32_t kind = ipc_get_u32(&m, NETD_A_KIND, 99);
 
-			if (c->nl >= CHILD_MAX_LISTENERS || kind > PROXY_LISTEN_TRANSPARENT) {
+			if (c->nl >= CHILD_MAX_LISTENERS || kind > PROXY_LISTEN_SOCKS5) {
 				ipc_msg_clear(&m);
 				return -EINVAL;
 			}

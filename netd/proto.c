@@ -29,7 +29,7 @@
 #define SESSION_ATTRS                                                                                  \
 	[NETD_A_ID] = STR_REQ(NETD_ID_MAX), [NETD_A_ADDR4] = STR(NETD_ADDR_MAX),                       \
 	[NETD_A_GW4] = STR(NETD_ADDR_MAX), [NETD_A_ADDR6] = STR(NETD_ADDR_MAX),                        \
-	[NETD_A_GW6] = STR(NETD_ADDR_MAX), [NETD_A_PROXY_PORT] = U16,                                  \
+	[NETD_A_GW6] = STR(NETD_ADDR_MAX), [NETD_A_PROXY_PORT] = U16, [NETD_A_SOCKS_PORT] = U16,      \
 	[NETD_A_RESOLV_CONF] = STR(NETD_RESOLV_MAX), [NETD_A_NETNS_PATH] = STR(NETD_PATH_MAX),         \
 	[NETD_A_IFNAME] = STR(15), [NETD_A_UID] = U32, [NETD_A_PID] = U32, [NETD_A_CREATED] = U64,     \
 	[NETD_A_COMMAND] = STR(NETD_COMMAND_MAX)

@@ -61,6 +61,7 @@ struct sb_source {
 struct sb_go {
 	int32_t status;      /* 0 = continue; else -errno: the launcher failed, abort quietly */
 	char proxy_url[128]; /* "http://GW:PORT" with --allow-network, else "" */
+	char socks_url[128]; /* "socks5h://GW:PORT" when the gateway serves SOCKS5, else "" */
 	uint8_t have_resolv; /* session dir holds resolv.conf to bind over /etc/resolv.conf */
 	uint8_t cgroup_ns;   /* enter a cgroup namespace (after init was placed in its cgroups) */
 };
