@@ -28,6 +28,7 @@
 #include "testhook.h"
 #include "link.h"
 #include "log.h"
+#include "parent.h"
 #include "policy.h"
 #include "util.h"
 
@@ -438,6 +439,22 @@ int netd_new(struct netd **out, const struct netd_config *cfg, bool reconcile, c
 	}
 	d->host_ns_dev = st.st_dev;
 	d->host_ns_ino = st.st_ino;
+	{
+		/* a parent proxy the organisation configured: checked now so a mistake stops sluiced with the
+		 * file's name; the engine loads it again before it drops privileges (its auth_file is root's) */
+		struct proxy_parent *parent = NULL;
+		char path[PATH_MAX], perr[600];
+
+		snprintf(path, sizeof path, "%s/upstream-proxy.json", cfg->sysconfdir);
+		r = proxy_parent_load(path, &parent, perr, sizeof perr);
+		free(parent);
+		if (r < 0 && r != -ENOENT) {
+			snprintf(err, errlen, "the parent proxy configuration: %s", perr);
+			goto fail;
+		}
+		if (r == 0)
+			util_strlcpy(d->upstream_proxy, path, sizeof d->upstream_proxy);
+	}
 	snprintf(d->lease_dir, sizeof d->lease_dir, "%s/leases", cfg->run_dir);
 	snprintf(d->netns_dir, sizeof d->netns_dir, "%s/netns", cfg->run_dir);
 	if ((r = mkdir_p(cfg->run_dir, 0755)) < 0 || (r = mkdir_p(d->lease_dir, 0700)) < 0) {

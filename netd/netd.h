@@ -133,6 +133,7 @@ struct netd {
 	int listen_fds[NETD_LISTENERS]; /* owned: HTTP, DNS UDP, DNS TCP, transparent, SOCKS5 on the gateway address(es) */
 	int listen_fds6[NETD_LISTENERS];
 	unsigned nlisten;
+	char upstream_proxy[PATH_MAX]; /* the parent proxy configuration (SYSCONFDIR/upstream-proxy.json), or "" */
 	struct netd_sess *sessions; /* owned list */
 	unsigned nsessions;
 	struct netd_engine *engine;    /* owned */

@@ -289,6 +289,7 @@ struct proxy_engine *proxy_engine_new(struct event_base *base, const struct prox
 	e->ask_arg = cfg->ask_arg;
 	e->direct_notify = cfg->direct_notify;
 	e->direct_arg = cfg->direct_arg;
+	e->parent = cfg->parent;
 	e->max_conns = cfg->max_conns_per_session ? cfg->max_conns_per_session : PROXY_DEFAULT_MAX_CONNS;
 	e->header_timeout_ms = cfg->header_timeout_ms ? cfg->header_timeout_ms : PROXY_DEFAULT_HEADER_TIMEOUT_MS;
 	e->idle_timeout_ms = cfg->idle_timeout_ms ? cfg->idle_timeout_ms : PROXY_DEFAULT_IDLE_TIMEOUT_MS;
@@ -328,6 +329,8 @@ struct proxy_engine *proxy_engine_new(struct event_base *base, const struct prox
 fail:
 	if (audit_fd >= 0)
 		close(audit_fd);
+	if (cfg && (!e || e->parent != cfg->parent))
+		free(cfg->parent);
 	proxy_engine_free(e);
 	return NULL;
 }
@@ -350,6 +353,7 @@ void proxy_engine_free(struct proxy_engine *e)
 	if (e->audit_flush)
 		event_free(e->audit_flush);
 	audit_log_free(e->audit);
+	free(e->parent);
 	free(e);
 }
 

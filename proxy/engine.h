@@ -71,6 +71,7 @@ struct proxy_config {
 	void *ask_arg;                        /* borrowed, passed to ask_notify */
 	proxy_direct_notify_fn direct_notify; /* NULL: no direct flows (nobody can open them) */
 	void *direct_arg;                     /* borrowed, passed to direct_notify */
+	struct proxy_parent *parent;          /* a parent proxy (parent.h) the engine takes (also on error), or NULL */
 };
 
 /* Defaults for the 0 values above (see docs/proxy.md). */

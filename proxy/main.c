@@ -21,6 +21,7 @@
 
 #include "engine.h"
 #include "log.h"
+#include "parent.h"
 #include "policy.h"
 #include "util.h"
 
@@ -425,6 +426,14 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		cfg.dns_cache_entries = (unsigned)n;
+	}
+	if (json_object_object_get_ex(root, "upstream_proxy", &v)) {
+		/* read now, before privileges are dropped: its auth_file is root's (parent.h) */
+		cfg.parent = proxy_parent_parse(v, "upstream_proxy", err, sizeof err);
+		if (!cfg.parent) {
+			fprintf(stderr, "sluice-proxy: %s: %s\n", cfg_path, err);
+			goto out;
+		}
 	}
 
 	g_base = event_base_new();

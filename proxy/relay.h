@@ -34,6 +34,8 @@ struct proxy_relay_ops {
 	const char *protocol; /* the audit log's "protocol": http, connect, tls-sni */
 	bool hold_asks;       /* POLICY_ASK holds the exchange for an operator (else it is a denial) */
 	bool redecide;        /* a policy change decides the destination again (a tunnel; still_allowed) */
+	bool speaks_http;     /* the upstream gets HTTP requests from the front (a parent proxy gets them in
+	                       * absolute form), not a tunnel (a parent proxy is asked for CONNECT) */
 	/* Tells the client no and ends the exchange (proxy_relay_close_after_flush, or, HTTP keep-alive,
 	 * proxy_relay_finish and the next request). status: 400, 403, 502, 504, 503...; decision: the
 	 * X-Sluice-Decision verdict ("deny" or "error"); body: plain text for humans (a 403 explains how
