@@ -561,6 +561,11 @@ static int cmd_run(int argc, char **argv)
 			goto out;
 		}
 	}
+	/* a policy file an earlier session could have written is not used without the user's word */
+	if (sb_writes_check(&c, err, sizeof err) < 0) {
+		fail("%s", err);
+		goto out;
+	}
 	if (strcmp(c.project_dir, "/") == 0) {
 		fail("the project directory is /; cd into a project or pass --project DIR");
 		goto out;

@@ -176,6 +176,9 @@ static void teardown(struct sb_session *s, bool ran)
 
 	sb_cgroup_free(s->cg);
 	s->cg = NULL;
+	/* every process of the session is gone: what it could write is written */
+	if (ran)
+		sb_writes_record(s, s->started_ns, sb_writes_now(false));
 	sb_net_close(s);
 	if (ran)
 		sb_scratch_report(s);
@@ -228,6 +231,7 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 
 	memset(&go, 0, sizeof go);
 	lap_us();
+	s.started_ns = sb_writes_now(true);
 	s.userns = geteuid() != 0;
 	s.cwd = getcwd(NULL, 0);
 	if (!s.cwd && !(s.cwd = strdup("/")))

@@ -91,6 +91,7 @@ struct sb_session {
 	int sync_fd;            /* owned; socketpair end (launcher's or init's) */
 	int lock_fd;            /* owned; the session directory, flock'ed while the launcher lives */
 	int scratch_fd;         /* owned; the session's scratch tmpfs (scratch.c), or -1 */
+	int64_t started_ns;     /* CLOCK_REALTIME when the launcher began (writes.c) */
 	int tty_fd;             /* borrowed (stdin) while the sandbox owns the terminal, else -1 */
 	bool born_in_cgroup;    /* init was cloned straight into the v2 session cgroup */
 	sigset_t saved_mask;    /* the launcher's signal mask before it blocked the forwarded set */
@@ -216,6 +217,18 @@ void sb_scratch_recv(struct sb_session *s);
 bool sb_scratch_report(const struct sb_session *s);
 /* Launcher, at exit (--save, --apply): copies the scratch space's upper/ into SESSION/upper. */
 int sb_scratch_take_upper(struct sb_session *s, char *err, size_t errlen);
+
+/* ---- writes.c ---- */
+int64_t sb_writes_now(bool coarse);
+/* Launcher, after a session with a writable project or --bind ended: appends its window to the
+ * user's record. */
+void sb_writes_record(const struct sb_session *s, int64_t start, int64_t end);
+/* Before a session: -EPERM (and a line in err) when the project's policy file was changed while an
+ * earlier session could write it. */
+int sb_writes_check(const struct sb_config *c, char *err, size_t errlen);
+/* 1 when a record line of buf (untrusted) says file was writable by a session at ctime_ns (its id in
+ * id), else 0. */
+int sb_writes_match(const char *buf, size_t len, const char *file, int64_t ctime_ns, char *id, size_t idlen);
 
 /* ---- firejail.c ---- */
 /* --sandbox-type firejail: runs argv under firejail in a netd-wired namespace; the exit status. */
