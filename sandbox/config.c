@@ -325,13 +325,30 @@ static int cfg_limits(struct sb_config *c, json_object *lim, const char *name, e
 	return 0;
 }
 
+/* Mask paths are compared as text: each is normalised ("//", "/./", "..", a trailing "/") first. */
+static int cfg_mask_list(struct sb_strv *dst, json_object *val, const char *name, const char *key, const char *home,
+                         char *err, size_t errlen)
+{
+	struct sb_strv v = {0};
+	char norm[PATH_MAX];
+	int r = cfg_strlist(&v, val, name, key, home, true, true, err, errlen);
+	for (size_t i = 0; r == 0 && i < v.n; i++) {
+		if (sb_normalize_abs(v.v[i], norm, sizeof norm) < 0 || strcmp(norm, "/") == 0)
+			r = cfg_err(err, errlen, name, key, "\"/\" cannot be masked");
+		else if (!sb_strv_contains(dst, norm))
+			r = sb_strv_add(dst, norm);
+	}
+	sb_strv_clear(&v);
+	return r;
+}
+
 /* "unmask": takes default or user-layer masks off (a user who keeps no secret there, or who wants
  * ~/.npmrc's settings: docs/sandbox.md). The organisation's own masks stay. */
 static int cfg_unmask(struct sb_config *c, json_object *val, const char *name, enum sb_cfg_layer layer, char *err,
                       size_t errlen)
 {
 	struct sb_strv v = {0};
-	int r = cfg_strlist(&v, val, name, "unmask", c->home, true, true, err, errlen);
+	int r = cfg_mask_list(&v, val, name, "unmask", c->home, err, errlen);
 	for (size_t i = 0; r == 0 && i < v.n; i++) {
 		if (layer != SB_CFG_ORG && sb_strv_contains(&c->org_masks, v.v[i])) {
 			char what[PATH_MAX + 96];
@@ -454,9 +471,9 @@ int sb_config_load_json(struct sb_config *c, const char *name, const char *text,
 					            "patterns are project-relative, without \"..\"");
 		} else if (strcmp(key, "masks") == 0) {
 			/* every layer may add (a narrowing); the organisation's cannot be taken off */
-			r = cfg_strlist(&c->masks, val, name, key, c->home, true, true, err, errlen);
+			r = cfg_mask_list(&c->masks, val, name, key, c->home, err, errlen);
 			if (r == 0 && layer == SB_CFG_ORG)
-				r = cfg_strlist(&c->org_masks, val, name, key, c->home, true, true, err, errlen);
+				r = cfg_mask_list(&c->org_masks, val, name, key, c->home, err, errlen);
 		} else if (strcmp(key, "unmask") == 0) {
 			r = cfg_unmask(c, val, name, layer, err, errlen);
 		} else if (strcmp(key, "plugin_paths") == 0) {

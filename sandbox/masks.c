@@ -139,10 +139,13 @@ void sb_masks_free(struct sb_session *s)
 }
 
 /* Adds one masked path (as written, and where it really is when it exists). */
-static int add_mask(struct sb_session *s, const char *path, size_t *cap, char *err, size_t errlen)
+static int add_mask(struct sb_session *s, const char *spelled, size_t *cap, char *err, size_t errlen)
 {
-	char real[PATH_MAX];
+	char real[PATH_MAX], path[PATH_MAX];
 	struct stat st;
+
+	if (sb_normalize_abs(spelled, path, sizeof path) < 0 || strcmp(path, "/") == 0)
+		return sb_errc(err, errlen, EINVAL, "mask %s: want an absolute path below /", spelled);
 
 	if (!sb_strv_contains(&s->mask_paths, path) && sb_strv_add(&s->mask_paths, path) < 0)
 		return sb_errc(err, errlen, ENOMEM, "out of memory");
@@ -347,7 +350,7 @@ int sb_masks_view(const struct sb_session *s, int rootfd, const char *hpath, con
 	snprintf(id, sizeof id, "%u", (unsigned)st.st_uid);
 	snprintf(gid, sizeof gid, "%u", (unsigned)st.st_gid);
 	/* Owned like the directory it shows (an owner unknown in this namespace: the mounter). */
-	const char *opts[] = {"mode", mode, "size", "1m", "uid", id, "gid", gid, NULL};
+	const char *opts[] = {"mode", mode, "size", "8m", "uid", id, "gid", gid, NULL};
 	cleanup_fd int fs = sb_new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen);
 	if (fs < 0) {
 		opts[4] = NULL;

@@ -289,7 +289,7 @@ static int proc_tree(int rootfd, bool userns, char *err, size_t errlen)
 }
 
 /* Lexically normalises an absolute path, resolving "." and ".." (no symlinks are consulted). */
-static int normalize_abs(const char *in, char *out, size_t len)
+int sb_normalize_abs(const char *in, char *out, size_t len)
 {
 	size_t o = 0;
 	if (in[0] != '/' || len < 2)
@@ -339,7 +339,7 @@ static int resolv_conf(int resolvfd, int rootfd, char *err, size_t errlen)
 			return sb_errc(err, errlen, ENOENT, "the host has no /etc/resolv.conf to replace");
 		link[n] = '\0';
 		snprintf(joined, sizeof joined, "%s%s", link[0] == '/' ? "" : "/etc/", link);
-		if (normalize_abs(joined, path, sizeof path) < 0)
+		if (sb_normalize_abs(joined, path, sizeof path) < 0)
 			return sb_errc(err, errlen, EINVAL, "/etc/resolv.conf points to an unusable path");
 		target = sb_mkpath(rootfd, path, false, err, errlen);
 		if (target < 0)

@@ -149,3 +149,6 @@ int sb_parse_cpu(const char *s, uint64_t *millicores);
 int sb_parse_io(const char *s, unsigned *maj, unsigned *min, uint64_t *bps);
 /* Expands a leading "~/" against home. Returns a malloced string or NULL (ENOMEM). */
 char *sb_expand_home(const char *path, const char *home);
+/* Lexically normalises an absolute path ("//", "/./", "..", a trailing "/"); no symlinks are read
+ * (mounts.c). 0, -EINVAL (not absolute) or -ENAMETOOLONG. */
+int sb_normalize_abs(const char *in, char *out, size_t len);

@@ -70,7 +70,7 @@ for m in $MODES; do
 
 	# --- layers: user adds and unmasks, the organisation enforces ---
 	echo SECRET-mine >"$H/my-token"; echo SECRET-corp >"$H/corp-token"; own "$H"
-	echo "{ \"sandbox\": { \"masks\": [\"~/my-token\"], \"unmask\": [\"~/.npmrc\"] } }" >"$H/.config/sluice/policy.json"; own "$H"
+	echo "{ \"sandbox\": { \"masks\": [\"~//./my-token/\"], \"unmask\": [\"~/.npmrc\"] } }" >"$H/.config/sluice/policy.json"; own "$H"
 	check_eq "$m: a user mask hides ~/my-token; unmask shows ~/.npmrc" "SECRET-.npmrc" \
 		"$(sb "$m" --profile unsafe -- sh -c "cat $H/my-token $H/.npmrc 2>/dev/null")"
 	rm -f "$H/.config/sluice/policy.json"

@@ -155,6 +155,9 @@ static void test_masks_and_disk(void **state)
 	assert_int_equal(c.limits.disk_bytes, 1ull << 30); /* capped by the organisation */
 	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"unmask\": [\"~/corp\"]}}", err), 0);
 	assert_non_null(strstr(err, "masked by the organisation"));
+	/* ... under any spelling */
+	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"unmask\": [\"~//x/../corp/\"]}}", err), 0);
+	assert_non_null(strstr(err, "masked by the organisation"));
 	assert_false(sb_strv_contains(&c.unmask, "/home/u/corp"));
 	/* the project may add, never unmask */
 	assert_int_not_equal(load(&c, SB_CFG_PROJECT, "{\"sandbox\": {\"unmask\": [\"~/.ssh\"]}}", err), 0);
@@ -164,6 +167,7 @@ static void test_masks_and_disk(void **state)
 	/* bad values */
 	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"masks\": [\"relative\"]}}", err), 0);
 	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"masks\": \"~/x\"}}", err), 0);
+	assert_int_not_equal(load(&c, SB_CFG_ORG, "{\"sandbox\": {\"masks\": [\"/a/..\"]}}", err), 0);
 	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"limits\": {\"disk\": \"10\"}}}", err), 0);
 	assert_non_null(strstr(err, "limits.disk"));
 	sb_config_clear(&c);
