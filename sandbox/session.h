@@ -223,8 +223,8 @@ int64_t sb_writes_now(bool coarse);
 /* Launcher, after a session with a writable project or --bind ended: appends its window to the
  * user's record. */
 void sb_writes_record(const struct sb_session *s, int64_t start, int64_t end);
-/* Before a session: -EPERM (and a line in err) when the project's policy file was changed while an
- * earlier session could write it. */
+/* Before a session: -EPERM (and a line in err) when the project's or the user's policy file was
+ * changed while an earlier session could write it. */
 int sb_writes_check(const struct sb_config *c, char *err, size_t errlen);
 /* 1 when a record line of buf (untrusted) says file was writable by a session at ctime_ns (its id in
  * id), else 0. */

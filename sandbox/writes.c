@@ -8,8 +8,9 @@
  * after a session with a writable project or --bind ends (every process of it is gone), one line
  * "START_NS END_NS ID PATH" per such directory is appended to $XDG_STATE_HOME/sluice/writes
  * (~/.local/state/sluice/writes; over 512 KiB it becomes writes.old, one generation kept). Before a
- * session starts, a project policy file whose ctime falls inside the window of a directory holding
- * it was changed while a session could write it: the launcher refuses it (125) until the user has
+ * session starts, a project policy file (or the user's, which a read-write bind of ~/.config reaches)
+ * whose ctime falls inside the window of a directory holding it was changed while a session could
+ * write it: the launcher refuses it (125) until the user has
  * looked at it and touched it (the ctime of a file cannot be set, only moved to now). The record is
  * read as untrusted text (a session with the home bound read-write could write it): bounded, parsed
  * line by line, anything malformed skipped (fuzz_writes). */
@@ -120,15 +121,13 @@ static char *read_record(const char *path, size_t *len)
 	return buf;
 }
 
-int sb_writes_check(const struct sb_config *c, char *err, size_t errlen)
+/* -EPERM when the policy file `spelled` (where it really is) changed inside a recorded window. */
+static int check_file(const char *dir, const char *spelled, char *err, size_t errlen)
 {
-	char dir[PATH_MAX], file[PATH_MAX], rec[PATH_MAX + 16], id[SB_ID_LEN] = "";
+	char file[PATH_MAX], rec[PATH_MAX + 16], id[SB_ID_LEN] = "";
 	struct stat st;
 
-	if (!c->project_dir || !state_dir(c, dir, sizeof dir))
-		return 0;
-	if ((size_t)snprintf(file, sizeof file, "%s/.sluice/policy.json", c->project_dir) >= sizeof file ||
-	    lstat(file, &st) < 0)
+	if (!realpath(spelled, file) || stat(file, &st) < 0)
 		return 0;
 	int64_t ct = (int64_t)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
 	static const char *const gens[] = {"writes", "writes.old"};
@@ -142,9 +141,30 @@ int sb_writes_check(const struct sb_config *c, char *err, size_t errlen)
 			return sb_errc(err, errlen, EPERM,
 			               "%s was changed while session %s could write it (--project-mode rw or --bind); "
 			               "review it, then `touch` it to use it (or remove it)",
-			               file, id);
+			               spelled, id);
 	}
 	return 0;
+}
+
+int sb_writes_check(const struct sb_config *c, char *err, size_t errlen)
+{
+	char dir[PATH_MAX], file[PATH_MAX];
+	const char *xdg = getenv("XDG_CONFIG_HOME");
+	int r, n;
+
+	if (!state_dir(c, dir, sizeof dir))
+		return 0;
+	/* the project's policy, and the user's (a read-write bind of ~/.config could reach it) */
+	if (c->project_dir && (size_t)snprintf(file, sizeof file, "%s/.sluice/policy.json", c->project_dir) < sizeof file &&
+	    (r = check_file(dir, file, err, errlen)) < 0)
+		return r;
+	if (xdg && xdg[0] == '/')
+		n = snprintf(file, sizeof file, "%s/sluice/policy.json", xdg);
+	else if (c->home)
+		n = snprintf(file, sizeof file, "%s/.config/sluice/policy.json", c->home);
+	else
+		return 0;
+	return n > 0 && (size_t)n < sizeof file ? check_file(dir, file, err, errlen) : 0;
 }
 
 /* Appends one line for the writable host directory path (resolved) of session s. */

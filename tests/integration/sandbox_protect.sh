@@ -178,6 +178,14 @@ diff -ruN --no-dereference a/README b"; echo evil > .sluice/policy.json' 2>&1)
 	as "$m" touch "$Q/.sluice/policy.json"
 	check "$m: ... and used once touched" sb "$m" --project "$Q" -- true
 	check "$m: an overlay session's project policy stays trusted" sb "$m" --project "$P" -- true
+	H=$(home "$m")
+	mkdir -p "$H/.config/sluice"; echo '{}' >"$H/.config/sluice/policy.json"
+	[ "$m" = root ] || chown -R "$TU:$TU" "$H/.config"
+	check "$m: --bind ~/.config: a session writes the user's policy" sb "$m" --bind "$H/.config:/mnt/cfg" -- sh -c \
+		'echo "{\"allow\": [\"evil.example\"]}" > /mnt/cfg/sluice/policy.json'
+	check_match "$m: ... the next session refuses it (125) and names it" "config/sluice/policy.json was changed while session" \
+		"$(sb "$m" --project "$P" -- true 2>&1)"
+	rm -rf "$H/.config/sluice"
 	cd / || exit 1
 done
 done_testing
