@@ -4,8 +4,9 @@
  * move_mount onto that fd, so a symlink planted in a writable place (the project, a cache) by an
  * earlier session can never redirect a mount. Order: root, system dirs (or the whole host for
  * `unsafe`), /tmp, /var/tmp, /run, home (in `unsafe` a view without the masked names), project,
- * caches, plugin paths, user binds (a view where they hold a mask), /dev, /proc, then the masks over secrets and daemon sockets (last, so nothing mounts over them), then
- * resolv.conf, pivot_root, and the root made read-only. */
+ * caches, plugin paths, user binds (a view where they hold a mask), /dev, /proc, then the masks over
+ * secrets and daemon sockets (last, so nothing mounts over them), then resolv.conf, pivot_root, and
+ * the root made read-only. */
 #include "session.h"
 
 #include "log.h"

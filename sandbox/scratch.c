@@ -210,7 +210,8 @@ int sb_scratch_take_upper(struct sb_session *s, char *err, size_t errlen)
 {
 	char path[PATH_MAX];
 	if (s->scratch_fd < 0)
-		return sb_errc(err, errlen, ENOENT, "the session's changes are gone (its scratch space was not handed over)");
+		return sb_errc(err, errlen, ENOENT,
+		               "the session's changes are gone (its scratch space was not handed over)");
 	cleanup_fd int from = openat(s->scratch_fd, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	snprintf(path, sizeof path, "%s/upper", s->dir);
 	cleanup_fd int to = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

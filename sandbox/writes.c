@@ -30,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SB_WRITES_MAX  (1 << 20) /* bytes of one generation of the record */
+#define SB_WRITES_MAX (1 << 20) /* bytes of one generation of the record */
 
 /* coarse: the clock file times come from, which lags the fine one by up to a tick; a window starts by
  * it and ends by the fine one, so it holds every change made in it */
@@ -155,7 +155,8 @@ int sb_writes_check(const struct sb_config *c, char *err, size_t errlen)
 	if (!state_dir(c, dir, sizeof dir))
 		return 0;
 	/* the project's policy, and the user's (a read-write bind of ~/.config could reach it) */
-	if (c->project_dir && (size_t)snprintf(file, sizeof file, "%s/.sluice/policy.json", c->project_dir) < sizeof file &&
+	if (c->project_dir &&
+	    (size_t)snprintf(file, sizeof file, "%s/.sluice/policy.json", c->project_dir) < sizeof file &&
 	    (r = check_file(dir, file, err, errlen)) < 0)
 		return r;
 	if (xdg && xdg[0] == '/')
