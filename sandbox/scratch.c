@@ -131,6 +131,10 @@ bool sb_scratch_report(const struct sb_session *s)
 	if (s->scratch_fd < 0 || fstatfs(s->scratch_fd, &sf) < 0)
 		return false;
 	bool blocks = sf.f_bfree == 0, inodes = sf.f_ffree == 0;
+	log_info("scratch space at exit: %llu of %llu KiB, %llu of %llu files",
+	         (unsigned long long)((uint64_t)(sf.f_blocks - sf.f_bfree) * (uint64_t)sf.f_bsize >> 10),
+	         (unsigned long long)((uint64_t)sf.f_blocks * (uint64_t)sf.f_bsize >> 10),
+	         (unsigned long long)(sf.f_files - sf.f_ffree), (unsigned long long)sf.f_files);
 	if (!blocks && !inodes)
 		return false;
 	if (!s->cfg->quiet)
