@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,8 +114,19 @@ int sb_scratch_send(struct sb_session *s, char *err, size_t errlen)
 void sb_scratch_recv(struct sb_session *s)
 {
 	struct ipc_msg m;
+	struct pollfd p = {.fd = s->sync_fd, .events = POLLIN};
+	unsigned t = s->cfg->limits.timeout_s;
 	memset(&m, 0, sizeof m);
-	/* pid 1 sends it once the file system is built; when it fails before, the socket just closes */
+	/* pid 1 sends it once the file system is built; when it fails before, the socket just closes. A
+	 * setup stuck on a hung file system (a view of the home lists it) still ends with --timeout. */
+	int pr;
+	do
+		pr = poll(&p, 1, t ? (t > INT_MAX / 1000 ? INT_MAX : (int)t * 1000) : -1);
+	while (pr < 0 && errno == EINTR);
+	if (pr <= 0) {
+		log_warnx("the sandbox did not finish its setup in time; no scratch space report");
+		return;
+	}
 	if (ipc_recv(s->sync_fd, &m) == 0 && m.type == SB_MSG_SCRATCH && m.nfds == 1) {
 		struct statfs sf;
 		if (fstatfs(m.fds[0], &sf) == 0 && sf.f_type == 0x01021994 /* TMPFS_MAGIC */) {
