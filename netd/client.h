@@ -21,6 +21,7 @@ struct netd_session_reply {
 	char id[64];
 	char addr4[46], gw4[46], addr6[46], gw6[46]; /* addr6/gw6 empty when IPv6 is off */
 	uint16_t proxy_port;                         /* 3128 by default */
+	uint16_t socks_port;                         /* 1080 by default; 0: sluiced serves no SOCKS5 */
 	char resolv_conf[512];                       /* content for the session's /etc/resolv.conf */
 };
 

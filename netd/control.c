@@ -106,6 +106,8 @@ static int send_session(struct netd *d, int fd, uint32_t seq, const struct netd_
 		ipc_buf_put_str(&b, NETD_A_GW6, g6);
 	}
 	ipc_buf_put_u16(&b, NETD_A_PROXY_PORT, d->cfg.proxy_port);
+	if (d->cfg.socks_port)
+		ipc_buf_put_u16(&b, NETD_A_SOCKS_PORT, d->cfg.socks_port);
 	ipc_buf_put_str(&b, NETD_A_RESOLV_CONF, resolv);
 	if (s->netns_path)
 		ipc_buf_put_str(&b, NETD_A_NETNS_PATH, s->netns_path);

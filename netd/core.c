@@ -28,6 +28,7 @@
 #include "testhook.h"
 #include "link.h"
 #include "log.h"
+#include "parent.h"
 #include "policy.h"
 #include "util.h"
 
@@ -74,6 +75,7 @@ void netd_config_defaults(struct netd_config *c)
 	c->v6 = true;
 	c->proxy_port = NETD_DEFAULT_PROXY_PORT;
 	c->transparent_port = NETD_DEFAULT_TRANSPARENT_PORT;
+	c->socks_port = NETD_DEFAULT_SOCKS_PORT;
 	c->dns_port = 53;
 	c->nflog_group = NETD_DEFAULT_NFLOG_GROUP;
 	c->max_per_uid = NETD_DEFAULT_MAX_PER_UID;
@@ -361,14 +363,19 @@ static int bind_listener(int fam, int type, const void *addr, uint16_t port, int
 
 static int open_listeners(struct netd *d, char *err, size_t errlen)
 {
-	static const struct { int type; int port; const char *what; } kinds[4] = {
-		{SOCK_STREAM, 0, "proxy (TCP)"}, {SOCK_DGRAM, 1, "DNS (UDP)"}, {SOCK_STREAM, 1, "DNS (TCP)"},
-		{SOCK_STREAM, 2, "transparent (TCP)"}};
+	static const struct { int type; const char *what; } kinds[NETD_LISTENERS] = {
+		{SOCK_STREAM, "proxy (TCP)"}, {SOCK_DGRAM, "DNS (UDP)"}, {SOCK_STREAM, "DNS (TCP)"},
+		{SOCK_STREAM, "transparent (TCP)"}, {SOCK_STREAM, "SOCKS5 (TCP)"}};
+	const uint16_t ports[NETD_LISTENERS] = {d->cfg.proxy_port, d->cfg.dns_port, d->cfg.dns_port,
+	                                        d->cfg.transparent_port, d->cfg.socks_port};
 
-	for (int i = 0; i < 4; i++) {
-		uint16_t port = kinds[i].port == 0 ? d->cfg.proxy_port :
-				kinds[i].port == 1 ? d->cfg.dns_port : d->cfg.transparent_port;
-		int r = bind_listener(AF_INET, kinds[i].type, &d->gw4, port, &d->listen_fds[i]);
+	for (int i = 0; i < NETD_LISTENERS; i++) {
+		uint16_t port = ports[i];
+		int r;
+
+		if (port == 0) /* a listener turned off (SOCKS5) */
+			continue;
+		r = bind_listener(AF_INET, kinds[i].type, &d->gw4, port, &d->listen_fds[i]);
 
 		if (r == 0 && d->cfg.v6)
 			r = bind_listener(AF_INET6, kinds[i].type, &d->gw6, port, &d->listen_fds6[i]);
@@ -377,7 +384,7 @@ static int open_listeners(struct netd *d, char *err, size_t errlen)
 			return r;
 		}
 	}
-	d->nlisten = 4;
+	d->nlisten = NETD_LISTENERS;
 	return 0;
 }
 
@@ -411,7 +418,7 @@ int netd_new(struct netd **out, const struct netd_config *cfg, bool reconcile, c
 		return -ENOMEM;
 	d->cfg = *cfg;
 	d->host_netns_fd = d->gw_lease_fd = -1;
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < NETD_LISTENERS; i++)
 		d->listen_fds[i] = d->listen_fds6[i] = -1;
 	d->slot_first = 2;
 	d->slot_last = (cfg->len4 >= 31 ? 2 : (1u << (32 - cfg->len4)) - 2);
@@ -432,6 +439,22 @@ int netd_new(struct netd **out, const struct netd_config *cfg, bool reconcile, c
 	}
 	d->host_ns_dev = st.st_dev;
 	d->host_ns_ino = st.st_ino;
+	{
+		/* a parent proxy the organisation configured: checked now so a mistake stops sluiced with the
+		 * file's name; the engine loads it again before it drops privileges (its auth_file is root's) */
+		struct proxy_parent *parent = NULL;
+		char path[PATH_MAX], perr[600];
+
+		snprintf(path, sizeof path, "%s/upstream-proxy.json", cfg->sysconfdir);
+		r = proxy_parent_load(path, &parent, perr, sizeof perr);
+		free(parent);
+		if (r < 0 && r != -ENOENT) {
+			snprintf(err, errlen, "the parent proxy configuration: %s", perr);
+			goto fail;
+		}
+		if (r == 0)
+			util_strlcpy(d->upstream_proxy, path, sizeof d->upstream_proxy);
+	}
 	snprintf(d->lease_dir, sizeof d->lease_dir, "%s/leases", cfg->run_dir);
 	snprintf(d->netns_dir, sizeof d->netns_dir, "%s/netns", cfg->run_dir);
 	if ((r = mkdir_p(cfg->run_dir, 0755)) < 0 || (r = mkdir_p(d->lease_dir, 0700)) < 0) {
@@ -527,7 +550,7 @@ void netd_free(struct netd *d)
 	netd_nflog_free(d->nflog);
 	netd_engine_free(d->engine);
 	netd_asks_drop_session(d, NULL);
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < NETD_LISTENERS; i++) {
 		if (d->listen_fds[i] >= 0)
 			close(d->listen_fds[i]);
 		if (d->listen_fds6[i] >= 0)
@@ -736,6 +759,7 @@ static void session_nft_view(const struct netd *d, const struct netd_sess *s, st
 	v->proxy_port = d->cfg.proxy_port;
 	v->dns_port = d->cfg.dns_port;
 	v->transparent_port = s->transparent ? d->cfg.transparent_port : 0;
+	v->socks_port = d->cfg.socks_port;
 	v->direct = s->policy && policy_get_options(s->policy)->direct;
 }
 

@@ -485,7 +485,9 @@ static void engine_read_cb(evutil_socket_t fd, short what, void *arg)
 
 static int send_config(struct netd *d, int sock, char *err, size_t errlen)
 {
-	static const int kinds[4] = {0 /* HTTP */, 1 /* DNS UDP */, 2 /* DNS TCP */, 3 /* transparent */};
+	/* enum proxy_listener_kind (proxy/engine.h; engine_child.c checks the numbers) */
+	static const int kinds[NETD_LISTENERS] = {0 /* HTTP */, 1 /* DNS UDP */, 2 /* DNS TCP */, 3 /* transparent */,
+	                                          4 /* SOCKS5 */};
 	struct ipc_buf b;
 	int afd = open_audit(d, err, errlen), r;
 
@@ -502,6 +504,8 @@ static int send_config(struct netd *d, int sock, char *err, size_t errlen)
 		ipc_buf_put_str(&b, NETD_A_DNS_UPSTREAM, dns);
 		ipc_buf_put_u32(&b, NETD_A_UID, (uint32_t)d->cfg.engine_uid);
 		ipc_buf_put_u32(&b, NETD_A_GID, (uint32_t)d->cfg.engine_gid);
+		if (d->upstream_proxy[0])
+			ipc_buf_put_str(&b, NETD_A_UPSTREAM_PROXY, d->upstream_proxy);
 		ipc_buf_put_fd(&b, afd);
 		r = ipc_send(sock, &b);
 		ipc_buf_release(&b);

@@ -18,10 +18,15 @@
 
 #include "engine.h"
 #include "log.h"
+#include "parent.h"
 #include "policy.h"
 #include "util.h"
 
-#define CHILD_MAX_LISTENERS 8
+#define CHILD_MAX_LISTENERS 12
+/* netd/engine.c numbers its listeners by this enum without including the engine's header */
+_Static_assert(PROXY_LISTEN_HTTP == 0 && PROXY_LISTEN_DNS_UDP == 1 && PROXY_LISTEN_DNS_TCP == 2 &&
+                       PROXY_LISTEN_TRANSPARENT == 3 && PROXY_LISTEN_SOCKS5 == 4,
+               "listener kinds as netd/engine.c sends them");
 
 struct child {
 	int sock;
@@ -38,6 +43,7 @@ struct child {
 	int lkind[CHILD_MAX_LISTENERS];
 	unsigned nl;
 	pid_t parent;                 /* sluiced */
+	struct proxy_parent *upstream; /* owned until the engine takes it: the parent proxy, or NULL */
 };
 
 /* "addr", "addr#port" or "[v6]:port" style is not accepted: one spelling, addr[#port] */
@@ -377,12 +383,22 @@ static int child_init(struct child *c)
 			}
 			c->uid = (uid_t)ipc_get_u32(&m, NETD_A_UID, 0);
 			c->gid = (gid_t)ipc_get_u32(&m, NETD_A_GID, 0);
+			if (ipc_get_str(&m, NETD_A_UPSTREAM_PROXY)) {
+				/* still privileged: the auth_file is readable by root only */
+				char perr[600];
+				if (proxy_parent_load(ipc_get_str(&m, NETD_A_UPSTREAM_PROXY), &c->upstream, perr,
+				                      sizeof perr) < 0) {
+					log_warnx("engine: the parent proxy configuration: %s", perr);
+					ipc_msg_clear(&m);
+					return -EINVAL;
+				}
+			}
 			c->audit_fd = ipc_msg_take_fd(&m, 0);
 			c->configured = true;
 		} else if (m.type == NETD_ENG_LISTENER) {
 			uint32_t kind = ipc_get_u32(&m, NETD_A_KIND, 99);
 
-			if (c->nl >= CHILD_MAX_LISTENERS || kind > PROXY_LISTEN_TRANSPARENT) {
+			if (c->nl >= CHILD_MAX_LISTENERS || kind > PROXY_LISTEN_SOCKS5) {
 				ipc_msg_clear(&m);
 				return -EINVAL;
 			}
@@ -409,6 +425,8 @@ static int child_init(struct child *c)
 			cfg.ask_arg = c;
 			cfg.direct_notify = direct_notify;
 			cfg.direct_arg = c;
+			cfg.parent = c->upstream; /* the engine takes it */
+			c->upstream = NULL;
 			c->engine = proxy_engine_new(c->base, &cfg, err, sizeof err);
 			if (!c->engine) {
 				send_result(c, NETD_ENG_READY, 0, EIO, err);

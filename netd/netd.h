@@ -30,6 +30,8 @@ struct policy;
 #define NETD_DEFAULT_NFLOG_GROUP 2110
 #define NETD_DEFAULT_PROXY_PORT 3128
 #define NETD_DEFAULT_TRANSPARENT_PORT 3129 /* transparent mode: redirected TCP 80/443 */
+#define NETD_DEFAULT_SOCKS_PORT 1080       /* SOCKS5 on the gateway (0: none) */
+#define NETD_LISTENERS 5 /* kinds of listener on the gateway: HTTP, DNS UDP, DNS TCP, transparent, SOCKS5 */
 #define NETD_DEFAULT_MAX_PER_UID 64
 
 struct netd_config {
@@ -44,6 +46,7 @@ struct netd_config {
 	bool v6;
 	uint16_t proxy_port, dns_port;
 	uint16_t transparent_port; /* the engine's transparent listener */
+	uint16_t socks_port;       /* the engine's SOCKS5 listener; 0: none */
 	uint32_t nflog_group;
 	uid_t engine_uid;
 	gid_t engine_gid;
@@ -127,9 +130,10 @@ struct netd {
 	struct in_addr gw4;
 	struct in6_addr gw6;
 	unsigned slot_first, slot_last, slot_hint;
-	int listen_fds[4];            /* owned: HTTP, DNS UDP, DNS TCP, transparent on the gateway address(es) */
-	int listen_fds6[4];
+	int listen_fds[NETD_LISTENERS]; /* owned: HTTP, DNS UDP, DNS TCP, transparent, SOCKS5 on the gateway address(es) */
+	int listen_fds6[NETD_LISTENERS];
 	unsigned nlisten;
+	char upstream_proxy[PATH_MAX]; /* the parent proxy configuration (SYSCONFDIR/upstream-proxy.json), or "" */
 	struct netd_sess *sessions; /* owned list */
 	unsigned nsessions;
 	struct netd_engine *engine;    /* owned */

@@ -135,13 +135,17 @@ static int netns_create(int argc, char **argv, const char *prog)
 		json_object_object_add(o, "gateway4", rep.gw4[0] ? json_object_new_string(rep.gw4) : NULL);
 		json_object_object_add(o, "gateway6", rep.gw6[0] ? json_object_new_string(rep.gw6) : NULL);
 		json_object_object_add(o, "proxy_port", json_object_new_int(rep.proxy_port));
+		json_object_object_add(o, "socks_port", rep.socks_port ? json_object_new_int(rep.socks_port) : NULL);
 		printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
 		json_object_put(o);
 	} else {
 		printf("%s\n", path);
+		char socks[80] = "";
+		if (rep.socks_port)
+			snprintf(socks, sizeof socks, ", SOCKS5 socks5h://%s:%u", rep.gw4, (unsigned)rep.socks_port);
 		fprintf(stderr,
-		        "%s: namespace %s (session %s): proxy http://%s:%u, resolver %s; delete with `%s netns delete %s`\n",
-		        prog, path, rep.id, rep.gw4, (unsigned)rep.proxy_port, rep.gw4, prog, rep.id);
+		        "%s: namespace %s (session %s): proxy http://%s:%u%s, resolver %s; delete with `%s netns delete %s`\n",
+		        prog, path, rep.id, rep.gw4, (unsigned)rep.proxy_port, socks, rep.gw4, prog, rep.id);
 	}
 	rc = 0;
 out:

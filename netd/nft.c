@@ -794,15 +794,34 @@ static void tredir_elems(struct netd_nft *n, const struct netd_nft_session *s, b
 	nftnl_set_free(set);
 }
 
+struct svc_port {
+	uint8_t proto;
+	uint16_t port;
+};
+
+/* The gateway services a session may reach: proxy, DNS (UDP and TCP), and the transparent and SOCKS5
+ * listeners when they are on. Returns how many. */
+static int session_services(const struct netd_nft_session *s, struct svc_port sv[5])
+{
+	int n = 0;
+
+	sv[n++] = (struct svc_port){IPPROTO_TCP, s->proxy_port};
+	sv[n++] = (struct svc_port){IPPROTO_UDP, s->dns_port};
+	sv[n++] = (struct svc_port){IPPROTO_TCP, s->dns_port};
+	if (s->transparent_port)
+		sv[n++] = (struct svc_port){IPPROTO_TCP, s->transparent_port};
+	if (s->socks_port)
+		sv[n++] = (struct svc_port){IPPROTO_TCP, s->socks_port};
+	return n;
+}
+
 static void session_elems(struct netd_nft *n, const struct netd_nft_session *s, bool add)
 {
-	int nsvc = s->transparent_port ? 4 : 3;
+	struct svc_port sv[5];
+	int nsvc = session_services(s, sv);
 
 	if (s->addr4 && s->gw4) {
-		unsigned char src[KEY_SRC4_LEN], svc[4][KEY_SVC4_LEN];
-		struct { uint8_t proto; uint16_t port; } sv[4] = {
-			{IPPROTO_TCP, s->proxy_port}, {IPPROTO_UDP, s->dns_port}, {IPPROTO_TCP, s->dns_port},
-			{IPPROTO_TCP, s->transparent_port}};
+		unsigned char src[KEY_SRC4_LEN], svc[5][KEY_SVC4_LEN];
 
 		key_if(src, s->ifname);
 		memcpy(src + IFNAMSIZ, s->addr4, 4);
@@ -819,10 +838,7 @@ static void session_elems(struct netd_nft *n, const struct netd_nft_session *s, 
 		put_elems(n, add, "svc4", svc, KEY_SVC4_LEN, (size_t)nsvc, "session services (IPv4)");
 	}
 	if (s->addr6 && s->gw6) {
-		unsigned char src[KEY_SRC6_LEN], svc[4][KEY_SVC6_LEN];
-		struct { uint8_t proto; uint16_t port; } sv[4] = {
-			{IPPROTO_TCP, s->proxy_port}, {IPPROTO_UDP, s->dns_port}, {IPPROTO_TCP, s->dns_port},
-			{IPPROTO_TCP, s->transparent_port}};
+		unsigned char src[KEY_SRC6_LEN], svc[5][KEY_SVC6_LEN];
 
 		key_if(src, s->ifname);
 		memcpy(src + IFNAMSIZ, s->addr6, 16);

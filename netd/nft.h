@@ -24,6 +24,7 @@ struct netd_nft_session {
 	const struct in6_addr *addr6, *gw6;
 	uint16_t proxy_port, dns_port;
 	uint16_t transparent_port; /* 0 = transparent mode off; else TCP 80/443 are redirected here */
+	uint16_t socks_port;       /* 0 = no SOCKS5 listener */
 	bool direct;               /* direct mode: the session may have direct4/6 elements (flushed on delete) */
 };
 

@@ -29,7 +29,7 @@
 #define SESSION_ATTRS                                                                                  \
 	[NETD_A_ID] = STR_REQ(NETD_ID_MAX), [NETD_A_ADDR4] = STR(NETD_ADDR_MAX),                       \
 	[NETD_A_GW4] = STR(NETD_ADDR_MAX), [NETD_A_ADDR6] = STR(NETD_ADDR_MAX),                        \
-	[NETD_A_GW6] = STR(NETD_ADDR_MAX), [NETD_A_PROXY_PORT] = U16,                                  \
+	[NETD_A_GW6] = STR(NETD_ADDR_MAX), [NETD_A_PROXY_PORT] = U16, [NETD_A_SOCKS_PORT] = U16,      \
 	[NETD_A_RESOLV_CONF] = STR(NETD_RESOLV_MAX), [NETD_A_NETNS_PATH] = STR(NETD_PATH_MAX),         \
 	[NETD_A_IFNAME] = STR(15), [NETD_A_UID] = U32, [NETD_A_PID] = U32, [NETD_A_CREATED] = U64,     \
 	[NETD_A_COMMAND] = STR(NETD_COMMAND_MAX)
@@ -67,7 +67,8 @@ static const struct ipc_msg_spec engine_msgs[NETD_ENG_COUNT_] = {
 	[NETD_ENG_CONFIG] = {"CONFIG", NETD_ES_INIT, 1,
 			     {[NETD_A_AUDIT_LOG] = STR_REQ(NETD_PATH_MAX),
 			      [NETD_A_DNS_UPSTREAM] = STR_REQ(NETD_ADDR_MAX),
-			      [NETD_A_DPORT] = U16, [NETD_A_UID] = U32_REQ, [NETD_A_GID] = U32_REQ}},
+			      [NETD_A_DPORT] = U16, [NETD_A_UID] = U32_REQ, [NETD_A_GID] = U32_REQ,
+			      [NETD_A_UPSTREAM_PROXY] = STR(NETD_PATH_MAX)}},
 	[NETD_ENG_LISTENER] = {"LISTENER", NETD_ES_INIT, 1, {[NETD_A_KIND] = U32_REQ}},
 	[NETD_ENG_START] = {"START", NETD_ES_INIT, 0, {{0}}},
 	[NETD_ENG_SESSION_ADD] = {"SESSION_ADD", NETD_ES_RUN, 0,

@@ -91,6 +91,8 @@ enum netd_attr {
 	NETD_A_PORTS = 35,    /* bytes: up to 16 ports, u16 each in network order */
 	NETD_A_LINES = 36,    /* str: audit log lines (JSON, newline-terminated), at most NETD_LINES_MAX */
 	NETD_A_POLICY_FD = 37, /* u32: index of the extra fd (a sealed memfd) holding a policy too long for NETD_A_POLICY */
+	NETD_A_SOCKS_PORT = 38, /* u16: the SOCKS5 port on the gateway (absent: none) */
+	NETD_A_UPSTREAM_PROXY = 39, /* str: the parent proxy configuration file the engine loads before it drops privileges */
 };
 
 extern const struct ipc_proto netd_control_proto;

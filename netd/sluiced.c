@@ -30,6 +30,7 @@ static void usage(FILE *f)
 		"  --pool6 CIDR|none    IPv6 session pool (default " NETD_DEFAULT_POOL6 ")\n"
 		"  --proxy-port N       proxy port on the gateway (default 3128)\n"
 		"  --dns-port N         DNS port on the gateway (default 53)\n"
+		"  --socks-port N       SOCKS5 port on the gateway (default 1080; 0: none)\n"
 		"  --upstream-dns A[#P] resolver the engine uses (default: first nameserver of /etc/resolv.conf)\n"
 		"  --nflog-group N      NFLOG group for dropped packets (default 2110)\n"
 		"  --user USER          unprivileged user of the proxy engine (default sluice, else nobody)\n"
@@ -91,6 +92,7 @@ int main(int argc, char **argv)
 		{"run-dir", required_argument, NULL, 'r'}, {"audit-log", required_argument, NULL, 'a'},
 		{"pool4", required_argument, NULL, '4'},   {"pool6", required_argument, NULL, '6'},
 		{"proxy-port", required_argument, NULL, 'p'}, {"dns-port", required_argument, NULL, 'd'},
+		{"socks-port", required_argument, NULL, 's'},
 		{"upstream-dns", required_argument, NULL, 'u'}, {"nflog-group", required_argument, NULL, 'g'},
 		{"user", required_argument, NULL, 'U'},    {"max-per-uid", required_argument, NULL, 'm'},
 		{"sysconfdir", required_argument, NULL, 'c'}, {"verbose", no_argument, NULL, 'v'},
@@ -132,6 +134,11 @@ int main(int argc, char **argv)
 				fprintf(stderr, "sluiced: %s\n", err);
 				return 2;
 			}
+			break;
+		case 's':
+			if (parse_uint(optarg, 65535, &v) < 0) /* 0: no SOCKS5 listener */
+				goto bad;
+			cfg.socks_port = (uint16_t)v;
 			break;
 		case 'p':
 		case 'd':

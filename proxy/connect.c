@@ -1,7 +1,8 @@
 /* CONNECT requests, a front of the relay (relay.h): the decision on the canonical name comes before
  * any DNS lookup or byte forwarded (a denied name is never resolved); after the dial, a 200, then the
  * check that a TLS ClientHello the client sends first names the same host (domain fronting is
- * refused), then the tunnel. Refusals before the 200 are HTTP responses, after it TLS alerts. */
+ * refused), then the tunnel. Refusals before the 200 are HTTP responses, after it TLS alerts. The
+ * SOCKS5 front (socks5.c) ends in the same checked tunnel (proxy_connect_tunnel_checked). */
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -93,10 +94,8 @@ static void inspect_event_cb(struct bufferevent *bev, short what, void *arg)
 	proxy_relay_end(r);
 }
 
-static void connected(struct proxy_relay *r)
+void proxy_connect_tunnel_checked(struct proxy_relay *r)
 {
-	r->status = 200;
-	evbuffer_add(bufferevent_get_output(r->client), "HTTP/1.1 200 Connection established\r\n\r\n", 39);
 	bufferevent_setcb(r->client, inspect_read_cb, NULL, inspect_event_cb, r);
 	bufferevent_setcb(r->up, inspect_up_read_cb, NULL, inspect_event_cb, r);
 	bufferevent_set_timeouts(r->client, r->e->tv_idle, NULL);
@@ -105,6 +104,13 @@ static void connected(struct proxy_relay *r)
 	bufferevent_enable(r->up, EV_READ | EV_WRITE);
 	if (evbuffer_get_length(bufferevent_get_input(r->client)) > 0)
 		inspect_read_cb(r->client, r); /* an eager ClientHello behind the CONNECT head */
+}
+
+static void connected(struct proxy_relay *r)
+{
+	r->status = 200;
+	evbuffer_add(bufferevent_get_output(r->client), "HTTP/1.1 200 Connection established\r\n\r\n", 39);
+	proxy_connect_tunnel_checked(r);
 }
 
 static void conn_free(struct proxy_relay *r)

@@ -1,7 +1,11 @@
 /* Dialing upstream for one request or tunnel: resolve the canonical name (only after the name was
  * allowed), ask the policy about every address (forbidden ranges: loopback, private, metadata...),
- * and connect to exactly an address that was checked, trying the allowed ones in order. */
+ * and connect to exactly an address that was checked, trying the allowed ones in order. With a parent
+ * proxy (parent.h) the connection goes to the parent instead: every address sluice could resolve must
+ * pass the same checks (the parent picks the address), then a tunnel is asked for with CONNECT, or the
+ * caller speaks HTTP to the parent in absolute form. */
 #include <errno.h>
+#include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <netinet/in.h>
@@ -10,8 +14,12 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "http_parse.h"
 #include "log.h"
+#include "parent.h"
 #include "proxy_int.h"
+
+#define PARENT_HEAD_MAX 16384 /* the parent's answer to CONNECT */
 
 struct proxy_dial {
 	struct proxy_session *session; /* borrowed */
@@ -28,6 +36,8 @@ struct proxy_dial {
 	struct proxy_dial_result res;
 	int last_err;
 	bool timed_out;
+	const struct proxy_parent *parent; /* borrowed from the engine: go through it, or NULL */
+	bool tunnel;                       /* with a parent: ask it for a CONNECT tunnel */
 };
 
 static void dial_free(struct proxy_dial *d)
@@ -50,6 +60,84 @@ static void done(struct proxy_dial *d)
 
 static void try_next(struct proxy_dial *d);
 
+/* The dial fails with "the parent proxy HOST:PORT <what>". */
+static void parent_failed(struct proxy_dial *d, int status, const char *what)
+{
+	d->res.status = status;
+	snprintf(d->res.reason, sizeof d->res.reason, "the parent proxy %s %s", d->parent->where, what);
+	done(d);
+}
+
+/* The parent's answer to our CONNECT: 2xx opens the tunnel; anything else fails the dial with what the
+ * parent said (its body is not passed on). */
+static void parent_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct proxy_dial *d = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	struct evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, NULL);
+	struct http_response resp;
+	const char *why = NULL;
+	char detail[400];
+	size_t len;
+
+	if (end.pos < 0) {
+		if (evbuffer_get_length(in) >= PARENT_HEAD_MAX)
+			parent_failed(d, 502, "sent an answer head over 16 KiB to CONNECT");
+		return;
+	}
+	len = (size_t)end.pos + 4;
+	if (http_parse_response((const char *)evbuffer_pullup(in, (ssize_t)len), len, false, &resp, &why) != 0) {
+		snprintf(detail, sizeof detail, "sent a malformed answer to CONNECT (%s)", why ? why : "unreadable");
+		parent_failed(d, 502, detail);
+		return;
+	}
+	if (resp.status == 407) {
+		parent_failed(d, 502, d->parent->auth[0] ?
+		              "refused sluice's credentials (407 Proxy Authentication Required): check the auth_file "
+		              "of upstream_proxy" :
+		              "asks for credentials (407 Proxy Authentication Required): set auth_file in upstream_proxy");
+		return;
+	}
+	if (resp.status < 200 || resp.status > 299) {
+		snprintf(detail, sizeof detail, "answered %u %.*s to CONNECT %s:%u", resp.status, (int)resp.reason_len,
+		         resp.reason, d->host, d->port);
+		parent_failed(d, resp.status == 504 ? 504 : 502, detail);
+		return;
+	}
+	evbuffer_drain(in, len);
+	bufferevent_set_timeouts(d->bev, NULL, NULL);
+	bufferevent_setcb(d->bev, NULL, NULL, NULL, NULL);
+	d->res.status = 0;
+	d->res.reason[0] = '\0';
+	done(d);
+}
+
+static void parent_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct proxy_dial *d = arg;
+	(void)bev;
+	parent_failed(d, (what & BEV_EVENT_TIMEOUT) ? 504 : 502,
+	              (what & BEV_EVENT_TIMEOUT) ? "did not answer CONNECT in time" :
+	                                           "closed the connection before answering CONNECT");
+}
+
+/* Connected to the parent: ask for a tunnel to the destination. */
+static void parent_connect(struct proxy_dial *d)
+{
+	struct evbuffer *o = bufferevent_get_output(d->bev);
+	bool v6 = strchr(d->host, ':') != NULL; /* an IPv6 literal */
+
+	evbuffer_add_printf(o, "CONNECT %s%s%s:%u HTTP/1.1\r\nHost: %s%s%s:%u\r\n", v6 ? "[" : "", d->host,
+	                    v6 ? "]" : "", d->port, v6 ? "[" : "", d->host, v6 ? "]" : "", d->port);
+	if (d->parent->auth[0])
+		evbuffer_add_printf(o, "Proxy-Authorization: %s\r\n", d->parent->auth);
+	evbuffer_add(o, "\r\n", 2);
+	bufferevent_setcb(d->bev, parent_read_cb, NULL, parent_event_cb, d);
+	bufferevent_set_timeouts(d->bev, d->engine->tv_connect, NULL);
+	bufferevent_setwatermark(d->bev, EV_READ, 0, PARENT_HEAD_MAX);
+	bufferevent_enable(d->bev, EV_READ | EV_WRITE);
+}
+
 static void event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct proxy_dial *d = arg;
@@ -57,6 +145,10 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 	if (what & BEV_EVENT_CONNECTED) {
 		bufferevent_set_timeouts(d->bev, NULL, NULL);
 		bufferevent_setcb(d->bev, NULL, NULL, NULL, NULL);
+		if (d->parent && d->tunnel) {
+			parent_connect(d);
+			return;
+		}
 		d->res.status = 0;
 		d->res.reason[0] = '\0';
 		done(d);
@@ -99,7 +191,11 @@ static void try_next(struct proxy_dial *d)
 		evutil_make_socket_closeonexec(bufferevent_getfd(d->bev));
 		return;
 	}
-	if (d->timed_out && d->ncand == 1) {
+	if (d->parent) {
+		d->res.status = d->timed_out ? 504 : 502;
+		snprintf(d->res.reason, sizeof d->res.reason, "cannot connect to the parent proxy %s: %s",
+		         d->parent->where, strerror(d->last_err));
+	} else if (d->timed_out && d->ncand == 1) {
 		d->res.status = 504;
 		snprintf(d->res.reason, sizeof d->res.reason, "connecting to %s (%s) timed out after %u ms", d->host,
 		         d->res.address, d->engine->connect_timeout_ms);
@@ -123,6 +219,15 @@ static void set_port(struct sockaddr_storage *ss, uint16_t port)
 		((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
 }
 
+/* The parent proxy is the one candidate. */
+static void via_parent(struct proxy_dial *d)
+{
+	d->cand[0] = d->parent->addr;
+	d->ncand = 1;
+	d->next = 0;
+	try_next(d);
+}
+
 static void resolved(int err, const struct sockaddr_storage *addrs, size_t n, void *arg)
 {
 	struct proxy_dial *d = arg;
@@ -130,6 +235,12 @@ static void resolved(int err, const struct sockaddr_storage *addrs, size_t n, vo
 	char denied[PROXY_ADDRSTR_MAX] = "";
 
 	d->resolve = NULL;
+	if (n == 0 && d->parent) {
+		/* sluice's resolver does not know the name (or there is none): the parent resolves it, and
+		 * only the policy's decision on the name applies (docs/proxy.md, "Parent proxy") */
+		via_parent(d);
+		return;
+	}
 	if (n == 0) {
 		d->res.status = err == PROXY_RESOLVE_TIMEOUT ? 504 : 502;
 		snprintf(d->res.reason, sizeof d->res.reason, "cannot resolve %s: %s", d->host,
@@ -148,6 +259,21 @@ static void resolved(int err, const struct sockaddr_storage *addrs, size_t n, vo
 			proxy_addr_str((struct sockaddr *)&ss, denied, false);
 			first_deny = dec;
 		}
+	}
+	if (d->parent && d->ncand < n) {
+		/* the parent chooses among the addresses: every one must be acceptable */
+		d->res.status = 403;
+		snprintf(d->res.reason, sizeof d->res.reason,
+		         "%s resolves to an address the policy forbids (%s), and the parent proxy could connect to it: %s",
+		         d->host, denied, policy_decision_reason(&first_deny));
+		snprintf(d->res.address, sizeof d->res.address, "%s", denied);
+		snprintf(d->res.rule, sizeof d->res.rule, "%s", policy_rule_where(first_deny.rule));
+		done(d);
+		return;
+	}
+	if (d->parent) {
+		via_parent(d);
+		return;
 	}
 	if (d->ncand == 0) {
 		d->res.status = 403;
@@ -169,7 +295,15 @@ static void defer_cb(evutil_socket_t fd, short what, void *arg)
 	try_next(arg);
 }
 
-struct proxy_dial *proxy_dial_start(struct proxy_session *s, const struct proxy_target *t, proxy_dial_cb cb, void *arg)
+const struct proxy_parent *proxy_parent_for(const struct proxy_engine *e, const struct proxy_target *t)
+{
+	if (!e->parent || proxy_parent_bypass(e->parent, t->host))
+		return NULL;
+	return e->parent;
+}
+
+struct proxy_dial *proxy_dial_start(struct proxy_session *s, const struct proxy_target *t, bool tunnel,
+                                    proxy_dial_cb cb, void *arg)
 {
 	struct proxy_dial *d = calloc(1, sizeof *d);
 
@@ -180,11 +314,18 @@ struct proxy_dial *proxy_dial_start(struct proxy_session *s, const struct proxy_
 	d->port = t->port;
 	d->cb = cb;
 	d->arg = arg;
+	d->parent = proxy_parent_for(s->engine, t);
+	d->tunnel = tunnel;
 	snprintf(d->host, sizeof d->host, "%s", t->host);
-	if (t->literal) {
-		/* an address the caller decided as such: connect to exactly it */
-		d->cand[0] = t->addr;
-		set_port(&d->cand[0], t->port);
+	if (t->literal || (d->parent && !d->parent->resolve)) {
+		/* an address the caller decided as such: connect to exactly it (or through the parent); or a
+		 * name only the parent resolves */
+		if (d->parent) {
+			d->cand[0] = d->parent->addr;
+		} else {
+			d->cand[0] = t->addr;
+			set_port(&d->cand[0], t->port);
+		}
 		d->ncand = 1;
 		d->defer = evtimer_new(d->engine->base, defer_cb, d);
 		if (!d->defer) {

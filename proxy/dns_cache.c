@@ -143,9 +143,17 @@ void dns_cache_put(struct dns_cache *c, const struct dns_query *q, const uint8_t
 	size_t keylen = make_key(q, key);
 	uint32_t h, ttl;
 	struct dns_cache_entry *e;
+	uint8_t *enc = NULL;
 
 	if (!c || !keylen || len > DNS_CACHE_ANSWER_MAX || dns_msg_answer_ttl(ans, len, &ttl) != 0 || ttl == 0)
 		return;
+	/* kept as ldns writes it, so that aging its TTLs cannot change how its names read (dns_msg.h) */
+	if (dns_msg_reencode(ans, len, &enc, &len) != 0 || len > DNS_CACHE_ANSWER_MAX ||
+	    dns_msg_answer_ttl(enc, len, &ttl) != 0 || ttl == 0) {
+		free(enc);
+		return;
+	}
+	ans = enc;
 	if (ttl > DNS_CACHE_TTL_MAX)
 		ttl = DNS_CACHE_TTL_MAX;
 	h = hash_key(key, keylen);
@@ -154,8 +162,10 @@ void dns_cache_put(struct dns_cache *c, const struct dns_query *q, const uint8_t
 	if (c->n >= c->max && !TAILQ_EMPTY(&c->lru))
 		entry_remove(c, TAILQ_LAST(&c->lru, dns_cache_lru));
 	e = malloc(sizeof *e + len);
-	if (!e)
+	if (!e) {
+		free(enc);
 		return;
+	}
 	e->hash = h;
 	e->keylen = keylen;
 	memcpy(e->key, key, keylen);
@@ -163,6 +173,7 @@ void dns_cache_put(struct dns_cache *c, const struct dns_query *q, const uint8_t
 	e->expires_ms = now_ms + (uint64_t)ttl * 1000;
 	e->len = len;
 	memcpy(e->msg, ans, len);
+	free(enc);
 	e->next = c->buckets[h & (c->nbuckets - 1)];
 	c->buckets[h & (c->nbuckets - 1)] = e;
 	TAILQ_INSERT_HEAD(&c->lru, e, lru);

@@ -772,6 +772,20 @@ int dns_msg_age_answer(uint8_t *ans, size_t len, uint32_t age)
 	return rr_walk(ans, len, age_visit, &a) == 0 ? 0 : -EINVAL;
 }
 
+int dns_msg_reencode(const uint8_t *ans, size_t len, uint8_t **out, size_t *outlen)
+{
+	ldns_pkt *p = NULL;
+	int r;
+
+	*out = NULL;
+	*outlen = 0;
+	if (prescan(ans, len) != 0 || ldns_wire2pkt(&p, ans, len) != LDNS_STATUS_OK)
+		return -EINVAL;
+	r = ldns_pkt2wire(out, p, outlen) == LDNS_STATUS_OK ? 0 : -ENOMEM;
+	ldns_pkt_free(p);
+	return r;
+}
+
 const char *dns_msg_type_name(uint16_t qtype, char *buf, size_t len)
 {
 	const ldns_rr_descriptor *d = ldns_rr_descript(qtype);

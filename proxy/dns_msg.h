@@ -104,6 +104,12 @@ int dns_msg_filter_answer(const uint8_t *ans, size_t len, const struct dns_query
 int dns_msg_answer_ttl(const uint8_t *ans, size_t len, uint32_t *ttl);
 /* Lowers every record's TTL (OPT aside) by age seconds, to 0 at least, in place. -EINVAL if malformed. */
 int dns_msg_age_answer(uint8_t *ans, size_t len, uint32_t age);
+/* For the DNS cache: the answer as ldns writes it again (*out malloced, *outlen bytes). Aging rewrites TTL
+ * bytes in place, and an upstream's compression pointer may aim into a TTL (a name read through the
+ * header and a record's TTL parses one way fresh and another way aged); ldns's own pointers aim only at
+ * names it wrote, so the re-encoded answer parses the same at every age. -EINVAL if ldns cannot read it,
+ * -ENOMEM. */
+int dns_msg_reencode(const uint8_t *ans, size_t len, uint8_t **out, size_t *outlen);
 
 /* "A", "AAAA", "TYPE65"... into buf. */
 const char *dns_msg_type_name(uint16_t qtype, char *buf, size_t len);

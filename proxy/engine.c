@@ -144,6 +144,8 @@ static void accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct soc
 		proxy_http_accept(s, fd);
 	else if (l->kind == PROXY_LISTEN_TRANSPARENT)
 		proxy_transparent_accept(s, fd, &local);
+	else if (l->kind == PROXY_LISTEN_SOCKS5)
+		proxy_socks5_accept(s, fd);
 	else
 		proxy_dns_tcp_accept(s, fd);
 }
@@ -200,7 +202,7 @@ int proxy_engine_add_listener(struct proxy_engine *e, int fd, enum proxy_listene
 	if (fd < 0)
 		return -EBADF;
 	if (kind != PROXY_LISTEN_HTTP && kind != PROXY_LISTEN_DNS_UDP && kind != PROXY_LISTEN_DNS_TCP &&
-	    kind != PROXY_LISTEN_TRANSPARENT)
+	    kind != PROXY_LISTEN_TRANSPARENT && kind != PROXY_LISTEN_SOCKS5)
 		return -EINVAL;
 	if (evutil_make_socket_nonblocking(fd) != 0 || evutil_make_socket_closeonexec(fd) != 0)
 		return -errno;
@@ -287,6 +289,7 @@ struct proxy_engine *proxy_engine_new(struct event_base *base, const struct prox
 	e->ask_arg = cfg->ask_arg;
 	e->direct_notify = cfg->direct_notify;
 	e->direct_arg = cfg->direct_arg;
+	e->parent = cfg->parent;
 	e->max_conns = cfg->max_conns_per_session ? cfg->max_conns_per_session : PROXY_DEFAULT_MAX_CONNS;
 	e->header_timeout_ms = cfg->header_timeout_ms ? cfg->header_timeout_ms : PROXY_DEFAULT_HEADER_TIMEOUT_MS;
 	e->idle_timeout_ms = cfg->idle_timeout_ms ? cfg->idle_timeout_ms : PROXY_DEFAULT_IDLE_TIMEOUT_MS;
@@ -326,6 +329,8 @@ struct proxy_engine *proxy_engine_new(struct event_base *base, const struct prox
 fail:
 	if (audit_fd >= 0)
 		close(audit_fd);
+	if (cfg && (!e || e->parent != cfg->parent))
+		free(cfg->parent);
 	proxy_engine_free(e);
 	return NULL;
 }
@@ -348,6 +353,7 @@ void proxy_engine_free(struct proxy_engine *e)
 	if (e->audit_flush)
 		event_free(e->audit_flush);
 	audit_log_free(e->audit);
+	free(e->parent);
 	free(e);
 }
 

@@ -71,6 +71,7 @@ struct proxy_config {
 	void *ask_arg;                        /* borrowed, passed to ask_notify */
 	proxy_direct_notify_fn direct_notify; /* NULL: no direct flows (nobody can open them) */
 	void *direct_arg;                     /* borrowed, passed to direct_notify */
+	struct proxy_parent *parent;          /* a parent proxy (parent.h) the engine takes (also on error), or NULL */
 };
 
 /* Defaults for the 0 values above (see docs/proxy.md). */
@@ -84,6 +85,7 @@ enum proxy_listener_kind {
 	PROXY_LISTEN_DNS_UDP,
 	PROXY_LISTEN_DNS_TCP,
 	PROXY_LISTEN_TRANSPARENT,
+	PROXY_LISTEN_SOCKS5,
 };
 
 /* Creates an engine on `base` (borrowed; must outlive the engine). Opens (or adopts) the audit log.

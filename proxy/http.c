@@ -204,6 +204,7 @@ static void conn_free(struct proxy_relay *r)
 static const struct proxy_relay_ops http_ops = {
         .protocol = "http",
         .hold_asks = true,
+        .speaks_http = true,
         .redecide = false, /* a request being answered finishes; the next one is decided anew */
         .refuse = refuse,
         .allowed = allowed,

@@ -15,6 +15,7 @@
 
 #include "http_conn.h"
 #include "log.h"
+#include "parent.h"
 #include "splice_pump.h"
 
 /* Body bytes left (of the body, or of the current chunk) for which the response passes through a pipe */
@@ -174,6 +175,18 @@ static bool response_head(struct http_conn *c)
 	}
 	if (resp.status == 101) {
 		http_fail(c, 502, "the upstream switched protocols, which this proxy does not support (use CONNECT)");
+		return false;
+	}
+	if (resp.status == 407 && proxy_parent_for(c->r.e, &c->r.t)) {
+		/* the parent's demand for credentials is sluice's configuration problem, not the client's to
+		 * answer (it must never send credentials for the parent) */
+		const struct proxy_parent *p = proxy_parent_for(c->r.e, &c->r.t);
+		snprintf(msg, sizeof msg, "the parent proxy %s %s", p->where,
+		         p->auth[0] ? "refused sluice's credentials (407 Proxy Authentication Required): check the "
+		                      "auth_file of upstream_proxy" :
+		                      "asks for credentials (407 Proxy Authentication Required): set auth_file in "
+		                      "upstream_proxy");
+		http_fail(c, 502, msg);
 		return false;
 	}
 	if (resp.status < 200) {
@@ -510,12 +523,25 @@ void http_forward_build_head(struct http_conn *c, const struct http_request *req
 	struct evbuffer *o = c->head_out;
 	const char *slash = (req->path_len == 0 || req->path[0] != '/') ? "/" : "";
 
+	const struct proxy_parent *parent = proxy_parent_for(c->r.e, &c->r.t);
+	bool v6 = c->r.t.literal && c->r.t.addr.ss_family == AF_INET6;
+
 	evbuffer_drain(o, evbuffer_get_length(o));
 	evbuffer_add(o, req->method, req->method_len);
-	evbuffer_add_printf(o, " %s", slash);
+	if (parent) {
+		/* to the parent proxy: absolute form, from the decided host and port (never the client's bytes) */
+		evbuffer_add_printf(o, " http://%s%s%s", v6 ? "[" : "", c->r.t.host, v6 ? "]" : "");
+		if (c->r.t.port != 80)
+			evbuffer_add_printf(o, ":%u", c->r.t.port);
+		evbuffer_add_printf(o, "%s", slash);
+	} else {
+		evbuffer_add_printf(o, " %s", slash);
+	}
 	evbuffer_add(o, req->path, req->path_len);
 	evbuffer_add_printf(o, " HTTP/1.%u\r\n", req->version_minor);
-	if (c->r.t.literal && c->r.t.addr.ss_family == AF_INET6)
+	if (parent && parent->auth[0])
+		evbuffer_add_printf(o, "Proxy-Authorization: %s\r\n", parent->auth);
+	if (v6)
 		evbuffer_add_printf(o, "Host: [%s]", c->r.t.host);
 	else
 		evbuffer_add_printf(o, "Host: %s", c->r.t.host);

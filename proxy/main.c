@@ -21,6 +21,7 @@
 
 #include "engine.h"
 #include "log.h"
+#include "parent.h"
 #include "policy.h"
 #include "util.h"
 
@@ -158,8 +159,11 @@ static int add_listeners(struct proxy_engine *e, json_object *list, bool check)
 			kinds[0] = PROXY_LISTEN_DNS_TCP;
 		else if (strcmp(kind, "transparent") == 0)
 			kinds[0] = PROXY_LISTEN_TRANSPARENT;
+		else if (strcmp(kind, "socks5") == 0)
+			kinds[0] = PROXY_LISTEN_SOCKS5;
 		else
-			return cfg_err(where, "unknown kind \"%s\" (http, dns, dns-udp, dns-tcp, transparent)", kind);
+			return cfg_err(where, "unknown kind \"%s\" (http, dns, dns-udp, dns-tcp, transparent, socks5)",
+			               kind);
 		if (check) {
 			socklen_t len;
 			if (parse_sockaddr(addr, true, &ss, &len) != 0)
@@ -422,6 +426,14 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		cfg.dns_cache_entries = (unsigned)n;
+	}
+	if (json_object_object_get_ex(root, "upstream_proxy", &v)) {
+		/* read now, before privileges are dropped: its auth_file is root's (parent.h) */
+		cfg.parent = proxy_parent_parse(v, "upstream_proxy", err, sizeof err);
+		if (!cfg.parent) {
+			fprintf(stderr, "sluice-proxy: %s: %s\n", cfg_path, err);
+			goto out;
+		}
 	}
 
 	g_base = event_base_new();

@@ -25,6 +25,7 @@ struct proxy_conn;
 struct proxy_ask;
 struct proxy_grant;
 struct proxy_direct_grant;
+struct proxy_parent;
 
 struct proxy_session {
 	TAILQ_ENTRY(proxy_session) entry;
@@ -89,6 +90,7 @@ struct proxy_engine {
 	proxy_direct_notify_fn direct_notify;   /* NULL: direct mode cannot open flows here */
 	void *direct_arg;                       /* borrowed */
 	uint64_t flow_next;                     /* the next audit flow id (random top bits per engine) */
+	struct proxy_parent *parent;            /* owned: the parent proxy (parent.h), or NULL */
 };
 
 /* ---- session.c ---- */
@@ -202,9 +204,14 @@ struct proxy_dial_result {
 typedef void (*proxy_dial_cb)(struct bufferevent *bev, const struct proxy_dial_result *res, void *arg);
 /* Dials t's destination: its canonical name, resolved here, every address checked with the session's
  * policy, or, for a literal, exactly that address (already decided). The one place the engine opens
- * upstream connections (a parent proxy would be reached from here). The callback always runs later,
- * from the event loop. */
-struct proxy_dial *proxy_dial_start(struct proxy_session *s, const struct proxy_target *t, proxy_dial_cb cb, void *arg);
+ * upstream connections. Through the engine's parent proxy (unless no_proxy names the host): with
+ * `tunnel`, the connection is a CONNECT tunnel to the destination once the callback has it; without,
+ * the caller speaks HTTP to the parent in absolute form (proxy_parent_for tells). The callback always
+ * runs later, from the event loop. */
+struct proxy_dial *proxy_dial_start(struct proxy_session *s, const struct proxy_target *t, bool tunnel,
+                                    proxy_dial_cb cb, void *arg);
+/* The parent proxy t's destination is reached through, or NULL (none, or no_proxy). */
+const struct proxy_parent *proxy_parent_for(const struct proxy_engine *e, const struct proxy_target *t);
 void proxy_dial_cancel(struct proxy_dial *d); /* cb is not called afterwards; NULL no-op */
 
 /* ---- connect.c: CONNECT requests ---- */
@@ -213,6 +220,12 @@ void proxy_dial_cancel(struct proxy_dial *d); /* cb is not called afterwards; NU
  * client's first tunnel bytes. start_* are when the request began. */
 void proxy_connect_begin(struct proxy_session *s, struct bufferevent *client, const struct http_request *req,
                          size_t head_len, const struct timespec *start_rt, uint64_t start_ms);
+struct proxy_relay;
+/* After a tunnel's success reply (CONNECT's 200, SOCKS5's success): the client's first bytes, when
+ * they are a TLS ClientHello, must name the decided host (no domain fronting), then the tunnel. */
+void proxy_connect_tunnel_checked(struct proxy_relay *r);
+/* A connection on a SOCKS5 listener (socks5.c). Takes ownership of fd. */
+void proxy_socks5_accept(struct proxy_session *s, int fd);
 
 /* ---- our own HTTP responses (http.c) ---- */
 /* Queues a complete response on out: status, X-Sluice-Decision value (sanitised), plain-text body. */

@@ -4,12 +4,14 @@
  * record at the end, linked by a flow id). */
 #include "relay.h"
 
+#include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -165,8 +167,50 @@ void proxy_relay_end(struct proxy_relay *r)
 		bufferevent_free(r->client);
 		r->client = NULL;
 	}
+	if (r->handshake_timer) {
+		event_free(r->handshake_timer);
+		r->handshake_timer = NULL;
+	}
 	proxy_session_detach(&r->conn);
 	r->ops->free(r);
+}
+
+int proxy_relay_accept_handshake(struct proxy_relay *r, struct proxy_session *s, const struct proxy_relay_ops *ops,
+                                 int fd, size_t read_max, void (*read_cb)(struct bufferevent *, void *),
+                                 void (*event_cb)(struct bufferevent *, short, void *),
+                                 void (*timer_cb)(int, short, void *))
+{
+	struct bufferevent *client = bufferevent_socket_new(s->engine->base, fd, BEV_OPT_CLOSE_ON_FREE);
+
+	if (!client)
+		close(fd);
+	proxy_relay_init(r, s, ops, client);
+	proxy_relay_begin(r, NULL, 0, NULL);
+	if (client)
+		r->handshake_timer = evtimer_new(s->engine->base, timer_cb, r);
+	if (!client || !r->handshake_timer) {
+		snprintf(r->error, sizeof r->error, "out of memory");
+		proxy_relay_end(r);
+		return -ENOMEM;
+	}
+	bufferevent_setcb(client, read_cb, NULL, event_cb, r);
+	bufferevent_setwatermark(client, EV_READ, 0, read_max);
+	bufferevent_enable(client, EV_READ | EV_WRITE);
+	event_add(r->handshake_timer, r->e->tv_header);
+	return 0;
+}
+
+void proxy_relay_handshake_done(struct proxy_relay *r)
+{
+	if (r->handshake_timer)
+		event_del(r->handshake_timer);
+}
+
+void proxy_relay_handshake_gone(struct proxy_relay *r, const char *reason)
+{
+	snprintf(r->reason, sizeof r->reason, "%s", reason);
+	snprintf(r->error, sizeof r->error, "the client closed the connection");
+	proxy_relay_end(r);
 }
 
 /* ---- refusals ---- */
@@ -374,7 +418,7 @@ static void dialed(struct bufferevent *up, const struct proxy_dial_result *res, 
 void proxy_relay_dial(struct proxy_relay *r)
 {
 	proxy_relay_drop_upstream(r);
-	r->dial = proxy_dial_start(r->s, &r->t, dialed, r);
+	r->dial = proxy_dial_start(r->s, &r->t, !r->ops->speaks_http, dialed, r);
 	if (!r->dial)
 		refuse_error(r, 502, "cannot start resolving or connecting (out of resources)");
 }

@@ -34,6 +34,8 @@ struct proxy_relay_ops {
 	const char *protocol; /* the audit log's "protocol": http, connect, tls-sni */
 	bool hold_asks;       /* POLICY_ASK holds the exchange for an operator (else it is a denial) */
 	bool redecide;        /* a policy change decides the destination again (a tunnel; still_allowed) */
+	bool speaks_http;     /* the upstream gets HTTP requests from the front (a parent proxy gets them in
+	                       * absolute form), not a tunnel (a parent proxy is asked for CONNECT) */
 	/* Tells the client no and ends the exchange (proxy_relay_close_after_flush, or, HTTP keep-alive,
 	 * proxy_relay_finish and the next request). status: 400, 403, 502, 504, 503...; decision: the
 	 * X-Sluice-Decision verdict ("deny" or "error"); body: plain text for humans (a 403 explains how
@@ -60,6 +62,7 @@ struct proxy_relay {
 	struct proxy_dial *dial;           /* owned while dialing */
 	struct proxy_ask_wait wait;        /* while held for approval */
 	struct tunnel *tunnel;             /* owned once the bytes flow unparsed */
+	struct event *handshake_timer;     /* owned: a handshake front's deadline (proxy_relay_accept_handshake), or NULL */
 	bool ending;                       /* proxy_relay_end runs: callbacks must not end it again */
 	bool bad_target;                   /* the destination was not acceptable (400) */
 
@@ -127,6 +130,21 @@ void proxy_relay_send_close(struct proxy_relay *r, const void *data, size_t len)
 void proxy_relay_refuse_tls(struct proxy_relay *r, const char *reason);
 /* Finishes the exchange and frees everything; calls ops->free. */
 void proxy_relay_end(struct proxy_relay *r);
+
+/* Starts a front whose client must send a handshake before anything can be decided (a TLS ClientHello,
+ * a SOCKS5 greeting and request) within the header timeout. r is embedded first in a zeroed struct the
+ * front allocated (freed by ops->free); takes ownership of fd. The client's bytes go to read_cb, its
+ * close or error to event_cb, the deadline to timer_cb, all with r as their argument; at most read_max
+ * bytes are buffered. Returns 0, or -ENOMEM with the relay already ended (ops->free called). */
+int proxy_relay_accept_handshake(struct proxy_relay *r, struct proxy_session *s, const struct proxy_relay_ops *ops,
+                                 int fd, size_t read_max, void (*read_cb)(struct bufferevent *, void *),
+                                 void (*event_cb)(struct bufferevent *, short, void *),
+                                 void (*timer_cb)(int, short, void *));
+/* The handshake arrived (or the front refuses): its deadline no longer applies. */
+void proxy_relay_handshake_done(struct proxy_relay *r);
+/* The client closed before its handshake was complete: reason ("... before a complete ClientHello")
+ * is recorded and the relay ends. */
+void proxy_relay_handshake_gone(struct proxy_relay *r, const char *reason);
 
 /* An event callback for the client while nothing is expected from it (dialing, held): it closed or
  * failed, so the exchange ends with "the client closed the connection". arg: the relay. */

@@ -30,29 +30,25 @@
 #define TP_READ_MAX TLS_SNI_READ_MAX
 
 struct tp_conn {
-	struct proxy_relay r; /* first: the relay is the connection */
+	struct proxy_relay r; /* first: the relay is the connection (its handshake timer: the ClientHello's deadline) */
 	uint16_t port;        /* original destination port */
-	struct event *timer;  /* owned: the ClientHello must arrive within the header timeout */
 };
 
 /* Refused: a fatal TLS alert (access_denied) so the client reports a refusal, then close. No HTTP
  * status reached the client, so none is recorded. */
 static void refuse(struct proxy_relay *r, int status, const char *decision, const char *body)
 {
-	struct tp_conn *c = (struct tp_conn *)r;
 	(void)status;
 	(void)decision;
 	(void)body;
-	event_del(c->timer);
+	proxy_relay_handshake_done(r);
 	proxy_relay_refuse_tls(r, NULL);
 }
 
 /* Allowed: the hello stays buffered while dialing; the tunnel sends it first. */
 static void allowed(struct proxy_relay *r)
 {
-	struct tp_conn *c = (struct tp_conn *)r;
-
-	event_del(c->timer);
+	proxy_relay_handshake_done(r);
 	bufferevent_disable(r->client, EV_READ);
 	bufferevent_setcb(r->client, NULL, NULL, proxy_relay_client_gone_cb, r);
 	proxy_relay_dial(r);
@@ -60,10 +56,7 @@ static void allowed(struct proxy_relay *r)
 
 static void tp_free(struct proxy_relay *r)
 {
-	struct tp_conn *c = (struct tp_conn *)r;
-	if (c->timer)
-		event_free(c->timer);
-	free(c);
+	free(r);
 }
 
 static const struct proxy_relay_ops tp_ops = {
@@ -78,7 +71,7 @@ static const struct proxy_relay_ops tp_ops = {
 
 static void deny(struct tp_conn *c, const char *reason)
 {
-	event_del(c->timer);
+	proxy_relay_handshake_done(&c->r);
 	proxy_relay_refuse_tls(&c->r, reason);
 }
 
@@ -112,12 +105,9 @@ static void read_cb(struct bufferevent *bev, void *arg)
 
 static void event_cb(struct bufferevent *bev, short what, void *arg)
 {
-	struct tp_conn *c = arg;
 	(void)bev;
 	(void)what;
-	snprintf(c->r.reason, sizeof c->r.reason, "the client closed before a complete ClientHello");
-	snprintf(c->r.error, sizeof c->r.error, "the client closed the connection");
-	proxy_relay_end(&c->r);
+	proxy_relay_handshake_gone(arg, "the client closed before a complete ClientHello");
 }
 
 static void timer_cb(evutil_socket_t fd, short what, void *arg)
@@ -164,7 +154,6 @@ static int original_port(int fd, const struct sockaddr_storage *local, uint16_t 
 void proxy_transparent_accept(struct proxy_session *s, int fd, const struct sockaddr_storage *local)
 {
 	struct tp_conn *c;
-	struct bufferevent *client;
 	uint16_t port = 0;
 	int r;
 
@@ -186,27 +175,11 @@ void proxy_transparent_accept(struct proxy_session *s, int fd, const struct sock
 		return;
 	}
 	c = calloc(1, sizeof *c);
-	client = bufferevent_socket_new(s->engine->base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (!c || !client) {
-		free(c);
-		if (client)
-			bufferevent_free(client);
-		else
-			close(fd);
+	if (!c) {
+		close(fd);
 		return;
 	}
 	c->port = port;
-	proxy_relay_init(&c->r, s, &tp_ops, client);
-	proxy_relay_begin(&c->r, NULL, 0, NULL);
-	c->r.t.port = port; /* recorded even when no name arrives */
-	c->timer = evtimer_new(s->engine->base, timer_cb, c);
-	if (!c->timer) {
-		snprintf(c->r.error, sizeof c->r.error, "out of memory");
-		proxy_relay_end(&c->r);
-		return;
-	}
-	bufferevent_setcb(client, read_cb, NULL, event_cb, c);
-	bufferevent_setwatermark(client, EV_READ, 0, TP_READ_MAX);
-	bufferevent_enable(client, EV_READ | EV_WRITE);
-	event_add(c->timer, s->engine->tv_header);
+	if (proxy_relay_accept_handshake(&c->r, s, &tp_ops, fd, TP_READ_MAX, read_cb, event_cb, timer_cb) == 0)
+		c->r.t.port = port; /* recorded even when no name arrives */
 }

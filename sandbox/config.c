@@ -73,8 +73,10 @@ void sb_config_clear(struct sb_config *c)
 	sb_strv_clear(&c->env_keep);
 	sb_strv_clear(&c->env_set);
 	sb_strv_clear(&c->protected_paths);
+	sb_strv_clear(&c->masks);
+	sb_strv_clear(&c->org_masks);
+	sb_strv_clear(&c->unmask);
 	sb_strv_clear(&c->fs_read);
-	sb_strv_clear(&c->org_fs_unmask);
 	sb_strv_clear(&c->policies);
 	sb_strv_clear(&c->allows);
 	for (size_t i = 0; i < c->n_binds; i++) {
@@ -294,6 +296,10 @@ static int cfg_limits(struct sb_config *c, json_object *lim, const char *name, e
 			if (sb_parse_size(buf, &v) < 0)
 				return cfg_err(err, errlen, name, "limits.memory", "want a size such as 512M or 4G");
 			cap_limit(&c->limits.memory_bytes, v, layer, &org_caps.memory_bytes);
+		} else if (strcmp(key, "disk") == 0) {
+			if (sb_parse_size(buf, &v) < 0 || v < SB_DISK_MIN)
+				return cfg_err(err, errlen, name, "limits.disk", "want a size of at least 1M such as 2G");
+			cap_limit(&c->limits.disk_bytes, v, layer, &org_caps.disk_bytes);
 		} else if (strcmp(key, "pids") == 0) {
 			char *end;
 			errno = 0;
@@ -313,10 +319,49 @@ static int cfg_limits(struct sb_config *c, json_object *lim, const char *name, e
 			c->limits.timeout_s = (unsigned)t;
 			org_caps.timeout_s = (unsigned)cap;
 		} else {
-			return cfg_err(err, errlen, name, "limits", "unknown key (known: cpu, memory, pids, timeout)");
+			return cfg_err(err, errlen, name, "limits",
+			               "unknown key (known: cpu, memory, pids, timeout, disk)");
 		}
 	}
 	return 0;
+}
+
+/* Mask paths are compared as text: each is normalised ("//", "/./", "..", a trailing "/") first. */
+static int cfg_mask_list(struct sb_strv *dst, json_object *val, const char *name, const char *key, const char *home,
+                         char *err, size_t errlen)
+{
+	struct sb_strv v = {0};
+	char norm[PATH_MAX];
+	int r = cfg_strlist(&v, val, name, key, home, true, true, err, errlen);
+	for (size_t i = 0; r == 0 && i < v.n; i++) {
+		if (sb_normalize_abs(v.v[i], norm, sizeof norm) < 0 || strcmp(norm, "/") == 0)
+			r = cfg_err(err, errlen, name, key, "\"/\" cannot be masked");
+		else if (!sb_strv_contains(dst, norm))
+			r = sb_strv_add(dst, norm);
+	}
+	sb_strv_clear(&v);
+	return r;
+}
+
+/* "unmask": takes default or user-layer masks off (a user who keeps no secret there, or who wants
+ * ~/.npmrc's settings: docs/sandbox.md). The organisation's own masks stay. */
+static int cfg_unmask(struct sb_config *c, json_object *val, const char *name, enum sb_cfg_layer layer, char *err,
+                      size_t errlen)
+{
+	struct sb_strv v = {0};
+	int r = cfg_mask_list(&v, val, name, "unmask", c->home, err, errlen);
+	for (size_t i = 0; r == 0 && i < v.n; i++) {
+		if (layer != SB_CFG_ORG && sb_strv_contains(&c->org_masks, v.v[i])) {
+			char what[PATH_MAX + 96];
+			snprintf(what, sizeof what, "%s is masked by the organisation (/etc/sluice); it stays masked",
+			         v.v[i]);
+			r = cfg_err(err, errlen, name, "unmask", what);
+		} else if (!sb_strv_contains(&c->unmask, v.v[i])) {
+			r = sb_strv_add(&c->unmask, v.v[i]);
+		}
+	}
+	sb_strv_clear(&v);
+	return r;
 }
 
 static int cfg_bool(json_object *v, bool *out)
@@ -393,8 +438,9 @@ int sb_config_load_json(struct sb_config *c, const char *name, const char *text,
 	{
 		/* A repository's own .sluice/policy.json must not widen its sandbox: no host paths, no
 		 * environment pass-through (it could name a secret), no looser profile. */
-		if (layer == SB_CFG_PROJECT && (strcmp(key, "writable_paths") == 0 ||
-		                                strcmp(key, "plugin_paths") == 0 || strcmp(key, "env") == 0)) {
+		if (layer == SB_CFG_PROJECT &&
+		    (strcmp(key, "writable_paths") == 0 || strcmp(key, "plugin_paths") == 0 ||
+		     strcmp(key, "env") == 0 || strcmp(key, "unmask") == 0)) {
 			r = cfg_err(err, errlen, name, key,
 			            "a project file may not widen the sandbox; set it in ~/.config/sluice/policy.json");
 			goto out;
@@ -426,6 +472,13 @@ int sb_config_load_json(struct sb_config *c, const char *name, const char *text,
 				if (strstr(c->protected_paths.v[i], "..") || strcmp(c->protected_paths.v[i], "/") == 0)
 					r = cfg_err(err, errlen, name, key,
 					            "patterns are project-relative, without \"..\"");
+		} else if (strcmp(key, "masks") == 0) {
+			/* every layer may add (a narrowing); the organisation's cannot be taken off */
+			r = cfg_mask_list(&c->masks, val, name, key, c->home, err, errlen);
+			if (r == 0 && layer == SB_CFG_ORG)
+				r = cfg_mask_list(&c->org_masks, val, name, key, c->home, err, errlen);
+		} else if (strcmp(key, "unmask") == 0) {
+			r = cfg_unmask(c, val, name, layer, err, errlen);
 		} else if (strcmp(key, "plugin_paths") == 0) {
 			r = cfg_strlist(&c->plugin_paths, val, name, key, c->home, true, true, err, errlen);
 		} else if (strcmp(key, "env") == 0) {
@@ -465,7 +518,8 @@ int sb_config_load_json(struct sb_config *c, const char *name, const char *text,
 			                        : cfg_uid_range(c, val, name, err, errlen);
 		} else {
 			r = cfg_err(err, errlen, name, key,
-			            "unknown key (known: profile, fs, fs_read, fs_unmask, writable_paths, plugin_paths, protected_paths, env, "
+			            "unknown key (known: profile, fs, fs_read, writable_paths, plugin_paths, protected_paths, masks, "
+			            "unmask, env, "
 			            "limits, hostname, "
 			            "allow_unsafe, allow_no_sandbox, allow_network, allow_keep_root_uid, "
 			            "allow_masked_binds, allow_fs_remember, fs_read_fixed, "

@@ -81,7 +81,11 @@ static int step_loopback(struct sb_session *s, struct sb_go *go, char *err, size
 
 static int step_mounts(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
 {
-	return sb_mounts_build(s, go, err, errlen);
+	int r = sb_mounts_build(s, go, err, errlen);
+	/* the launcher keeps the scratch space (--disk) to report on it and save from it at exit */
+	if (r == 0)
+		r = sb_scratch_send(s, err, errlen);
+	return r;
 }
 
 /* Root launch: from here on pid 1 (and the command it forks) is the session's unprivileged uid. */

@@ -103,8 +103,10 @@ void sb_discard_summary(const struct sb_session *s)
 	if (cfg->quiet || cfg->project_mode != SB_PROJECT_OVERLAY || cfg->save != SB_SAVE_NONE || !s->dir ||
 	    !cfg->project_dir)
 		return;
+	/* the upper directory lives in the session's scratch space (scratch.c), else in SESSION/upper */
 	snprintf(upper, sizeof upper, "%s/upper", s->dir);
-	int ufd = open(upper, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int ufd = s->scratch_fd >= 0 ? openat(s->scratch_fd, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+	                             : open(upper, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (ufd < 0)
 		return;
 	cleanup_fd int lfd = open(cfg->project_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -96,6 +96,12 @@ char **sb_env_build(const struct sb_session *s, const struct sb_go *go, char **e
 		if (r == 0)
 			r = env_putf(&e, "no_proxy", "localhost,127.0.0.1,::1");
 	}
+	/* Tools that speak only SOCKS: the same policy through the gateway's SOCKS5 front, names resolved by
+	 * sluice (socks5h). Clients that know HTTP_PROXY prefer it for http and https. */
+	if (r == 0 && go->socks_url[0])
+		r = env_putf(&e, "ALL_PROXY", go->socks_url);
+	if (r == 0 && go->socks_url[0])
+		r = env_putf(&e, "all_proxy", go->socks_url);
 	if (r == 0)
 		r = env_putf(&e, "SLUICE_SESSION", s->id);
 	if (r == 0 && !e.v)

@@ -44,8 +44,7 @@ int sb_fs_explain(const char *path, const char *project, const char *sysconfdir,
 		return -EINVAL;
 	}
 	s.cfg = &all;
-	all.fs_mode = SB_FS_ASK; /* what --fs ask would mask: the organisation's "fs_unmask" applies */
-	if (sb_masks_resolve(&s, err, sizeof err) == 0 && sb_fsmode_unmask(&s) == 0)
+	if (sb_masks_resolve(&s, err, sizeof err) == 0)
 		for (size_t i = 0; i < s.n_masks; i++)
 			if (under(path, s.masks[i].path)) {
 				snprintf(out, outlen, "denied at once, never asked: %s is masked (a secret: %s)", path,

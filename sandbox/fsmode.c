@@ -61,33 +61,6 @@ int sb_fsmode_resolve(struct sb_config *c, bool cli_set, char *err, size_t errle
 	return 0;
 }
 
-int sb_fsmode_unmask(struct sb_session *s)
-{
-	const struct sb_config *c = s->cfg;
-	size_t o = 0;
-
-	if (c->fs_mode != SB_FS_ASK || c->org_fs_unmask.n == 0)
-		return 0;
-	for (size_t i = 0; i < s->n_masks; i++) {
-		bool keep = true;
-		for (size_t j = 0; keep && j < c->org_fs_unmask.n; j++) {
-			char real[PATH_MAX];
-			const char *u = realpath(c->org_fs_unmask.v[j], real) ? real : c->org_fs_unmask.v[j];
-			if (strcmp(s->masks[i].path, u) == 0)
-				keep = false;
-		}
-		if (keep)
-			s->masks[o++] = s->masks[i];
-		else {
-			log_info("fs: %s is unmasked by the organisation: asked about like any other path",
-			         s->masks[i].path);
-			free(s->masks[i].path);
-		}
-	}
-	s->n_masks = o;
-	return 0;
-}
-
 static int key_err(char *err, size_t errlen, const char *name, const char *key, const char *msg)
 {
 	return sb_errc(err, errlen, EINVAL, "%s: sandbox.%s: %s", name, key, msg);
@@ -151,30 +124,6 @@ int sb_fsmode_config_key(struct sb_config *c, const char *key, struct json_objec
 				if (!sb_strv_contains(&c->fs_read, x))
 					*rc = sb_strv_add(&c->fs_read, x);
 			}
-			free(x);
-		}
-		return 1;
-	}
-	if (strcmp(key, "fs_unmask") == 0) {
-		*rc = 0;
-		if (layer != SB_CFG_ORG) {
-			*rc = key_err(err, errlen, name, key, "only the organisation file (/etc/sluice) may set it");
-			return 1;
-		}
-		if (!json_object_is_type(val, json_type_array)) {
-			*rc = key_err(err, errlen, name, key, "must be a list of masked paths (e.g. \"~/.aws\")");
-			return 1;
-		}
-		for (size_t i = 0; *rc == 0 && i < json_object_array_length(val); i++) {
-			json_object *e = json_object_array_get_idx(val, i);
-			const char *p = json_object_is_type(e, json_type_string) ? json_object_get_string(e) : "";
-			char *x = sb_expand_home(p, c->home);
-			if (!x)
-				*rc = sb_errc(err, errlen, ENOMEM, "out of memory");
-			else if (x[0] != '/')
-				*rc = key_err(err, errlen, name, key, "entries must be absolute paths (or ~/...)");
-			else
-				*rc = sb_strv_add(&c->org_fs_unmask, x);
 			free(x);
 		}
 		return 1;

@@ -52,6 +52,7 @@ enum {
 	OPT_ASK,
 	OPT_ASK_TIMEOUT,
 	OPT_KEEP_ROOT_UID,
+	OPT_DISK,
 	OPT_FS,
 };
 
@@ -76,6 +77,7 @@ static const struct option sb_options[] = {
         {"cpu", required_argument, NULL, OPT_CPU},
         {"memory", required_argument, NULL, OPT_MEMORY},
         {"pids", required_argument, NULL, OPT_PIDS},
+        {"disk", required_argument, NULL, OPT_DISK},
         {"io-read-bps", required_argument, NULL, OPT_IO_READ},
         {"io-write-bps", required_argument, NULL, OPT_IO_WRITE},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -121,6 +123,9 @@ static void usage(FILE *f)
 	           "  --ask-timeout SECONDS          deny a held request (or open) after this long (default: 60)\n"
 	           "  --cpu CORES --memory SIZE --pids N --timeout SECONDS\n"
 	           "  --io-read-bps DEV:RATE --io-write-bps DEV:RATE   (DEV is MAJ:MIN or /dev/NAME)\n"
+	           "  --disk SIZE                    what the session may write outside the project and binds\n"
+	           "                                 (overlay changes, /tmp, /run, ...; default: 2G or half\n"
+	           "                                 the memory; one file per 4 KiB)\n"
 	           "  --hostname NAME                UTS host name (default: sluice)\n"
 	           "  --keep-root-uid                as root: run the command as host uid 0 (no capabilities)\n"
 	           "                                 instead of a per-session unprivileged uid\n"
@@ -324,7 +329,8 @@ static int cmd_run(int argc, char **argv)
 	struct sb_config c;
 	struct sb_limits cli = {0};
 	const char *profile = NULL, *project = NULL, *mode = NULL, *fs = NULL;
-	bool no_sandbox = false, set_cpu = false, set_mem = false, set_pids = false, set_timeout = false;
+	bool no_sandbox = false, set_cpu = false, set_mem = false, set_pids = false, set_timeout = false,
+	     set_disk = false;
 	char err[SB_ERR_MAX] = "", real[PATH_MAX];
 	int opt, rc = SB_EXIT_FAIL;
 
@@ -399,6 +405,13 @@ static int cmd_run(int argc, char **argv)
 				goto out;
 			}
 			set_mem = true;
+			break;
+		case OPT_DISK:
+			if (sb_parse_size(optarg, &cli.disk_bytes) < 0 || cli.disk_bytes < SB_DISK_MIN) {
+				fail("--disk %s: want a size of at least 1M (e.g. 512M, 4G)", optarg);
+				goto out;
+			}
+			set_disk = true;
 			break;
 		case OPT_PIDS: {
 			char *end;
@@ -555,6 +568,11 @@ static int cmd_run(int argc, char **argv)
 			goto out;
 		}
 	}
+	/* a policy file an earlier session could have written is not used without the user's word */
+	if (sb_writes_check(&c, err, sizeof err) < 0) {
+		fail("%s", err);
+		goto out;
+	}
 	if (strcmp(c.project_dir, "/") == 0) {
 		fail("the project directory is /; cd into a project or pass --project DIR");
 		goto out;
@@ -616,7 +634,8 @@ static int cmd_run(int argc, char **argv)
 	if ((set_cpu && check_cap("--cpu (millicores)", cli.cpu_millicores, caps->cpu_millicores)) ||
 	    (set_mem && check_cap("--memory (bytes)", cli.memory_bytes, caps->memory_bytes)) ||
 	    (set_pids && check_cap("--pids", cli.pids, caps->pids)) ||
-	    (set_timeout && check_cap("--timeout (seconds)", cli.timeout_s, caps->timeout_s)))
+	    (set_timeout && check_cap("--timeout (seconds)", cli.timeout_s, caps->timeout_s)) ||
+	    (set_disk && check_cap("--disk (bytes)", cli.disk_bytes, caps->disk_bytes)))
 		goto out;
 	if (set_cpu)
 		c.limits.cpu_millicores = cli.cpu_millicores;
@@ -626,6 +645,8 @@ static int cmd_run(int argc, char **argv)
 		c.limits.pids = cli.pids;
 	if (set_timeout)
 		c.limits.timeout_s = cli.timeout_s;
+	if (set_disk)
+		c.limits.disk_bytes = cli.disk_bytes;
 	if (cli.n_io) {
 		memcpy(c.limits.io, cli.io, sizeof cli.io);
 		c.limits.n_io = cli.n_io;
@@ -660,7 +681,7 @@ static int cmd_run(int argc, char **argv)
 	}
 	if (c.firejail) {
 		if (profile || c.n_binds || mode || c.save != SB_SAVE_NONE || set_cpu || set_mem || set_pids ||
-		    set_timeout || cli.n_io) {
+		    set_timeout || set_disk || cli.n_io) {
 			fail("--sandbox-type firejail: firejail does the filesystem and resource sandbox; --profile, "
 			     "--project-mode, --save/--apply, --bind and limits apply to --sandbox-type local only");
 			goto out;

@@ -3,9 +3,10 @@
  * (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS) and mounts are attached with
  * move_mount onto that fd, so a symlink planted in a writable place (the project, a cache) by an
  * earlier session can never redirect a mount. Order: root, system dirs (or the whole host for
- * `unsafe`), /tmp, /var/tmp, /run, home, project, caches, plugin paths, user binds, /dev, /proc,
- * then the masks over secrets and daemon sockets (last, so nothing mounts over them), then
- * resolv.conf, pivot_root, and the root made read-only. */
+ * `unsafe`), /tmp, /var/tmp, /run, home (in `unsafe` a view without the masked names), project,
+ * caches, plugin paths, user binds (a view where they hold a mask), /dev, /proc, then the masks over
+ * secrets and daemon sockets (last, so nothing mounts over them), then resolv.conf, pivot_root, and
+ * the root made read-only. */
 #include "session.h"
 
 #include "log.h"
@@ -219,7 +220,7 @@ static int system_dirs(int rootfd, char *err, size_t errlen)
 	return 0;
 }
 
-static int dev_tree(int rootfd, char *err, size_t errlen)
+static int dev_tree(const struct sb_session *s, int rootfd, char *err, size_t errlen)
 {
 	static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
 	static const char *const links[][2] = {{"fd", "/proc/self/fd"},       {"stdin", "/proc/self/fd/0"},
@@ -253,7 +254,7 @@ static int dev_tree(int rootfd, char *err, size_t errlen)
 		return ptsdir;
 	if ((r = sb_attach(pts, ptsdir, "/dev/pts", err, errlen)) < 0)
 		return r;
-	return tmpfs_at(dev, "shm", "1777", -1, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen);
+	return sb_scratch_at(s, "shm", dev, "shm", 01777, -1, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen);
 }
 
 static int proc_tree(int rootfd, bool userns, char *err, size_t errlen)
@@ -289,7 +290,7 @@ static int proc_tree(int rootfd, bool userns, char *err, size_t errlen)
 }
 
 /* Lexically normalises an absolute path, resolving "." and ".." (no symlinks are consulted). */
-static int normalize_abs(const char *in, char *out, size_t len)
+int sb_normalize_abs(const char *in, char *out, size_t len)
 {
 	size_t o = 0;
 	if (in[0] != '/' || len < 2)
@@ -339,7 +340,7 @@ static int resolv_conf(int resolvfd, int rootfd, char *err, size_t errlen)
 			return sb_errc(err, errlen, ENOENT, "the host has no /etc/resolv.conf to replace");
 		link[n] = '\0';
 		snprintf(joined, sizeof joined, "%s%s", link[0] == '/' ? "" : "/etc/", link);
-		if (normalize_abs(joined, path, sizeof path) < 0)
+		if (sb_normalize_abs(joined, path, sizeof path) < 0)
 			return sb_errc(err, errlen, EINVAL, "/etc/resolv.conf points to an unusable path");
 		target = sb_mkpath(rootfd, path, false, err, errlen);
 		if (target < 0)
@@ -369,6 +370,10 @@ static int source_binds(const struct sb_session *s, int rootfd, char *err, size_
 			return target;
 		if ((r = sb_attach(src->tree, target, src->dst, err, errlen)) < 0)
 			return r;
+		/* a directory that holds a mask is shown without it, also when it appears later */
+		if (src->dir && src->real && sb_masks_below(s, src->real) &&
+		    (r = sb_masks_view(s, rootfd, src->real, src->dst, err, errlen)) < 0)
+			return r;
 	}
 	return 0;
 }
@@ -388,15 +393,17 @@ int sb_mounts_build(struct sb_session *s, const struct sb_go *go, char *err, siz
 	hostroot = open(s->dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (hostroot < 0)
 		return sb_err(err, errlen, "cannot open %s: %s", s->dir, strerror(errno));
-	if (c->project_mode == SB_PROJECT_OVERLAY) {
-		upperfd = openat(hostroot, "upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		workfd = openat(hostroot, "work", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (upperfd < 0 || workfd < 0)
-			return sb_err(err, errlen, "cannot open the overlay directories in %s: %s", s->dir,
-			              strerror(errno));
-	}
 	if (go->have_resolv && (resolvfd = openat(hostroot, "resolv.conf", O_PATH | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		return sb_err(err, errlen, "cannot open %s/resolv.conf: %s", s->dir, strerror(errno));
+	/* Everything the command may write but the project and binds: one limited tmpfs (--disk). */
+	if ((r = sb_scratch_mount(s, hostroot, err, errlen)) < 0)
+		return r;
+	if (c->project_mode == SB_PROJECT_OVERLAY) {
+		upperfd = openat(s->scratch_fd, "upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		workfd = openat(s->scratch_fd, "work", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (upperfd < 0 || workfd < 0)
+			return sb_err(err, errlen, "cannot open the overlay directories: %s", strerror(errno));
+	}
 
 	if (c->profile == SB_PROFILE_UNSAFE) {
 		/* The whole host, read-only; fresh /tmp, /run, /dev, /proc go on top below. */
@@ -425,13 +432,14 @@ int sb_mounts_build(struct sb_session *s, const struct sb_go *go, char *err, siz
 		}
 	}
 	const long long owner = s->remap_userns >= 0 ? (long long)s->host_uid : -1;
-	if ((r = tmpfs_at(rootfd, "/tmp", "1777", -1, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0 ||
-	    (r = tmpfs_at(rootfd, "/var/tmp", "1777", -1, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0 ||
-	    (r = tmpfs_at(rootfd, "/run", "0755", owner, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0)
+	const uint64_t nosuid = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+	if ((r = sb_scratch_at(s, "tmp", rootfd, "/tmp", 01777, -1, nosuid, err, errlen)) < 0 ||
+	    (r = sb_scratch_at(s, "var-tmp", rootfd, "/var/tmp", 01777, -1, nosuid, err, errlen)) < 0 ||
+	    (r = sb_scratch_at(s, "run", rootfd, "/run", 0755, owner, nosuid, err, errlen)) < 0)
 		return r;
 	/* base/plugin: an empty, writable home that vanishes with the session. */
 	if (c->profile != SB_PROFILE_UNSAFE && c->fs_mode != SB_FS_ASK && c->home && strcmp(c->home, "/") != 0 &&
-	    (r = tmpfs_at(rootfd, c->home, "0700", owner, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen)) < 0)
+	    (r = sb_scratch_at(s, "home", rootfd, c->home, 0700, owner, nosuid, err, errlen)) < 0)
 		return r;
 	for (size_t i = 0; i < s->n_sources; i++) {
 		if (s->sources[i].kind != SB_SRC_HOME || s->sources[i].tree < 0)
@@ -442,11 +450,15 @@ int sb_mounts_build(struct sb_session *s, const struct sb_go *go, char *err, siz
 		if ((r = sb_attach(s->sources[i].tree, home, s->sources[i].dst, err, errlen)) < 0)
 			return r;
 	}
+	/* unsafe: the home is shown without its secrets, also those created after the start (masks.c) */
+	if (c->profile == SB_PROFILE_UNSAFE && c->home && strcmp(c->home, "/") != 0 && sb_masks_below(s, c->home) &&
+	    (r = sb_masks_view(s, rootfd, c->home, c->home, err, errlen)) < 0)
+		return r;
 	if ((r = sb_overlay_mount_project(s, rootfd, upperfd, workfd, err, errlen)) < 0)
 		return r;
 	if ((r = source_binds(s, rootfd, err, errlen)) < 0)
 		return r;
-	if ((r = dev_tree(rootfd, err, errlen)) < 0 || (r = proc_tree(rootfd, s->userns, err, errlen)) < 0)
+	if ((r = dev_tree(s, rootfd, err, errlen)) < 0 || (r = proc_tree(rootfd, s->userns, err, errlen)) < 0)
 		return r;
 	if ((r = sb_masks_apply(s, rootfd, err, errlen)) < 0)
 		return r;

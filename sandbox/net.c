@@ -239,11 +239,17 @@ int sb_net_open(struct sb_session *s, int netns_fd, struct sb_go *go, char *err,
 	reply.resolv_conf[sizeof reply.resolv_conf - 1] = '\0';
 	reply.gw4[sizeof reply.gw4 - 1] = '\0';
 	reply.gw6[sizeof reply.gw6 - 1] = '\0';
-	if (reply.gw4[0] && strspn(reply.gw4, "0123456789.") == strlen(reply.gw4))
+	if (reply.gw4[0] && strspn(reply.gw4, "0123456789.") == strlen(reply.gw4)) {
 		snprintf(go->proxy_url, sizeof go->proxy_url, "http://%s:%u", reply.gw4, (unsigned)reply.proxy_port);
-	else if (reply.gw6[0] && strspn(reply.gw6, "0123456789abcdefABCDEF:") == strlen(reply.gw6))
+		if (reply.socks_port)
+			snprintf(go->socks_url, sizeof go->socks_url, "socks5h://%s:%u", reply.gw4,
+			         (unsigned)reply.socks_port);
+	} else if (reply.gw6[0] && strspn(reply.gw6, "0123456789abcdefABCDEF:") == strlen(reply.gw6)) {
 		snprintf(go->proxy_url, sizeof go->proxy_url, "http://[%s]:%u", reply.gw6, (unsigned)reply.proxy_port);
-	else {
+		if (reply.socks_port)
+			snprintf(go->socks_url, sizeof go->socks_url, "socks5h://[%s]:%u", reply.gw6,
+			         (unsigned)reply.socks_port);
+	} else {
 		snprintf(err, errlen, "netd returned no usable gateway address");
 		return -EPROTO;
 	}

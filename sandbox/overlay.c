@@ -126,13 +126,14 @@ int sb_session_dir_create(struct sb_session *s, char *err, size_t errlen)
 	}
 	if (!(s->dir = strdup(path)))
 		return -ENOMEM;
-	/* The directory itself is the mount point of the new root (in the sandbox's mount namespace
-	 * only); upper/ and work/ hold the overlay. Every directory costs a rmdir at the end, which
-	 * on a file system mounted with `discard` waits for the device: create only what is used. */
-	if (s->cfg->project_mode != SB_PROJECT_OVERLAY)
+	/* The directory itself is the mount point of the scratch space and the new root (in the
+	 * sandbox's mount namespace only); upper/ receives the overlay's changes at exit for --save and
+	 * --apply (scratch.c). Every directory costs a rmdir at the end, which on a file system mounted
+	 * with `discard` waits for the device: create only what is used. */
+	if (s->cfg->project_mode != SB_PROJECT_OVERLAY || s->cfg->save == SB_SAVE_NONE)
 		return 0;
 	cleanup_fd int dfd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dfd < 0 || mkdirat(dfd, "upper", 0755) < 0 || mkdirat(dfd, "work", 0700) < 0)
+	if (dfd < 0 || mkdirat(dfd, "upper", 0700) < 0)
 		return sb_err(err, errlen, "cannot populate %s: %s", path, strerror(errno));
 	return 0;
 }
@@ -255,7 +256,7 @@ static bool is_opaque(int fd)
 	return n == 1 && v[0] == 'y';
 }
 
-static int copy_file(int upfd, int projfd, const char *name, mode_t mode)
+int sb_overlay_copy_file(int upfd, int projfd, const char *name, mode_t mode)
 {
 	cleanup_fd int in = openat(upfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (in < 0)
@@ -399,7 +400,7 @@ static int apply_dir(struct apply_ctx *ctx, int upfd, int projfd, const char *re
 			fchmod(sub_proj, st.st_mode & 0777);
 			r = apply_dir(ctx, sub_up, sub_proj, sub);
 		} else if (S_ISREG(st.st_mode)) {
-			r = copy_file(upfd, projfd, n, st.st_mode);
+			r = sb_overlay_copy_file(upfd, projfd, n, st.st_mode);
 		} else if (S_ISLNK(st.st_mode)) {
 			char target[PATH_MAX];
 			ssize_t len = readlinkat(upfd, n, target, sizeof target - 1);

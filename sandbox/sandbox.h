@@ -17,6 +17,12 @@
 #define SB_EXIT_NOEXEC  126 /* the command was found but could not be executed */
 #define SB_EXIT_NOENT   127 /* the command was not found */
 
+/* --disk: the smallest scratch space a session may have. */
+#define SB_DISK_MIN (1ull << 20)
+/* --disk by default: 2 GiB (or half the memory when that is less); one inode per 4 KiB of it. */
+#define SB_DISK_DEFAULT         (2ull << 30)
+#define SB_DISK_BYTES_PER_INODE 4096
+
 enum sb_profile {
 	SB_PROFILE_BASE = 0, /* tight: system dirs read-only, empty home, project, caches */
 	SB_PROFILE_PLUGIN,   /* base + the extra paths named in config ("plugin_paths") */
@@ -64,6 +70,7 @@ struct sb_limits {
 	struct sb_io_limit io[SB_IO_MAX];
 	size_t n_io;
 	unsigned timeout_s; /* wall clock; 0 = none */
+	uint64_t disk_bytes; /* the session's scratch space (overlay upper, /tmp, ...); 0 = the default */
 };
 
 /* A growable list of owned strings. */
@@ -91,6 +98,9 @@ struct sb_config {
 	struct sb_strv env_keep;        /* variable names passed through (exact, or PREFIX* ) */
 	struct sb_strv env_set;         /* NAME=VALUE set in the sandbox */
 	struct sb_strv protected_paths; /* patterns added to the protected set (protect.c) */
+	struct sb_strv masks;           /* host paths masked besides the defaults (masks.c), expanded */
+	struct sb_strv org_masks;       /* those the organisation added: no layer may unmask them */
+	struct sb_strv unmask;          /* default or user masks taken off (org and user layers only) */
 	bool apply_protected;           /* --apply-protected: --apply also applies protected changes */
 	struct sb_bind *binds;          /* owned array */
 	size_t n_binds;
@@ -110,7 +120,6 @@ struct sb_config {
 	struct sb_strv fs_read;       /* "fs_read": host paths (or subtrees) readable without asking */
 	bool org_forbid_fs_remember;  /* "allow_fs_remember": false */
 	bool org_fs_read_fixed;       /* "fs_read_fixed": true: only the organisation's fs_read entries count */
-	struct sb_strv org_fs_unmask; /* "fs_unmask" (organisation only): masks asked about in --fs ask */
 
 	bool keep_root_uid; /* --keep-root-uid: a root launch runs the command as host uid 0 */
 
@@ -168,3 +177,6 @@ int sb_parse_cpu(const char *s, uint64_t *millicores);
 int sb_parse_io(const char *s, unsigned *maj, unsigned *min, uint64_t *bps);
 /* Expands a leading "~/" against home. Returns a malloced string or NULL (ENOMEM). */
 char *sb_expand_home(const char *path, const char *home);
+/* Lexically normalises an absolute path ("//", "/./", "..", a trailing "/"); no symlinks are read
+ * (mounts.c). 0, -EINVAL (not absolute) or -ENAMETOOLONG. */
+int sb_normalize_abs(const char *in, char *out, size_t len);

@@ -176,13 +176,18 @@ static void teardown(struct sb_session *s, bool ran)
 
 	sb_cgroup_free(s->cg);
 	s->cg = NULL;
+	/* every process of the session is gone: what it could write is written */
+	if (ran)
+		sb_writes_record(s, s->started_ns, sb_writes_now(false));
 	sb_fsgate_stop(s);
 	sb_net_close(s);
+	if (ran)
+		sb_scratch_report(s);
 	if (ran && s->dir && s->cfg->save == SB_SAVE_NONE)
 		sb_discard_summary(s);
-	if (ran && s->dir && s->cfg->save != SB_SAVE_NONE) {
+	if (ran && s->dir && s->cfg->save != SB_SAVE_NONE && s->cfg->project_mode == SB_PROJECT_OVERLAY) {
 		err[0] = '\0';
-		if (sb_overlay_save(s, err, sizeof err) < 0) {
+		if (sb_scratch_take_upper(s, err, sizeof err) < 0 || sb_overlay_save(s, err, sizeof err) < 0) {
 			fprintf(stderr, "sluice: %s\n", err);
 			s->keep_dir = true;
 		}
@@ -205,6 +210,9 @@ static void teardown(struct sb_session *s, bool ran)
 	if (s->lock_fd >= 0)
 		close(s->lock_fd);
 	s->lock_fd = -1;
+	if (s->scratch_fd >= 0)
+		close(s->scratch_fd);
+	s->scratch_fd = -1;
 }
 
 int sb_session_run(const struct sb_config *cfg, char *const *argv)
@@ -215,6 +223,7 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 	                       .init_pid = -1,
 	                       .tty_fd = -1,
 	                       .lock_fd = -1,
+	                       .scratch_fd = -1,
 	                       .fsgate_fd = -1,
 	                       .fsgate_pid = -1,
 	                       .remap_userns = -1};
@@ -227,6 +236,7 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 
 	memset(&go, 0, sizeof go);
 	lap_us();
+	s.started_ns = sb_writes_now(true);
 	s.userns = geteuid() != 0;
 	s.cwd = getcwd(NULL, 0);
 	if (!s.cwd && !(s.cwd = strdup("/")))
@@ -238,21 +248,12 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 	s.host_uid = s.userns ? cfg->uid : cfg->keep_root_uid ? 0 : sb_ns_pick_uid(cfg, s.id);
 	sb_ulimits_compute(&s.ulimits);
 	if (!s.userns && !cfg->keep_root_uid) {
-		char upper[PATH_MAX];
 		if ((s.remap_userns = sb_ns_make_userns(s.host_uid, &s.ulimits, err, sizeof err)) < 0)
 			goto fail;
-		/* The overlay's root directory is upper/ itself: the command creates entries in it. */
-		snprintf(upper, sizeof upper, "%s/upper", s.dir);
-		if (cfg->project_mode == SB_PROJECT_OVERLAY && lchown(upper, s.host_uid, s.host_uid) < 0) {
-			snprintf(err, sizeof err, "cannot hand %s to uid %u: %s", upper, (unsigned)s.host_uid,
-			         strerror(errno));
-			goto fail;
-		}
 		log_info("launcher: the command runs as host uid %u (uid 0 in its user namespace): %ld us",
 		         (unsigned)s.host_uid, lap_us());
 	}
 	if ((r = sb_protect_rw_begin(&s, err, sizeof err)) < 0 || (r = sb_masks_resolve(&s, err, sizeof err)) < 0 ||
-	    (r = sb_fsmode_unmask(&s)) < 0 ||
 	    (r = sb_sources_init(&s, err, sizeof err)) < 0)
 		goto fail;
 	if ((r = sb_cgroup_new(&cfg->limits, s.id, !s.userns, &s.cg, err, sizeof err)) < 0)
@@ -309,6 +310,7 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 			;
 		status = SB_EXIT_FAIL;
 	} else {
+		sb_scratch_recv(&s);
 		status = wait_session(&s, &set, &timed_out);
 		if (timed_out)
 			status = SB_EXIT_TIMEOUT;

@@ -61,6 +61,7 @@ struct sb_source {
 struct sb_go {
 	int32_t status;      /* 0 = continue; else -errno: the launcher failed, abort quietly */
 	char proxy_url[128]; /* "http://GW:PORT" with --allow-network, else "" */
+	char socks_url[128]; /* "socks5h://GW:PORT" when the gateway serves SOCKS5, else "" */
 	uint8_t have_resolv; /* session dir holds resolv.conf to bind over /etc/resolv.conf */
 	uint8_t cgroup_ns;   /* enter a cgroup namespace (after init was placed in its cgroups) */
 };
@@ -78,8 +79,9 @@ struct sb_session {
 	                            * command runs in (pid 1 enters it once the mounts are made), or -1 */
 	struct sb_ulimits ulimits; /* computed by the launcher (ulimits.c) */
 	bool protect_git_absent;   /* --project-mode rw: the project had no .git at start (protect.c) */
-	struct sb_mask *masks;     /* owned array (masks.c) */
+	struct sb_mask *masks;     /* owned array (masks.c): the masks that exist on the host */
 	size_t n_masks;
+	struct sb_strv mask_paths; /* every masked path as written and as resolved (masks.c) */
 	struct sb_source *sources; /* owned array of SB_SOURCES_MAX (binds.c) */
 	size_t n_sources;
 	char *cwd;              /* owned; the working directory the command starts in */
@@ -89,6 +91,8 @@ struct sb_session {
 	pid_t init_pid;         /* the sandbox's pid 1, as seen by the launcher */
 	int sync_fd;            /* owned; socketpair end (launcher's or init's) */
 	int lock_fd;            /* owned; the session directory, flock'ed while the launcher lives */
+	int scratch_fd;         /* owned; the session's scratch tmpfs (scratch.c), or -1 */
+	int64_t started_ns;     /* CLOCK_REALTIME when the launcher began (writes.c) */
 	int tty_fd;             /* borrowed (stdin) while the sandbox owns the terminal, else -1 */
 	bool born_in_cgroup;    /* init was cloned straight into the v2 session cgroup */
 	int fsgate_fd;          /* owned; --fs ask: socketpair end to the gate (launcher: none; init: its end) */
@@ -149,6 +153,12 @@ int sb_protect_split_patch(const struct sb_config *c, int in, FILE *plain, FILE 
 /* ---- masks.c ---- */
 /* Launcher: resolves the mask list on the host into s->masks. */
 int sb_masks_resolve(struct sb_session *s, char *err, size_t errlen);
+/* Whether a mask lies strictly beneath the host directory dir (a bind of it would show the mask). */
+bool sb_masks_below(const struct sb_session *s, const char *dir);
+/* Init: replaces what is mounted at dst beneath rootfd (the host directory hpath) by a read-only view
+ * without the masked names, also for names that appear on the host later (see masks.c). */
+int sb_masks_view(const struct sb_session *s, int rootfd, const char *hpath, const char *dst, char *err,
+                  size_t errlen);
 /* Init: covers every mask visible beneath rootfd (call last, after every other mount). */
 int sb_masks_apply(const struct sb_session *s, int rootfd, char *err, size_t errlen);
 void sb_masks_free(struct sb_session *s);
@@ -189,6 +199,40 @@ int sb_overlay_save(struct sb_session *s, char *err, size_t errlen);
 /* A DIR on a duplicate of fd (which stays open), or NULL with errno set. */
 DIR *sb_opendir_dup(int fd);
 
+/* Copies upfd/name (a regular file) to projfd/name, replacing what is there, without set-id bits. */
+int sb_overlay_copy_file(int upfd, int projfd, const char *name, mode_t mode);
+
+/* ---- scratch.c ---- */
+/* The scratch space's size (--disk, limits.disk, or the default) and its inodes. */
+uint64_t sb_scratch_size(const struct sb_config *c);
+uint64_t sb_scratch_inodes(uint64_t size);
+/* pid 1: makes the session's limited tmpfs (upper/ and work/ in overlay mode) on hostroot, into
+ * s->scratch_fd. */
+int sb_scratch_mount(struct sb_session *s, int hostroot, char *err, size_t errlen);
+/* pid 1: a directory `name` of the scratch space (mode, owner or -1) mounted at dst beneath dirfd. */
+int sb_scratch_at(const struct sb_session *s, const char *name, int dirfd, const char *dst, mode_t mode,
+                  long long owner, uint64_t attrs, char *err, size_t errlen);
+/* pid 1 -> launcher over s->sync_fd: the scratch space's descriptor. */
+int sb_scratch_send(struct sb_session *s, char *err, size_t errlen);
+/* Launcher: receives it into s->scratch_fd (stays -1 when pid 1 failed before sending). */
+void sb_scratch_recv(struct sb_session *s);
+/* Launcher, at exit: says (unless quiet) whether the limit was reached; true when it was. */
+bool sb_scratch_report(const struct sb_session *s);
+/* Launcher, at exit (--save, --apply): copies the scratch space's upper/ into SESSION/upper. */
+int sb_scratch_take_upper(struct sb_session *s, char *err, size_t errlen);
+
+/* ---- writes.c ---- */
+int64_t sb_writes_now(bool coarse);
+/* Launcher, after a session with a writable project or --bind ended: appends its window to the
+ * user's record. */
+void sb_writes_record(const struct sb_session *s, int64_t start, int64_t end);
+/* Before a session: -EPERM (and a line in err) when the project's or the user's policy file was
+ * changed while an earlier session could write it. */
+int sb_writes_check(const struct sb_config *c, char *err, size_t errlen);
+/* 1 when a record line of buf (untrusted) says file was writable by a session at ctime_ns (its id in
+ * id), else 0. */
+int sb_writes_match(const char *buf, size_t len, const char *file, int64_t ctime_ns, char *id, size_t idlen);
+
 /* ---- firejail.c ---- */
 /* --sandbox-type firejail: runs argv under firejail in a netd-wired namespace; the exit status. */
 int sb_firejail_run(const struct sb_config *cfg, char *const *argv);
@@ -206,11 +250,6 @@ struct audit_entry;
  * records are skipped. Returns 0 or -errno (the log cannot be read). */
 int sb_summary_each(const char *id, const char *log_path, long long from,
                     void (*fn)(const struct audit_entry *rec, void *arg), void *arg);
-
-/* ---- fsmode.c ---- */
-/* --fs ask: drops the masks the organisation unmasked ("fs_unmask"), so that they are asked about
- * like any other path instead of refused. */
-int sb_fsmode_unmask(struct sb_session *s);
 
 /* ---- fsgate.c ---- */
 /* Launcher, --fs ask: forks the gate (outside the sandbox) and keeps s->fsgate_fd for init. */

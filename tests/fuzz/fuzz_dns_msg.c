@@ -2,7 +2,8 @@
  * query is rebuilt for upstream and answered locally; then the input is also treated as an upstream
  * answer to a fixed query and filtered (forbidden addresses removed, truncated to a small size), and as
  * the name of a query of the engine's own resolver (dns_msg_query_init); an answer that filters is put into
- * the DNS cache and read back aged (dns_cache.c), and the aged copy must filter again. */
+ * the DNS cache and read back aged (dns_cache.c), and the aged copy must filter again (the cache keeps
+ * answers re-encoded by ldns: an upstream's pointer into a TTL made an aged copy read differently). */
 #include <netinet/in.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -76,7 +77,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			dns_cache_put(c, &fixed, data, size, 0);
 			n = dns_cache_get(c, &fixed, 7000, aged, sizeof aged);
 			if (n) {
-				if (n != size || dns_msg_answer_ttl(data, size, &ttl) != 0 || ttl <= 7 ||
+				if (dns_msg_answer_ttl(data, size, &ttl) != 0 || ttl <= 7 ||
 				    dns_msg_filter_answer(aged, n, &fixed, keep_odd, NULL, 512, &out, &outlen, &fr) !=
 				            0)
 					abort();

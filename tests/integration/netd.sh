@@ -95,6 +95,14 @@ check "s2 reaches the proxy, identified as itself" via_proxy s2 "$GW4" "$ID2"
 check_eq "s1 reaches DNS on the gateway (UDP)" "rcode=0" "$(dnsq s1 "$GW4" udp)"
 check_eq "s1 reaches DNS on the gateway (TCP)" "rcode=0" "$(dnsq s1 "$GW4" tcp)"
 check_eq "s1 reaches DNS on the gateway (IPv6 UDP)" "rcode=0" "$(dnsq s1 "$GW6" udp)"
+if [ "$ENGINE" != test ]; then # the test engine speaks no SOCKS5
+	check_match "s1 reaches allowed.test through the SOCKS5 front on the gateway (socks5h)" '"target": *"/netd-socks"' \
+		"$(lab_exec s1 curl -s -m 5 --noproxy '' --socks5-hostname "$GW4:1080" http://allowed.test/netd-socks)"
+	check_match "s1 reaches the SOCKS5 front over IPv6" '"target": *"/netd-socks6"' \
+		"$(lab_exec s1 curl -s -m 5 --noproxy '' --socks5-hostname "[$GW6]:1080" http://allowed.test/netd-socks6)"
+	check "the SOCKS5 exchange is audited for s1" \
+		eventually grep -q "\"session\":\"$ID1\".*\"protocol\":\"socks5\",\"host\":\"allowed.test\"" "$AUDIT"
+fi
 
 # and nothing else
 lab_bg hostsvc "$LAB_PYTHON" -m http.server --bind 0.0.0.0 8081

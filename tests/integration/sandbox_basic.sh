@@ -115,6 +115,7 @@ for m in $MODES; do
 			check_match "$m: --allow-network: resolv.conf names the gateway" "nameserver [0-9.]+" "$out"
 			check_match "$m: --allow-network: HTTPS_PROXY points at the gateway's proxy" "HTTPS_PROXY=http://[0-9.]+:[0-9]+" "$out"
 			check_match "$m: --allow-network: no_proxy for loopback" "no_proxy=localhost,127.0.0.1,::1" "$out"
+			check_match "$m: --allow-network: ALL_PROXY points at the gateway's SOCKS5 front" "ALL_PROXY=socks5h://[0-9.]+:1080" "$out"
 			check_match "$m: --allow-network: the session has eth0" "eth0" "$out"
 		else
 			out=$(SB_ENV="SLUICE_RUN_DIR=$P/no-sluiced" sb "$m" --allow-network --allow example.test -- true 2>&1)

@@ -152,5 +152,40 @@ diff -ruN --no-dereference a/README b"; echo evil > .sluice/policy.json' 2>&1)
 	check_match "$m: ... the policy is untouched" "registry.npmjs.org" "$(cat .sluice/policy.json)"
 	as "$m" "$CTL" session discard "$id" >/dev/null 2>&1 || rm -rf "$ROOT_RT/sluice/$id" "/var/tmp/sluice-$TU_UID/$id"
 	cd / || exit 1
+
+	# a policy an rw session (or a read-write --bind) could write is not used by the next session
+	# until the user touches it: a nested project's, one written through a bind, a new one
+	P=$(project "$m")
+	Q=$(project "$m")
+	cd "$P" || exit 1
+	mkdir -p "$P/sub/.sluice"; echo '{}' >"$P/sub/.sluice/policy.json"
+	[ "$m" = root ] || chown -R "$TU:$TU" "$P/sub"
+	check "$m: rw: the session writes a nested project's policy" sb "$m" --project-mode rw -- sh -c \
+		'echo "{\"sandbox\": {\"hostname\": \"widened\"}}" > sub/.sluice/policy.json'
+	out=$(sb "$m" --project "$P/sub" -- hostname 2>&1)
+	check_eq "$m: ... the next session there refuses it (125)" 125 "$?"
+	check_match "$m: ... saying which session could write it and what to do" "changed while session [0-9a-f]{16} could write it.*touch" "$out"
+	check_not "$m: ... and did not use it" grep -q widened <<<"$out"
+	as "$m" touch "$P/sub/.sluice/policy.json"
+	check_eq "$m: ... once the user touched it, it is used" "widened" "$(sb "$m" --project "$P/sub" -- hostname)"
+	check "$m: --bind: a session writes another project's policy" sb "$m" --bind "$Q:/mnt/q" -- sh -c \
+		'echo "{\"allow\": [\"evil.example\"]}" > /mnt/q/.sluice/policy.json'
+	check_eq "$m: ... the next session in that project refuses it (125)" 125 "$(rc sb "$m" --project "$Q" -- true)"
+	rm -rf "$Q/.sluice"
+	check "$m: rw: a session creates a policy where there was none" sb "$m" --bind "$Q:/mnt/q" -- sh -c \
+		'mkdir /mnt/q/.sluice && echo "{}" > /mnt/q/.sluice/policy.json'
+	check_eq "$m: ... refused as well (125)" 125 "$(rc sb "$m" --project "$Q" -- true)"
+	as "$m" touch "$Q/.sluice/policy.json"
+	check "$m: ... and used once touched" sb "$m" --project "$Q" -- true
+	check "$m: an overlay session's project policy stays trusted" sb "$m" --project "$P" -- true
+	H=$(home "$m")
+	mkdir -p "$H/.config/sluice"; echo '{}' >"$H/.config/sluice/policy.json"
+	[ "$m" = root ] || chown -R "$TU:$TU" "$H/.config"
+	check "$m: --bind ~/.config: a session writes the user's policy" sb "$m" --bind "$H/.config:/mnt/cfg" -- sh -c \
+		'echo "{\"allow\": [\"evil.example\"]}" > /mnt/cfg/sluice/policy.json'
+	check_match "$m: ... the next session refuses it (125) and names it" "config/sluice/policy.json was changed while session" \
+		"$(sb "$m" --project "$P" -- true 2>&1)"
+	rm -rf "$H/.config/sluice"
+	cd / || exit 1
 done
 done_testing

@@ -27,7 +27,8 @@ proxy_bg() {
 # "proxy") serving HTTP on GW:3128 and DNS on GW:53 for the lab session SESSION, waits until it listens.
 # Sets PROXY_GW, PROXY_ADDR, PROXY_AUDIT, PROXY_URL. $PROXY_EXTRA_SESSIONS (JSON objects, each with a
 # leading comma), $PROXY_EXTRA_LISTEN (listen objects, each with a leading comma: the gateways of the extra
-# sessions) and $PROXY_AUDIT (path) may be set before.
+# sessions), $PROXY_AUDIT (path), $PROXY_UPSTREAM_DNS (ADDR:PORT) and $PROXY_EXTRA_CONFIG (top-level members,
+# each with a trailing comma) may be set before.
 proxy_start() {
 	local sess=$1 policy=$2 limits=${3:-'{}'} info
 	read -r PROXY_ADDR PROXY_GW PROXY_ADDR6 PROXY_GW6 _ < <(lab_session_info "$sess")
@@ -40,8 +41,9 @@ proxy_start() {
 		  // written by tests/lib/proxy-lab.sh
 		  "user": "nobody",
 		  "audit_log": "$PROXY_AUDIT",
-		  "upstream_dns": "$LAB_DNS:53",
+		  "upstream_dns": "${PROXY_UPSTREAM_DNS:-$LAB_DNS:53}",
 		  "limits": $limits,
+		  ${PROXY_EXTRA_CONFIG:-}
 		  "listen": [
 		    {"kind": "http", "address": "$PROXY_GW:3128"},
 		    {"kind": "dns", "address": "$PROXY_GW:53"},

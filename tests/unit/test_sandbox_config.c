@@ -129,6 +129,50 @@ static void test_bad_input(void **state)
 	sb_config_clear(&c);
 }
 
+/* masks: every layer adds; unmask only in the org and user layers, never an org mask; disk capped */
+static void test_masks_and_disk(void **state)
+{
+	struct sb_config c;
+	char err[SB_ERR_MAX];
+	(void)state;
+	sb_config_init(&c);
+	c.home = strdup("/home/u");
+	assert_int_equal(load(&c, SB_CFG_ORG,
+	                      "{\"sandbox\": {\"masks\": [\"~/corp\"], \"limits\": {\"disk\": \"1G\"}}}", err),
+	                 0);
+	assert_true(sb_strv_contains(&c.masks, "/home/u/corp"));
+	assert_true(sb_strv_contains(&c.org_masks, "/home/u/corp"));
+	assert_int_equal(c.limits.disk_bytes, 1ull << 30);
+	assert_int_equal(sb_config_org_caps()->disk_bytes, 1ull << 30);
+	/* the user may unmask a default and add a mask, not unmask the organisation's */
+	assert_int_equal(load(&c, SB_CFG_USER,
+	                      "{\"sandbox\": {\"unmask\": [\"~/.npmrc\"], \"masks\": [\"/srv/t\"],"
+	                      " \"limits\": {\"disk\": \"4G\"}}}",
+	                      err),
+	                 0);
+	assert_true(sb_strv_contains(&c.unmask, "/home/u/.npmrc"));
+	assert_true(sb_strv_contains(&c.masks, "/srv/t"));
+	assert_int_equal(c.limits.disk_bytes, 1ull << 30); /* capped by the organisation */
+	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"unmask\": [\"~/corp\"]}}", err), 0);
+	assert_non_null(strstr(err, "masked by the organisation"));
+	/* ... under any spelling */
+	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"unmask\": [\"~//x/../corp/\"]}}", err), 0);
+	assert_non_null(strstr(err, "masked by the organisation"));
+	assert_false(sb_strv_contains(&c.unmask, "/home/u/corp"));
+	/* the project may add, never unmask */
+	assert_int_not_equal(load(&c, SB_CFG_PROJECT, "{\"sandbox\": {\"unmask\": [\"~/.ssh\"]}}", err), 0);
+	assert_non_null(strstr(err, "may not widen"));
+	assert_int_equal(load(&c, SB_CFG_PROJECT, "{\"sandbox\": {\"masks\": [\"~/p\"]}}", err), 0);
+	assert_true(sb_strv_contains(&c.masks, "/home/u/p"));
+	/* bad values */
+	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"masks\": [\"relative\"]}}", err), 0);
+	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"masks\": \"~/x\"}}", err), 0);
+	assert_int_not_equal(load(&c, SB_CFG_ORG, "{\"sandbox\": {\"masks\": [\"/a/..\"]}}", err), 0);
+	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"limits\": {\"disk\": \"10\"}}}", err), 0);
+	assert_non_null(strstr(err, "limits.disk"));
+	sb_config_clear(&c);
+}
+
 /* --fs and its keys (fsmode.c): values, layers, the organisation's hold. */
 static void test_fs_keys(void **state)
 {
@@ -175,19 +219,17 @@ static void test_fs_keys(void **state)
 	assert_int_equal(c.fs_mode, SB_FS_ASK);
 	assert_int_equal(c.fs_read.n, 1);
 	assert_string_equal(c.fs_read.v[0], "/srv/org");
-	/* only the organisation unmasks */
-	assert_int_equal(load(&c, SB_CFG_ORG, "{\"sandbox\": {\"fs_unmask\": [\"/srv/k\"]}}", err), 0);
-	assert_int_equal(c.org_fs_unmask.n, 1);
-	assert_int_not_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"fs_unmask\": [\"/srv/k\"]}}", err), 0);
-	assert_int_not_equal(load(&c, SB_CFG_PROJECT, "{\"sandbox\": {\"fs_unmask\": [\"/srv/k\"]}}", err), 0);
 	sb_config_clear(&c);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_parse_size),      cmocka_unit_test(test_parse_cpu_io),
-	        cmocka_unit_test(test_layers_and_caps), cmocka_unit_test(test_bad_input),
+	        cmocka_unit_test(test_parse_size),
+	        cmocka_unit_test(test_parse_cpu_io),
+	        cmocka_unit_test(test_layers_and_caps),
+	        cmocka_unit_test(test_bad_input),
+	        cmocka_unit_test(test_masks_and_disk),
 	        cmocka_unit_test(test_fs_keys),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
