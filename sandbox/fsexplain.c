@@ -45,10 +45,10 @@ int sb_fs_explain(const char *path, const char *project, const char *sysconfdir,
 	}
 	s.cfg = &all;
 	if (sb_masks_resolve(&s, err, sizeof err) == 0)
-		for (size_t i = 0; i < s.n_masks; i++)
-			if (under(path, s.masks[i].path)) {
+		for (size_t i = 0; i < s.mask_paths.n; i++)
+			if (under(path, s.mask_paths.v[i])) {
 				snprintf(out, outlen, "denied at once, never asked: %s is masked (a secret: %s)", path,
-				         s.masks[i].path);
+				         s.mask_paths.v[i]);
 				verdict = SB_FS_EXPLAIN_DENY;
 				goto done;
 			}

@@ -228,6 +228,11 @@ static bool masked(const struct gate *g, const char *path, dev_t dev, ino_t ino,
 		if (under(path, m->path) || (have_id && m->dev == dev && m->ino == ino))
 			return true;
 	}
+	/* every masked path as written and as resolved, also those absent at the start: a ~/.aws the
+	 * user creates on the host during the session is refused as well (masks.c) */
+	for (size_t i = 0; i < g->s->mask_paths.n; i++)
+		if (under(path, g->s->mask_paths.v[i]))
+			return true;
 	return false;
 }
 

@@ -92,6 +92,23 @@ for m in $MODES; do
 	check_not "$m: ... nor asked about" grep -q "wants to read" <<<"$o"
 	check "$m: ... and refused at once" test $(((t1 - t0) / 1000000)) -lt 5000
 
+	# --- a secret created on the host during the session: refused at once too ---
+	rm -rf "$H/.aws"
+	mkfifo "$SB_T/fifo-$m"
+	( bg_exec "$m" "$SLUICE" run --fs ask --audit-log "$LOG" --ask-timeout 20 -- sh -c 'read -r _; cat "$1" 2>&1; echo "rc=$?"' sh "$H/.aws/credentials" <"$SB_T/fifo-$m" >"$out" 2>&1 ) &
+	pid=$!
+	exec 7>"$SB_T/fifo-$m"
+	sleep 0.5
+	mkdir -p "$H/.aws" && echo "AWS-LATER-$m" >"$H/.aws/credentials"
+	[ "$m" = root ] || chown -R "$TU:$TU" "$H/.aws"
+	echo go >&7
+	exec 7>&-
+	wait "$pid"
+	check_match "$m: a secret created after the start is refused" "rc=1" "$(tr '\n' ' ' <"$out")"
+	check_not "$m: ... without being asked about" grep -q "wants to read" "$out"
+	check_not "$m: ... and not read" grep -q "AWS-LATER" "$out"
+	rm -rf "$H/.aws" "$SB_T/fifo-$m"
+
 	# --- the races: each reaches the gate as an open of the real object, which is asked about ---
 	for v in symlink procroot dirfd opath; do
 		case $v in
