@@ -83,8 +83,11 @@ int sb_mkpath(int rootfd, const char *path, bool dir, char *err, size_t errlen)
 			fd = openat(cur, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (fd < 0 && errno == ENOENT) {
 				if (mkdirat(cur, comp, 0755) < 0 && errno != EEXIST)
-					return sb_err(err, errlen, "cannot create mount point %s (at '%s'): %s", path,
-					              comp, strerror(errno));
+					return sb_err(err, errlen, "cannot create mount point %s (at '%s'): %s%s", path,
+					              comp, strerror(errno),
+					              errno == EROFS ? " (it must exist on the host where the view is read-only, "
+					                               "as with --fs ask)"
+					                             : "");
 				fd = openat(cur, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			}
 		} else {
