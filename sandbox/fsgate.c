@@ -56,6 +56,7 @@
 #define GATE_CLIENTS_MAX  8
 #define GATE_DEFAULT_WAIT 60
 #define GATE_IDS_MAX      16384 /* identities of files in masked or denied trees */
+#define GATE_IDS_SLOTS    32768 /* their hash table (open addressing, at most half full) */
 #define GATE_SCAN_DEPTH   8
 #define GATE_SCAN_MAX     200000 /* directory entries read for identities, in all */
 
@@ -120,7 +121,8 @@ struct gate {
 	struct gate_id {
 		dev_t dev;
 		ino_t ino;
-	} ids[GATE_IDS_MAX];
+		bool used;
+	} ids[GATE_IDS_SLOTS];
 	size_t nids;
 	size_t scanned; /* entries id_scan visited, in all (bounded) */
 	unsigned wait_s;
@@ -155,9 +157,16 @@ static int rule_add(struct gate *g, const char *path, bool subtree, bool allow, 
 	return 0;
 }
 
+static size_t id_slot(dev_t dev, ino_t ino)
+{
+	uint64_t h = ((uint64_t)ino * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)dev * 0xc2b2ae3d27d4eb4full);
+	return (size_t)(h >> 17) & (GATE_IDS_SLOTS - 1);
+}
+
+/* Whether (dev, ino) is a masked or denied file; cost independent of how many there are. */
 static bool id_denied(const struct gate *g, dev_t dev, ino_t ino)
 {
-	for (size_t i = 0; i < g->nids; i++)
+	for (size_t i = id_slot(dev, ino); g->ids[i].used; i = (i + 1) & (GATE_IDS_SLOTS - 1))
 		if (g->ids[i].dev == dev && g->ids[i].ino == ino)
 			return true;
 	return false;
@@ -165,8 +174,15 @@ static bool id_denied(const struct gate *g, dev_t dev, ino_t ino)
 
 static void id_add(struct gate *g, const struct stat *st)
 {
-	if (g->nids < GATE_IDS_MAX && !id_denied(g, st->st_dev, st->st_ino))
-		g->ids[g->nids++] = (struct gate_id){st->st_dev, st->st_ino};
+	size_t i = id_slot(st->st_dev, st->st_ino);
+
+	if (g->nids >= GATE_IDS_MAX)
+		return;
+	for (; g->ids[i].used; i = (i + 1) & (GATE_IDS_SLOTS - 1))
+		if (g->ids[i].dev == st->st_dev && g->ids[i].ino == st->st_ino)
+			return;
+	g->ids[i] = (struct gate_id){st->st_dev, st->st_ino, true};
+	g->nids++;
 }
 
 /* Records the identity of every file of dfd's tree (bounded in depth and count; dfd is consumed),
