@@ -525,6 +525,30 @@ static const char *tty_safe(const char *s, char *buf, size_t len)
 	return buf;
 }
 
+static void ask_finish(struct gate *g, struct gate_ask *a, bool allow);
+
+/* A held open whose caller was interrupted: answered EINTR at once; an ask nobody waits for any more
+ * ends (recorded as abandoned). */
+static void ask_interrupted(fuse_req_t req, void *data)
+{
+	struct gate *g = data;
+
+	for (struct gate_ask *a = g->asks; a; a = a->next)
+		for (struct gate_wait **pp = &a->waiters; *pp; pp = &(*pp)->next) {
+			if ((*pp)->req != req)
+				continue;
+			struct gate_wait *w = *pp;
+			*pp = w->next;
+			fuse_reply_err(req, EINTR);
+			free(w);
+			if (!a->waiters) {
+				audit(g, "abandoned", "deny", a->path, a->cmd, a->id, -1);
+				ask_finish(g, a, false);
+			}
+			return;
+		}
+}
+
 static void ask_wait(struct gate *g, fuse_req_t req, enum gate_op op, struct gate_node *node, const char *path,
                      struct fuse_file_info *fi)
 {
@@ -581,6 +605,9 @@ static void ask_wait(struct gate *g, fuse_req_t req, enum gate_op op, struct gat
 	}
 	w->next = a->waiters;
 	a->waiters = w;
+	/* the opener may give up (a signal, the session killed): the kernel says so with an INTERRUPT,
+	 * which must be answered, or a killed process would wait for the decision uninterruptibly */
+	fuse_req_interrupt_func(req, ask_interrupted, g);
 }
 
 static void ask_finish(struct gate *g, struct gate_ask *a, bool allow)

@@ -84,6 +84,14 @@ for m in $MODES; do
 	check_match "$m: nobody decides: denied after --ask-timeout" "nobody decided in 1 s.*Permission denied.*rc=1" "$(echo "$o" | tr '\n' ' ')"
 	check "$m: ... after about a second" test $(((t1 - t0) / 1000000)) -ge 900
 
+	# --- the opener gives up (here: the session's --timeout kills it): no wait for the decision ---
+	t0=$(date +%s%N)
+	st=$(run --ask-timeout 60 --timeout 1 -- cat "$D/a.txt" >/dev/null 2>&1; echo $?)
+	t1=$(date +%s%N)
+	check_eq "$m: a session killed while an open is held ends with --timeout's status" 124 "$st"
+	check "$m: ... at once, not when the question would time out" test $(((t1 - t0) / 1000000)) -lt 10000
+	check "$m: audit: an \"abandoned\" record" grep -q '"event":"abandoned"' "$LOG"
+
 	# --- masked paths: denied at once, never asked (also under another name: a hard link) ---
 	t0=$(date +%s%N)
 	o=$(run --ask-timeout 20 -- sh -c 'cat "$1" 2>&1; cat "$2" 2>&1; echo "rc=$?"' sh "$H/.ssh/id_test" "$D/hardlink" 2>&1)
