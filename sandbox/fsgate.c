@@ -404,7 +404,9 @@ static void lookup_real(struct gate *g, fuse_req_t req, struct gate_node *parent
 		int saved = errno;
 		if (fd >= 0)
 			close(fd);
-		fuse_reply_err(req, saved);
+		/* what the session's uid may not search does not exist for it (as in the relaxed view); the
+		 * home's writable layer can then still create names there */
+		fuse_reply_err(req, saved == EACCES ? ENOENT : saved);
 		return;
 	}
 	if (masked(g, path, st.st_dev, st.st_ino, true)) {
@@ -1309,4 +1311,45 @@ int sb_fsgate_ready(struct sb_session *s, char *err, size_t errlen)
 	close(s->fsgate_fd);
 	s->fsgate_fd = -1;
 	return 0;
+}
+
+int sb_fsgate_home(const struct sb_session *s, int rootfd, long long owner, char *err, size_t errlen)
+{
+	const struct sb_config *c = s->cfg;
+	char lower[32], upper[32], work[32];
+
+	if (!c->home || strcmp(c->home, "/") == 0)
+		return 0;
+	/* the home as the gate shows it (absent on the host: nothing to show) */
+	cleanup_fd int lowerfd = sb_open_beneath(rootfd, c->home, O_PATH | O_DIRECTORY, err, errlen);
+	if (lowerfd == -ENOENT || lowerfd == -EACCES) {
+		err[0] = '\0';
+		return 0;
+	}
+	if (lowerfd < 0)
+		return lowerfd;
+	if (mkdirat(s->scratch_fd, "home-upper", 0700) < 0 || mkdirat(s->scratch_fd, "home-work", 0700) < 0 ||
+	    (owner >= 0 && fchownat(s->scratch_fd, "home-upper", (uid_t)owner, (gid_t)owner, AT_SYMLINK_NOFOLLOW) < 0))
+		return sb_err(err, errlen, "cannot make the home's writable layer in the scratch space: %s",
+		              strerror(errno));
+	cleanup_fd int upperfd = openat(s->scratch_fd, "home-upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	cleanup_fd int workfd = openat(s->scratch_fd, "home-work", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	cleanup_fd int fs = fsopen("overlay", FSOPEN_CLOEXEC);
+	if (upperfd < 0 || workfd < 0 || fs < 0)
+		return sb_err(err, errlen, "cannot set up the home's writable layer: %s", strerror(errno));
+	snprintf(lower, sizeof lower, "/proc/self/fd/%d", lowerfd);
+	snprintf(upper, sizeof upper, "/proc/self/fd/%d", upperfd);
+	snprintf(work, sizeof work, "/proc/self/fd/%d", workfd);
+	if (fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir", lower, 0) < 0 ||
+	    fsconfig(fs, FSCONFIG_SET_STRING, "upperdir", upper, 0) < 0 ||
+	    fsconfig(fs, FSCONFIG_SET_STRING, "workdir", work, 0) < 0 ||
+	    (s->userns && fsconfig(fs, FSCONFIG_SET_FLAG, "userxattr", NULL, 0) < 0) ||
+	    fsconfig(fs, FSCONFIG_SET_STRING, "index", "off", 0) < 0 ||
+	    fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		return sb_err(err, errlen, "cannot set up the home's writable layer over %s: %s", c->home,
+		              strerror(errno));
+	cleanup_fd int tree = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	if (tree < 0)
+		return sb_err(err, errlen, "cannot mount the home's writable layer: %s", strerror(errno));
+	return sb_attach(tree, lowerfd, c->home, err, errlen);
 }

@@ -444,6 +444,9 @@ int sb_mounts_build(struct sb_session *s, const struct sb_go *go, char *err, siz
 	if (c->profile != SB_PROFILE_UNSAFE && c->fs_mode != SB_FS_ASK && c->home && strcmp(c->home, "/") != 0 &&
 	    (r = sb_scratch_at(s, "home", rootfd, c->home, 0700, owner, nosuid, err, errlen)) < 0)
 		return r;
+	/* --fs ask: the host's home behind the gate, writable in the scratch space */
+	if (c->fs_mode == SB_FS_ASK && (r = sb_fsgate_home(s, rootfd, owner, err, errlen)) < 0)
+		return r;
 	for (size_t i = 0; i < s->n_sources; i++) {
 		if (s->sources[i].kind != SB_SRC_HOME || s->sources[i].tree < 0)
 			continue;

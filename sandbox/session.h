@@ -259,6 +259,10 @@ void sb_fsgate_stop(struct sb_session *s);
 /* Init: mounts the gate's FUSE file system (detached) and hands /dev/fuse to the gate; returns the
  * mount fd: the new root. */
 int sb_fsgate_mount(struct sb_session *s, char *err, size_t errlen);
+/* Init, --fs ask: the home as the gate shows it, under a writable layer in the scratch space (what the
+ * command writes there is discarded with the session; what it reads outside the allow-list is asked
+ * about). owner: the uid the writable layer belongs to, or -1 for the mounter. */
+int sb_fsgate_home(const struct sb_session *s, int rootfd, long long owner, char *err, size_t errlen);
 /* Init: the filesystem is built; from now on every open outside the allow-list is asked about. */
 int sb_fsgate_ready(struct sb_session *s, char *err, size_t errlen);
 

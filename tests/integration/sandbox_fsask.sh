@@ -173,6 +173,8 @@ for m in $MODES; do
 	check_match "$m: CI set: relaxed" "fs: relaxed \(CI is set" "$(SB_ENV="CI=true" as "$m" script -qec "$SLUICE run -v -- true" /dev/null 2>&1 </dev/null | tr -d '\r'; true)"
 	check_match "$m: a terminal: ask" "fs: ask \(a terminal" "$(as "$m" script -qec "$SLUICE run -v -- true" /dev/null 2>&1 </dev/null | tr -d '\r')"
 	check_not "$m: relaxed is unchanged: the outside path does not exist" sb "$m" --fs relaxed -- test -e "$D/a.txt"
+	check "$m: ask: the home is writable (a layer of the session's)" run -- sh -c "mkdir -p $H/.cache/x && echo w > $H/.cache/x/f && test -s $H/.cache/x/f"
+	check_not "$m: ... and the host's home is unchanged" test -e "$H/.cache/x/f"
 	check "$m: relaxed: the home is the empty writable tmpfs" sb "$m" --fs relaxed -- sh -c "touch $H/new && test ! -e $H/.ssh/id_test"
 	check_not "$m: --fs ask with --profile unsafe is refused" sb "$m" --fs ask --profile unsafe -- true
 	o=$(sb "$m" --fs ask --audit-log /proc/none/fs.log -- true 2>&1)
