@@ -216,6 +216,10 @@ wait "$pid"
 check "org: written to the organisation file" grep -q "o.txt" "$ORG/upper/sluice/policy.json"
 check_eq "org: the next session reads it without asking" "org-file" "$(in_org "$SLUICE" run --fs ask --ask-timeout 1 -- cat "$D/o.txt" 2>/dev/null)"
 check_match "org: explain names the organisation layer" "the organisation layer" "$(in_org "$CTL" policy explain --path "$D/o.txt")"
+# the organisation fixes the mode: --fs cannot change it, and no terminal does not make it relaxed
+printf '{"sandbox": {"fs": "ask"}}\n' >"$ORG/upper/sluice/policy.json"
+check_match "org: \"fs\": \"ask\" refuses --fs relaxed" "organisation policy .* sets \"fs\": \"ask\"" "$(in_org "$SLUICE" run --fs relaxed -- true 2>&1)"
+check_match "org: ... and holds without a terminal" "fs: ask \(set by the organisation\)" "$(in_org "$SLUICE" run -v -- true 2>&1 </dev/null)"
 # the organisation forbids remembering: nothing is written, nothing decided
 printf '{"sandbox": {"allow_fs_remember": false, "unmask": ["~/.aws"]}}\n' >"$ORG/upper/sluice/policy.json"
 echo "no-remember" >"$D/n.txt"
