@@ -15,6 +15,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "log.h"
 #include "util.h"
 
@@ -217,24 +219,101 @@ void netd_conn_policy_done(struct netd *d, struct netd_sess *s, int err, const c
 		ipc_send_empty(c->fd, NETD_MSG_OK, seq);
 }
 
-/* POLICY: replaces a session's policy. Only the connection that attached the session (the launcher that
- * chose its first policy, never the sandboxed command, which does not hold that socket) or root may:
- * another process of the same user could otherwise widen a session it runs in. The new policy is
- * compiled under the organisation layer like the first one. Replied to once the engine applied it. */
+/* Whether the peer of c runs inside session s's network namespace: the sandboxed command (or anything it
+ * started) must not widen its own session or approve its own requests, even where it can reach this
+ * socket (--sandbox-type none). A peer whose namespace cannot be read counts as inside (fail closed). */
+static bool peer_in_session(const struct netd_conn *c, const struct netd_sess *s)
+{
+	char path[64];
+	struct stat st;
+
+	if (c->pid <= 0)
+		return true;
+	snprintf(path, sizeof path, "/proc/%d/ns/net", (int)c->pid);
+	if (stat(path, &st) != 0)
+		return true;
+	return st.st_dev == s->ns_dev && st.st_ino == s->ns_ino;
+}
+
+#define LIVE_RULES_MAX 1024 /* allow/deny patterns added to one session with `sluicectl session policy` */
+
+/* Appends the "allow" and "deny" arrays of the document `add` (nothing else may be in it) to those of
+ * `base` (NULL = none). Returns the merged document (malloced) or NULL with err set. */
+static char *merge_rules(const char *base, const char *add, char *err, size_t errlen)
+{
+	json_object *b = base ? json_tokener_parse(base) : json_object_new_object();
+	json_object *a = json_tokener_parse(add);
+	char *out = NULL;
+	size_t total = 0;
+
+	if (!b || !a || !json_object_is_type(a, json_type_object) || !json_object_is_type(b, json_type_object)) {
+		snprintf(err, errlen, "rules to add must be a JSON object {\"allow\": [...], \"deny\": [...]}");
+		goto out;
+	}
+	json_object_object_foreach(a, key, val)
+	{
+		json_object *dst;
+		if ((strcmp(key, "allow") && strcmp(key, "deny")) || !json_object_is_type(val, json_type_array)) {
+			snprintf(err, errlen, "only \"allow\" and \"deny\" arrays add to a live policy (\"%.64s\"); "
+				 "replace the policy with --file to change anything else", key);
+			goto out;
+		}
+		if (!json_object_object_get_ex(b, key, &dst)) {
+			dst = json_object_new_array();
+			if (!dst || json_object_object_add(b, key, dst) != 0)
+				goto oom;
+		}
+		for (size_t i = 0; i < json_object_array_length(val); i++)
+			if (json_object_array_add(dst, json_object_get(json_object_array_get_idx(val, i))) != 0)
+				goto oom;
+	}
+	json_object_object_foreach(b, k2, v2)
+	{
+		(void)k2;
+		total += json_object_is_type(v2, json_type_array) ? json_object_array_length(v2) : 0;
+	}
+	if (total > LIVE_RULES_MAX) {
+		snprintf(err, errlen, "more than %d rules added to one live session; replace its policy with --file",
+			 LIVE_RULES_MAX);
+		goto out;
+	}
+	out = strdup(json_object_to_json_string_ext(b, JSON_C_TO_STRING_PLAIN));
+	if (!out)
+		goto oom;
+	goto out;
+oom:
+	snprintf(err, errlen, "out of memory");
+out:
+	json_object_put(a);
+	json_object_put(b);
+	return out;
+}
+
+/* POLICY: replaces a session's policy (NETD_A_KIND 0), or adds allow/deny rules to it (NETD_A_KIND 1,
+ * `sluicectl session policy ID --allow`). Who may: root; the connection that attached the session (its
+ * launcher); and the session's own user from outside the session (sluicectl in another terminal) — never
+ * a process inside the session's network namespace, which could otherwise widen the session it runs in.
+ * The new policy is compiled under the organisation layer like the first one. Replied to once the engine
+ * applied it. */
 static void handle_policy(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 {
 	struct netd_sess *s = netd_sess_find(d, ipc_get_str(m, NETD_A_ID));
+	uint32_t kind = ipc_get_u32(m, NETD_A_KIND, 0);
 	char err[NETD_ERRMSG_MAX + 1];
-	char *policy;
+	char *policy, *extra = NULL;
 	int r;
 
 	if (!s || (c->uid != 0 && s->uid != c->uid)) {
 		netd_send_error(c->fd, m->seq, ENOENT, "no such session of yours");
 		return;
 	}
-	if (c->uid != 0 && s->owner != c) {
+	if (c->uid != 0 && s->owner != c && peer_in_session(c, s)) {
 		netd_send_error(c->fd, m->seq, EPERM,
-				"only the connection that attached the session (its launcher) or root may change its policy");
+				"a process inside the session cannot change its policy (its user can, from outside it)");
+		return;
+	}
+	if (kind > 1) {
+		netd_send_error(c->fd, m->seq, EINVAL, "kind must be 0 (replace) or 1 (add rules)");
 		return;
 	}
 	if (s->policy_replier) {
@@ -246,12 +325,20 @@ static void handle_policy(struct netd *d, struct netd_conn *c, struct ipc_msg *m
 		netd_send_error(c->fd, m->seq, -errno, err);
 		return;
 	}
-	r = netd_sess_set_policy(d, s, policy, err, sizeof err);
+	if (kind == 1) {
+		extra = merge_rules(s->client_extra, policy, err, sizeof err);
+		r = extra ? netd_sess_set_policy2(d, s, s->client_policy, extra, err, sizeof err) : -EINVAL;
+	} else {
+		r = netd_sess_set_policy2(d, s, policy, NULL, err, sizeof err);
+	}
+	free(extra);
 	free(policy);
 	if (r < 0) {
 		netd_send_error(c->fd, m->seq, r, err);
 		return;
 	}
+	log_info("session %s: policy %s by uid %u (version %u)", s->id, kind ? "rules added" : "replaced",
+		 (unsigned)c->uid, (unsigned)s->policy_version);
 	s->policy_replier = c;
 	s->policy_reply_seq = m->seq;
 	if (!s->policy_seq) /* the engine is down: it gets the policy when it is back */
@@ -397,9 +484,15 @@ static void handle_decide(struct netd *d, struct netd_conn *c, struct ipc_msg *m
 	int r;
 
 	/* the same answer for "no such request" and "not yours": others' requests are not probed */
-	if (!a || (c->uid != 0 && a->uid != c->uid) || !netd_sess_find(d, a->session)) {
+	struct netd_sess *s = a ? netd_sess_find(d, a->session) : NULL;
+
+	if (!a || (c->uid != 0 && a->uid != c->uid) || !s) {
 		netd_send_error(c->fd, m->seq, ENOENT,
 				"no such held request of yours (it may have been decided or timed out: `sluicectl asks`)");
+		return;
+	}
+	if (c->uid != 0 && peer_in_session(c, s)) {
+		netd_send_error(c->fd, m->seq, EPERM, "a process inside the session cannot decide its own requests");
 		return;
 	}
 	if (v > 1) {
@@ -417,6 +510,7 @@ static void handle_decide(struct netd *d, struct netd_conn *c, struct ipc_msg *m
 	}
 	log_info("session %s: %s %s:%u %s by uid %u", a->session, a->id, a->host, a->port,
 		 v ? "approved" : "denied", (unsigned)c->uid);
+	netd_sess_grant(s, a->host, a->port, v == 1, c->uid); /* for a restarted engine */
 	/* the reply says what was decided (sluicectl writes --remember from it) */
 	send_ask(c->fd, m->seq, a);
 	netd_ask_remove(d, a->id);

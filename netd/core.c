@@ -662,7 +662,7 @@ static bool valid_name(const char *s)
 
 /* Re-validates the client's policy by compiling it under the organisation layer; returns the
  * compiled policy's serialisation (what the engine gets). */
-static char *compile_policy(struct netd *d, const char *json, uid_t uid, bool *transparent,
+static char *compile_policy(struct netd *d, const char *json, const char *extra, uid_t uid, bool *transparent,
 			    struct policy **compiled, char *err, size_t errlen)
 {
 	struct policy_builder *b = policy_builder_new();
@@ -679,6 +679,8 @@ static char *compile_policy(struct netd *d, const char *json, uid_t uid, bool *t
 	if (policy_builder_add_standard_layers(b, d->cfg.sysconfdir, NULL, NULL, &pe) < 0 ||
 	    policy_builder_add_json(b, POLICY_LAYER_USER, "session policy", json,
 				    strlen(json), &pe) < 0 ||
+	    (extra && policy_builder_add_json(b, POLICY_LAYER_USER, "sluicectl session policy", extra, strlen(extra),
+					      &pe) < 0) ||
 	    !(p = policy_builder_compile(b, &pe))) {
 		snprintf(err, errlen, "policy rejected: %s", policy_error_format(&pe, buf, sizeof buf));
 		goto out;
@@ -745,6 +747,8 @@ static void session_free(struct netd_sess *s)
 	free(s->command);
 	free(s->policy_json);
 	free(s->client_policy);
+	free(s->client_extra);
+	free(s->grants);
 	policy_unref(s->policy);
 	free(s);
 }
@@ -832,7 +836,8 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 		goto fail_early;
 	}
 	s->command = strdup(req->command);
-	s->policy_json = compile_policy(d, req->policy_json, req->uid, &s->transparent, &s->policy, err, errlen);
+	s->policy_json = compile_policy(d, req->policy_json, NULL, req->uid, &s->transparent, &s->policy, err, errlen);
+	s->policy_version = 1;
 	s->client_policy = strdup(req->policy_json);
 	if (!s->command || !s->policy_json || !s->client_policy) {
 		if (s->policy_json)
@@ -951,7 +956,33 @@ fail_early:
 	return r;
 }
 
+void netd_sess_grant(struct netd_sess *s, const char *host, uint16_t port, bool allow, uid_t by)
+{
+	struct netd_grant *g = NULL;
+
+	for (unsigned i = 0; i < s->ngrants; i++)
+		if (s->grants[i].port == port && strcmp(s->grants[i].host, host) == 0)
+			g = &s->grants[i];
+	if (!g) {
+		struct netd_grant *n;
+		if (s->ngrants >= NETD_GRANTS_MAX || !(n = realloc(s->grants, (s->ngrants + 1) * sizeof *n)))
+			return; /* the engine keeps it for its own life still */
+		s->grants = n;
+		g = &s->grants[s->ngrants++];
+		util_strlcpy(g->host, host, sizeof g->host);
+		g->port = port;
+	}
+	g->allow = allow;
+	g->by = by;
+}
+
 int netd_sess_set_policy(struct netd *d, struct netd_sess *s, const char *json, char *err, size_t errlen)
+{
+	return netd_sess_set_policy2(d, s, json, s->client_extra, err, errlen);
+}
+
+int netd_sess_set_policy2(struct netd *d, struct netd_sess *s, const char *json, const char *extra, char *err,
+                          size_t errlen)
 {
 	struct policy *p = NULL;
 	bool transparent = false;
@@ -962,7 +993,7 @@ int netd_sess_set_policy(struct netd *d, struct netd_sess *s, const char *json, 
 		snprintf(err, errlen, "a policy change of session %s is already in progress", s->id);
 		return -EBUSY;
 	}
-	out = compile_policy(d, json, s->uid, &transparent, &p, err, errlen);
+	out = compile_policy(d, json, extra, s->uid, &transparent, &p, err, errlen);
 	if (!out)
 		return -EINVAL;
 	if (transparent != s->transparent) {
@@ -980,6 +1011,14 @@ int netd_sess_set_policy(struct netd *d, struct netd_sess *s, const char *json, 
 			s->client_policy = copy;
 		}
 	}
+	if (extra != s->client_extra) {
+		char *copy = extra ? strdup(extra) : NULL;
+		if (copy || !extra) {
+			free(s->client_extra);
+			s->client_extra = copy;
+		}
+	}
+	s->policy_version++;
 	policy_unref(s->policy);
 	s->policy = p;
 	/* every direct-mode element goes (what the new policy still allows, the engine offers again and we

@@ -76,6 +76,11 @@ struct netd_sess {
 	char *policy_json;   /* owned: re-serialised by sluiced after compiling */
 	char *client_policy; /* owned: the policy as the client sent it, compiled again under a reloaded
 	                      * organisation layer (netd_reload_org) */
+	char *client_extra;  /* owned: allow/deny rules added live (`sluicectl session policy --allow`), a
+	                      * policy document compiled beside client_policy, or NULL */
+	uint32_t policy_version;  /* 1 for the first policy, +1 for every replacement (audit field) */
+	struct netd_grant *grants; /* owned: verdicts given on this session's asks, restored to a restarted engine */
+	unsigned ngrants;
 	struct in_addr addr4;
 	struct in6_addr addr6;
 	time_t created;
@@ -96,6 +101,16 @@ struct netd_sess {
 	uint32_t records_reply_seq;
 	time_t direct_window;     /* direct mode: grants accepted in the current second, for the rate cap */
 	unsigned direct_in_window;
+};
+
+/* A verdict an operator gave on one of a session's asks (sluicectl approve|deny): sluiced keeps it so a
+ * restarted engine gets it again (NETD_ENG_GRANT). */
+#define NETD_GRANTS_MAX 1024 /* per session, as the engine's ASK_GRANTS_MAX */
+struct netd_grant {
+	char host[NETD_HOST_MAX + 1];
+	uint16_t port;
+	bool allow;
+	uid_t by;
 };
 
 /* A request the engine holds for an operator's verdict (policy option "ask"). The engine reports
@@ -179,6 +194,13 @@ struct netd_sess *netd_sess_find(struct netd *d, const char *id);
  * layer, the session's direct-mode elements flushed, the engine told (its RESULT completes the reply
  * through netd_conn_policy_done). The transparent option cannot change on a live session. */
 int netd_sess_set_policy(struct netd *d, struct netd_sess *s, const char *json, char *err, size_t errlen);
+/* The same with extra (allow/deny rules added live, a policy document; NULL = none) compiled beside json;
+ * both are kept for a reload of the organisation layer. Every successful change counts a new policy
+ * version. */
+int netd_sess_set_policy2(struct netd *d, struct netd_sess *s, const char *json, const char *extra, char *err,
+                          size_t errlen);
+/* Keeps an operator's verdict on host:port for a restarted engine. */
+void netd_sess_grant(struct netd_sess *s, const char *host, uint16_t port, bool allow, uid_t by);
 
 /* Direct mode (direct.c): the engine's DIRECT_ADD / DIRECT_REVOKE, checked again here. */
 struct ipc_msg;

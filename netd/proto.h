@@ -93,6 +93,7 @@ enum netd_attr {
 	NETD_A_POLICY_FD = 37, /* u32: index of the extra fd (a sealed memfd) holding a policy too long for NETD_A_POLICY */
 	NETD_A_SOCKS_PORT = 38, /* u16: the SOCKS5 port on the gateway (absent: none) */
 	NETD_A_UPSTREAM_PROXY = 39, /* str: the parent proxy configuration file the engine loads before it drops privileges */
+	NETD_A_POLICY_VERSION = 40, /* u32: the count of a session's policies (1 = the one it started with) */
 };
 
 extern const struct ipc_proto netd_control_proto;
@@ -115,6 +116,7 @@ enum netd_eng_msg {
 	NETD_ENG_REOPEN_LOG = 7,     /* d -> engine: SIGHUP */
 	NETD_ENG_VERDICT = 8,        /* d -> engine: an operator's verdict on a held request */
 	NETD_ENG_SESSION_POLICY = 9, /* d -> engine: the session's policy was replaced -> RESULT */
+	NETD_ENG_GRANT = 10,         /* d -> engine: a verdict given in an earlier engine's life, restored */
 	NETD_ENG_READY = 16,         /* engine -> d: running (or ERRNO/ERRMSG if it could not start) */
 	NETD_ENG_RESULT = 17,        /* engine -> d: result of the request with the same seq */
 	NETD_ENG_ASK = 18,           /* engine -> d: a request is held for approval */

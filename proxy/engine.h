@@ -106,6 +106,8 @@ struct proxy_session_info {
 	struct sockaddr_storage addr4, addr6; /* session's own addresses (ss_family 0 = none) */
 	struct sockaddr_storage gw4, gw6;     /* gateway addresses the session must be talking to */
 	struct policy *policy;                /* borrowed; the engine takes its own policy_ref */
+	uint32_t policy_version;              /* the parent's count of the session's policies (audit field
+	                                       * policy_version; 0 = not counted, written as null) */
 };
 
 /* Registers a session. -EEXIST if the id or one of its addresses is already registered, -EINVAL
@@ -115,6 +117,9 @@ int proxy_engine_session_add(struct proxy_engine *e, const struct proxy_session_
  * grants it no longer allows are revoked (direct_notify with revoke), those it still allows are offered
  * again for their remaining time. -ENOENT if unknown. */
 int proxy_engine_session_set_policy(struct proxy_engine *e, const char *id, struct policy *p);
+/* The same, also naming the policy's version for the audit log (records decided under it carry it). */
+int proxy_engine_session_set_policy_version(struct proxy_engine *e, const char *id, struct policy *p,
+                                            uint32_t version);
 /* Closes the session's connections (writing their audit records) and forgets it; -ENOENT if unknown. */
 int proxy_engine_session_remove(struct proxy_engine *e, const char *id);
 /* Writes the audit records still batched in memory now (after a removal, say, so that the caller may
@@ -138,3 +143,7 @@ int proxy_engine_replace_log_fd(struct proxy_engine *e, int fd);
  * host:port for the rest of the session. -ENOENT when no such ask is pending (it timed out, or its
  * requests went away). */
 int proxy_engine_ask_decide(struct proxy_engine *e, const char *ask_id, bool allow, uid_t by);
+/* A verdict given earlier (by uid `by`) on host:port of session id, restored after an engine restart:
+ * it applies as if it had been given in this engine's life. -ENOENT for an unknown session. */
+int proxy_engine_session_grant(struct proxy_engine *e, const char *id, const char *host, uint16_t port, bool allow,
+                               uid_t by);

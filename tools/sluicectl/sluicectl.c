@@ -18,6 +18,7 @@ static void usage(FILE *f)
 		   "  log verify [FILE...]          check the audit log's hash chain\n"
 		   "  sessions [--json]             live network sessions (sluiced)\n"
 		   "  session end ID                end a live session\n"
+		   "  session policy ID --allow P | --deny P | --file F   change a live session's policy\n"
 		   "  asks [--json]                 requests held for approval (sluice run --ask)\n"
 		   "  approve [ID [--remember user|project [--project DIR]]]\n"
 		   "                                let a held request through (no ID: list them)\n"
