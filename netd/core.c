@@ -79,6 +79,7 @@ void netd_config_defaults(struct netd_config *c)
 	c->dns_port = 53;
 	c->nflog_group = NETD_DEFAULT_NFLOG_GROUP;
 	c->max_per_uid = NETD_DEFAULT_MAX_PER_UID;
+	c->compile_timeout_ms = NETD_DEFAULT_COMPILE_TIMEOUT_MS;
 	pw = getpwnam("sluice");
 	if (!pw)
 		pw = getpwnam("nobody");
@@ -542,9 +543,10 @@ void netd_free(struct netd *d)
 	if (!d)
 		return;
 	d->stopping = true;
-	netd_control_free(d);
+	netd_control_free(d); /* cancels the compiles its connections wait for */
 	while (d->sessions)
-		netd_sess_close(d, d->sessions);
+		netd_sess_close(d, d->sessions); /* ... and those of POLICY changes */
+	netd_compiler_free(d);
 	netd_reaper_free(d->reaper); /* every link of an ended session is gone after this */
 	d->reaper = NULL;
 	netd_nflog_free(d->nflog);
@@ -660,47 +662,6 @@ static bool valid_name(const char *s)
 	return true;
 }
 
-/* Re-validates the client's policy by compiling it under the organisation layer; returns the
- * compiled policy's serialisation (what the engine gets). */
-static char *compile_policy(struct netd *d, const char *json, uid_t uid, bool *transparent,
-			    struct policy **compiled, char *err, size_t errlen)
-{
-	struct policy_builder *b = policy_builder_new();
-	struct policy_error pe = {0};
-	struct policy *p = NULL;
-	char *out = NULL, buf[POLICY_ERR_MAX + 300];
-
-	if (!b) {
-		snprintf(err, errlen, "out of memory");
-		return NULL;
-	}
-	/* the organisation layer is read by sluiced itself; the client's policy is loaded at the user
-	 * layer below it (docs/policy.md), so it can narrow but never widen what /etc/sluice allows */
-	if (policy_builder_add_standard_layers(b, d->cfg.sysconfdir, NULL, NULL, &pe) < 0 ||
-	    policy_builder_add_json(b, POLICY_LAYER_USER, "session policy", json,
-				    strlen(json), &pe) < 0 ||
-	    !(p = policy_builder_compile(b, &pe))) {
-		snprintf(err, errlen, "policy rejected: %s", policy_error_format(&pe, buf, sizeof buf));
-		goto out;
-	}
-	*transparent = policy_get_options(p)->transparent;
-	if (policy_get_options(p)->ask && d->cfg.embedded) {
-		/* nobody could reach an embedded helper to decide: fail closed and say what works */
-		snprintf(err, errlen, "interactive approval (--ask, option \"ask\") needs sluiced, which decides "
-			 "through `sluicectl approve`: start it with `sudo systemctl start sluiced`");
-		goto out;
-	}
-	out = policy_serialize(p);
-	if (!out)
-		snprintf(err, errlen, "out of memory serialising the policy");
-	else
-		*compiled = policy_ref(p);
-out:
-	policy_unref(p);
-	policy_builder_free(b);
-	return out;
-}
-
 int netd_ask_check_org(struct netd *d, const struct netd_ask *a, char *err, size_t errlen)
 {
 	struct policy_builder *b = policy_builder_new();
@@ -746,6 +707,7 @@ static void session_free(struct netd_sess *s)
 	free(s->policy_json);
 	free(s->client_policy);
 	policy_unref(s->policy);
+	netd_compile_cancel(s->policy_job);
 	free(s);
 }
 
@@ -809,6 +771,7 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 
 	*out = NULL;
 	if (!s) {
+		netd_compiled_clear(req->policy);
 		if (req->netns_fd >= 0)
 			close(req->netns_fd);
 		snprintf(err, errlen, "out of memory");
@@ -832,12 +795,14 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 		goto fail_early;
 	}
 	s->command = strdup(req->command);
-	s->policy_json = compile_policy(d, req->policy_json, req->uid, &s->transparent, &s->policy, err, errlen);
-	s->client_policy = strdup(req->policy_json);
-	if (!s->command || !s->policy_json || !s->client_policy) {
-		if (s->policy_json)
-			snprintf(err, errlen, "out of memory");
-		r = -EINVAL;
+	/* compiled under the organisation layer off the loop (compile.c, control.c) */
+	s->policy_json = steal_pointer(&req->policy->json);
+	s->client_policy = steal_pointer(&req->policy->client);
+	s->policy = steal_pointer(&req->policy->policy);
+	s->transparent = req->policy->transparent;
+	if (!s->command || !s->policy_json || !s->client_policy || !s->policy) {
+		snprintf(err, errlen, "out of memory");
+		r = -ENOMEM;
 		goto fail_early;
 	}
 	if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd) {
@@ -947,41 +912,34 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 fail:
 	session_unwire(d, s, nft_added);
 fail_early:
+	netd_compiled_clear(req->policy); /* what session_free does not own yet */
 	session_free(s);
 	return r;
 }
 
-int netd_sess_set_policy(struct netd *d, struct netd_sess *s, const char *json, char *err, size_t errlen)
+int netd_sess_apply_policy(struct netd *d, struct netd_sess *s, struct netd_compiled *c, char *err, size_t errlen)
 {
-	struct policy *p = NULL;
-	bool transparent = false;
-	char *out;
 	int r;
 
 	if (s->policy_seq) {
+		netd_compiled_clear(c);
 		snprintf(err, errlen, "a policy change of session %s is already in progress", s->id);
 		return -EBUSY;
 	}
-	out = compile_policy(d, json, s->uid, &transparent, &p, err, errlen);
-	if (!out)
-		return -EINVAL;
-	if (transparent != s->transparent) {
+	if (c->transparent != s->transparent) {
+		netd_compiled_clear(c);
 		snprintf(err, errlen, "the transparent option cannot change on a live session (start a new one)");
-		free(out);
-		policy_unref(p);
 		return -EINVAL;
 	}
 	free(s->policy_json);
-	s->policy_json = out;
-	if (json != s->client_policy) {
-		char *copy = strdup(json);
-		if (copy) {
-			free(s->client_policy);
-			s->client_policy = copy;
-		}
+	s->policy_json = steal_pointer(&c->json);
+	if (c->client) {
+		free(s->client_policy);
+		s->client_policy = steal_pointer(&c->client);
 	}
 	policy_unref(s->policy);
-	s->policy = p;
+	s->policy = steal_pointer(&c->policy);
+	netd_compiled_clear(c);
 	/* every direct-mode element goes (what the new policy still allows, the engine offers again and we
 	 * check against the new policy); from here on the engine's grants are checked against it */
 	if ((r = netd_nft_direct_flush(d->nft, s->ifname, err, errlen)) < 0) {
@@ -999,6 +957,25 @@ int netd_sess_set_policy(struct netd *d, struct netd_sess *s, const char *json, 
 	return r;
 }
 
+int netd_sess_set_policy(struct netd *d, struct netd_sess *s, const char *json, char *err, size_t errlen)
+{
+	struct netd_compiled c = {0};
+
+	if (s->policy_seq) {
+		snprintf(err, errlen, "a policy change of session %s is already in progress", s->id);
+		return -EBUSY;
+	}
+	c.json = netd_compile_policy(d->cfg.sysconfdir, d->cfg.embedded, json, &c.transparent, &c.policy, err, errlen);
+	if (!c.json)
+		return -EINVAL;
+	if (json != s->client_policy && !(c.client = strdup(json))) {
+		netd_compiled_clear(&c);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	return netd_sess_apply_policy(d, s, &c, err, errlen);
+}
+
 void netd_reload_org(struct netd *d)
 {
 	struct policy_builder *b = policy_builder_new();
@@ -1007,6 +984,8 @@ void netd_reload_org(struct netd *d)
 	char err[NETD_ERRMSG_MAX + 1], buf[POLICY_ERR_MAX + 300];
 	unsigned n = 0, ended = 0;
 
+	/* compiles on workers that began before this reload are refused when they end (compile.c) */
+	d->org_gen++;
 	/* the organisation layer alone first: an administrator's typo must not end every session */
 	if (!b || policy_builder_add_standard_layers(b, d->cfg.sysconfdir, NULL, NULL, &pe) < 0 ||
 	    !(p = policy_builder_compile(b, &pe))) {
