@@ -225,6 +225,10 @@ void netd_direct_add(struct netd *d, const struct ipc_msg *m);
 void netd_direct_revoke(struct netd *d, const struct ipc_msg *m);
 #define NETD_DIRECT_RATE 256 /* direct-mode grants accepted per session per second */
 
+/* The addresses of a pool slot (core.c): the gateway's and each session's. */
+struct in_addr netd_slot_addr4(const struct netd *d, unsigned slot);
+struct in6_addr netd_slot_addr6(const struct netd *d, unsigned slot);
+
 /* Reply content for a session. */
 void netd_sess_resolv(const struct netd *d, char *buf, size_t len);
 void netd_sess_addrs(const struct netd *d, const struct netd_sess *s, char a4[46], char g4[46], char a6[46],
