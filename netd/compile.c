@@ -92,6 +92,7 @@ out:
 void netd_compiled_clear(struct netd_compiled *c)
 {
 	free(c->json);
+	free(c->client);
 	policy_unref(c->policy);
 	memset(c, 0, sizeof *c);
 }
@@ -272,6 +273,11 @@ int netd_compile_start(struct netd *d, char *json, uid_t uid, netd_compile_fn fn
 	log_debug("uid %u: compiling a session policy of %zu bytes on a worker", (unsigned)uid, len);
 	*out = j;
 	return 0;
+}
+
+unsigned netd_compile_running(const struct netd *d)
+{
+	return d->compiler ? d->compiler->running : 0;
 }
 
 void netd_compile_cancel(struct netd_compile *j)

@@ -184,7 +184,10 @@ int netd_compile_start(struct netd *d, char *json, uid_t uid, netd_compile_fn fn
 		       struct netd_compile **job, char *err, size_t errlen);
 /* fn will not be called (the requester went away); the worker's result is dropped when it ends. */
 void netd_compile_cancel(struct netd_compile *job);
-/* Waits for running workers and frees everything (netd_free). */
+/* Compiles whose thread has not ended yet (cancelled and timed-out ones included). */
+unsigned netd_compile_running(const struct netd *d);
+/* Frees the compiler, joining finished workers; one still running is left to the process's exit
+ * (netd_free). */
 void netd_compiler_free(struct netd *d);
 
 /* The request of a session (ATTACH or CREATE), after the control layer checked the message and its

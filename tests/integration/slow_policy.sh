@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# netd_compile: sluiced compiles a client's policy off its event loop (netd/compile.c). While one client's
+# slow_policy: sluiced compiles a client's policy off its event loop (netd/compile.c). While one client's
 # huge policy compiles, another session's setup completes promptly; past --compile-timeout the huge one's
 # setup fails with a clear error (and sluiced goes on serving); a policy that compiles in time works as
 # before. Prints the normal session's setup latency as a figure (diag).
