@@ -8,6 +8,7 @@
 #include "ctl.h"
 
 #include "client.h"
+#include "config.h"
 #include "fs_safe.h"
 #include "policy.h"
 #include "util.h"
@@ -119,7 +120,9 @@ static bool has_comments(const char *s, size_t n)
 }
 
 struct remember_job {
-	const struct netd_ask_entry *a; /* borrowed */
+	const char *entry;   /* borrowed: what to add ("host:port", a path) */
+	const char *section; /* borrowed: the object holding the list, or NULL for the top level */
+	const char *key;     /* borrowed: the list ("allow", "fs_read") */
 	enum policy_layer pl;
 	int base;        /* borrowed: the directory the policy directory is beneath (home, config or project) */
 	const char *rel; /* the policy directory beneath base: "sluice", ".config/sluice", ".sluice" */
@@ -133,11 +136,11 @@ struct remember_job {
 static int remember_in(void *arg, char *err, size_t errlen)
 {
 	struct remember_job *job = arg;
-	const char *path = job->path;
-	char entry[300], buf[POLICY_ERR_MAX + 300];
+	const char *path = job->path, *entry = job->entry;
+	char buf[POLICY_ERR_MAX + 300];
 	cleanup_fd int dfd = -1;
 	cleanup_free char *text = NULL;
-	json_object *root = NULL, *allow = NULL;
+	json_object *root = NULL, *allow = NULL, *sect = NULL;
 	struct stat st;
 	bool exists;
 	size_t len = 0;
@@ -179,17 +182,27 @@ static int remember_in(void *arg, char *err, size_t errlen)
 	} else {
 		root = json_object_new_object();
 	}
-	if (json_object_object_get_ex(root, "allow", &allow)) {
+	sect = root;
+	if (job->section && json_object_object_get_ex(root, job->section, &sect)) {
+		if (!json_object_is_type(sect, json_type_object)) {
+			snprintf(err, errlen, "%s: \"%s\" is not an object; not changed", path, job->section);
+			json_object_put(root);
+			return -EINVAL;
+		}
+	} else if (job->section) {
+		sect = json_object_new_object();
+		json_object_object_add(root, job->section, sect);
+	}
+	if (json_object_object_get_ex(sect, job->key, &allow)) {
 		if (!json_object_is_type(allow, json_type_array)) {
-			snprintf(err, errlen, "%s: \"allow\" is not a list; not changed", path);
+			snprintf(err, errlen, "%s: \"%s\" is not a list; not changed", path, job->key);
 			json_object_put(root);
 			return -EINVAL;
 		}
 	} else {
 		allow = json_object_new_array();
-		json_object_object_add(root, "allow", allow);
+		json_object_object_add(sect, job->key, allow);
 	}
-	snprintf(entry, sizeof entry, "%s:%u", job->a->host, job->a->port);
 	for (size_t i = 0; i < json_object_array_length(allow); i++) {
 		json_object *v = json_object_array_get_idx(allow, i);
 		if (json_object_is_type(v, json_type_string) && strcmp(json_object_get_string(v), entry) == 0) {
@@ -246,15 +259,18 @@ static int remember_in(void *arg, char *err, size_t errlen)
 	return 0;
 }
 
-/* The user layer of whoever approves (written as them), or the project layer of DIR, written with the
- * credentials of DIR's owner: root approving into a user's project can do there only what the user could
- * (fs_safe_run_as), and nothing in the project is followed as a symlink. DIR is resolved once
- * (realpath: the approver's own path may have symlinks) and then opened by a walk that follows none, so
- * a component swapped for a symlink after the resolution is refused. */
-static int remember(const struct netd_ask_entry *a, const char *layer, const char *project, char *err, size_t errlen)
+/* Adds entry to the list `key` of a policy file's top level (section NULL: network "allow") or of its
+ * object `section`, in the layer named: user (whoever approves, written as them), project
+ * (DIR/.sluice, written with the credentials of DIR's owner: root approving into a user's project can do
+ * there only what the user could, fs_safe_run_as) or org (SLUICE_SYSCONFDIR, root only). Nothing is
+ * followed as a symlink: the layer's base directory is resolved once (realpath: the approver's own path
+ * may have symlinks) and then opened by a walk that follows none, so a component swapped for a symlink
+ * after the resolution is refused, and the file is replaced by rename (common/fs_safe.h). */
+int ctl_remember(const char *entry, const char *section, const char *key, const char *layer, const char *project,
+                 char *err, size_t errlen)
 {
-	struct remember_job job = {.a = a};
-	char real[PATH_MAX];
+	struct remember_job job = {.entry = entry, .section = section, .key = key};
+	char real[PATH_MAX], org[PATH_MAX];
 	const char *base;
 	cleanup_fd int bfd = -1;
 	struct stat st;
@@ -279,6 +295,24 @@ static int remember(const struct netd_ask_entry *a, const char *layer, const cha
 			snprintf(err, errlen, "--remember user: no home directory (set HOME)");
 			return -EINVAL;
 		}
+	} else if (strcmp(layer, "org") == 0) {
+		char *slash;
+
+		job.pl = POLICY_LAYER_ORG;
+		job.dmode = 0755;
+		if (geteuid() != 0) {
+			snprintf(err, errlen, "--remember org writes %s/policy.json: root only", SLUICE_SYSCONFDIR);
+			return -EPERM;
+		}
+		util_strlcpy(org, SLUICE_SYSCONFDIR, sizeof org);
+		slash = strrchr(org, '/');
+		if (!slash || slash == org || !slash[1]) {
+			snprintf(err, errlen, "--remember org: %s is not DIR/NAME", SLUICE_SYSCONFDIR);
+			return -EINVAL;
+		}
+		*slash = '\0';
+		base = org;
+		job.rel = slash + 1;
 	} else {
 		job.pl = POLICY_LAYER_PROJECT;
 		job.dmode = 0755;
@@ -299,7 +333,7 @@ static int remember(const struct netd_ask_entry *a, const char *layer, const cha
 		return r;
 	}
 	job.base = bfd;
-	if (job.pl == POLICY_LAYER_USER)
+	if (job.pl != POLICY_LAYER_PROJECT)
 		return remember_in(&job, err, errlen);
 	return fs_safe_run_as(st.st_uid, st.st_gid, remember_in, &job, err, errlen);
 }
@@ -368,7 +402,13 @@ int ctl_ask(int argc, char **argv)
 	}
 	printf("%s %s: %s %s:%u (session %s)\n", allow ? "approved" : "denied", e.id, e.method, e.host, e.port,
 	       e.session);
-	if (layer && (r = remember(&e, layer, project, err, sizeof err)) < 0) {
+	if (layer) {
+		char entry[300]; /* host (at most 253) ":" port */
+
+		snprintf(entry, sizeof entry, "%s:%u", e.host, e.port);
+		r = ctl_remember(entry, NULL, "allow", layer, project, err, sizeof err);
+	}
+	if (layer && r < 0) {
 		fprintf(stderr, "sluicectl: approved for the session, but not remembered: %s\n", err);
 		return 1;
 	}
