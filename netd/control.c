@@ -33,7 +33,28 @@ struct netd_conn {
 	uint32_t state;        /* NETD_CS_* */
 	bool embedded;         /* the one connection of an embedded helper: closing it stops the loop */
 	char watch[NETD_ID_BUF]; /* WATCH: the session whose held requests are announced here ("" = none) */
+	struct pending_open *opening; /* owned: an ATTACH/CREATE whose policy compiles; reading paused */
 };
+
+/* An ATTACH or CREATE waiting for its policy's compile (compile.c): the rest of the request. */
+struct pending_open {
+	struct netd_compile *job; /* the compile; cancelled if the connection goes first */
+	uint32_t type, seq;
+	int netns_fd;             /* owned */
+	char *command, *name;     /* owned; name may be NULL */
+};
+
+static void pending_open_free(struct pending_open *po)
+{
+	if (!po)
+		return;
+	netd_compile_cancel(po->job);
+	if (po->netns_fd >= 0)
+		close(po->netns_fd);
+	free(po->command);
+	free(po->name);
+	free(po);
+}
 
 struct netd_control {
 	int listen_fd;           /* owned */
@@ -74,6 +95,7 @@ static void conn_close(struct netd *d, struct netd_conn *c)
 		if (s->owner == c)
 			netd_sess_close(d, s);
 	}
+	pending_open_free(c->opening);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -146,59 +168,110 @@ void netd_conn_session_ready(struct netd *d, struct netd_sess *s, int err, const
 		log_warnx("session %s: the reply could not be sent", s->id);
 }
 
-static void handle_open(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
+/* The policy of an ATTACH/CREATE compiled (or failed, or ran out of time): the session is wired, and
+ * the connection is read again. */
+static void open_compiled(struct netd *d, int r, struct netd_compiled *res, const char *cerr, void *arg)
 {
+	struct netd_conn *c = arg;
+	struct pending_open *po = c->opening;
 	struct netd_sess_req req = {0};
 	struct netd_sess *s;
 	char err[NETD_ERRMSG_MAX + 1];
-	char *policy = NULL;
-	int r;
 
-	req.netns_fd = m->type == NETD_MSG_ATTACH ? ipc_msg_take_fd(m, 0) : -1;
-	req.command = ipc_get_str(m, NETD_A_COMMAND);
-	req.name = ipc_get_str(m, NETD_A_NAME);
+	po->job = NULL;
+	c->opening = NULL;
+	/* messages the client sent meanwhile are read now */
+	if (event_add(c->ev, NULL) == 0)
+		event_active(c->ev, EV_READ, 0);
+	if (r < 0) {
+		netd_send_error(c->fd, po->seq, r, cerr);
+		pending_open_free(po);
+		return;
+	}
+	req.netns_fd = po->netns_fd;
+	po->netns_fd = -1;
+	req.command = po->command;
+	req.name = po->name;
+	req.policy = res;
 	req.uid = c->uid;
 	req.pid = c->pid;
-	req.owner = m->type == NETD_MSG_ATTACH ? c : NULL;
-	if (m->type == NETD_MSG_CREATE && c->embedded) {
-		/* an embedded helper dies with its launcher: a persistent namespace needs sluiced */
-		if (req.netns_fd >= 0)
-			close(req.netns_fd);
-		netd_send_error(c->fd, m->seq, EOPNOTSUPP, "named namespaces need sluiced (start sluiced.service)");
-		return;
-	}
-	if (ipc_has(m, NETD_A_AUDIT_LOG) && !c->embedded) {
-		/* a client does not choose where sluiced writes */
-		if (req.netns_fd >= 0)
-			close(req.netns_fd);
-		netd_send_error(c->fd, m->seq, EPERM, "audit_log is only honoured in embedded mode");
-		return;
-	}
-	/* inline or in a memfd (a long policy): untrusted either way, compiled again by netd_sess_open */
-	req.policy_json = policy = ipc_msg_text(m, NETD_A_POLICY, NETD_A_POLICY_FD, NETD_POLICY_MAX, err, sizeof err);
-	if (!policy) {
-		r = -errno;
-		if (req.netns_fd >= 0)
-			close(req.netns_fd);
-		netd_send_error(c->fd, m->seq, r, err);
-		return;
-	}
+	req.owner = po->type == NETD_MSG_ATTACH ? c : NULL;
 	r = netd_sess_open(d, &req, &s, err, sizeof err);
-	free(policy);
 	if (r < 0) {
-		netd_send_error(c->fd, m->seq, r, err);
+		netd_send_error(c->fd, po->seq, r, err);
+		pending_open_free(po);
 		return;
 	}
-	if (m->type == NETD_MSG_ATTACH)
+	if (po->type == NETD_MSG_ATTACH)
 		c->state = NETD_CS_ATTACHED;
 	/* replied once the engine registered the session, so its first packet is already served */
 	s->replier = c;
-	s->reply_seq = m->seq;
+	s->reply_seq = po->seq;
+	pending_open_free(po);
 	if (s->engine_ok)
 		netd_conn_session_ready(d, s, 0, NULL);
 	else if (netd_engine_down_reason(d))
 		/* the engine is down (failing to start, or restarting): fail now, and closed */
 		netd_conn_session_ready(d, s, -EHOSTDOWN, netd_engine_down_reason(d));
+}
+
+/* ATTACH / CREATE: the request checked here, its policy compiled on a worker (compile.c: a huge policy
+ * does not stall other clients, and has a deadline); the connection is not read until it is done
+ * (open_compiled), so its requests stay in order. */
+static void handle_open(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
+{
+	struct pending_open *po;
+	const char *command = ipc_get_str(m, NETD_A_COMMAND), *name = ipc_get_str(m, NETD_A_NAME);
+	char err[NETD_ERRMSG_MAX + 1];
+	int netns_fd = m->type == NETD_MSG_ATTACH ? ipc_msg_take_fd(m, 0) : -1;
+	char *policy = NULL;
+	int r;
+
+	if (m->type == NETD_MSG_CREATE && c->embedded) {
+		/* an embedded helper dies with its launcher: a persistent namespace needs sluiced */
+		if (netns_fd >= 0)
+			close(netns_fd);
+		netd_send_error(c->fd, m->seq, EOPNOTSUPP, "named namespaces need sluiced (start sluiced.service)");
+		return;
+	}
+	if (ipc_has(m, NETD_A_AUDIT_LOG) && !c->embedded) {
+		/* a client does not choose where sluiced writes */
+		if (netns_fd >= 0)
+			close(netns_fd);
+		netd_send_error(c->fd, m->seq, EPERM, "audit_log is only honoured in embedded mode");
+		return;
+	}
+	/* inline or in a memfd (a long policy): untrusted either way, compiled again here */
+	policy = ipc_msg_text(m, NETD_A_POLICY, NETD_A_POLICY_FD, NETD_POLICY_MAX, err, sizeof err);
+	if (!policy) {
+		r = -errno;
+		if (netns_fd >= 0)
+			close(netns_fd);
+		netd_send_error(c->fd, m->seq, r, err);
+		return;
+	}
+	po = calloc(1, sizeof *po);
+	if (!po || !(po->command = strdup(command ? command : "")) || (name && !(po->name = strdup(name)))) {
+		free(policy);
+		if (po)
+			po->netns_fd = netns_fd;
+		else if (netns_fd >= 0)
+			close(netns_fd);
+		pending_open_free(po);
+		netd_send_error(c->fd, m->seq, ENOMEM, "out of memory");
+		return;
+	}
+	po->type = m->type;
+	po->seq = m->seq;
+	po->netns_fd = netns_fd;
+	r = netd_compile_start(d, policy, c->uid, open_compiled, c, &po->job, err, sizeof err);
+	if (r < 0) {
+		netd_send_error(c->fd, m->seq, r, err);
+		pending_open_free(po);
+		return;
+	}
+	c->opening = po;
+	event_del(c->ev);
 }
 
 void netd_conn_policy_done(struct netd *d, struct netd_sess *s, int err, const char *msg)
@@ -289,12 +362,31 @@ out:
 	return out;
 }
 
+/* A POLICY's new policy compiled (or failed, or ran out of time): applied, and the reply sent (now, or
+ * once the engine applied it). */
+static void policy_compiled(struct netd *d, int r, struct netd_compiled *res, const char *cerr, void *arg)
+{
+	struct netd_sess *s = arg;
+	char err[NETD_ERRMSG_MAX + 1];
+
+	s->policy_job = NULL;
+	if (r < 0) {
+		netd_conn_policy_done(d, s, r, cerr);
+		return;
+	}
+	r = netd_sess_apply_policy(d, s, res, err, sizeof err);
+	if (r < 0)
+		netd_conn_policy_done(d, s, r, err);
+	else if (!s->policy_seq) /* the engine is down: it gets the policy when it is back */
+		netd_conn_policy_done(d, s, 0, NULL);
+}
+
 /* POLICY: replaces a session's policy (NETD_A_KIND 0), or adds allow/deny rules to it (NETD_A_KIND 1,
  * `sluicectl session policy ID --allow`). Who may: root; the connection that attached the session (its
  * launcher); and the session's own user from outside the session (sluicectl in another terminal) — never
  * a process inside the session's network namespace, which could otherwise widen the session it runs in.
- * The new policy is compiled under the organisation layer like the first one. Replied to once the engine
- * applied it. */
+ * The new policy is compiled under the organisation layer like the first one, on a worker (compile.c).
+ * Replied to once the engine applied it. */
 static void handle_policy(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 {
 	struct netd_sess *s = netd_sess_find(d, ipc_get_str(m, NETD_A_ID));
@@ -316,7 +408,7 @@ static void handle_policy(struct netd *d, struct netd_conn *c, struct ipc_msg *m
 		netd_send_error(c->fd, m->seq, EINVAL, "kind must be 0 (replace) or 1 (add rules)");
 		return;
 	}
-	if (s->policy_replier) {
+	if (s->policy_replier || s->policy_job || s->policy_seq) {
 		netd_send_error(c->fd, m->seq, EBUSY, "a policy change of this session is already in progress");
 		return;
 	}
@@ -326,23 +418,28 @@ static void handle_policy(struct netd *d, struct netd_conn *c, struct ipc_msg *m
 		return;
 	}
 	if (kind == 1) {
+		/* the launcher's policy as it is, and the rules added so far plus these, beside it */
 		extra = merge_rules(s->client_extra, policy, err, sizeof err);
-		r = extra ? netd_sess_set_policy2(d, s, s->client_policy, extra, err, sizeof err) : -EINVAL;
+		free(policy);
+		policy = extra ? strdup(s->client_policy) : NULL;
+		if (extra && !policy)
+			snprintf(err, sizeof err, "out of memory");
+		r = policy ? netd_compile_start2(d, policy, extra, c->uid, policy_compiled, s, &s->policy_job, err,
+						 sizeof err) :
+			     -EINVAL;
+		if (!policy)
+			free(extra);
 	} else {
-		r = netd_sess_set_policy2(d, s, policy, NULL, err, sizeof err);
+		r = netd_compile_start(d, policy, c->uid, policy_compiled, s, &s->policy_job, err, sizeof err);
 	}
-	free(extra);
-	free(policy);
 	if (r < 0) {
 		netd_send_error(c->fd, m->seq, r, err);
 		return;
 	}
-	log_info("session %s: policy %s by uid %u (version %u)", s->id, kind ? "rules added" : "replaced",
-		 (unsigned)c->uid, (unsigned)s->policy_version);
+	log_info("session %s: policy %s by uid %u (compiling)", s->id, kind ? "rules added" : "replaced",
+		 (unsigned)c->uid);
 	s->policy_replier = c;
 	s->policy_reply_seq = m->seq;
-	if (!s->policy_seq) /* the engine is down: it gets the policy when it is back */
-		netd_conn_policy_done(d, s, 0, NULL);
 }
 
 void netd_conn_session_ending(struct netd *d, struct netd_sess *s)
@@ -579,6 +676,8 @@ static void conn_cb(evutil_socket_t fd, short what, void *arg)
 			break;
 		}
 		ipc_msg_clear(&m);
+		if (c->opening)
+			return; /* paused until its policy compiled */
 	}
 }
 

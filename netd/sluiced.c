@@ -35,6 +35,7 @@ static void usage(FILE *f)
 		"  --nflog-group N      NFLOG group for dropped packets (default 2110)\n"
 		"  --user USER          unprivileged user of the proxy engine (default sluice, else nobody)\n"
 		"  --max-per-uid N      sessions per unprivileged user (default 64)\n"
+		"  --compile-timeout MS a session's policy compiles within MS or is refused (default 30000)\n"
 		"  --sysconfdir DIR     organisation policy directory (default /etc/sluice)\n"
 		"  -v, --verbose        more logging (twice: debug)\n"
 		"  -h, --help, --version\n");
@@ -95,6 +96,7 @@ int main(int argc, char **argv)
 		{"socks-port", required_argument, NULL, 's'},
 		{"upstream-dns", required_argument, NULL, 'u'}, {"nflog-group", required_argument, NULL, 'g'},
 		{"user", required_argument, NULL, 'U'},    {"max-per-uid", required_argument, NULL, 'm'},
+		{"compile-timeout", required_argument, NULL, 'T'},
 		{"sysconfdir", required_argument, NULL, 'c'}, {"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},          {"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0}};
@@ -169,6 +171,11 @@ int main(int argc, char **argv)
 			if (parse_uint(optarg, 100000, &v) < 0)
 				goto bad;
 			cfg.max_per_uid = (unsigned)v;
+			break;
+		case 'T':
+			if (parse_uint(optarg, 600000, &v) < 0 || v == 0)
+				goto bad;
+			cfg.compile_timeout_ms = (unsigned)v;
 			break;
 		case 'c':
 			util_strlcpy(cfg.sysconfdir, optarg, sizeof cfg.sysconfdir);

@@ -7,3 +7,8 @@ int ctl_policy(int argc, char **argv);
 int ctl_log(int argc, char **argv);
 int ctl_session(int argc, char **argv); /* `sessions` and `session end|save|discard` */
 int ctl_ask(int argc, char **argv);     /* `asks`, `approve [ID]`, `deny ID` */
+/* ctl_ask.c: adds entry to the list `key` (in the object `section`, or at the top level when NULL) of
+ * the policy file of layer user|project|org, checked to load before it replaces the old one; written
+ * through common/fs_safe.h (no symlink followed; a project as its owner). */
+int ctl_remember(const char *entry, const char *section, const char *key, const char *layer, const char *project,
+                 char *err, size_t errlen);
