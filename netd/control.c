@@ -150,12 +150,23 @@ static void handle_open(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 	char *policy = NULL;
 	int r;
 
-	req.netns_fd = m->type == NETD_MSG_ATTACH ? ipc_msg_take_fd(m, 0) : -1;
+	req.netns_fd = m->type != NETD_MSG_CREATE ? ipc_msg_take_fd(m, 0) : -1;
 	req.command = ipc_get_str(m, NETD_A_COMMAND);
 	req.name = ipc_get_str(m, NETD_A_NAME);
+	req.cni_key = ipc_get_str(m, NETD_A_CNI_KEY);
+	req.sess_if = ipc_get_str(m, NETD_A_SESS_IF);
 	req.uid = c->uid;
 	req.pid = c->pid;
 	req.owner = m->type == NETD_MSG_ATTACH ? c : NULL;
+	if (m->type == NETD_MSG_CNI_ADD && (c->uid != 0 || c->embedded)) {
+		/* a CNI session outlives its connection and any uid could name any container: the runtime's
+		 * plugin runs as root, and nobody else may */
+		if (req.netns_fd >= 0)
+			close(req.netns_fd);
+		netd_send_error(c->fd, m->seq, EPERM, c->embedded ? "CNI sessions need sluiced (start sluiced.service)"
+								 : "only root (a CNI runtime's plugin) may add CNI sessions");
+		return;
+	}
 	if (m->type == NETD_MSG_CREATE && c->embedded) {
 		/* an embedded helper dies with its launcher: a persistent namespace needs sluiced */
 		if (req.netns_fd >= 0)
@@ -304,6 +315,47 @@ static void handle_records(struct netd *d, struct netd_conn *c, struct ipc_msg *
 		return; /* the engine is letting go of it already */
 	if (netd_engine_session_release(d, s) < 0)
 		netd_conn_records_ready(d, s);
+}
+
+/* CNI_DEL: ends the session CNI_ADD made for the key; OK also when there is none (the spec wants DEL
+ * idempotent: the runtime repeats it after a crash, or after a sluiced restart already ended it). */
+static void handle_cni_del(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
+{
+	const char *key = ipc_get_str(m, NETD_A_CNI_KEY);
+	struct netd_sess *s;
+
+	if (c->uid != 0) {
+		netd_send_error(c->fd, m->seq, EPERM, "only root (a CNI runtime's plugin) may delete CNI sessions");
+		return;
+	}
+	if ((s = netd_sess_find_cni(d, key)) != NULL) {
+		log_info("session %s: CNI DEL of %s", s->id, key);
+		netd_conn_session_ending(d, s);
+		netd_sess_close(d, s);
+	}
+	ipc_send_empty(c->fd, NETD_MSG_OK, m->seq);
+}
+
+/* CNI_CHECK: the session of the key, if it is wired into the very namespace passed (the runtime's
+ * CNI_NETNS); else ENOENT (no session) or ESTALE (another namespace). */
+static void handle_cni_check(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
+{
+	struct netd_sess *s = c->uid == 0 ? netd_sess_find_cni(d, ipc_get_str(m, NETD_A_CNI_KEY)) : NULL;
+	int fd = ipc_msg_take_fd(m, 0);
+	struct stat st;
+
+	if (c->uid != 0)
+		netd_send_error(c->fd, m->seq, EPERM, "only root (a CNI runtime's plugin) may check CNI sessions");
+	else if (!s || !s->wired)
+		netd_send_error(c->fd, m->seq, ENOENT, "no sluice session for this container");
+	else if (fd < 0 || fstat(fd, &st) < 0 || st.st_dev != s->ns_dev || st.st_ino != s->ns_ino)
+		netd_send_error(c->fd, m->seq, ESTALE, "the container's sluice session is wired into another namespace");
+	else if (!s->engine_ok)
+		netd_send_error(c->fd, m->seq, EHOSTDOWN, "the container's session has no proxy service (engine down)");
+	else if (send_session(d, c->fd, m->seq, s) < 0)
+		log_warnx("session %s: the CHECK reply could not be sent", s->id);
+	if (fd >= 0)
+		close(fd);
 }
 
 static void handle_list(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
@@ -456,7 +508,14 @@ static void conn_cb(evutil_socket_t fd, short what, void *arg)
 		switch (m.type) {
 		case NETD_MSG_ATTACH:
 		case NETD_MSG_CREATE:
+		case NETD_MSG_CNI_ADD:
 			handle_open(d, c, &m);
+			break;
+		case NETD_MSG_CNI_DEL:
+			handle_cni_del(d, c, &m);
+			break;
+		case NETD_MSG_CNI_CHECK:
+			handle_cni_check(d, c, &m);
 			break;
 		case NETD_MSG_LIST:
 			handle_list(d, c, &m);

@@ -67,6 +67,8 @@ struct netd_sess {
 	dev_t ns_dev;
 	ino_t ns_ino;
 	char *netns_path;    /* owned; set for CREATE sessions (we made and must remove the netns) */
+	char *cni_key;       /* owned; set for CNI_ADD sessions: "CONTAINERID/IFNAME", what CNI_DEL names */
+	char sess_if[16];    /* the session-side interface name ("eth0" unless a CNI runtime asked another) */
 	uid_t uid;
 	pid_t pid;
 	char *command;       /* owned */
@@ -152,6 +154,8 @@ void netd_free(struct netd *d);
 struct netd_sess_req {
 	int netns_fd;          /* takes ownership (also on error); -1 for CREATE */
 	const char *name;      /* CREATE: netns name or NULL */
+	const char *cni_key;   /* CNI_ADD: "CONTAINERID/IFNAME" (borrowed), else NULL */
+	const char *sess_if;   /* CNI_ADD: session-side interface name (borrowed), NULL = eth0 */
 	const char *command;   /* borrowed */
 	const char *policy_json; /* borrowed */
 	uid_t uid;
@@ -170,6 +174,8 @@ void netd_sess_close(struct netd *d, struct netd_sess *s);
  * whose policy no longer compiles under it is ended (fail closed). */
 void netd_reload_org(struct netd *d);
 struct netd_sess *netd_sess_find(struct netd *d, const char *id);
+/* The session CNI_ADD made for key ("CONTAINERID/IFNAME"), or NULL. */
+struct netd_sess *netd_sess_find_cni(struct netd *d, const char *key);
 
 /* Replaces a live session's policy (control message POLICY): compiled again under the organisation
  * layer, the session's direct-mode elements flushed, the engine told (its RESULT completes the reply

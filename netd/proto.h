@@ -19,6 +19,7 @@
 #define NETD_ASK_ID_MAX 8     /* PROXY_ASK_ID_LEN */
 #define NETD_HOST_MAX 253
 #define NETD_METHOD_MAX 32
+#define NETD_CNI_KEY_MAX 272  /* container id (at most 256) + "/" + interface name (at most 15) */
 #define NETD_LINES_MAX (60 * 1024) /* a netlink attribute holds at most 64 KiB */
 /* the policy JSON (sluiced's org layer can be large): inline up to IPC_TEXT_INLINE_MAX, else in a
  * sealed memfd (NETD_A_POLICY_FD, see ipc_buf_put_text) */
@@ -43,6 +44,12 @@ enum netd_msg {
 	NETD_MSG_POLICY = 7,  /* client -> d: replace a session's policy (its attaching connection, or root) */
 	NETD_MSG_RECORDS = 8, /* client -> d: the attached session's audit records (its command has ended) */
 	NETD_MSG_WATCH = 9,   /* client -> d: send ASK (seq 0) whenever a request of this session is held */
+	/* 10, 11: free */
+	NETD_MSG_METRICS = 12,   /* client -> d: Prometheus text of sluiced's counters (LINES..., LIST_END) */
+	NETD_MSG_CNI_ADD = 13,   /* client (root) -> d: wire the netns passed as fd as a session that outlives the
+	                          * connection, keyed by CNI_KEY (container id / ifname); ended by CNI_DEL */
+	NETD_MSG_CNI_DEL = 14,   /* client (root) -> d: end the session of CNI_KEY, if any (OK either way) */
+	NETD_MSG_CNI_CHECK = 15, /* client (root) -> d: the session of CNI_KEY, if wired in the netns passed as fd */
 	NETD_MSG_SESSION = 16,  /* d -> client: a session (reply to ATTACH/CREATE, and LIST entries) */
 	NETD_MSG_OK = 17,       /* d -> client: END done */
 	NETD_MSG_ERROR = 18,    /* d -> client: request refused or failed */
@@ -91,6 +98,9 @@ enum netd_attr {
 	NETD_A_PORTS = 35,    /* bytes: up to 16 ports, u16 each in network order */
 	NETD_A_LINES = 36,    /* str: audit log lines (JSON, newline-terminated), at most NETD_LINES_MAX */
 	NETD_A_POLICY_FD = 37, /* u32: index of the extra fd (a sealed memfd) holding a policy too long for NETD_A_POLICY */
+	/* 38..43: free */
+	NETD_A_CNI_KEY = 44,  /* str NETD_CNI_KEY_MAX: "CONTAINERID/IFNAME" of a CNI session */
+	NETD_A_SESS_IF = 45,  /* str 15: the session-side interface name (default eth0) */
 };
 
 extern const struct ipc_proto netd_control_proto;
