@@ -285,13 +285,15 @@ void cni_conf_clear(struct cni_conf *c)
 	memset(c, 0, sizeof *c);
 }
 
-/* A Kubernetes name: DNS-1123 ([a-z0-9.-], at most 253). */
+/* A pod namespace or name: a Kubernetes name (DNS-1123: [a-z0-9.-]) or, as Podman passes its container
+ * names there, [A-Za-z0-9][A-Za-z0-9_.-]*; at most 253 bytes. Nothing else reaches the audit log. */
 static bool k8s_name(const char *s, size_t n)
 {
-	if (n == 0 || n > 253)
+	if (n == 0 || n > 253 || s[0] == '.' || s[0] == '-' || s[0] == '_')
 		return false;
 	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-' || s[i] == '.'))
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
+		      s[i] == '-' || s[i] == '.' || s[i] == '_'))
 			return false;
 	return true;
 }

@@ -40,7 +40,7 @@ static void add_route(struct json_object *routes, const char *dst, const char *g
 
 struct json_object *cni_result_build(const char *cni_version, struct json_object *prev,
 				     const struct netd_session_reply *r, const char *ifname, const char *netns,
-				     struct cni_err *e)
+				     const char *host_mac, const char *mac, struct cni_err *e)
 {
 	struct json_object *res = json_object_new_object(), *ifs = array_of(prev, "interfaces");
 	struct json_object *ips = array_of(prev, "ips"), *routes = array_of(prev, "routes");
@@ -61,9 +61,13 @@ struct json_object *cni_result_build(const char *cni_version, struct json_object
 	snprintf(host_if, sizeof host_if, "sl-%s", r->id);
 	o = json_object_new_object();
 	json_object_object_add(o, "name", json_object_new_string(host_if));
+	if (host_mac && host_mac[0])
+		json_object_object_add(o, "mac", json_object_new_string(host_mac));
 	json_object_array_add(ifs, o);
 	o = json_object_new_object();
 	json_object_object_add(o, "name", json_object_new_string(ifname));
+	if (mac && mac[0])
+		json_object_object_add(o, "mac", json_object_new_string(mac));
 	json_object_object_add(o, "sandbox", json_object_new_string(netns));
 	json_object_array_add(ifs, o);
 	idx = json_object_array_length(ifs) - 1;

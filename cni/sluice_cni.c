@@ -10,9 +10,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
+#include <net/if.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "client_cni.h"
@@ -163,12 +167,38 @@ static int open_netns(const char *path, int *fd, struct cni_err *e)
 	return 0;
 }
 
+/* The MAC address of interface name in the current network namespace ("" if it cannot be read). */
+static void link_mac(const char *name, char out[18])
+{
+	struct ifreq ifr = {0};
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	const unsigned char *m = (const unsigned char *)ifr.ifr_hwaddr.sa_data;
+
+	out[0] = '\0';
+	if (fd < 0)
+		return;
+	snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", name);
+	if (ioctl(fd, SIOCGIFHWADDR, &ifr) == 0)
+		snprintf(out, 18, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+	close(fd);
+}
+
+/* The MACs of the session's two ends for the result (runtimes such as Podman parse them): the host side
+ * here, then the container side after entering its namespace (this process ends right after). */
+static void session_macs(const char *host_if, int netns_fd, const char *ifname, char host_mac[18], char mac[18])
+{
+	link_mac(host_if, host_mac);
+	mac[0] = '\0';
+	if (setns(netns_fd, CLONE_NEWNET) == 0)
+		link_mac(ifname, mac);
+}
+
 static int cmd_add(const struct cni_conf *c, const struct cni_args *a, const char *key, const char *id,
 		   const char *ifname, const char *netns, struct cni_err *e)
 {
 	struct netd_session_reply reply;
 	struct json_object *res = NULL;
-	char command[600], msg[1024], *policy;
+	char command[600], msg[1024], host_if[IFNAMSIZ + 8], host_mac[18], mac[18], *policy;
 	int fd = -1, r;
 
 	if (!(policy = build_policy(c, a, e)))
@@ -182,11 +212,15 @@ static int cmd_add(const struct cni_conf *c, const struct cni_args *a, const cha
 		return -1;
 	}
 	r = netd_cni_add(key, fd, ifname, command, policy, &reply, msg, sizeof msg);
-	close(fd);
 	free(policy);
-	if (r < 0)
+	if (r < 0) {
+		close(fd);
 		return daemon_error(r, "ADD", msg, e);
-	if (!(res = cni_result_build(c->cni_version, c->prev_result, &reply, ifname, netns, e)))
+	}
+	snprintf(host_if, sizeof host_if, "sl-%s", reply.id);
+	session_macs(host_if, fd, ifname, host_mac, mac);
+	close(fd);
+	if (!(res = cni_result_build(c->cni_version, c->prev_result, &reply, ifname, netns, host_mac, mac, e)))
 		return -1;
 	r = print_json(res);
 	json_object_put(res);
@@ -282,7 +316,9 @@ int main(void)
 		cni_fail(&e, CNI_E_IO, "reading the network configuration: out of memory");
 		goto out;
 	}
-	if (cni_conf_parse(in, len, &c, &e) < 0 || cni_args_parse(getenv("CNI_ARGS"), &a, &e) < 0)
+	/* CNI_ARGS only matter to ADD: a DEL must not fail on them (it has to release what ADD made) */
+	if (cni_conf_parse(in, len, &c, &e) < 0 ||
+	    (strcmp(cmd, "ADD") == 0 && cni_args_parse(getenv("CNI_ARGS"), &a, &e) < 0))
 		goto out;
 	if (!netd_cni_id_valid(id)) {
 		cni_fail(&e, CNI_E_ENV, "CNI_CONTAINERID must be set: a letter or digit, then letters, digits, _ . -");

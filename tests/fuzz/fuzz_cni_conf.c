@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		cni_args_parse(text, &a, &e);
 		cni_args_clear(&a);
 	} else if (cni_conf_parse(text, size - 1, &c, &e) == 0) {
-		struct json_object *res = cni_result_build(c.cni_version, c.prev_result, &r, "eth0", "/run/netns/x", &e);
+		struct json_object *res = cni_result_build(c.cni_version, c.prev_result, &r, "eth0", "/run/netns/x", "02:00:00:00:00:01", "", &e);
 
 		if (res)
 			cni_result_check(res, &r, "eth0", "/run/netns/x", &e);

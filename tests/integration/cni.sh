@@ -60,6 +60,8 @@ check_eq "... with the gateway, on the sandbox interface" "$GW4 eth0 /run/netns/
 check_eq "... a default route via the gateway and the gateway as DNS" "0.0.0.0/0 $GW4 $GW4" \
 	"$(jq_ 'd["routes"][0]["dst"], d["routes"][0]["gw"], d["dns"]["nameservers"][0]')"
 HOSTIF1=$(jq_ 'd["interfaces"][0]["name"]')
+check_eq "... and the container interface's MAC" "$(cat /sys/class/net/lo/address >/dev/null; ip netns exec c1 cat /sys/class/net/eth0/address)" \
+	"$(jq_ 'd["interfaces"][1]["mac"]')"
 check "the container's eth0 has that address" sh -c "ip -n c1 -o addr show dev eth0 | grep -q ' ${ADDR1}'"
 check "... and a default route via the gateway" sh -c "ip -n c1 route show default | grep -q 'via $GW4'"
 check "sluicectl sessions lists the container" sh -c \

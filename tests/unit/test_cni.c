@@ -162,10 +162,14 @@ static void test_args(void **state)
 	cni_args_clear(&a);
 	assert_int_equal(cni_args_parse("=x", &a, &e), -1);
 	cni_args_clear(&a);
-	assert_int_equal(cni_args_parse("K8S_POD_NAME=Web_1", &a, &e), -1);
+	assert_int_equal(cni_args_parse("K8S_POD_NAME=Web_1", &a, &e), 0); /* a Podman container name */
+	cni_args_clear(&a);
+	assert_int_equal(cni_args_parse("K8S_POD_NAME=web/1", &a, &e), -1);
 	assert_non_null(strstr(e.msg, "Kubernetes name"));
 	cni_args_clear(&a);
 	assert_int_equal(cni_args_parse("K8S_POD_NAME=a\nb", &a, &e), -1);
+	cni_args_clear(&a);
+	assert_int_equal(cni_args_parse("K8S_POD_NAMESPACE=-x", &a, &e), -1);
 	cni_args_clear(&a);
 	assert_int_equal(cni_args_parse("SLUICE_DENY=a.example,,b", &a, &e), -1);
 	cni_args_clear(&a);
@@ -249,13 +253,17 @@ static void test_result(void **state)
 	struct cni_err e;
 
 	(void)state;
-	res = cni_result_build("1.0.0", prev, &r, "eth0", "/run/netns/x", &e);
+	res = cni_result_build("1.0.0", prev, &r, "eth0", "/run/netns/x", "02:00:00:00:00:01", "", &e);
 	assert_non_null(res);
 	assert_true(json_object_object_get_ex(res, "interfaces", &ifs));
 	assert_int_equal(json_object_array_length(ifs), 3); /* prev's lo, sl-ID, eth0 */
 	o = json_object_array_get_idx(ifs, 1);
 	assert_true(json_object_object_get_ex(o, "name", &v));
 	assert_string_equal(json_object_get_string(v), "sl-0123456789");
+	assert_true(json_object_object_get_ex(o, "mac", &v));
+	assert_string_equal(json_object_get_string(v), "02:00:00:00:00:01");
+	/* an unknown MAC is left out, not sent empty (runtimes parse it) */
+	assert_false(json_object_object_get_ex(json_object_array_get_idx(ifs, 2), "mac", NULL));
 	assert_true(json_object_object_get_ex(res, "ips", &ips));
 	assert_int_equal(json_object_array_length(ips), 3);
 	o = json_object_array_get_idx(ips, 1);
@@ -284,12 +292,12 @@ static void test_result(void **state)
 
 	/* a prevResult whose lists are not arrays is refused */
 	prev = json_tokener_parse("{\"ips\": {}}");
-	assert_null(cni_result_build("1.0.0", prev, &r, "eth0", "/run/netns/x", &e));
+	assert_null(cni_result_build("1.0.0", prev, &r, "eth0", "/run/netns/x", "02:00:00:00:00:01", "", &e));
 	assert_int_equal(e.code, CNI_E_DECODE);
 	json_object_put(prev);
 	/* no prevResult, no IPv6 */
 	r.addr6[0] = '\0';
-	res = cni_result_build("1.0.0", NULL, &r, "eth0", "/run/netns/x", &e);
+	res = cni_result_build("1.0.0", NULL, &r, "eth0", "/run/netns/x", "02:00:00:00:00:01", "", &e);
 	assert_true(json_object_object_get_ex(res, "routes", &v));
 	assert_int_equal(json_object_array_length(v), 1);
 	json_object_put(res);
