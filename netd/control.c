@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "netd_metrics.h"
 #include "util.h"
 
 #define CONTROL_MAX_CONNS 4096
@@ -130,6 +131,7 @@ void netd_conn_session_ready(struct netd *d, struct netd_sess *s, int err, const
 	s->replier = NULL;
 	s->reply_seq = 0;
 	if (err) {
+		netd_metrics_session_failed(d);
 		log_warnx("session %s: %s", s->id, msg ? msg : strerror(-err));
 		if (c)
 			netd_send_error(c->fd, seq, err, msg ? msg : strerror(-err));
@@ -138,6 +140,9 @@ void netd_conn_session_ready(struct netd *d, struct netd_sess *s, int err, const
 		netd_sess_close(d, s);
 		return;
 	}
+	if (s->setup_start > 0) /* once: a restarted engine's re-registration is no new session */
+		netd_metrics_session_ready(d, netd_metrics_now() - s->setup_start);
+	s->setup_start = 0;
 	if (c && send_session(d, c->fd, seq, s) < 0)
 		log_warnx("session %s: the reply could not be sent", s->id);
 }
@@ -358,6 +363,44 @@ static void handle_cni_check(struct netd *d, struct netd_conn *c, struct ipc_msg
 		close(fd);
 }
 
+/* METRICS: the Prometheus text (netd_metrics.h) as LINES, then LIST_END. Any local user may read it:
+ * the counters name no host, session or user (RUN_DIR/metrics.sock is 0660 for collectors). */
+static void handle_metrics(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
+{
+	char *text = netd_metrics_render(d), *p;
+
+	if (!text) {
+		netd_send_error(c->fd, m->seq, d->metrics ? ENOMEM : EOPNOTSUPP,
+				d->metrics ? "out of memory" : "metrics are served by sluiced only");
+		return;
+	}
+	for (p = text; *p;) {
+		/* whole lines, at most NETD_LINES_MAX bytes a message */
+		size_t n = strlen(p);
+		struct ipc_buf b;
+		char save;
+
+		if (n > NETD_LINES_MAX) {
+			n = NETD_LINES_MAX;
+			while (n > 0 && p[n - 1] != '\n')
+				n--;
+			if (n == 0)
+				n = NETD_LINES_MAX;
+		}
+		save = p[n];
+		p[n] = '\0';
+		if (ipc_buf_init(&b, NETD_MSG_LINES, m->seq) == 0) {
+			ipc_buf_put_str(&b, NETD_A_LINES, p);
+			ipc_send(c->fd, &b);
+		}
+		ipc_buf_release(&b);
+		p[n] = save;
+		p += n;
+	}
+	free(text);
+	ipc_send_empty(c->fd, NETD_MSG_LIST_END, m->seq);
+}
+
 static void handle_list(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 {
 	for (struct netd_sess *s = d->sessions; s; s = s->next) {
@@ -510,6 +553,9 @@ static void conn_cb(evutil_socket_t fd, short what, void *arg)
 		case NETD_MSG_CREATE:
 		case NETD_MSG_CNI_ADD:
 			handle_open(d, c, &m);
+			break;
+		case NETD_MSG_METRICS:
+			handle_metrics(d, c, &m);
 			break;
 		case NETD_MSG_CNI_DEL:
 			handle_cni_del(d, c, &m);

@@ -25,6 +25,7 @@
 #include "cni_key.h"
 #include "config.h"
 #include "lease.h"
+#include "netd_metrics.h"
 #include "reaper.h"
 #include "testhook.h"
 #include "link.h"
@@ -528,6 +529,7 @@ void netd_free(struct netd *d)
 	if (!d)
 		return;
 	d->stopping = true;
+	netd_metrics_free(d);
 	netd_control_free(d);
 	while (d->sessions)
 		netd_sess_close(d, d->sessions);
@@ -802,6 +804,7 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 	}
 	s->netns_fd = req->netns_fd;
 	s->lease_fd = -1;
+	s->setup_start = netd_metrics_now();
 	s->uid = req->uid;
 	s->pid = req->pid;
 	s->created = time(NULL);
@@ -954,6 +957,7 @@ fail:
 	session_unwire(d, s, nft_added);
 fail_early:
 	session_free(s);
+	netd_metrics_session_failed(d);
 	return r;
 }
 
@@ -1047,6 +1051,8 @@ out:
 
 void netd_sess_close(struct netd *d, struct netd_sess *s)
 {
+	double t0 = netd_metrics_now();
+
 	if (s->prev)
 		s->prev->next = s->next;
 	else
@@ -1059,4 +1065,5 @@ void netd_sess_close(struct netd *d, struct netd_sess *s)
 	session_unwire(d, s, true);
 	log_info("session %s ended", s->id);
 	session_free(s);
+	netd_metrics_session_closed(d, netd_metrics_now() - t0);
 }

@@ -93,6 +93,7 @@ struct netd_sess {
 	uint32_t records_seq;     /* seq of the SESSION_REMOVE a RECORDS request waits for (0 = none) */
 	struct netd_conn *records_replier; /* borrowed: who waits for the RECORDS reply, or NULL */
 	uint32_t records_reply_seq;
+	double setup_start;       /* netd_metrics_now() when the request arrived (setup latency) */
 	time_t direct_window;     /* direct mode: grants accepted in the current second, for the rate cap */
 	unsigned direct_in_window;
 };
@@ -141,6 +142,7 @@ struct netd {
 	unsigned nasks;
 	bool stopping;
 	void *control; /* owned by control.c */
+	struct netd_metrics *metrics; /* owned by metrics.c (netd_metrics.h); NULL = off (embedded mode) */
 };
 
 /* Creates the core: host namespace, netlink sockets, gateway lease, nftables base state, listening
@@ -208,6 +210,8 @@ void netd_engine_reopen_log(struct netd *d);
 /* Sends the session's new policy (SESSION_POLICY); s->policy_seq tracks the RESULT. */
 int netd_engine_session_policy(struct netd *d, struct netd_sess *s);
 bool netd_engine_running(const struct netd *d);
+/* Asks the running engine for its counters (METRICS); its METRICS_DATA goes to netd_metrics_engine_data. */
+void netd_engine_request_metrics(struct netd *d);
 /* Held requests: the verdict to the engine; lookup; forgetting one, a session's, or all. */
 int netd_engine_verdict(struct netd *d, const char *ask_id, bool allow, uid_t by);
 struct netd_ask *netd_ask_find(struct netd *d, const char *id);

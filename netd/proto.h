@@ -19,6 +19,7 @@
 #define NETD_ASK_ID_MAX 8     /* PROXY_ASK_ID_LEN */
 #define NETD_HOST_MAX 253
 #define NETD_METHOD_MAX 32
+#define NETD_METRICS_DATA_MAX 4096 /* METRICS attribute; its exact size is sizeof(struct proxy_metrics) */
 #define NETD_CNI_KEY_MAX 272  /* container id (at most 256) + "/" + interface name (at most 15) */
 #define NETD_LINES_MAX (60 * 1024) /* a netlink attribute holds at most 64 KiB */
 /* the policy JSON (sluiced's org layer can be large): inline up to IPC_TEXT_INLINE_MAX, else in a
@@ -101,6 +102,7 @@ enum netd_attr {
 	/* 38..43: free */
 	NETD_A_CNI_KEY = 44,  /* str NETD_CNI_KEY_MAX: "CONTAINERID/IFNAME" of a CNI session */
 	NETD_A_SESS_IF = 45,  /* str 15: the session-side interface name (default eth0) */
+	NETD_A_METRICS = 46,  /* bytes: the engine's struct proxy_metrics (sluiced checks the exact size) */
 };
 
 extern const struct ipc_proto netd_control_proto;
@@ -123,12 +125,16 @@ enum netd_eng_msg {
 	NETD_ENG_REOPEN_LOG = 7,     /* d -> engine: SIGHUP */
 	NETD_ENG_VERDICT = 8,        /* d -> engine: an operator's verdict on a held request */
 	NETD_ENG_SESSION_POLICY = 9, /* d -> engine: the session's policy was replaced -> RESULT */
+	/* 10, 11: free */
+	NETD_ENG_METRICS = 12,       /* d -> engine: send your counters (METRICS_DATA) */
 	NETD_ENG_READY = 16,         /* engine -> d: running (or ERRNO/ERRMSG if it could not start) */
 	NETD_ENG_RESULT = 17,        /* engine -> d: result of the request with the same seq */
 	NETD_ENG_ASK = 18,           /* engine -> d: a request is held for approval */
 	NETD_ENG_ASK_END = 19,       /* engine -> d: that ask ended (decided, timed out, abandoned) */
 	NETD_ENG_DIRECT_ADD = 20,    /* engine -> d: direct mode: DNS answered an allowed name with DST */
 	NETD_ENG_DIRECT_REVOKE = 21, /* engine -> d: direct mode: the session's flows to DST:DPORT must end */
+	/* 22..25: free */
+	NETD_ENG_METRICS_DATA = 26,  /* engine -> d: its counters (METRICS: struct proxy_metrics, exact size) */
 	NETD_ENG_COUNT_,
 };
 

@@ -18,6 +18,7 @@
 #include "config.h"
 #include "log.h"
 #include "netd.h"
+#include "netd_metrics.h"
 #include "util.h"
 
 static void usage(FILE *f)
@@ -35,6 +36,8 @@ static void usage(FILE *f)
 		"  --user USER          unprivileged user of the proxy engine (default sluice, else nobody)\n"
 		"  --max-per-uid N      sessions per unprivileged user (default 64)\n"
 		"  --sysconfdir DIR     organisation policy directory (default /etc/sluice)\n"
+		"  --metrics-listen A:P also serve Prometheus metrics on this loopback address (127.0.0.1:9477);\n"
+		"                       they are always on RUN_DIR/metrics.sock\n"
 		"  -v, --verbose        more logging (twice: debug)\n"
 		"  -h, --help, --version\n");
 }
@@ -94,9 +97,11 @@ int main(int argc, char **argv)
 		{"upstream-dns", required_argument, NULL, 'u'}, {"nflog-group", required_argument, NULL, 'g'},
 		{"user", required_argument, NULL, 'U'},    {"max-per-uid", required_argument, NULL, 'm'},
 		{"sysconfdir", required_argument, NULL, 'c'}, {"verbose", no_argument, NULL, 'v'},
+		{"metrics-listen", required_argument, NULL, 'M'},
 		{"help", no_argument, NULL, 'h'},          {"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0}};
 	struct netd_config cfg;
+	const char *metrics_listen = NULL;
 	struct netd *d = NULL;
 	struct event *sigs[4] = {0};
 	enum log_level lvl = LOG_LEVEL_INFO;
@@ -166,6 +171,9 @@ int main(int argc, char **argv)
 		case 'c':
 			util_strlcpy(cfg.sysconfdir, optarg, sizeof cfg.sysconfdir);
 			break;
+		case 'M':
+			metrics_listen = optarg;
+			break;
 		case 'v':
 			lvl = lvl == LOG_LEVEL_INFO ? LOG_LEVEL_DEBUG : lvl;
 			log_set_level(lvl);
@@ -209,6 +217,12 @@ bad:
 		return 1;
 	}
 	r = netd_control_listen(d, err, sizeof err);
+	if (r < 0) {
+		fprintf(stderr, "sluiced: %s\n", err);
+		netd_free(d);
+		return 1;
+	}
+	r = netd_metrics_start(d, metrics_listen, err, sizeof err);
 	if (r < 0) {
 		fprintf(stderr, "sluiced: %s\n", err);
 		netd_free(d);

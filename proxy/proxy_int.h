@@ -11,6 +11,7 @@
 
 #include "audit.h"
 #include "engine.h"
+#include "metrics.h"
 #include "policy.h"
 
 struct bufferevent;
@@ -89,6 +90,7 @@ struct proxy_engine {
 	proxy_direct_notify_fn direct_notify;   /* NULL: direct mode cannot open flows here */
 	void *direct_arg;                       /* borrowed */
 	uint64_t flow_next;                     /* the next audit flow id (random top bits per engine) */
+	struct proxy_metrics metrics;           /* every record written, counted (metrics.h) */
 };
 
 /* ---- session.c ---- */
