@@ -22,6 +22,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "audit_ship.h"
 #include "cni_key.h"
 #include "config.h"
 #include "lease.h"
@@ -537,6 +538,8 @@ void netd_free(struct netd *d)
 	d->reaper = NULL;
 	netd_nflog_free(d->nflog);
 	netd_engine_free(d->engine);
+	netd_ship_free(d->ship); /* after the engine: what it wrote last is shipped too */
+	d->ship = NULL;
 	netd_asks_drop_session(d, NULL);
 	for (int i = 0; i < 4; i++) {
 		if (d->listen_fds[i] >= 0)

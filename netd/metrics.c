@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "audit_ship.h"
 #include "ipc.h"
 #include "metrics.h" /* proxy/metrics.h: struct proxy_metrics */
 #include "netd.h"
@@ -237,6 +238,15 @@ char *netd_metrics_render(struct netd *d)
 	help(b, "sluice_audit_records_lost_total", "counter", "Audit records lost for good (retry queue full).");
 	evbuffer_add_printf(b, "sluice_audit_records_lost_total %llu\n", (unsigned long long)t.audit_lost);
 
+	if (d->ship) {
+		uint64_t sent, errors;
+
+		netd_ship_counts(d->ship, &sent, &errors);
+		help(b, "sluice_audit_shipped_total", "counter", "Audit records sent to syslog or journald (--audit-ship).");
+		evbuffer_add_printf(b, "sluice_audit_shipped_total %llu\n", (unsigned long long)sent);
+		help(b, "sluice_audit_ship_errors_total", "counter", "Audit records that could not be shipped (the file has them).");
+		evbuffer_add_printf(b, "sluice_audit_ship_errors_total %llu\n", (unsigned long long)errors);
+	}
 	n = evbuffer_get_length(b);
 	if ((out = malloc(n + 1)) != NULL) {
 		evbuffer_remove(b, out, n);

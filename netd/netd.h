@@ -143,6 +143,7 @@ struct netd {
 	bool stopping;
 	void *control; /* owned by control.c */
 	struct netd_metrics *metrics; /* owned by metrics.c (netd_metrics.h); NULL = off (embedded mode) */
+	struct netd_ship *ship;       /* owned: the audit shipper (audit_ship.h); NULL = not shipping */
 };
 
 /* Creates the core: host namespace, netlink sockets, gateway lease, nftables base state, listening
