@@ -249,6 +249,21 @@ int cni_conf_parse(const char *buf, size_t len, struct cni_conf *c, struct cni_e
 		}
 		c->policies = json_object_get(v);
 	}
+	if (json_object_object_get_ex(root, "namespaces", &v)) {
+		if (!json_object_is_type(v, json_type_object)) {
+			cni_fail(e, CNI_E_CONFIG, "network configuration: \"namespaces\" must map pod namespaces to policy names");
+			goto out;
+		}
+		json_object_object_foreach(v, ns, pname) {
+			if (!json_object_is_type(pname, json_type_string) || !c->policies ||
+			    !json_object_object_get_ex(c->policies, json_object_get_string(pname), NULL)) {
+				cni_fail(e, CNI_E_CONFIG, "network configuration: \"namespaces\".%.63s must name one of \"policies\"",
+					 ns);
+				goto out;
+			}
+		}
+		c->namespaces = json_object_get(v);
+	}
 	if (json_object_object_get_ex(root, "prevResult", &v) && !json_object_is_type(v, json_type_null)) {
 		if (!json_object_is_type(v, json_type_object)) {
 			cni_fail(e, CNI_E_CONFIG, "network configuration: \"prevResult\" must be an object");
@@ -278,6 +293,7 @@ void cni_conf_clear(struct cni_conf *c)
 	free(c->run_dir);
 	free(c->policy.text);
 	json_object_put(c->policies);
+	json_object_put(c->namespaces);
 	json_object_put(c->prev_result);
 	free(c->rt_policy);
 	for (size_t i = 0; i < c->rt_ndeny; i++)

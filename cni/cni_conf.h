@@ -56,6 +56,7 @@ struct cni_conf {
 	bool transparent;  /* "transparent" (default true): TCP 80/443 redirected to the proxy */
 	struct cni_policy_src policy; /* "policy" (required for ADD) */
 	struct json_object *policies; /* owned ref: "policies", name -> policy source, or NULL */
+	struct json_object *namespaces; /* owned ref: "namespaces", pod namespace -> a name of "policies", or NULL */
 	struct json_object *prev_result; /* owned ref: "prevResult", or NULL */
 	/* runtimeConfig.sluice (capability "sluice"): the container's narrowing */
 	char *rt_policy;   /* owned: a name of "policies", or NULL */

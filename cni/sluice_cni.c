@@ -64,14 +64,18 @@ static int print_json(struct json_object *o)
 	return printf("%s\n", s) < 0 || fflush(stdout) != 0 ? -1 : 0;
 }
 
-/* The policy source the container gets: a named one it picked (runtimeConfig wins over CNI_ARGS; both
- * must agree), else the network's. Returns a copy owned by the caller in *out. */
+/* The policy source the container gets: a named one it picked (runtimeConfig or CNI_ARGS; both must
+ * agree), else the one the network's "namespaces" maps its pod namespace to, else the network's. Returns
+ * a copy owned by the caller in *out. */
 static int pick_policy(const struct cni_conf *c, const struct cni_args *a, struct cni_policy_src *out,
 		       struct cni_err *e)
 {
 	const char *name = c->rt_policy ? c->rt_policy : a->policy[0] ? a->policy : NULL;
 	struct json_object *v;
 	char where[128];
+
+	if (!name && a->pod_namespace[0] && c->namespaces && json_object_object_get_ex(c->namespaces, a->pod_namespace, &v))
+		name = json_object_get_string(v);
 
 	if (c->rt_policy && a->policy[0] && strcmp(c->rt_policy, a->policy) != 0)
 		return cni_fail(e, CNI_E_CONFIG, "runtimeConfig asks policy \"%s\", CNI_ARGS SLUICE_POLICY \"%s\": pick one",

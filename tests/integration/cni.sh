@@ -29,7 +29,7 @@ audit_has() { grep -q -- "$1" "$AUDIT"; }
 
 CONF='{"cniVersion": "1.0.0", "name": "sluice-net", "type": "sluice-cni", "runDir": "'$RUN'",
   "policy": {"allow": ["allowed.test", "other.test"]},
-  "policies": {"registry-only": {"allow": ["registry.test"]}}}'
+  "policies": {"registry-only": {"allow": ["registry.test"]}}, "namespaces": {"ci": "registry-only"}}'
 # cni CMD ID NETNS [CONF [CNI_ARGS]]: runs the plugin as a runtime would; stdout in $OUT, exit status in $RC
 cni() {
 	OUT=$(printf '%s' "${4:-$CONF}" | env -i PATH="$PATH" CNI_COMMAND="$1" CNI_CONTAINERID="$2" CNI_NETNS="$3" \
@@ -112,6 +112,11 @@ cni ADD ctr3 /run/netns/c3 "$RCONF"
 check_eq "ADD with runtimeConfig picking a named policy" 0 "$RC"
 check_eq "... that policy applies (allowed.test is not in it)" 403 "$(get c3 http://allowed.test)"
 check_match "... and what it allows is reached (the registry answers)" '^(200|404)$' "$(get c3 http://registry.test)"
+ip netns add c5
+cni ADD ctr5 /run/netns/c5 "$CONF" "K8S_POD_NAMESPACE=ci;K8S_POD_NAME=job-1"
+check_eq "ADD of a pod in a namespace the network maps to a named policy" 0 "$RC"
+check_eq "... that policy applies to it" 403 "$(get c5 http://allowed.test)"
+cni DEL ctr5 /run/netns/c5
 check_eq "a policy name the network does not define is refused (7)" 7 \
 	"$(code ADD ctr4 /run/netns/c3 "$CONF" "SLUICE_POLICY=everything")"
 check_eq "a bad deny pattern in CNI_ARGS is refused (4)" 4 "$(code ADD ctr4 /run/netns/c3 "$CONF" "SLUICE_DENY=a b")"

@@ -95,6 +95,9 @@ static void test_conf_errors(void **state)
 	expect_code("{" HEAD ", \"policies\": {\"Bad Name\": \"npm\"}}", CNI_E_CONFIG, "[a-z0-9_-]");
 	expect_code("{" HEAD ", \"policies\": {\"x\": 1}}", CNI_E_CONFIG, "policies\".x");
 	expect_code("{" HEAD ", \"prevResult\": []}", CNI_E_CONFIG, "prevResult");
+	expect_code("{" HEAD ", \"namespaces\": {\"ci\": \"build\"}}", CNI_E_CONFIG, "namespaces\".ci");
+	expect_code("{" HEAD ", \"policies\": {\"build\": \"npm\"}, \"namespaces\": {\"ci\": 1}}", CNI_E_CONFIG, "must name");
+	expect_code("{" HEAD ", \"namespaces\": []}", CNI_E_CONFIG, "map pod namespaces");
 	expect_code("{" HEAD ", \"runtimeConfig\": {\"sluice\": {\"allow\": [\"x\"]}}}", CNI_E_FIELD, "unknown field");
 	expect_code("{" HEAD ", \"runtimeConfig\": {\"sluice\": {\"policy\": \"nosuch\"}}}", CNI_E_CONFIG, "not one of");
 	expect_code("{" HEAD ", \"runtimeConfig\": {\"sluice\": {\"deny\": \"x\"}}}", CNI_E_CONFIG, "array");
@@ -133,6 +136,9 @@ static void test_conf_runtime(void **state)
 	assert_string_equal(c.rt_deny[1], "*.c.example:22");
 	assert_non_null(c.prev_result);
 	assert_non_null(c.policies);
+	cni_conf_clear(&c);
+	assert_int_equal(parse("{" HEAD ", \"policies\": {\"build\": \"npm\"}, \"namespaces\": {\"ci\": \"build\"}}", &c, &e), 0);
+	assert_non_null(c.namespaces);
 	cni_conf_clear(&c);
 }
 
