@@ -112,6 +112,13 @@ cni ADD ctr3 /run/netns/c3 "$RCONF"
 check_eq "ADD with runtimeConfig picking a named policy" 0 "$RC"
 check_eq "... that policy applies (allowed.test is not in it)" 403 "$(get c3 http://allowed.test)"
 check_match "... and what it allows is reached (the registry answers)" '^(200|404)$' "$(get c3 http://registry.test)"
+FPOL=$LAB_DIR/tmp/cni-file-policy.json
+echo '{ "allow": ["registry.test"] }' >"$FPOL"
+ip netns add c6
+cni ADD ctr6 /run/netns/c6 '{"cniVersion": "1.0.0", "name": "file-net", "type": "sluice-cni", "runDir": "'$RUN'", "policy": "'$FPOL'"}'
+check_eq "ADD with a policy file path" 0 "$RC"
+check_match "... the file's policy applies (allowed.test refused, the registry answers)" "^403 (200|404)$" "$(get c6 http://allowed.test) $(get c6 http://registry.test)"
+cni DEL ctr6 /run/netns/c6
 ip netns add c5
 cni ADD ctr5 /run/netns/c5 "$CONF" "K8S_POD_NAMESPACE=ci;K8S_POD_NAME=job-1"
 check_eq "ADD of a pod in a namespace the network maps to a named policy" 0 "$RC"
