@@ -231,7 +231,7 @@ char *netd_metrics_render(struct netd *d)
 	help(b, "sluice_bytes_total", "counter", "Bytes relayed, up (session to internet) and down.");
 	evbuffer_add_printf(b, "sluice_bytes_total{direction=\"up\"} %llu\nsluice_bytes_total{direction=\"down\"} %llu\n",
 			    (unsigned long long)t.bytes_up, (unsigned long long)t.bytes_down);
-	help(b, "sluice_tunnels_open", "gauge", "CONNECT and transparent TLS exchanges open now.");
+	help(b, "sluice_tunnels_open", "gauge", "CONNECT, transparent TLS and SOCKS5 exchanges open now.");
 	evbuffer_add_printf(b, "sluice_tunnels_open %llu\n", (unsigned long long)t.tunnels_open);
 	help(b, "sluice_audit_write_errors_total", "counter", "Audit records whose write failed (retried, or lost).");
 	evbuffer_add_printf(b, "sluice_audit_write_errors_total %llu\n", (unsigned long long)t.audit_write_errors);

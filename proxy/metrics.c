@@ -6,8 +6,8 @@
 
 #include "audit.h"
 
-static const char *const proto_names[PROXY_MET_NPROTO] = {"http", "connect", "tls-sni", "dns", "direct", "drop",
-							   "other"};
+static const char *const proto_names[PROXY_MET_NPROTO] = {"http",   "connect", "tls-sni", "dns",
+							   "direct", "drop",    "socks5",  "other"};
 static const char *const verdict_names[PROXY_MET_NVERDICT] = {"allow", "deny", "ask"};
 static const char *const reason_names[PROXY_MET_NREASON] = {"rule", "no_rule"};
 
@@ -49,7 +49,7 @@ void proxy_metrics_note(struct proxy_metrics *m, const struct audit_record *r, i
 	bool decision = r->event && strcmp(r->event, AUDIT_EVENT_DECISION) == 0;
 	enum proxy_met_proto p = proto_of(r->protocol);
 	enum proxy_met_verdict v = verdict_of(r->decision);
-	bool tunnel = p == PROXY_MET_CONNECT || p == PROXY_MET_TLS_SNI;
+	bool tunnel = p == PROXY_MET_CONNECT || p == PROXY_MET_TLS_SNI || p == PROXY_MET_SOCKS5;
 
 	if (write_rc != 0)
 		m->audit_write_errors++;

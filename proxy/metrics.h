@@ -16,6 +16,7 @@ enum proxy_met_proto {
 	PROXY_MET_DNS,
 	PROXY_MET_DIRECT,
 	PROXY_MET_DROP,
+	PROXY_MET_SOCKS5, /* the SOCKS5 front (issue 20) */
 	PROXY_MET_OTHER,
 	PROXY_MET_NPROTO,
 };
@@ -29,7 +30,7 @@ struct proxy_metrics {
 	uint64_t dns_queries[PROXY_MET_NVERDICT];
 	uint64_t bytes_up;           /* session -> internet, counted when an exchange closes */
 	uint64_t bytes_down;         /* internet -> session */
-	uint64_t tunnels_open;       /* CONNECT and transparent TLS exchanges allowed and not closed yet */
+	uint64_t tunnels_open;       /* CONNECT, transparent TLS and SOCKS5 exchanges allowed and not closed yet */
 	uint64_t audit_write_errors; /* records whose write failed (queued for retry, or lost) */
 	uint64_t audit_lost;         /* records lost for good (queue full) */
 };

@@ -86,7 +86,7 @@ check "... and closed again when it ends" eventually sh -c "[ \"\$('$CTL' metric
 
 check "no label names a host or a session" sh -c "! '$CTL' metrics | grep -E 'allowed\.test|evil\.test|$(reply s1 id)'"
 check_eq "every label value is one of a fixed few" "" "$("$CTL" metrics | grep -v '^#' | grep -o '="[^"]*"' | sort -u |
-	grep -vxE '="(http|connect|tls-sni|dns|direct|drop|other|allow|deny|ask|rule|no_rule|up|down|[0-9.e+]+|\+Inf)"')"
+	grep -vxE '="(http|connect|tls-sni|dns|direct|drop|socks5|other|allow|deny|ask|rule|no_rule|up|down|[0-9.e+]+|\+Inf)"')"
 
 kill -TERM "${HOLD[s1]}" && wait "${HOLD[s1]}" 2>/dev/null
 check "the session's end counts" eventually sh -c "[ \"\$('$CTL' metrics | awk '\$1 == \"sluice_sessions_ended_total\" {print \$2}')\" -ge 1 ]"

@@ -80,6 +80,12 @@ static void test_dns_tunnels_errors(void **state)
 	r = rec(AUDIT_EVENT_DECISION, "tls-sni", "allow", "p:1:1");
 	proxy_metrics_note(&m, &r, 0);
 	assert_int_equal(m.tunnels_open, 2);
+	r = rec(AUDIT_EVENT_DECISION, "socks5", "allow", "p:1:1");
+	proxy_metrics_note(&m, &r, 0);
+	assert_int_equal(m.tunnels_open, 3);
+	r = rec(AUDIT_EVENT_CLOSE, "socks5", "allow", "p:1:1");
+	proxy_metrics_note(&m, &r, 0);
+	assert_int_equal(m.tunnels_open, 2);
 	r = rec(AUDIT_EVENT_COMPLETE, "connect", "deny", NULL); /* refused: never opened */
 	proxy_metrics_note(&m, &r, 0);
 	assert_int_equal(m.tunnels_open, 2);
@@ -98,6 +104,7 @@ static void test_names(void **state)
 {
 	(void)state;
 	assert_string_equal(proxy_met_proto_name(PROXY_MET_TLS_SNI), "tls-sni");
+	assert_string_equal(proxy_met_proto_name(PROXY_MET_SOCKS5), "socks5");
 	assert_string_equal(proxy_met_proto_name((enum proxy_met_proto)99), "other");
 	assert_string_equal(proxy_met_verdict_name(PROXY_MET_ASK), "ask");
 	assert_string_equal(proxy_met_reason_name(PROXY_MET_NO_RULE), "no_rule");
