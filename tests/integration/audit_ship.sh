@@ -108,4 +108,16 @@ for e in ents:
 assert any(e["SLUICE_HOST"] == "evil.test" and e["SLUICE_DECISION"] == "deny" for e in ents)' "$AUDIT" "$JOUT" "$AUDIT.before"
 check "the hash chain of the file verifies" "$CTL" log verify "$AUDIT"
 
+# rotation (logrotate renames the file, sluiced reopens it on SIGHUP): shipping follows the new file
+mv "$AUDIT" "$AUDIT.1"
+kill -HUP "$(lab_pid sluiced)"
+check "after rotation sluiced writes a new file" eventually sh -c \
+	"ip netns exec s2 curl -s -o /dev/null -m 5 -x http://$GW4:3128 http://evil.test/rot; test -s '$AUDIT'"
+check "... and each of its records is shipped too" eventually py '
+import json, sys
+lines = [l.rstrip("\n") for l in open(sys.argv[1])]
+msgs = {json.loads(l)["fields"]["MESSAGE"] for l in open(sys.argv[2])}
+sys.exit(0 if lines and all(l in msgs for l in lines) else 1)' "$AUDIT" "$JOUT"
+check "the chain verifies across the rotated pair" "$CTL" log verify "$AUDIT.1" "$AUDIT"
+
 done_testing

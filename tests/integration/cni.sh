@@ -119,6 +119,14 @@ cni ADD ctr6 /run/netns/c6 '{"cniVersion": "1.0.0", "name": "file-net", "type": 
 check_eq "ADD with a policy file path" 0 "$RC"
 check_match "... the file's policy applies (allowed.test refused, the registry answers)" "^403 (200|404)$" "$(get c6 http://allowed.test) $(get c6 http://registry.test)"
 cni DEL ctr6 /run/netns/c6
+ip netns add c7
+OUT=$(printf '%s' "$CONF" | env -i PATH="$PATH" CNI_COMMAND=ADD CNI_CONTAINERID=ctr7 CNI_NETNS=/run/netns/c7 \
+	CNI_IFNAME=net1 CNI_PATH=/usr/lib/cni "$PLUGIN" 2>/dev/null)
+check_eq "ADD with CNI_IFNAME net1: the result names it" net1 "$(jq_ 'd["interfaces"][1]["name"]')"
+check "... and the container has net1 with the address and the default route" sh -c \
+	"ip -n c7 -o addr show dev net1 | grep -q '$(jq_ 'd["ips"][0]["address"]')' && ip -n c7 route show default | grep -q 'dev net1'"
+OUT=$(printf '%s' "$CONF" | env -i PATH="$PATH" CNI_COMMAND=DEL CNI_CONTAINERID=ctr7 CNI_IFNAME=net1 "$PLUGIN" 2>&1)
+check "... and DEL of ctr7/net1 removes it" eventually sh -c "! ip -n c7 link show net1 >/dev/null 2>&1"
 ip netns add c5
 cni ADD ctr5 /run/netns/c5 "$CONF" "K8S_POD_NAMESPACE=ci;K8S_POD_NAME=job-1"
 check_eq "ADD of a pod in a namespace the network maps to a named policy" 0 "$RC"
