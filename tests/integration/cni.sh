@@ -8,7 +8,7 @@
 . "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
 . "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
 lab_enter "$@"
-_lab_need curl nft "$LAB_PYTHON"
+_lab_need curl nft "$LAB_PYTHON" setpriv
 
 B=$SLUICE_BUILD_DIR
 PLUGIN=$B/cni/sluice-cni
@@ -100,6 +100,16 @@ check_eq "CHECK fails (code 102) when the namespace is another" 102 "$(code CHEC
 check_eq "CHECK fails (code 102) for an unknown container" 102 "$(code CHECK nosuch /run/netns/c1 "$CHK")"
 check_eq "CHECK without prevResult is a config error (7)" 7 "$(code CHECK ctr1 /run/netns/c1 "$CONF")"
 check_eq "a second ADD for the same container is refused" 100 "$(code ADD ctr1 /run/netns/other)"
+
+# only root may ask for CNI sessions (sluiced checks SO_PEERCRED): an unprivileged caller gets EPERM
+ip netns add c8
+OUT=$(printf '%s' "$CONF" | setpriv --reuid 65534 --regid 65534 --clear-groups env -i PATH="$PATH" CNI_COMMAND=ADD \
+	CNI_CONTAINERID=ctr8 CNI_NETNS=/run/netns/c8 CNI_IFNAME=eth0 "$PLUGIN" 2>/dev/null)
+check_match "an unprivileged caller's ADD is refused by sluiced" 'only root' "$(jq_ 'd["msg"]')"
+OUT=$(printf '%s' "$CONF" | setpriv --reuid 65534 --regid 65534 --clear-groups env -i PATH="$PATH" CNI_COMMAND=DEL \
+	CNI_CONTAINERID=ctr1 CNI_IFNAME=eth0 "$PLUGIN" 2>/dev/null)
+check_match "... and so is its DEL of another's container" 'only root' "$(jq_ 'd["msg"]')"
+check "... which still has its session" sh -c "'$B/tools/sluicectl/sluicectl' sessions | grep -q container=ctr1"
 
 # per-container narrowing: a deny from CNI_ARGS, a named policy from runtimeConfig; never wider
 ip netns add c2
