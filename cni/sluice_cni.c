@@ -211,6 +211,8 @@ static int cmd_add(const struct cni_conf *c, const struct cni_args *a, const cha
 	r = snprintf(command, sizeof command, "cni %s container=%.128s", c->name, id);
 	if (a->pod_namespace[0] && a->pod_name[0])
 		snprintf(command + r, sizeof command - (size_t)r, " pod=%s/%s", a->pod_namespace, a->pod_name);
+	else if (a->pod_name[0]) /* Podman passes its container name alone */
+		snprintf(command + r, sizeof command - (size_t)r, " pod=%s", a->pod_name);
 	if (open_netns(netns, &fd, e) < 0) {
 		free(policy);
 		return -1;

@@ -88,8 +88,12 @@ check_eq "a container reaches an allowed lab host" 200 "$out"
 out=$(pm run --name denied "${RUNOPTS[@]}" "$IMG" curl -s -o /dev/null -w '%{http_code}' -m 10 --resolve evil.test:80:$LAB_EVIL4 http://evil.test/podman 2>>"$P/podman.err")
 check_eq "... and is refused a denied one" 403 "$out"
 CID=$(pm inspect --format '{{.Id}}' denied)
-check "the denial is audited with the container id" eventually grep -q \
-	"\"command\":\"cni sluice-net container=$CID\".*\"host\":\"evil.test\".*\"decision\":\"deny\"" "$AUDIT"
+check "the denial is audited with the container id and name" eventually grep -q \
+	"\"command\":\"cni sluice-net container=$CID pod=denied\".*\"host\":\"evil.test\".*\"decision\":\"deny\"" "$AUDIT"
+out=$(pm run --rm "${RUNOPTS[@]}" "$IMG" sh -c 'cat /etc/resolv.conf; nslookup allowed.test; echo "rc=$?"; nslookup evil.test; echo "rc=$?"' 2>>"$P/podman.err")
+check_match "the container's resolver is sluice's DNS on the gateway" "nameserver 100\.64\.0\.1" "$out"
+check_match "... which answers an allowed name" "Address: $LAB_ALLOWED4" "$out"
+check_match "... and refuses a denied one" "rc=0.*rc=1" "$(printf '%s' "$out" | tr '\n' ' ')"
 check_not "evil.test was never reached" grep -q evil.test <(lab_http_requests)
 check "a container that ran to its end leaves nothing after podman rm -f" sh -c \
 	"podman --root '$P/root' --runroot '$P/runroot' --storage-driver vfs rm -f denied >/dev/null"
