@@ -1,5 +1,6 @@
 /* Launcher/tool side of the control protocol, and the embedded-helper fallback. */
 #include "client.h"
+#include "client_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -620,4 +621,21 @@ int netd_ask_watch_next(int fd, struct netd_ask_entry *e)
 			return r;
 		/* anything else on a watch connection is not for us: skip it */
 	}
+}
+
+/* ---- for the other client files of this library (client_int.h) ---- */
+
+int netd_client_connect(char *err, size_t errlen)
+{
+	return daemon_connect(err, errlen);
+}
+
+int netd_client_recv_reply(int fd, uint32_t seq, struct ipc_msg *m, char *err, size_t errlen)
+{
+	return recv_reply(fd, seq, m, err, errlen);
+}
+
+void netd_client_fill_reply(const struct ipc_msg *m, struct netd_session_reply *r)
+{
+	fill_reply(m, r);
 }

@@ -18,6 +18,7 @@
 #include <json-c/json.h>
 
 #include "log.h"
+#include "netd_metrics.h"
 #include "util.h"
 
 #define CONTROL_MAX_CONNS 4096
@@ -42,6 +43,7 @@ struct pending_open {
 	uint32_t type, seq;
 	int netns_fd;             /* owned */
 	char *command, *name;     /* owned; name may be NULL */
+	char *cni_key, *sess_if;  /* owned; CNI_ADD only, else NULL */
 };
 
 static void pending_open_free(struct pending_open *po)
@@ -53,6 +55,8 @@ static void pending_open_free(struct pending_open *po)
 		close(po->netns_fd);
 	free(po->command);
 	free(po->name);
+	free(po->cni_key);
+	free(po->sess_if);
 	free(po);
 }
 
@@ -156,6 +160,7 @@ void netd_conn_session_ready(struct netd *d, struct netd_sess *s, int err, const
 	s->replier = NULL;
 	s->reply_seq = 0;
 	if (err) {
+		netd_metrics_session_failed(d);
 		log_warnx("session %s: %s", s->id, msg ? msg : strerror(-err));
 		if (c)
 			netd_send_error(c->fd, seq, err, msg ? msg : strerror(-err));
@@ -164,6 +169,9 @@ void netd_conn_session_ready(struct netd *d, struct netd_sess *s, int err, const
 		netd_sess_close(d, s);
 		return;
 	}
+	if (s->setup_start > 0) /* once: a restarted engine's re-registration is no new session */
+		netd_metrics_session_ready(d, netd_metrics_now() - s->setup_start);
+	s->setup_start = 0;
 	if (c && send_session(d, c->fd, seq, s) < 0)
 		log_warnx("session %s: the reply could not be sent", s->id);
 }
@@ -192,6 +200,8 @@ static void open_compiled(struct netd *d, int r, struct netd_compiled *res, cons
 	po->netns_fd = -1;
 	req.command = po->command;
 	req.name = po->name;
+	req.cni_key = po->cni_key;
+	req.sess_if = po->sess_if;
 	req.policy = res;
 	req.uid = c->uid;
 	req.pid = c->pid;
@@ -223,10 +233,20 @@ static void handle_open(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 	struct pending_open *po;
 	const char *command = ipc_get_str(m, NETD_A_COMMAND), *name = ipc_get_str(m, NETD_A_NAME);
 	char err[NETD_ERRMSG_MAX + 1];
-	int netns_fd = m->type == NETD_MSG_ATTACH ? ipc_msg_take_fd(m, 0) : -1;
+	const char *cni_key = ipc_get_str(m, NETD_A_CNI_KEY), *sess_if = ipc_get_str(m, NETD_A_SESS_IF);
+	int netns_fd = m->type != NETD_MSG_CREATE ? ipc_msg_take_fd(m, 0) : -1;
 	char *policy = NULL;
 	int r;
 
+	if (m->type == NETD_MSG_CNI_ADD && (c->uid != 0 || c->embedded)) {
+		/* a CNI session outlives its connection and any uid could name any container: the runtime's
+		 * plugin runs as root, and nobody else may */
+		if (netns_fd >= 0)
+			close(netns_fd);
+		netd_send_error(c->fd, m->seq, EPERM, c->embedded ? "CNI sessions need sluiced (start sluiced.service)"
+								 : "only root (a CNI runtime's plugin) may add CNI sessions");
+		return;
+	}
 	if (m->type == NETD_MSG_CREATE && c->embedded) {
 		/* an embedded helper dies with its launcher: a persistent namespace needs sluiced */
 		if (netns_fd >= 0)
@@ -251,7 +271,8 @@ static void handle_open(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 		return;
 	}
 	po = calloc(1, sizeof *po);
-	if (!po || !(po->command = strdup(command ? command : "")) || (name && !(po->name = strdup(name)))) {
+	if (!po || !(po->command = strdup(command ? command : "")) || (name && !(po->name = strdup(name))) ||
+	    (cni_key && !(po->cni_key = strdup(cni_key))) || (sess_if && !(po->sess_if = strdup(sess_if)))) {
 		free(policy);
 		if (po)
 			po->netns_fd = netns_fd;
@@ -492,6 +513,85 @@ static void handle_records(struct netd *d, struct netd_conn *c, struct ipc_msg *
 		netd_conn_records_ready(d, s);
 }
 
+/* CNI_DEL: ends the session CNI_ADD made for the key; OK also when there is none (the spec wants DEL
+ * idempotent: the runtime repeats it after a crash, or after a sluiced restart already ended it). */
+static void handle_cni_del(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
+{
+	const char *key = ipc_get_str(m, NETD_A_CNI_KEY);
+	struct netd_sess *s;
+
+	if (c->uid != 0) {
+		netd_send_error(c->fd, m->seq, EPERM, "only root (a CNI runtime's plugin) may delete CNI sessions");
+		return;
+	}
+	if ((s = netd_sess_find_cni(d, key)) != NULL) {
+		log_info("session %s: CNI DEL of %s", s->id, key);
+		netd_conn_session_ending(d, s);
+		netd_sess_close(d, s);
+	}
+	ipc_send_empty(c->fd, NETD_MSG_OK, m->seq);
+}
+
+/* CNI_CHECK: the session of the key, if it is wired into the very namespace passed (the runtime's
+ * CNI_NETNS); else ENOENT (no session) or ESTALE (another namespace). */
+static void handle_cni_check(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
+{
+	struct netd_sess *s = c->uid == 0 ? netd_sess_find_cni(d, ipc_get_str(m, NETD_A_CNI_KEY)) : NULL;
+	int fd = ipc_msg_take_fd(m, 0);
+	struct stat st;
+
+	if (c->uid != 0)
+		netd_send_error(c->fd, m->seq, EPERM, "only root (a CNI runtime's plugin) may check CNI sessions");
+	else if (!s || !s->wired)
+		netd_send_error(c->fd, m->seq, ENOENT, "no sluice session for this container");
+	else if (fd < 0 || fstat(fd, &st) < 0 || st.st_dev != s->ns_dev || st.st_ino != s->ns_ino)
+		netd_send_error(c->fd, m->seq, ESTALE, "the container's sluice session is wired into another namespace");
+	else if (!s->engine_ok)
+		netd_send_error(c->fd, m->seq, EHOSTDOWN, "the container's session has no proxy service (engine down)");
+	else if (send_session(d, c->fd, m->seq, s) < 0)
+		log_warnx("session %s: the CHECK reply could not be sent", s->id);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* METRICS: the Prometheus text (netd_metrics.h) as LINES, then LIST_END. Any local user may read it:
+ * the counters name no host, session or user (RUN_DIR/metrics.sock is 0660 for collectors). */
+static void handle_metrics(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
+{
+	char *text = netd_metrics_render(d), *p;
+
+	if (!text) {
+		netd_send_error(c->fd, m->seq, d->metrics ? ENOMEM : EOPNOTSUPP,
+				d->metrics ? "out of memory" : "metrics are served by sluiced only");
+		return;
+	}
+	for (p = text; *p;) {
+		/* whole lines, at most NETD_LINES_MAX bytes a message */
+		size_t n = strlen(p);
+		struct ipc_buf b;
+		char save;
+
+		if (n > NETD_LINES_MAX) {
+			n = NETD_LINES_MAX;
+			while (n > 0 && p[n - 1] != '\n')
+				n--;
+			if (n == 0)
+				n = NETD_LINES_MAX;
+		}
+		save = p[n];
+		p[n] = '\0';
+		if (ipc_buf_init(&b, NETD_MSG_LINES, m->seq) == 0) {
+			ipc_buf_put_str(&b, NETD_A_LINES, p);
+			ipc_send(c->fd, &b);
+		}
+		ipc_buf_release(&b);
+		p[n] = save;
+		p += n;
+	}
+	free(text);
+	ipc_send_empty(c->fd, NETD_MSG_LIST_END, m->seq);
+}
+
 static void handle_list(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 {
 	for (struct netd_sess *s = d->sessions; s; s = s->next) {
@@ -649,7 +749,17 @@ static void conn_cb(evutil_socket_t fd, short what, void *arg)
 		switch (m.type) {
 		case NETD_MSG_ATTACH:
 		case NETD_MSG_CREATE:
+		case NETD_MSG_CNI_ADD:
 			handle_open(d, c, &m);
+			break;
+		case NETD_MSG_METRICS:
+			handle_metrics(d, c, &m);
+			break;
+		case NETD_MSG_CNI_DEL:
+			handle_cni_del(d, c, &m);
+			break;
+		case NETD_MSG_CNI_CHECK:
+			handle_cni_check(d, c, &m);
 			break;
 		case NETD_MSG_LIST:
 			handle_list(d, c, &m);

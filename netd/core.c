@@ -21,8 +21,11 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "audit_ship.h"
+#include "cni_key.h"
 #include "config.h"
 #include "lease.h"
+#include "netd_metrics.h"
 #include "reaper.h"
 #include "testhook.h"
 #include "link.h"
@@ -510,6 +513,7 @@ void netd_free(struct netd *d)
 	if (!d)
 		return;
 	d->stopping = true;
+	netd_metrics_free(d);
 	netd_control_free(d); /* cancels the compiles its connections wait for */
 	while (d->sessions)
 		netd_sess_close(d, d->sessions); /* ... and those of POLICY changes */
@@ -518,6 +522,8 @@ void netd_free(struct netd *d)
 	d->reaper = NULL;
 	netd_nflog_free(d->nflog);
 	netd_engine_free(d->engine);
+	netd_ship_free(d->ship); /* after the engine: what it wrote last is shipped too */
+	d->ship = NULL;
 	netd_asks_drop_session(d, NULL);
 	for (int i = 0; i < NETD_LISTENERS; i++) {
 		if (d->listen_fds[i] >= 0)

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "netd_metrics.h"
 #include "policy.h"
 #include "util.h"
 
@@ -41,6 +42,16 @@ struct netd_engine {
 };
 
 static int engine_spawn(struct netd *d, char *err, size_t errlen);
+
+static uint32_t next_seq(struct netd_engine *e);
+
+void netd_engine_request_metrics(struct netd *d)
+{
+	struct netd_engine *e = d->engine;
+
+	if (e && e->ready && ipc_send_empty(e->sock, NETD_ENG_METRICS, next_seq(e)) < 0)
+		log_debug("engine: the metrics request was not sent");
+}
 
 bool netd_engine_running(const struct netd *d)
 {
@@ -471,6 +482,8 @@ static void engine_read_cb(evutil_socket_t fd, short what, void *arg)
 			netd_direct_add(d, &m);
 		} else if (m.type == NETD_ENG_DIRECT_REVOKE) {
 			netd_direct_revoke(d, &m);
+		} else if (m.type == NETD_ENG_METRICS_DATA) {
+			netd_metrics_engine_data(d, &m);
 		} else if (m.type == NETD_ENG_RESULT) {
 			uint32_t en = ipc_get_u32(&m, NETD_A_ERRNO, 0);
 

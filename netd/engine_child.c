@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "metrics.h"
 #include "log.h"
 #include "parent.h"
 #include "policy.h"
@@ -358,6 +359,18 @@ static void run_cb(evutil_socket_t fd, short what, void *arg)
 			if (r < 0)
 				log_warnx("engine: restoring a verdict: %s", strerror(-r));
 			break;
+		case NETD_ENG_METRICS: {
+			struct proxy_metrics pm;
+			struct ipc_buf b;
+
+			proxy_engine_metrics(c->engine, &pm);
+			if (ipc_buf_init(&b, NETD_ENG_METRICS_DATA, m.seq) == 0) {
+				ipc_buf_put_bytes(&b, NETD_A_METRICS, &pm, sizeof pm);
+				ipc_send(c->sock, &b);
+			}
+			ipc_buf_release(&b);
+			break;
+		}
 		case NETD_ENG_REOPEN_LOG:
 			r = proxy_engine_replace_log_fd(c->engine, ipc_msg_take_fd(&m, 0));
 			if (r < 0)

@@ -76,6 +76,8 @@ struct netd_sess {
 	dev_t ns_dev;
 	ino_t ns_ino;
 	char *netns_path;    /* owned; set for CREATE sessions (we made and must remove the netns) */
+	char *cni_key;       /* owned; set for CNI_ADD sessions: "CONTAINERID/IFNAME", what CNI_DEL names */
+	char sess_if[16];    /* the session-side interface name ("eth0" unless a CNI runtime asked another) */
 	uid_t uid;
 	pid_t pid;
 	char *command;       /* owned */
@@ -106,6 +108,7 @@ struct netd_sess {
 	uint32_t records_seq;     /* seq of the SESSION_REMOVE a RECORDS request waits for (0 = none) */
 	struct netd_conn *records_replier; /* borrowed: who waits for the RECORDS reply, or NULL */
 	uint32_t records_reply_seq;
+	double setup_start;       /* netd_metrics_now() when the request arrived (setup latency) */
 	time_t direct_window;     /* direct mode: grants accepted in the current second, for the rate cap */
 	unsigned direct_in_window;
 };
@@ -167,6 +170,8 @@ struct netd {
 	void *control; /* owned by control.c */
 	struct netd_compiler *compiler; /* owned by compile.c: policy compiles on worker threads */
 	unsigned org_gen;               /* bumped by netd_reload_org: a compile begun before is stale */
+	struct netd_metrics *metrics; /* owned by metrics.c (netd_metrics.h); NULL = off (embedded mode) */
+	struct netd_ship *ship;       /* owned: the audit shipper (audit_ship.h); NULL = not shipping */
 };
 
 /* Creates the core: host namespace, netlink sockets, gateway lease, nftables base state, listening
@@ -215,6 +220,8 @@ void netd_compiler_free(struct netd *d);
 struct netd_sess_req {
 	int netns_fd;          /* takes ownership (also on error); -1 for CREATE */
 	const char *name;      /* CREATE: netns name or NULL */
+	const char *cni_key;   /* CNI_ADD: "CONTAINERID/IFNAME" (borrowed), else NULL */
+	const char *sess_if;   /* CNI_ADD: session-side interface name (borrowed), NULL = eth0 */
 	const char *command;   /* borrowed */
 	struct netd_compiled *policy; /* takes ownership of its members (also on error) */
 	uid_t uid;
@@ -233,6 +240,8 @@ void netd_sess_close(struct netd *d, struct netd_sess *s);
  * whose policy no longer compiles under it is ended (fail closed). */
 void netd_reload_org(struct netd *d);
 struct netd_sess *netd_sess_find(struct netd *d, const char *id);
+/* The session CNI_ADD made for key ("CONTAINERID/IFNAME"), or NULL. */
+struct netd_sess *netd_sess_find_cni(struct netd *d, const char *key);
 
 /* Replaces a live session's policy (control message POLICY): compiled again under the organisation
  * layer, the session's direct-mode elements flushed, the engine told (its RESULT completes the reply
@@ -274,6 +283,8 @@ void netd_engine_reopen_log(struct netd *d);
 /* Sends the session's new policy (SESSION_POLICY); s->policy_seq tracks the RESULT. */
 int netd_engine_session_policy(struct netd *d, struct netd_sess *s);
 bool netd_engine_running(const struct netd *d);
+/* Asks the running engine for its counters (METRICS); its METRICS_DATA goes to netd_metrics_engine_data. */
+void netd_engine_request_metrics(struct netd *d);
 /* Held requests: the verdict to the engine; lookup; forgetting one, a session's, or all. */
 int netd_engine_verdict(struct netd *d, const char *ask_id, bool allow, uid_t by);
 struct netd_ask *netd_ask_find(struct netd *d, const char *id);

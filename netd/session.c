@@ -22,8 +22,10 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "cni_key.h"
 #include "config.h"
 #include "lease.h"
+#include "netd_metrics.h"
 #include "reaper.h"
 #include "testhook.h"
 #include "link.h"
@@ -54,6 +56,14 @@ void netd_sess_resolv(const struct netd *d, char *buf, size_t len)
 	inet_ntop(AF_INET, &d->gw4, g4, sizeof g4);
 	/* one resolver: the gateway's DNS proxy; no search domains, so nothing leaks by suffixing */
 	snprintf(buf, len, "# written by sluice: the session's DNS proxy\nnameserver %s\noptions edns0 trust-ad\n", g4);
+}
+
+struct netd_sess *netd_sess_find_cni(struct netd *d, const char *key)
+{
+	for (struct netd_sess *s = d->sessions; s; s = s->next)
+		if (s->cni_key && strcmp(s->cni_key, key) == 0)
+			return s;
+	return NULL;
 }
 
 struct netd_sess *netd_sess_find(struct netd *d, const char *id)
@@ -172,6 +182,7 @@ static void session_free(struct netd_sess *s)
 	if (s->netns_fd >= 0)
 		close(s->netns_fd);
 	free(s->netns_path);
+	free(s->cni_key);
 	free(s->command);
 	free(s->policy_json);
 	free(s->client_policy);
@@ -250,6 +261,7 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 	}
 	s->netns_fd = req->netns_fd;
 	s->lease_fd = -1;
+	s->setup_start = netd_metrics_now();
 	s->uid = req->uid;
 	s->pid = req->pid;
 	s->created = time(NULL);
@@ -263,6 +275,25 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 	if (req->command[0] == '\0') {
 		snprintf(err, errlen, "empty command");
 		r = -EINVAL;
+		goto fail_early;
+	}
+	/* CNI_ADD: the runtime's names, checked again here (the plugin is a client like any other) */
+	if (req->cni_key && (!netd_cni_key_valid(req->cni_key) || netd_sess_find_cni(d, req->cni_key))) {
+		snprintf(err, errlen, netd_cni_key_valid(req->cni_key)
+			 ? "container %s already has a sluice session (DEL it first)"
+			 : "bad CNI container id or interface name \"%s\"", req->cni_key);
+		r = netd_cni_key_valid(req->cni_key) ? -EEXIST : -EINVAL;
+		goto fail_early;
+	}
+	if (req->sess_if && !netd_cni_ifname_valid(req->sess_if)) {
+		snprintf(err, errlen, "bad interface name \"%s\"", req->sess_if);
+		r = -EINVAL;
+		goto fail_early;
+	}
+	util_strlcpy(s->sess_if, req->sess_if ? req->sess_if : "eth0", sizeof s->sess_if);
+	if (req->cni_key && !(s->cni_key = strdup(req->cni_key))) {
+		snprintf(err, errlen, "out of memory");
+		r = -ENOMEM;
 		goto fail_early;
 	}
 	s->command = strdup(req->command);
@@ -347,6 +378,7 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 	netd_test_stop_at("nft");
 	lc.host_if = s->ifname;
 	lc.netns_fd = s->netns_fd;
+	lc.sess_if = s->sess_if;
 	lc.has4 = true;
 	lc.has6 = d->cfg.v6;
 	lc.addr4 = s->addr4;
@@ -387,6 +419,7 @@ fail:
 fail_early:
 	netd_compiled_clear(req->policy); /* what session_free does not own yet */
 	session_free(s);
+	netd_metrics_session_failed(d);
 	return r;
 }
 
@@ -519,6 +552,8 @@ out:
 
 void netd_sess_close(struct netd *d, struct netd_sess *s)
 {
+	double t0 = netd_metrics_now();
+
 	if (s->prev)
 		s->prev->next = s->next;
 	else
@@ -531,4 +566,5 @@ void netd_sess_close(struct netd *d, struct netd_sess *s)
 	session_unwire(d, s, true);
 	log_info("session %s ended", s->id);
 	session_free(s);
+	netd_metrics_session_closed(d, netd_metrics_now() - t0);
 }

@@ -434,9 +434,16 @@ int proxy_engine_audit_drop(struct proxy_engine *e, const struct sockaddr *src, 
 	}
 	r.flow = proxy_flow_next(e);
 	rc = audit_log_write(e->audit, &r);
+	proxy_metrics_note(&e->metrics, &r, rc);
 	if (rc)
 		proxy_audit_failed(e);
 	return rc;
+}
+
+void proxy_engine_metrics(const struct proxy_engine *e, struct proxy_metrics *out)
+{
+	*out = e->metrics;
+	out->audit_lost = audit_log_lost(e->audit);
 }
 
 int proxy_engine_reopen_log(struct proxy_engine *e)

@@ -133,6 +133,10 @@ int proxy_engine_audit_drop(struct proxy_engine *e, const struct sockaddr *src, 
 
 /* Reopens audit_path (SIGHUP, logrotate). On failure the old log stays in use and -errno is returned.
  * -EBADF when the log was given as an fd (use proxy_engine_replace_log_fd). */
+/* The engine's counters now (metrics.h). */
+struct proxy_metrics;
+void proxy_engine_metrics(const struct proxy_engine *e, struct proxy_metrics *out);
+
 int proxy_engine_reopen_log(struct proxy_engine *e);
 /* Replaces the audit log with fd (takes ownership, also on error): for a privileged parent that
  * reopens the log on the engine's behalf after privileges were dropped. */

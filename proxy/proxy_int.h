@@ -11,6 +11,7 @@
 
 #include "audit.h"
 #include "engine.h"
+#include "metrics.h"
 #include "policy.h"
 
 struct bufferevent;
@@ -92,6 +93,7 @@ struct proxy_engine {
 	void *direct_arg;                       /* borrowed */
 	uint64_t flow_next;                     /* the next audit flow id (random top bits per engine) */
 	struct proxy_parent *parent;            /* owned: the parent proxy (parent.h), or NULL */
+	struct proxy_metrics metrics;           /* every record written, counted (metrics.h) */
 };
 
 /* ---- session.c ---- */

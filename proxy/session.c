@@ -225,6 +225,8 @@ void proxy_session_detach(struct proxy_conn *c)
 
 void proxy_session_audit(struct proxy_session *s, struct audit_record *r)
 {
+	int rc;
+
 	r->session = s->id;
 	r->uid = s->uid;
 	r->has_uid = true;
@@ -232,7 +234,9 @@ void proxy_session_audit(struct proxy_session *s, struct audit_record *r)
 	r->policy_version = s->policy_version;
 	if (!r->flow)
 		r->flow = proxy_flow_next(s->engine);
-	if (audit_log_write(s->engine->audit, r) != 0)
+	rc = audit_log_write(s->engine->audit, r);
+	proxy_metrics_note(&s->engine->metrics, r, rc);
+	if (rc != 0)
 		proxy_audit_failed(s->engine);
 	proxy_audit_schedule(s->engine);
 }

@@ -12,3 +12,4 @@ int ctl_ask(int argc, char **argv);     /* `asks`, `approve [ID]`, `deny ID` */
  * through common/fs_safe.h (no symlink followed; a project as its owner). */
 int ctl_remember(const char *entry, const char *section, const char *key, const char *layer, const char *project,
                  char *err, size_t errlen);
+int ctl_metrics(int argc, char **argv); /* `metrics` */

@@ -28,6 +28,7 @@ static void usage(FILE *f)
 		   "  netns create [--name N] [--policy P]... [--allow HOST[:PORT]]... [--json]\n"
 		   "                                a sluiced-wired netns for firejail/podman; prints its path\n"
 		   "  netns delete ID|NAME          remove it\n"
+		   "  metrics                       sluiced's counters (Prometheus text)\n"
 		   "  version                       print the version\n"
 		   "Run `sluicectl COMMAND --help` for a command's options.\n");
 }
@@ -55,6 +56,8 @@ int main(int argc, char **argv)
 		return ctl_session(argc - 1, argv + 1);
 	if (strcmp(argv[1], "asks") == 0 || strcmp(argv[1], "approve") == 0 || strcmp(argv[1], "deny") == 0)
 		return ctl_ask(argc - 1, argv + 1);
+	if (strcmp(argv[1], "metrics") == 0)
+		return ctl_metrics(argc - 1, argv + 1);
 	if (strcmp(argv[1], "netns") == 0)
 		return netd_netns_cmd(argc - 1, argv + 1, "sluicectl");
 	fprintf(stderr, "sluicectl: unknown command \"%s\"\n", argv[1]);
