@@ -1,5 +1,6 @@
 /* Launcher/tool side of the control protocol, and the embedded-helper fallback. */
 #include "client.h"
+#include "client_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -361,7 +362,11 @@ int netd_sessions_list(void (*fn)(const struct netd_session_entry *e, void *arg)
 	return r;
 }
 
-int netd_session_set_policy_by_id(const char *id, const char *policy_json, char *err, size_t errlen)
+static int send_policy(struct netd_session *s, const char *id, const char *policy_json, uint32_t kind, char *err,
+		       size_t errlen);
+
+/* kind 0: replace the policy; 1: add rules to it */
+static int policy_by_id(const char *id, const char *json, uint32_t kind, char *err, size_t errlen)
 {
 	struct netd_session s = {.fd = -1, .pid = -1};
 	int r;
@@ -369,13 +374,29 @@ int netd_session_set_policy_by_id(const char *id, const char *policy_json, char 
 	s.fd = daemon_connect(err, errlen);
 	if (s.fd < 0)
 		return s.fd;
-	r = netd_session_set_policy(&s, id, policy_json, err, errlen);
+	r = send_policy(&s, id, json, kind, err, errlen);
 	close(s.fd);
 	return r;
 }
 
+int netd_session_set_policy_by_id(const char *id, const char *policy_json, char *err, size_t errlen)
+{
+	return policy_by_id(id, policy_json, 0, err, errlen);
+}
+
+int netd_session_add_rules_by_id(const char *id, const char *rules_json, char *err, size_t errlen)
+{
+	return policy_by_id(id, rules_json, 1, err, errlen);
+}
+
 int netd_session_set_policy(struct netd_session *s, const char *id, const char *policy_json, char *err,
 			    size_t errlen)
+{
+	return send_policy(s, id, policy_json, 0, err, errlen);
+}
+
+static int send_policy(struct netd_session *s, const char *id, const char *policy_json, uint32_t kind, char *err,
+		       size_t errlen)
 {
 	static uint32_t seq = 0x1000;
 	struct ipc_msg m = {0};
@@ -390,6 +411,8 @@ int netd_session_set_policy(struct netd_session *s, const char *id, const char *
 	if (r == 0) {
 		ipc_buf_put_str(&b, NETD_A_ID, id);
 		ipc_buf_put_text(&b, NETD_A_POLICY, NETD_A_POLICY_FD, policy_json);
+		if (kind)
+			ipc_buf_put_u32(&b, NETD_A_KIND, kind);
 		r = ipc_send(s->fd, &b);
 		ipc_buf_release(&b);
 	}
@@ -598,4 +621,21 @@ int netd_ask_watch_next(int fd, struct netd_ask_entry *e)
 			return r;
 		/* anything else on a watch connection is not for us: skip it */
 	}
+}
+
+/* ---- for the other client files of this library (client_int.h) ---- */
+
+int netd_client_connect(char *err, size_t errlen)
+{
+	return daemon_connect(err, errlen);
+}
+
+int netd_client_recv_reply(int fd, uint32_t seq, struct ipc_msg *m, char *err, size_t errlen)
+{
+	return recv_reply(fd, seq, m, err, errlen);
+}
+
+void netd_client_fill_reply(const struct ipc_msg *m, struct netd_session_reply *r)
+{
+	fill_reply(m, r);
 }

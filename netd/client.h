@@ -41,9 +41,12 @@ bool netd_session_is_embedded(const struct netd_session *s);
  * applied it. 0 or -errno with a one-line message in err. */
 int netd_session_set_policy(struct netd_session *s, const char *id, const char *policy_json, char *err,
 			    size_t errlen);
-/* The same over a new connection to sluiced: only root may (any session); others get EPERM (their own
- * sessions can only be changed over the connection that attached them) or ENOENT. */
+/* The same over a new connection to sluiced (`sluicectl session policy ID --file`): root for any session,
+ * a user for their own sessions from outside them (EPERM from inside the session), else ENOENT. */
 int netd_session_set_policy_by_id(const char *id, const char *policy_json, char *err, size_t errlen);
+/* Adds the "allow"/"deny" rules of rules_json ({"allow": [...], "deny": [...]}) to the live session id's
+ * policy, beside what it has (`sluicectl session policy ID --allow X --deny Y`); who may: as above. */
+int netd_session_add_rules_by_id(const char *id, const char *rules_json, char *err, size_t errlen);
 /* At the end of a sluiced session (its command has exited): the session's audit records, which sluiced
  * reads from its log for the caller (an unprivileged user cannot read the log), written to out_fd as
  * JSON lines. The engine lets go of the session first, so the session has no proxy service after

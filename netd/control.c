@@ -15,7 +15,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "log.h"
+#include "netd_metrics.h"
 #include "util.h"
 
 #define CONTROL_MAX_CONNS 4096
@@ -31,7 +34,31 @@ struct netd_conn {
 	uint32_t state;        /* NETD_CS_* */
 	bool embedded;         /* the one connection of an embedded helper: closing it stops the loop */
 	char watch[NETD_ID_BUF]; /* WATCH: the session whose held requests are announced here ("" = none) */
+	struct pending_open *opening; /* owned: an ATTACH/CREATE whose policy compiles; reading paused */
 };
+
+/* An ATTACH or CREATE waiting for its policy's compile (compile.c): the rest of the request. */
+struct pending_open {
+	struct netd_compile *job; /* the compile; cancelled if the connection goes first */
+	uint32_t type, seq;
+	int netns_fd;             /* owned */
+	char *command, *name;     /* owned; name may be NULL */
+	char *cni_key, *sess_if;  /* owned; CNI_ADD only, else NULL */
+};
+
+static void pending_open_free(struct pending_open *po)
+{
+	if (!po)
+		return;
+	netd_compile_cancel(po->job);
+	if (po->netns_fd >= 0)
+		close(po->netns_fd);
+	free(po->command);
+	free(po->name);
+	free(po->cni_key);
+	free(po->sess_if);
+	free(po);
+}
 
 struct netd_control {
 	int listen_fd;           /* owned */
@@ -72,6 +99,7 @@ static void conn_close(struct netd *d, struct netd_conn *c)
 		if (s->owner == c)
 			netd_sess_close(d, s);
 	}
+	pending_open_free(c->opening);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -132,6 +160,7 @@ void netd_conn_session_ready(struct netd *d, struct netd_sess *s, int err, const
 	s->replier = NULL;
 	s->reply_seq = 0;
 	if (err) {
+		netd_metrics_session_failed(d);
 		log_warnx("session %s: %s", s->id, msg ? msg : strerror(-err));
 		if (c)
 			netd_send_error(c->fd, seq, err, msg ? msg : strerror(-err));
@@ -140,63 +169,130 @@ void netd_conn_session_ready(struct netd *d, struct netd_sess *s, int err, const
 		netd_sess_close(d, s);
 		return;
 	}
+	if (s->setup_start > 0) /* once: a restarted engine's re-registration is no new session */
+		netd_metrics_session_ready(d, netd_metrics_now() - s->setup_start);
+	s->setup_start = 0;
 	if (c && send_session(d, c->fd, seq, s) < 0)
 		log_warnx("session %s: the reply could not be sent", s->id);
 }
 
-static void handle_open(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
+/* The policy of an ATTACH/CREATE compiled (or failed, or ran out of time): the session is wired, and
+ * the connection is read again. */
+static void open_compiled(struct netd *d, int r, struct netd_compiled *res, const char *cerr, void *arg)
 {
+	struct netd_conn *c = arg;
+	struct pending_open *po = c->opening;
 	struct netd_sess_req req = {0};
 	struct netd_sess *s;
 	char err[NETD_ERRMSG_MAX + 1];
-	char *policy = NULL;
-	int r;
 
-	req.netns_fd = m->type == NETD_MSG_ATTACH ? ipc_msg_take_fd(m, 0) : -1;
-	req.command = ipc_get_str(m, NETD_A_COMMAND);
-	req.name = ipc_get_str(m, NETD_A_NAME);
+	po->job = NULL;
+	c->opening = NULL;
+	/* messages the client sent meanwhile are read now */
+	if (event_add(c->ev, NULL) == 0)
+		event_active(c->ev, EV_READ, 0);
+	if (r < 0) {
+		netd_send_error(c->fd, po->seq, r, cerr);
+		pending_open_free(po);
+		return;
+	}
+	req.netns_fd = po->netns_fd;
+	po->netns_fd = -1;
+	req.command = po->command;
+	req.name = po->name;
+	req.cni_key = po->cni_key;
+	req.sess_if = po->sess_if;
+	req.policy = res;
 	req.uid = c->uid;
 	req.pid = c->pid;
-	req.owner = m->type == NETD_MSG_ATTACH ? c : NULL;
-	if (m->type == NETD_MSG_CREATE && c->embedded) {
-		/* an embedded helper dies with its launcher: a persistent namespace needs sluiced */
-		if (req.netns_fd >= 0)
-			close(req.netns_fd);
-		netd_send_error(c->fd, m->seq, EOPNOTSUPP, "named namespaces need sluiced (start sluiced.service)");
-		return;
-	}
-	if (ipc_has(m, NETD_A_AUDIT_LOG) && !c->embedded) {
-		/* a client does not choose where sluiced writes */
-		if (req.netns_fd >= 0)
-			close(req.netns_fd);
-		netd_send_error(c->fd, m->seq, EPERM, "audit_log is only honoured in embedded mode");
-		return;
-	}
-	/* inline or in a memfd (a long policy): untrusted either way, compiled again by netd_sess_open */
-	req.policy_json = policy = ipc_msg_text(m, NETD_A_POLICY, NETD_A_POLICY_FD, NETD_POLICY_MAX, err, sizeof err);
-	if (!policy) {
-		r = -errno;
-		if (req.netns_fd >= 0)
-			close(req.netns_fd);
-		netd_send_error(c->fd, m->seq, r, err);
-		return;
-	}
+	req.owner = po->type == NETD_MSG_ATTACH ? c : NULL;
 	r = netd_sess_open(d, &req, &s, err, sizeof err);
-	free(policy);
 	if (r < 0) {
-		netd_send_error(c->fd, m->seq, r, err);
+		netd_send_error(c->fd, po->seq, r, err);
+		pending_open_free(po);
 		return;
 	}
-	if (m->type == NETD_MSG_ATTACH)
+	if (po->type == NETD_MSG_ATTACH)
 		c->state = NETD_CS_ATTACHED;
 	/* replied once the engine registered the session, so its first packet is already served */
 	s->replier = c;
-	s->reply_seq = m->seq;
+	s->reply_seq = po->seq;
+	pending_open_free(po);
 	if (s->engine_ok)
 		netd_conn_session_ready(d, s, 0, NULL);
 	else if (netd_engine_down_reason(d))
 		/* the engine is down (failing to start, or restarting): fail now, and closed */
 		netd_conn_session_ready(d, s, -EHOSTDOWN, netd_engine_down_reason(d));
+}
+
+/* ATTACH / CREATE: the request checked here, its policy compiled on a worker (compile.c: a huge policy
+ * does not stall other clients, and has a deadline); the connection is not read until it is done
+ * (open_compiled), so its requests stay in order. */
+static void handle_open(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
+{
+	struct pending_open *po;
+	const char *command = ipc_get_str(m, NETD_A_COMMAND), *name = ipc_get_str(m, NETD_A_NAME);
+	char err[NETD_ERRMSG_MAX + 1];
+	const char *cni_key = ipc_get_str(m, NETD_A_CNI_KEY), *sess_if = ipc_get_str(m, NETD_A_SESS_IF);
+	int netns_fd = m->type != NETD_MSG_CREATE ? ipc_msg_take_fd(m, 0) : -1;
+	char *policy = NULL;
+	int r;
+
+	if (m->type == NETD_MSG_CNI_ADD && (c->uid != 0 || c->embedded)) {
+		/* a CNI session outlives its connection and any uid could name any container: the runtime's
+		 * plugin runs as root, and nobody else may */
+		if (netns_fd >= 0)
+			close(netns_fd);
+		netd_send_error(c->fd, m->seq, EPERM, c->embedded ? "CNI sessions need sluiced (start sluiced.service)"
+								 : "only root (a CNI runtime's plugin) may add CNI sessions");
+		return;
+	}
+	if (m->type == NETD_MSG_CREATE && c->embedded) {
+		/* an embedded helper dies with its launcher: a persistent namespace needs sluiced */
+		if (netns_fd >= 0)
+			close(netns_fd);
+		netd_send_error(c->fd, m->seq, EOPNOTSUPP, "named namespaces need sluiced (start sluiced.service)");
+		return;
+	}
+	if (ipc_has(m, NETD_A_AUDIT_LOG) && !c->embedded) {
+		/* a client does not choose where sluiced writes */
+		if (netns_fd >= 0)
+			close(netns_fd);
+		netd_send_error(c->fd, m->seq, EPERM, "audit_log is only honoured in embedded mode");
+		return;
+	}
+	/* inline or in a memfd (a long policy): untrusted either way, compiled again here */
+	policy = ipc_msg_text(m, NETD_A_POLICY, NETD_A_POLICY_FD, NETD_POLICY_MAX, err, sizeof err);
+	if (!policy) {
+		r = -errno;
+		if (netns_fd >= 0)
+			close(netns_fd);
+		netd_send_error(c->fd, m->seq, r, err);
+		return;
+	}
+	po = calloc(1, sizeof *po);
+	if (!po || !(po->command = strdup(command ? command : "")) || (name && !(po->name = strdup(name))) ||
+	    (cni_key && !(po->cni_key = strdup(cni_key))) || (sess_if && !(po->sess_if = strdup(sess_if)))) {
+		free(policy);
+		if (po)
+			po->netns_fd = netns_fd;
+		else if (netns_fd >= 0)
+			close(netns_fd);
+		pending_open_free(po);
+		netd_send_error(c->fd, m->seq, ENOMEM, "out of memory");
+		return;
+	}
+	po->type = m->type;
+	po->seq = m->seq;
+	po->netns_fd = netns_fd;
+	r = netd_compile_start(d, policy, c->uid, open_compiled, c, &po->job, err, sizeof err);
+	if (r < 0) {
+		netd_send_error(c->fd, m->seq, r, err);
+		pending_open_free(po);
+		return;
+	}
+	c->opening = po;
+	event_del(c->ev);
 }
 
 void netd_conn_policy_done(struct netd *d, struct netd_sess *s, int err, const char *msg)
@@ -217,27 +313,123 @@ void netd_conn_policy_done(struct netd *d, struct netd_sess *s, int err, const c
 		ipc_send_empty(c->fd, NETD_MSG_OK, seq);
 }
 
-/* POLICY: replaces a session's policy. Only the connection that attached the session (the launcher that
- * chose its first policy, never the sandboxed command, which does not hold that socket) or root may:
- * another process of the same user could otherwise widen a session it runs in. The new policy is
- * compiled under the organisation layer like the first one. Replied to once the engine applied it. */
+/* Whether the peer of c runs inside session s's network namespace: the sandboxed command (or anything it
+ * started) must not widen its own session or approve its own requests, even where it can reach this
+ * socket (--sandbox-type none). A peer whose namespace cannot be read counts as inside (fail closed). */
+static bool peer_in_session(const struct netd_conn *c, const struct netd_sess *s)
+{
+	char path[64];
+	struct stat st;
+
+	if (c->pid <= 0)
+		return true;
+	snprintf(path, sizeof path, "/proc/%d/ns/net", (int)c->pid);
+	if (stat(path, &st) != 0)
+		return true;
+	return st.st_dev == s->ns_dev && st.st_ino == s->ns_ino;
+}
+
+#define LIVE_RULES_MAX 1024 /* allow/deny patterns added to one session with `sluicectl session policy` */
+
+/* Appends the "allow" and "deny" arrays of the document `add` (nothing else may be in it) to those of
+ * `base` (NULL = none). Returns the merged document (malloced) or NULL with err set. */
+static char *merge_rules(const char *base, const char *add, char *err, size_t errlen)
+{
+	json_object *b = base ? json_tokener_parse(base) : json_object_new_object();
+	json_object *a = json_tokener_parse(add);
+	char *out = NULL;
+	size_t total = 0;
+
+	if (!b || !a || !json_object_is_type(a, json_type_object) || !json_object_is_type(b, json_type_object)) {
+		snprintf(err, errlen, "rules to add must be a JSON object {\"allow\": [...], \"deny\": [...]}");
+		goto out;
+	}
+	json_object_object_foreach(a, key, val)
+	{
+		json_object *dst;
+		if ((strcmp(key, "allow") && strcmp(key, "deny")) || !json_object_is_type(val, json_type_array)) {
+			snprintf(err, errlen, "only \"allow\" and \"deny\" arrays add to a live policy (\"%.64s\"); "
+				 "replace the policy with --file to change anything else", key);
+			goto out;
+		}
+		if (!json_object_object_get_ex(b, key, &dst)) {
+			dst = json_object_new_array();
+			if (!dst || json_object_object_add(b, key, dst) != 0)
+				goto oom;
+		}
+		for (size_t i = 0; i < json_object_array_length(val); i++)
+			if (json_object_array_add(dst, json_object_get(json_object_array_get_idx(val, i))) != 0)
+				goto oom;
+	}
+	json_object_object_foreach(b, k2, v2)
+	{
+		(void)k2;
+		total += json_object_is_type(v2, json_type_array) ? json_object_array_length(v2) : 0;
+	}
+	if (total > LIVE_RULES_MAX) {
+		snprintf(err, errlen, "more than %d rules added to one live session; replace its policy with --file",
+			 LIVE_RULES_MAX);
+		goto out;
+	}
+	out = strdup(json_object_to_json_string_ext(b, JSON_C_TO_STRING_PLAIN));
+	if (!out)
+		goto oom;
+	goto out;
+oom:
+	snprintf(err, errlen, "out of memory");
+out:
+	json_object_put(a);
+	json_object_put(b);
+	return out;
+}
+
+/* A POLICY's new policy compiled (or failed, or ran out of time): applied, and the reply sent (now, or
+ * once the engine applied it). */
+static void policy_compiled(struct netd *d, int r, struct netd_compiled *res, const char *cerr, void *arg)
+{
+	struct netd_sess *s = arg;
+	char err[NETD_ERRMSG_MAX + 1];
+
+	s->policy_job = NULL;
+	if (r < 0) {
+		netd_conn_policy_done(d, s, r, cerr);
+		return;
+	}
+	r = netd_sess_apply_policy(d, s, res, err, sizeof err);
+	if (r < 0)
+		netd_conn_policy_done(d, s, r, err);
+	else if (!s->policy_seq) /* the engine is down: it gets the policy when it is back */
+		netd_conn_policy_done(d, s, 0, NULL);
+}
+
+/* POLICY: replaces a session's policy (NETD_A_KIND 0), or adds allow/deny rules to it (NETD_A_KIND 1,
+ * `sluicectl session policy ID --allow`). Who may: root; the connection that attached the session (its
+ * launcher); and the session's own user from outside the session (sluicectl in another terminal) — never
+ * a process inside the session's network namespace, which could otherwise widen the session it runs in.
+ * The new policy is compiled under the organisation layer like the first one, on a worker (compile.c).
+ * Replied to once the engine applied it. */
 static void handle_policy(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 {
 	struct netd_sess *s = netd_sess_find(d, ipc_get_str(m, NETD_A_ID));
+	uint32_t kind = ipc_get_u32(m, NETD_A_KIND, 0);
 	char err[NETD_ERRMSG_MAX + 1];
-	char *policy;
+	char *policy, *extra = NULL;
 	int r;
 
 	if (!s || (c->uid != 0 && s->uid != c->uid)) {
 		netd_send_error(c->fd, m->seq, ENOENT, "no such session of yours");
 		return;
 	}
-	if (c->uid != 0 && s->owner != c) {
+	if (c->uid != 0 && s->owner != c && peer_in_session(c, s)) {
 		netd_send_error(c->fd, m->seq, EPERM,
-				"only the connection that attached the session (its launcher) or root may change its policy");
+				"a process inside the session cannot change its policy (its user can, from outside it)");
 		return;
 	}
-	if (s->policy_replier) {
+	if (kind > 1) {
+		netd_send_error(c->fd, m->seq, EINVAL, "kind must be 0 (replace) or 1 (add rules)");
+		return;
+	}
+	if (s->policy_replier || s->policy_job || s->policy_seq) {
 		netd_send_error(c->fd, m->seq, EBUSY, "a policy change of this session is already in progress");
 		return;
 	}
@@ -246,16 +438,29 @@ static void handle_policy(struct netd *d, struct netd_conn *c, struct ipc_msg *m
 		netd_send_error(c->fd, m->seq, -errno, err);
 		return;
 	}
-	r = netd_sess_set_policy(d, s, policy, err, sizeof err);
-	free(policy);
+	if (kind == 1) {
+		/* the launcher's policy as it is, and the rules added so far plus these, beside it */
+		extra = merge_rules(s->client_extra, policy, err, sizeof err);
+		free(policy);
+		policy = extra ? strdup(s->client_policy) : NULL;
+		if (extra && !policy)
+			snprintf(err, sizeof err, "out of memory");
+		r = policy ? netd_compile_start2(d, policy, extra, c->uid, policy_compiled, s, &s->policy_job, err,
+						 sizeof err) :
+			     -EINVAL;
+		if (!policy)
+			free(extra);
+	} else {
+		r = netd_compile_start(d, policy, c->uid, policy_compiled, s, &s->policy_job, err, sizeof err);
+	}
 	if (r < 0) {
 		netd_send_error(c->fd, m->seq, r, err);
 		return;
 	}
+	log_info("session %s: policy %s by uid %u (compiling)", s->id, kind ? "rules added" : "replaced",
+		 (unsigned)c->uid);
 	s->policy_replier = c;
 	s->policy_reply_seq = m->seq;
-	if (!s->policy_seq) /* the engine is down: it gets the policy when it is back */
-		netd_conn_policy_done(d, s, 0, NULL);
 }
 
 void netd_conn_session_ending(struct netd *d, struct netd_sess *s)
@@ -306,6 +511,85 @@ static void handle_records(struct netd *d, struct netd_conn *c, struct ipc_msg *
 		return; /* the engine is letting go of it already */
 	if (netd_engine_session_release(d, s) < 0)
 		netd_conn_records_ready(d, s);
+}
+
+/* CNI_DEL: ends the session CNI_ADD made for the key; OK also when there is none (the spec wants DEL
+ * idempotent: the runtime repeats it after a crash, or after a sluiced restart already ended it). */
+static void handle_cni_del(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
+{
+	const char *key = ipc_get_str(m, NETD_A_CNI_KEY);
+	struct netd_sess *s;
+
+	if (c->uid != 0) {
+		netd_send_error(c->fd, m->seq, EPERM, "only root (a CNI runtime's plugin) may delete CNI sessions");
+		return;
+	}
+	if ((s = netd_sess_find_cni(d, key)) != NULL) {
+		log_info("session %s: CNI DEL of %s", s->id, key);
+		netd_conn_session_ending(d, s);
+		netd_sess_close(d, s);
+	}
+	ipc_send_empty(c->fd, NETD_MSG_OK, m->seq);
+}
+
+/* CNI_CHECK: the session of the key, if it is wired into the very namespace passed (the runtime's
+ * CNI_NETNS); else ENOENT (no session) or ESTALE (another namespace). */
+static void handle_cni_check(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
+{
+	struct netd_sess *s = c->uid == 0 ? netd_sess_find_cni(d, ipc_get_str(m, NETD_A_CNI_KEY)) : NULL;
+	int fd = ipc_msg_take_fd(m, 0);
+	struct stat st;
+
+	if (c->uid != 0)
+		netd_send_error(c->fd, m->seq, EPERM, "only root (a CNI runtime's plugin) may check CNI sessions");
+	else if (!s || !s->wired)
+		netd_send_error(c->fd, m->seq, ENOENT, "no sluice session for this container");
+	else if (fd < 0 || fstat(fd, &st) < 0 || st.st_dev != s->ns_dev || st.st_ino != s->ns_ino)
+		netd_send_error(c->fd, m->seq, ESTALE, "the container's sluice session is wired into another namespace");
+	else if (!s->engine_ok)
+		netd_send_error(c->fd, m->seq, EHOSTDOWN, "the container's session has no proxy service (engine down)");
+	else if (send_session(d, c->fd, m->seq, s) < 0)
+		log_warnx("session %s: the CHECK reply could not be sent", s->id);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* METRICS: the Prometheus text (netd_metrics.h) as LINES, then LIST_END. Any local user may read it:
+ * the counters name no host, session or user (RUN_DIR/metrics.sock is 0660 for collectors). */
+static void handle_metrics(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
+{
+	char *text = netd_metrics_render(d), *p;
+
+	if (!text) {
+		netd_send_error(c->fd, m->seq, d->metrics ? ENOMEM : EOPNOTSUPP,
+				d->metrics ? "out of memory" : "metrics are served by sluiced only");
+		return;
+	}
+	for (p = text; *p;) {
+		/* whole lines, at most NETD_LINES_MAX bytes a message */
+		size_t n = strlen(p);
+		struct ipc_buf b;
+		char save;
+
+		if (n > NETD_LINES_MAX) {
+			n = NETD_LINES_MAX;
+			while (n > 0 && p[n - 1] != '\n')
+				n--;
+			if (n == 0)
+				n = NETD_LINES_MAX;
+		}
+		save = p[n];
+		p[n] = '\0';
+		if (ipc_buf_init(&b, NETD_MSG_LINES, m->seq) == 0) {
+			ipc_buf_put_str(&b, NETD_A_LINES, p);
+			ipc_send(c->fd, &b);
+		}
+		ipc_buf_release(&b);
+		p[n] = save;
+		p += n;
+	}
+	free(text);
+	ipc_send_empty(c->fd, NETD_MSG_LIST_END, m->seq);
 }
 
 static void handle_list(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
@@ -397,9 +681,15 @@ static void handle_decide(struct netd *d, struct netd_conn *c, struct ipc_msg *m
 	int r;
 
 	/* the same answer for "no such request" and "not yours": others' requests are not probed */
-	if (!a || (c->uid != 0 && a->uid != c->uid) || !netd_sess_find(d, a->session)) {
+	struct netd_sess *s = a ? netd_sess_find(d, a->session) : NULL;
+
+	if (!a || (c->uid != 0 && a->uid != c->uid) || !s) {
 		netd_send_error(c->fd, m->seq, ENOENT,
 				"no such held request of yours (it may have been decided or timed out: `sluicectl asks`)");
+		return;
+	}
+	if (c->uid != 0 && peer_in_session(c, s)) {
+		netd_send_error(c->fd, m->seq, EPERM, "a process inside the session cannot decide its own requests");
 		return;
 	}
 	if (v > 1) {
@@ -417,6 +707,7 @@ static void handle_decide(struct netd *d, struct netd_conn *c, struct ipc_msg *m
 	}
 	log_info("session %s: %s %s:%u %s by uid %u", a->session, a->id, a->host, a->port,
 		 v ? "approved" : "denied", (unsigned)c->uid);
+	netd_sess_grant(s, a->host, a->port, v == 1, c->uid); /* for a restarted engine */
 	/* the reply says what was decided (sluicectl writes --remember from it) */
 	send_ask(c->fd, m->seq, a);
 	netd_ask_remove(d, a->id);
@@ -458,7 +749,17 @@ static void conn_cb(evutil_socket_t fd, short what, void *arg)
 		switch (m.type) {
 		case NETD_MSG_ATTACH:
 		case NETD_MSG_CREATE:
+		case NETD_MSG_CNI_ADD:
 			handle_open(d, c, &m);
+			break;
+		case NETD_MSG_METRICS:
+			handle_metrics(d, c, &m);
+			break;
+		case NETD_MSG_CNI_DEL:
+			handle_cni_del(d, c, &m);
+			break;
+		case NETD_MSG_CNI_CHECK:
+			handle_cni_check(d, c, &m);
 			break;
 		case NETD_MSG_LIST:
 			handle_list(d, c, &m);
@@ -485,6 +786,8 @@ static void conn_cb(evutil_socket_t fd, short what, void *arg)
 			break;
 		}
 		ipc_msg_clear(&m);
+		if (c->opening)
+			return; /* paused until its policy compiled */
 	}
 }
 

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "netd_metrics.h"
 #include "policy.h"
 #include "util.h"
 
@@ -41,6 +42,16 @@ struct netd_engine {
 };
 
 static int engine_spawn(struct netd *d, char *err, size_t errlen);
+
+static uint32_t next_seq(struct netd_engine *e);
+
+void netd_engine_request_metrics(struct netd *d)
+{
+	struct netd_engine *e = d->engine;
+
+	if (e && e->ready && ipc_send_empty(e->sock, NETD_ENG_METRICS, next_seq(e)) < 0)
+		log_debug("engine: the metrics request was not sent");
+}
 
 bool netd_engine_running(const struct netd *d)
 {
@@ -104,10 +115,26 @@ static void engine_send_add(struct netd *d, struct netd_sess *s)
 		ipc_buf_put_str(&b, NETD_A_GW6, g6);
 	}
 	ipc_buf_put_text(&b, NETD_A_POLICY, NETD_A_POLICY_FD, s->policy_json); /* a long one in a memfd */
+	ipc_buf_put_u32(&b, NETD_A_POLICY_VERSION, s->policy_version);
 	r = ipc_send(e->sock, &b);
 	ipc_buf_release(&b);
 	if (r < 0)
 		log_warnx("engine: sending session %s: %s", s->id, strerror(-r));
+	/* the verdicts operators gave in the session so far: a restarted engine knows them again (the child
+	 * handles messages in order, so the session exists by then) */
+	for (unsigned i = 0; r == 0 && i < s->ngrants; i++) {
+		if ((r = ipc_buf_init(&b, NETD_ENG_GRANT, 0)) < 0)
+			break;
+		ipc_buf_put_str(&b, NETD_A_ID, s->id);
+		ipc_buf_put_str(&b, NETD_A_HOST, s->grants[i].host);
+		ipc_buf_put_u16(&b, NETD_A_DPORT, s->grants[i].port);
+		ipc_buf_put_u8(&b, NETD_A_VERDICT, s->grants[i].allow ? 1 : 0);
+		ipc_buf_put_u32(&b, NETD_A_UID, (uint32_t)s->grants[i].by);
+		r = ipc_send(e->sock, &b);
+		ipc_buf_release(&b);
+	}
+	if (r < 0)
+		log_warnx("engine: restoring the verdicts of session %s: %s", s->id, strerror(-r));
 }
 
 void netd_engine_session_add(struct netd *d, struct netd_sess *s)
@@ -224,6 +251,7 @@ int netd_engine_session_policy(struct netd *d, struct netd_sess *s)
 	}
 	ipc_buf_put_str(&b, NETD_A_ID, s->id);
 	ipc_buf_put_text(&b, NETD_A_POLICY, NETD_A_POLICY_FD, s->policy_json); /* a long one in a memfd */
+	ipc_buf_put_u32(&b, NETD_A_POLICY_VERSION, s->policy_version);
 	r = ipc_send(e->sock, &b);
 	ipc_buf_release(&b);
 	if (r < 0) {
@@ -454,6 +482,8 @@ static void engine_read_cb(evutil_socket_t fd, short what, void *arg)
 			netd_direct_add(d, &m);
 		} else if (m.type == NETD_ENG_DIRECT_REVOKE) {
 			netd_direct_revoke(d, &m);
+		} else if (m.type == NETD_ENG_METRICS_DATA) {
+			netd_metrics_engine_data(d, &m);
 		} else if (m.type == NETD_ENG_RESULT) {
 			uint32_t en = ipc_get_u32(&m, NETD_A_ERRNO, 0);
 

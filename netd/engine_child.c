@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "metrics.h"
 #include "log.h"
 #include "parent.h"
 #include "policy.h"
@@ -166,6 +167,7 @@ static int handle_session_add(struct child *c, struct ipc_msg *m, char *err, siz
 		goto out;
 	}
 	si.policy = p;
+	si.policy_version = ipc_get_u32(m, NETD_A_POLICY_VERSION, 0);
 	r = proxy_engine_session_add(c->engine, &si);
 	if (r < 0)
 		snprintf(err, errlen, "adding the session: %s", strerror(-r));
@@ -261,7 +263,8 @@ static int handle_session_policy(struct child *c, struct ipc_msg *m, char *err, 
 		r = -EINVAL;
 		goto out;
 	}
-	r = proxy_engine_session_set_policy(c->engine, ipc_get_str(m, NETD_A_ID), p);
+	r = proxy_engine_session_set_policy_version(c->engine, ipc_get_str(m, NETD_A_ID), p,
+	                                            ipc_get_u32(m, NETD_A_POLICY_VERSION, 0));
 	if (r < 0)
 		snprintf(err, errlen, "replacing the policy: %s", strerror(-r));
 out:
@@ -347,6 +350,27 @@ static void run_cb(evutil_socket_t fd, short what, void *arg)
 			if (r < 0)
 				log_info("engine: verdict on an ask that is no longer held (timed out or abandoned)");
 			break;
+		case NETD_ENG_GRANT:
+			/* a verdict of the session's past, given again after this engine started */
+			r = proxy_engine_session_grant(c->engine, ipc_get_str(&m, NETD_A_ID), ipc_get_str(&m, NETD_A_HOST),
+			                               ipc_get_u16(&m, NETD_A_DPORT, 0),
+			                               ipc_get_u8(&m, NETD_A_VERDICT, 0) == 1,
+			                               (uid_t)ipc_get_u32(&m, NETD_A_UID, 0));
+			if (r < 0)
+				log_warnx("engine: restoring a verdict: %s", strerror(-r));
+			break;
+		case NETD_ENG_METRICS: {
+			struct proxy_metrics pm;
+			struct ipc_buf b;
+
+			proxy_engine_metrics(c->engine, &pm);
+			if (ipc_buf_init(&b, NETD_ENG_METRICS_DATA, m.seq) == 0) {
+				ipc_buf_put_bytes(&b, NETD_A_METRICS, &pm, sizeof pm);
+				ipc_send(c->sock, &b);
+			}
+			ipc_buf_release(&b);
+			break;
+		}
 		case NETD_ENG_REOPEN_LOG:
 			r = proxy_engine_replace_log_fd(c->engine, ipc_msg_take_fd(&m, 0));
 			if (r < 0)

@@ -94,7 +94,7 @@ int netd_link_create(struct nl_sock *host, const struct netd_link_cfg *c, char *
 		return -ENOMEM;
 	rtnl_link_set_name(veth, c->host_if);
 	peer = rtnl_link_veth_get_peer(veth);
-	rtnl_link_set_name(peer, "eth0");
+	rtnl_link_set_name(peer, c->sess_if ? c->sess_if : "eth0");
 	rtnl_link_set_ns_fd(peer, c->netns_fd);
 	rtnl_link_put(peer);
 	r = rtnl_link_add(host, veth, NLM_F_CREATE | NLM_F_EXCL);
@@ -209,29 +209,30 @@ int netd_link_host_up(struct nl_sock *host, const struct netd_link_cfg *c, char 
 int netd_link_session_up(struct nl_sock *sess, const struct netd_link_cfg *c, char *err, size_t errlen)
 {
 	static const unsigned char any[16];
-	int lo = link_index(sess, "lo"), idx = link_index(sess, "eth0"), r;
+	const char *ifn = c->sess_if ? c->sess_if : "eth0";
+	int lo = link_index(sess, "lo"), idx = link_index(sess, ifn), r;
 
 	if (lo < 0)
 		return fail(err, errlen, lo, "finding lo", "session namespace");
 	if (idx < 0)
-		return fail(err, errlen, idx, "finding eth0", "session namespace");
+		return fail(err, errlen, idx, "finding the session interface", ifn);
 	if ((r = link_set_up(sess, lo)) < 0)
 		return fail(err, errlen, r, "bringing up lo", "session namespace");
 	if (c->has4 && (r = addr_add(sess, idx, AF_INET, &c->addr4, 32)) < 0)
-		return fail(err, errlen, r, "adding IPv4 address", "session eth0");
+		return fail(err, errlen, r, "adding IPv4 address", ifn);
 	if (c->has6 && (r = addr_add(sess, idx, AF_INET6, &c->addr6, 128)) < 0)
-		return fail(err, errlen, r, "adding IPv6 address", "session eth0");
+		return fail(err, errlen, r, "adding IPv6 address", ifn);
 	if ((r = link_set_up(sess, idx)) < 0)
-		return fail(err, errlen, r, "bringing up", "session eth0");
+		return fail(err, errlen, r, "bringing up", ifn);
 	if (c->has4) {
 		if ((r = route_add(sess, idx, AF_INET, &c->gw4, 32, NULL)) < 0 ||
 		    (r = route_add(sess, idx, AF_INET, any, 0, &c->gw4)) < 0)
-			return fail(err, errlen, r, "adding IPv4 routes", "session eth0");
+			return fail(err, errlen, r, "adding IPv4 routes", ifn);
 	}
 	if (c->has6) {
 		if ((r = route_add(sess, idx, AF_INET6, &c->gw6, 128, NULL)) < 0 ||
 		    (r = route_add(sess, idx, AF_INET6, any, 0, &c->gw6)) < 0)
-			return fail(err, errlen, r, "adding IPv6 routes", "session eth0");
+			return fail(err, errlen, r, "adding IPv6 routes", ifn);
 	}
 	return 0;
 }

@@ -23,12 +23,13 @@ void netd_rtnl_close(struct nl_sock *sk); /* NULL no-op */
 struct netd_link_cfg {
 	const char *host_if;  /* borrowed: host-side name (sl-...) */
 	int netns_fd;         /* borrowed: the session's netns */
+	const char *sess_if;  /* borrowed: the session-side name; NULL = "eth0" (a CNI runtime may ask another) */
 	bool has4, has6;
 	struct in_addr addr4, gw4;
 	struct in6_addr addr6, gw6;
 };
 
-/* Creates the veth pair, host end `host_if` here, peer `eth0` directly inside the session
+/* Creates the veth pair, host end `host_if` here, peer `sess_if` (eth0) directly inside the session
  * namespace; both ends down. */
 int netd_link_create(struct nl_sock *host, const struct netd_link_cfg *c, char *err, size_t errlen);
 /* Host side: gateway addresses, up, routes to the session's addresses. */

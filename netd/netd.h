@@ -21,6 +21,8 @@ struct netd_engine;
 struct netd_nflog;
 struct netd_reaper;
 struct netd_conn;
+struct netd_compiler;
+struct netd_compile;
 struct policy;
 
 #define NETD_DEFAULT_RUN_DIR "/run/sluice"
@@ -33,6 +35,9 @@ struct policy;
 #define NETD_DEFAULT_SOCKS_PORT 1080       /* SOCKS5 on the gateway (0: none) */
 #define NETD_LISTENERS 5 /* kinds of listener on the gateway: HTTP, DNS UDP, DNS TCP, transparent, SOCKS5 */
 #define NETD_DEFAULT_MAX_PER_UID 64
+#define NETD_DEFAULT_COMPILE_TIMEOUT_MS 30000 /* a session policy compiles within this or is refused */
+#define NETD_COMPILE_MAX 8                    /* policy compiles running at once (compile.c) */
+#define NETD_COMPILE_MAX_PER_UID 2            /* ... for one unprivileged uid */
 
 struct netd_config {
 	char run_dir[PATH_MAX - 64];
@@ -51,6 +56,7 @@ struct netd_config {
 	uid_t engine_uid;
 	gid_t engine_gid;
 	unsigned max_per_uid; /* sessions per non-root uid */
+	unsigned compile_timeout_ms; /* deadline of a session policy's compile (compile.c) */
 	bool embedded;        /* one-session helper of a root launcher */
 };
 
@@ -70,12 +76,19 @@ struct netd_sess {
 	dev_t ns_dev;
 	ino_t ns_ino;
 	char *netns_path;    /* owned; set for CREATE sessions (we made and must remove the netns) */
+	char *cni_key;       /* owned; set for CNI_ADD sessions: "CONTAINERID/IFNAME", what CNI_DEL names */
+	char sess_if[16];    /* the session-side interface name ("eth0" unless a CNI runtime asked another) */
 	uid_t uid;
 	pid_t pid;
 	char *command;       /* owned */
 	char *policy_json;   /* owned: re-serialised by sluiced after compiling */
 	char *client_policy; /* owned: the policy as the client sent it, compiled again under a reloaded
 	                      * organisation layer (netd_reload_org) */
+	char *client_extra;  /* owned: allow/deny rules added live (`sluicectl session policy --allow`), a
+	                      * policy document compiled beside client_policy, or NULL */
+	uint32_t policy_version;  /* 1 for the first policy, +1 for every replacement (audit field) */
+	struct netd_grant *grants; /* owned: verdicts given on this session's asks, restored to a restarted engine */
+	unsigned ngrants;
 	struct in_addr addr4;
 	struct in6_addr addr6;
 	time_t created;
@@ -88,14 +101,26 @@ struct netd_sess {
 	bool transparent;         /* the compiled policy enables transparent mode */
 	struct policy *policy;    /* owned: the compiled policy, to re-check what the engine asks (direct mode) */
 	uint32_t policy_seq;      /* seq of a SESSION_POLICY in flight to the engine (0 = none) */
+	struct netd_compile *policy_job; /* a POLICY's compile on a worker (cancelled when the session goes) */
 	struct netd_conn *policy_replier; /* borrowed: who waits for the POLICY reply, or NULL */
 	uint32_t policy_reply_seq;
 	long long audit_from;     /* size of the audit log when the session opened: its records come after */
 	uint32_t records_seq;     /* seq of the SESSION_REMOVE a RECORDS request waits for (0 = none) */
 	struct netd_conn *records_replier; /* borrowed: who waits for the RECORDS reply, or NULL */
 	uint32_t records_reply_seq;
+	double setup_start;       /* netd_metrics_now() when the request arrived (setup latency) */
 	time_t direct_window;     /* direct mode: grants accepted in the current second, for the rate cap */
 	unsigned direct_in_window;
+};
+
+/* A verdict an operator gave on one of a session's asks (sluicectl approve|deny): sluiced keeps it so a
+ * restarted engine gets it again (NETD_ENG_GRANT). */
+#define NETD_GRANTS_MAX 1024 /* per session, as the engine's ASK_GRANTS_MAX */
+struct netd_grant {
+	char host[NETD_HOST_MAX + 1];
+	uint16_t port;
+	bool allow;
+	uid_t by;
 };
 
 /* A request the engine holds for an operator's verdict (policy option "ask"). The engine reports
@@ -143,6 +168,10 @@ struct netd {
 	unsigned nasks;
 	bool stopping;
 	void *control; /* owned by control.c */
+	struct netd_compiler *compiler; /* owned by compile.c: policy compiles on worker threads */
+	unsigned org_gen;               /* bumped by netd_reload_org: a compile begun before is stale */
+	struct netd_metrics *metrics; /* owned by metrics.c (netd_metrics.h); NULL = off (embedded mode) */
+	struct netd_ship *ship;       /* owned: the audit shipper (audit_ship.h); NULL = not shipping */
 };
 
 /* Creates the core: host namespace, netlink sockets, gateway lease, nftables base state, listening
@@ -152,12 +181,49 @@ int netd_new(struct netd **out, const struct netd_config *cfg, bool reconcile, c
 /* Ends every session, stops the engine, removes sluice's nft state if no other instance is live. */
 void netd_free(struct netd *d);
 
-/* The request of a session (ATTACH or CREATE), after the control layer checked the message. */
+/* A client's policy compiled under the organisation layer (compile.c). */
+struct netd_compiled {
+	char *json;            /* owned: the compiled policy's serialisation (what the engine gets) */
+	char *client;          /* owned: the policy as the client sent it (compiled again on SIGHUP) */
+	char *extra;           /* owned: allow/deny rules added live, compiled beside client, or NULL */
+	struct policy *policy; /* owned */
+	bool transparent;
+};
+void netd_compiled_clear(struct netd_compiled *c);
+
+/* Compiles json under the standard layers of sysconfdir (synchronously: POLICY and SIGHUP); returns the
+ * serialisation (malloced) and *compiled, or NULL with a one-line reason in err. */
+char *netd_compile_policy(const char *sysconfdir, bool embedded, const char *json, const char *extra,
+			  bool *transparent, struct policy **compiled, char *err, size_t errlen);
+/* The outcome of netd_compile_start, on the event loop: r 0 with res (the callee may take its members,
+ * setting them NULL), or -errno (-ETIMEDOUT past cfg.compile_timeout_ms, -EINVAL rejected, -EAGAIN the
+ * organisation layer was reloaded meanwhile) with err. */
+typedef void (*netd_compile_fn)(struct netd *d, int r, struct netd_compiled *res, const char *err, void *arg);
+/* Starts compiling json (takes ownership) for uid on a worker thread; fn(arg) is called once, from the
+ * loop, unless the job is cancelled first. -EAGAIN when too many compiles run (err says so). */
+int netd_compile_start(struct netd *d, char *json, uid_t uid, netd_compile_fn fn, void *arg,
+		       struct netd_compile **job, char *err, size_t errlen);
+/* The same with extra (allow/deny rules added live, a policy document; takes ownership; NULL = none)
+ * compiled beside json at the user layer; the result's extra is it. */
+int netd_compile_start2(struct netd *d, char *json, char *extra, uid_t uid, netd_compile_fn fn, void *arg,
+			struct netd_compile **job, char *err, size_t errlen);
+/* fn will not be called (the requester went away); the worker's result is dropped when it ends. */
+void netd_compile_cancel(struct netd_compile *job);
+/* Compiles whose thread has not ended yet (cancelled and timed-out ones included). */
+unsigned netd_compile_running(const struct netd *d);
+/* Frees the compiler, joining finished workers; one still running is left to the process's exit
+ * (netd_free). */
+void netd_compiler_free(struct netd *d);
+
+/* The request of a session (ATTACH or CREATE), after the control layer checked the message and its
+ * policy was compiled. */
 struct netd_sess_req {
 	int netns_fd;          /* takes ownership (also on error); -1 for CREATE */
 	const char *name;      /* CREATE: netns name or NULL */
+	const char *cni_key;   /* CNI_ADD: "CONTAINERID/IFNAME" (borrowed), else NULL */
+	const char *sess_if;   /* CNI_ADD: session-side interface name (borrowed), NULL = eth0 */
 	const char *command;   /* borrowed */
-	const char *policy_json; /* borrowed */
+	struct netd_compiled *policy; /* takes ownership of its members (also on error) */
 	uid_t uid;
 	pid_t pid;
 	struct netd_conn *owner; /* borrowed: ATTACH ties the session to this connection */
@@ -174,17 +240,28 @@ void netd_sess_close(struct netd *d, struct netd_sess *s);
  * whose policy no longer compiles under it is ended (fail closed). */
 void netd_reload_org(struct netd *d);
 struct netd_sess *netd_sess_find(struct netd *d, const char *id);
+/* The session CNI_ADD made for key ("CONTAINERID/IFNAME"), or NULL. */
+struct netd_sess *netd_sess_find_cni(struct netd *d, const char *key);
 
 /* Replaces a live session's policy (control message POLICY): compiled again under the organisation
  * layer, the session's direct-mode elements flushed, the engine told (its RESULT completes the reply
  * through netd_conn_policy_done). The transparent option cannot change on a live session. */
 int netd_sess_set_policy(struct netd *d, struct netd_sess *s, const char *json, char *err, size_t errlen);
+/* The same with a policy compiled already (POLICY compiles on a worker: compile.c); takes ownership of
+ * c's members. */
+int netd_sess_apply_policy(struct netd *d, struct netd_sess *s, struct netd_compiled *c, char *err, size_t errlen);
+/* Keeps an operator's verdict on host:port for a restarted engine. */
+void netd_sess_grant(struct netd_sess *s, const char *host, uint16_t port, bool allow, uid_t by);
 
 /* Direct mode (direct.c): the engine's DIRECT_ADD / DIRECT_REVOKE, checked again here. */
 struct ipc_msg;
 void netd_direct_add(struct netd *d, const struct ipc_msg *m);
 void netd_direct_revoke(struct netd *d, const struct ipc_msg *m);
 #define NETD_DIRECT_RATE 256 /* direct-mode grants accepted per session per second */
+
+/* The addresses of a pool slot (core.c): the gateway's and each session's. */
+struct in_addr netd_slot_addr4(const struct netd *d, unsigned slot);
+struct in6_addr netd_slot_addr6(const struct netd *d, unsigned slot);
 
 /* Reply content for a session. */
 void netd_sess_resolv(const struct netd *d, char *buf, size_t len);
@@ -206,6 +283,8 @@ void netd_engine_reopen_log(struct netd *d);
 /* Sends the session's new policy (SESSION_POLICY); s->policy_seq tracks the RESULT. */
 int netd_engine_session_policy(struct netd *d, struct netd_sess *s);
 bool netd_engine_running(const struct netd *d);
+/* Asks the running engine for its counters (METRICS); its METRICS_DATA goes to netd_metrics_engine_data. */
+void netd_engine_request_metrics(struct netd *d);
 /* Held requests: the verdict to the engine; lookup; forgetting one, a session's, or all. */
 int netd_engine_verdict(struct netd *d, const char *ask_id, bool allow, uid_t by);
 struct netd_ask *netd_ask_find(struct netd *d, const char *id);

@@ -1,6 +1,7 @@
-/* Builds sluice's nftables ruleset and per-session set elements with libnftnl, sends each change as
- * one batch and maps every ACK back to its command (as nftables' mnl_batch_talk does). */
-#include "nft.h"
+/* Builds sluice's nftables ruleset and per-session set elements with libnftnl: table, sets, chains and
+ * rules, the gateway and session elements, direct mode, reconciliation and teardown. Each change goes
+ * out as one batch through nft_batch.c (the netlink transport). */
+#include "nft_int.h"
 
 #include <errno.h>
 #include <libmnl/libmnl.h>
@@ -25,15 +26,6 @@
 #include "log.h"
 #include "util.h"
 
-#ifndef NETLINK_EXT_ACK
-#define NETLINK_EXT_ACK 11
-#endif
-#ifndef NETLINK_CAP_ACK
-#define NETLINK_CAP_ACK 10
-#endif
-
-#define NFT_MAX_CMDS 64
-#define NFT_RECV_BUF 65536
 
 /* nft's datatype ids, so `nft list ruleset` shows our sets readably. */
 enum { T_IPADDR = 7, T_IP6ADDR = 8, T_INET_PROTO = 12, T_INET_SERVICE = 13, T_IFNAME = 41 };
@@ -62,206 +54,6 @@ struct purge_set {
 	size_t keylen;
 	bool timeouts; /* elements may expire between the dump and the delete: DESTROY, not DELETE */
 };
-
-struct netd_nft {
-	struct mnl_socket *nl; /* owned */
-	uint32_t seq;
-	uint32_t portid;
-	/* the batch being built: seq -> what it does, for error messages */
-	struct nftnl_batch *batch; /* owned while building */
-	uint32_t first_seq;
-	unsigned ncmds;
-	const char *what[NFT_MAX_CMDS];
-	bool overflow;
-};
-
-struct netd_nft *netd_nft_new(int *err)
-{
-	struct netd_nft *n = calloc(1, sizeof *n);
-	int one = 1;
-
-	if (!n) {
-		*err = -ENOMEM;
-		return NULL;
-	}
-	n->nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC);
-	if (!n->nl || mnl_socket_bind(n->nl, 0, MNL_SOCKET_AUTOPID) < 0) {
-		*err = -errno;
-		netd_nft_free(n);
-		return NULL;
-	}
-	mnl_socket_setsockopt(n->nl, NETLINK_EXT_ACK, &one, sizeof one);
-	mnl_socket_setsockopt(n->nl, NETLINK_CAP_ACK, &one, sizeof one);
-	n->portid = mnl_socket_get_portid(n->nl);
-	n->seq = (uint32_t)time(NULL);
-	return n;
-}
-
-void netd_nft_free(struct netd_nft *n)
-{
-	if (!n)
-		return;
-	if (n->batch)
-		nftnl_batch_free(n->batch);
-	if (n->nl)
-		mnl_socket_close(n->nl);
-	free(n);
-}
-
-/* ---- batches ---- */
-
-static int batch_begin(struct netd_nft *n)
-{
-	n->batch = nftnl_batch_alloc(MNL_SOCKET_BUFFER_SIZE * 4, MNL_SOCKET_BUFFER_SIZE);
-	if (!n->batch)
-		return -ENOMEM;
-	n->ncmds = 0;
-	n->overflow = false;
-	nftnl_batch_begin(nftnl_batch_buffer(n->batch), n->seq++);
-	nftnl_batch_update(n->batch);
-	n->first_seq = n->seq;
-	return 0;
-}
-
-/* Starts the next command's message; records what it does for error mapping. */
-static struct nlmsghdr *batch_msg(struct netd_nft *n, uint16_t type, uint16_t flags, const char *what)
-{
-	struct nlmsghdr *nlh;
-
-	if (n->ncmds >= NFT_MAX_CMDS) {
-		n->overflow = true;
-		return NULL;
-	}
-	n->what[n->ncmds++] = what;
-	nlh = nftnl_nlmsg_build_hdr(nftnl_batch_buffer(n->batch), type, NFPROTO_INET, flags | NLM_F_ACK,
-				    n->seq++);
-	return nlh;
-}
-
-static void batch_next(struct netd_nft *n)
-{
-	if (nftnl_batch_update(n->batch) < 0)
-		n->overflow = true;
-}
-
-static void batch_drop(struct netd_nft *n)
-{
-	if (n->batch)
-		nftnl_batch_free(n->batch);
-	n->batch = NULL;
-}
-
-struct ack_state {
-	struct netd_nft *n;
-	unsigned acked;
-	int err;          /* first error */
-	const char *what; /* its command */
-	char ext[256];    /* kernel's extended ack message, if any */
-};
-
-static int ack_cb(const struct nlmsghdr *nlh, void *data)
-{
-	struct ack_state *st = data;
-	const struct nlmsgerr *e;
-	uint32_t idx;
-
-	if (nlh->nlmsg_len < mnl_nlmsg_size(sizeof(struct nlmsgerr))) {
-		if (!st->err)
-			st->err = -EBADMSG;
-		return MNL_CB_OK;
-	}
-	e = mnl_nlmsg_get_payload(nlh);
-	idx = e->msg.nlmsg_seq - st->n->first_seq;
-	if (e->error == 0) {
-		st->acked++;
-		return MNL_CB_OK;
-	}
-	if (!st->err) {
-		st->err = e->error < 0 ? e->error : -e->error;
-		st->what = idx < st->n->ncmds ? st->n->what[idx] : "batch";
-		if (nlh->nlmsg_flags & NLM_F_ACK_TLVS) {
-			const struct nlattr *a;
-			size_t off = sizeof(*e);
-
-			if (!(nlh->nlmsg_flags & NLM_F_CAPPED))
-				off += mnl_nlmsg_get_payload_len(&e->msg);
-			mnl_attr_for_each(a, nlh, off) {
-				if (mnl_attr_get_type(a) == NLMSGERR_ATTR_MSG &&
-				    mnl_attr_validate(a, MNL_TYPE_NUL_STRING) == 0)
-					util_strlcpy(st->ext, mnl_attr_get_str(a), sizeof st->ext);
-			}
-		}
-	}
-	return MNL_CB_OK;
-}
-
-/* Sends the batch and reads every ACK. The kernel processes a batch inside sendmsg, so all
- * answers are queued when it returns; we read until the socket is empty. */
-static int batch_talk(struct netd_nft *n, char *err, size_t errlen)
-{
-	static mnl_cb_t ctl_cb[NLMSG_MIN_TYPE] = {[NLMSG_ERROR] = ack_cb};
-	struct ack_state st = {.n = n};
-	char buf[NFT_RECV_BUF];
-	int fd = mnl_socket_get_fd(n->nl);
-	int r = 0;
-
-	if (n->overflow) {
-		r = -E2BIG;
-		snprintf(err, errlen, "nftables batch too large");
-		goto out;
-	}
-	nftnl_batch_end(nftnl_batch_buffer(n->batch), n->seq++);
-	nftnl_batch_update(n->batch);
-	/* drain stale messages from an earlier, failed exchange */
-	while (recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0)
-		;
-	{
-		int iovn = nftnl_batch_iovec_len(n->batch);
-		struct iovec *iov = calloc((size_t)iovn, sizeof *iov);
-		struct sockaddr_nl snl = {.nl_family = AF_NETLINK};
-		struct msghdr msg = {.msg_name = &snl, .msg_namelen = sizeof snl};
-
-		if (!iov) {
-			r = -ENOMEM;
-			goto out;
-		}
-		nftnl_batch_iovec(n->batch, iov, iovn);
-		msg.msg_iov = iov;
-		msg.msg_iovlen = (size_t)iovn;
-		if (sendmsg(fd, &msg, 0) < 0) {
-			r = -errno;
-			free(iov);
-			snprintf(err, errlen, "sending nftables batch: %s", strerror(-r));
-			goto out;
-		}
-		free(iov);
-	}
-	for (;;) {
-		ssize_t len = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-
-		if (len < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN)
-				break;
-			r = -errno;
-			snprintf(err, errlen, "reading nftables acknowledgements: %s", strerror(-r));
-			goto out;
-		}
-		mnl_cb_run2(buf, (size_t)len, 0, n->portid, NULL, &st, ctl_cb, MNL_ARRAY_SIZE(ctl_cb));
-	}
-	if (st.err) {
-		r = st.err;
-		snprintf(err, errlen, "nftables: %s: %s%s%s", st.what ? st.what : "batch", strerror(-r),
-			 st.ext[0] ? ": " : "", st.ext);
-	} else if (st.acked != n->ncmds) {
-		r = -EPROTO;
-		snprintf(err, errlen, "nftables: %u of %u commands acknowledged", st.acked, n->ncmds);
-	}
-out:
-	batch_drop(n);
-	return r;
-}
 
 /* ---- expressions ---- */
 
@@ -381,10 +173,10 @@ static void put_rule(struct netd_nft *n, struct nftnl_rule *r, const char *chain
 	nftnl_rule_set_str(r, NFTNL_RULE_TABLE, NETD_NFT_TABLE);
 	nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, chain);
 	nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_INET);
-	nlh = batch_msg(n, NFT_MSG_NEWRULE, NLM_F_APPEND | NLM_F_CREATE, what);
+	nlh = nft_batch_msg(n, NFT_MSG_NEWRULE, NLM_F_APPEND | NLM_F_CREATE, what);
 	if (nlh) {
 		nftnl_rule_nlmsg_build_payload(nlh, r);
-		batch_next(n);
+		nft_batch_next(n);
 	}
 	nftnl_rule_free(r);
 }
@@ -414,10 +206,10 @@ static void put_set_flags(struct netd_nft *n, const char *name, uint32_t key_typ
 	if (flags)
 		nftnl_set_set_u32(s, NFTNL_SET_FLAGS, flags);
 	nftnl_set_set_u32(s, NFTNL_SET_ID, n->seq);
-	nlh = batch_msg(n, NFT_MSG_NEWSET, NLM_F_CREATE, "create set");
+	nlh = nft_batch_msg(n, NFT_MSG_NEWSET, NLM_F_CREATE, "create set");
 	if (nlh) {
 		nftnl_set_nlmsg_build_payload(nlh, s);
-		batch_next(n);
+		nft_batch_next(n);
 	}
 	nftnl_set_free(s);
 }
@@ -444,10 +236,10 @@ static void put_chain_at(struct netd_nft *n, const char *name, int hook, int pri
 		nftnl_chain_set_u32(c, NFTNL_CHAIN_POLICY, NF_ACCEPT);
 		nftnl_chain_set_str(c, NFTNL_CHAIN_TYPE, type);
 	}
-	nlh = batch_msg(n, NFT_MSG_NEWCHAIN, NLM_F_CREATE, "create chain");
+	nlh = nft_batch_msg(n, NFT_MSG_NEWCHAIN, NLM_F_CREATE, "create chain");
 	if (nlh) {
 		nftnl_chain_nlmsg_build_payload(nlh, c);
-		batch_next(n);
+		nft_batch_next(n);
 	}
 	nftnl_chain_free(c);
 	if (flush) {
@@ -456,10 +248,10 @@ static void put_chain_at(struct netd_nft *n, const char *name, int hook, int pri
 		nftnl_rule_set_str(r, NFTNL_RULE_TABLE, NETD_NFT_TABLE);
 		nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, name);
 		nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_INET);
-		nlh = batch_msg(n, NFT_MSG_DELRULE, 0, "flush chain");
+		nlh = nft_batch_msg(n, NFT_MSG_DELRULE, 0, "flush chain");
 		if (nlh) {
 			nftnl_rule_nlmsg_build_payload(nlh, r);
-			batch_next(n);
+			nft_batch_next(n);
 		}
 		nftnl_rule_free(r);
 	}
@@ -487,10 +279,10 @@ static void put_tredir_map(struct netd_nft *n)
 	nftnl_set_set_u32(s, NFTNL_SET_DATA_TYPE, T_INET_SERVICE);
 	nftnl_set_set_u32(s, NFTNL_SET_DATA_LEN, 2);
 	nftnl_set_set_u32(s, NFTNL_SET_ID, n->seq);
-	nlh = batch_msg(n, NFT_MSG_NEWSET, NLM_F_CREATE, "create map tredir");
+	nlh = nft_batch_msg(n, NFT_MSG_NEWSET, NLM_F_CREATE, "create map tredir");
 	if (nlh) {
 		nftnl_set_nlmsg_build_payload(nlh, s);
-		batch_next(n);
+		nft_batch_next(n);
 	}
 	nftnl_set_free(s);
 }
@@ -598,10 +390,10 @@ static void put_elems_msg(struct netd_nft *n, uint16_t type, const char *set, co
 			nftnl_set_elem_set_u64(e, NFTNL_SET_ELEM_TIMEOUT, timeout_ms);
 		nftnl_set_elem_add(s, e);
 	}
-	nlh = batch_msg(n, type, type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE : 0, what);
+	nlh = nft_batch_msg(n, type, type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE : 0, what);
 	if (nlh) {
 		nftnl_set_elems_nlmsg_build_payload(nlh, s);
-		batch_next(n);
+		nft_batch_next(n);
 	}
 	nftnl_set_free(s);
 }
@@ -626,7 +418,7 @@ int netd_nft_setup(struct netd_nft *n, uint32_t log_group, const struct in_addr 
 	struct nftnl_table *t;
 	struct nlmsghdr *nlh;
 	struct nftnl_rule *r;
-	int rc = batch_begin(n);
+	int rc = nft_batch_begin(n);
 
 	if (rc < 0)
 		return rc;
@@ -635,10 +427,10 @@ int netd_nft_setup(struct netd_nft *n, uint32_t log_group, const struct in_addr 
 		abort();
 	nftnl_table_set_str(t, NFTNL_TABLE_NAME, NETD_NFT_TABLE);
 	nftnl_table_set_u32(t, NFTNL_TABLE_FAMILY, NFPROTO_INET);
-	nlh = batch_msg(n, NFT_MSG_NEWTABLE, NLM_F_CREATE, "create table inet sluice");
+	nlh = nft_batch_msg(n, NFT_MSG_NEWTABLE, NLM_F_CREATE, "create table inet sluice");
 	if (nlh) {
 		nftnl_table_nlmsg_build_payload(nlh, t);
-		batch_next(n);
+		nft_batch_next(n);
 	}
 	nftnl_table_free(t);
 
@@ -737,18 +529,18 @@ int netd_nft_setup(struct netd_nft *n, uint32_t log_group, const struct in_addr 
 	put_rule(n, r, "forward", "add rule forward: nothing else into sessions");
 
 	gw_elems(n, true, gw4, gw6);
-	return batch_talk(n, err, errlen);
+	return nft_batch_talk(n, err, errlen);
 }
 
 int netd_nft_gateway_del(struct netd_nft *n, const struct in_addr *gw4, const struct in6_addr *gw6,
 			 char *err, size_t errlen)
 {
-	int rc = batch_begin(n);
+	int rc = nft_batch_begin(n);
 
 	if (rc < 0)
 		return rc;
 	gw_elems(n, false, gw4, gw6);
-	return batch_talk(n, err, errlen);
+	return nft_batch_talk(n, err, errlen);
 }
 
 static void key_if(unsigned char *k, const char *ifname)
@@ -785,11 +577,11 @@ static void tredir_elems(struct netd_nft *n, const struct netd_nft_session *s, b
 			nftnl_set_elem_set(e, NFTNL_SET_ELEM_DATA, &to, sizeof to);
 		nftnl_set_elem_add(set, e);
 	}
-	nlh = batch_msg(n, add ? NFT_MSG_NEWSETELEM : NFT_MSG_DELSETELEM, add ? NLM_F_CREATE : 0,
+	nlh = nft_batch_msg(n, add ? NFT_MSG_NEWSETELEM : NFT_MSG_DELSETELEM, add ? NLM_F_CREATE : 0,
 			"session transparent redirect");
 	if (nlh) {
 		nftnl_set_elems_nlmsg_build_payload(nlh, set);
-		batch_next(n);
+		nft_batch_next(n);
 	}
 	nftnl_set_free(set);
 }
@@ -860,12 +652,12 @@ static void session_elems(struct netd_nft *n, const struct netd_nft_session *s, 
 
 int netd_nft_session_add(struct netd_nft *n, const struct netd_nft_session *s, char *err, size_t errlen)
 {
-	int rc = batch_begin(n);
+	int rc = nft_batch_begin(n);
 
 	if (rc < 0)
 		return rc;
 	session_elems(n, s, true);
-	return batch_talk(n, err, errlen);
+	return nft_batch_talk(n, err, errlen);
 }
 
 static int purge(struct netd_nft *n, const struct purge_set *sets, size_t nsets,
@@ -873,12 +665,12 @@ static int purge(struct netd_nft *n, const struct purge_set *sets, size_t nsets,
 
 int netd_nft_session_del(struct netd_nft *n, const struct netd_nft_session *s, char *err, size_t errlen)
 {
-	int rc = batch_begin(n);
+	int rc = nft_batch_begin(n);
 
 	if (rc < 0)
 		return rc;
 	session_elems(n, s, false);
-	rc = batch_talk(n, err, errlen);
+	rc = nft_batch_talk(n, err, errlen);
 	/* direct-mode elements are the DNS proxy's, not a fixed list: those of this interface go too (a dump
 	 * of the sets, so only for sessions that can have any) */
 	if (s->direct) {
@@ -964,21 +756,9 @@ static int dump_set(struct netd_nft *n, const char *set, struct prune_state *st)
 	nftnl_set_set_str(s, NFTNL_SET_NAME, set);
 	nftnl_set_elems_nlmsg_build_payload(nlh, s);
 	nftnl_set_free(s);
-	if (mnl_socket_sendto(n->nl, nlh, nlh->nlmsg_len) < 0)
-		return -errno;
-	for (;;) {
-		ssize_t len = mnl_socket_recvfrom(n->nl, buf, sizeof buf);
-
-		if (len < 0)
-			return -errno;
-		r = mnl_cb_run(buf, (size_t)len, seq, n->portid, prune_msg_cb, st);
-		if (r == MNL_CB_STOP)
-			return 0;
-		if (r < 0)
-			return st->err ? st->err : -errno;
-	}
+	r = nft_dump(n, nlh, prune_msg_cb, st);
+	return r < 0 && st->err ? st->err : r;
 }
-
 
 /* Deletes every element of the sets whose interface name keep() rejects, in batches of 256.
  * Returns the number of elements removed or -errno (-ENOENT: no table). */
@@ -1001,12 +781,12 @@ static int purge(struct netd_nft *n, const struct purge_set *sets, size_t nsets,
 		for (size_t off = 0; off < st.nkeys; off += 256) {
 			size_t cnt = st.nkeys - off < 256 ? st.nkeys - off : 256;
 
-			r = batch_begin(n);
+			r = nft_batch_begin(n);
 			if (r == 0) {
 				put_elems_msg(n, sets[i].timeouts ? NFT_MSG_DESTROYSETELEM : NFT_MSG_DELSETELEM,
 					      sets[i].name, st.keys + off * st.keylen, st.keylen, cnt, 0,
 					      "delete stale elements");
-				r = batch_talk(n, err, errlen);
+				r = nft_batch_talk(n, err, errlen);
 			}
 			if (r < 0) {
 				free(st.keys);
@@ -1074,7 +854,7 @@ int netd_nft_direct_add(struct netd_nft *n, const char *ifname, const struct soc
 	if (!v6)
 		for (size_t i = 1; i < nports; i++)
 			memmove((unsigned char *)keys + i * keylen, keys[i], keylen);
-	rc = batch_begin(n);
+	rc = nft_batch_begin(n);
 	if (rc < 0)
 		return rc;
 	/* destroy + add in one transaction: a new answer sets the element's timeout anew */
@@ -1082,7 +862,7 @@ int netd_nft_direct_add(struct netd_nft *n, const char *ifname, const struct soc
 		      "refresh direct-mode elements");
 	put_elems_msg(n, NFT_MSG_NEWSETELEM, v6 ? "direct6" : "direct4", keys, keylen, nports, timeout_ms,
 		      "add direct-mode elements");
-	return batch_talk(n, err, errlen);
+	return nft_batch_talk(n, err, errlen);
 }
 
 static bool keep_other_if(const char *ifname, void *arg)
@@ -1106,18 +886,18 @@ int netd_nft_destroy(struct netd_nft *n, char *err, size_t errlen)
 
 	if (!t)
 		return -ENOMEM;
-	rc = batch_begin(n);
+	rc = nft_batch_begin(n);
 	if (rc < 0) {
 		nftnl_table_free(t);
 		return rc;
 	}
 	nftnl_table_set_str(t, NFTNL_TABLE_NAME, NETD_NFT_TABLE);
 	nftnl_table_set_u32(t, NFTNL_TABLE_FAMILY, NFPROTO_INET);
-	nlh = batch_msg(n, NFT_MSG_DELTABLE, 0, "delete table inet sluice");
+	nlh = nft_batch_msg(n, NFT_MSG_DELTABLE, 0, "delete table inet sluice");
 	if (nlh) {
 		nftnl_table_nlmsg_build_payload(nlh, t);
-		batch_next(n);
+		nft_batch_next(n);
 	}
 	nftnl_table_free(t);
-	return batch_talk(n, err, errlen);
+	return nft_batch_talk(n, err, errlen);
 }

@@ -19,6 +19,8 @@
 #define NETD_ASK_ID_MAX 8     /* PROXY_ASK_ID_LEN */
 #define NETD_HOST_MAX 253
 #define NETD_METHOD_MAX 32
+#define NETD_METRICS_DATA_MAX 4096 /* METRICS attribute; its exact size is sizeof(struct proxy_metrics) */
+#define NETD_CNI_KEY_MAX 272  /* container id (at most 256) + "/" + interface name (at most 15) */
 #define NETD_LINES_MAX (60 * 1024) /* a netlink attribute holds at most 64 KiB */
 /* the policy JSON (sluiced's org layer can be large): inline up to IPC_TEXT_INLINE_MAX, else in a
  * sealed memfd (NETD_A_POLICY_FD, see ipc_buf_put_text) */
@@ -43,6 +45,12 @@ enum netd_msg {
 	NETD_MSG_POLICY = 7,  /* client -> d: replace a session's policy (its attaching connection, or root) */
 	NETD_MSG_RECORDS = 8, /* client -> d: the attached session's audit records (its command has ended) */
 	NETD_MSG_WATCH = 9,   /* client -> d: send ASK (seq 0) whenever a request of this session is held */
+	/* 10, 11: free */
+	NETD_MSG_METRICS = 12,   /* client -> d: Prometheus text of sluiced's counters (LINES..., LIST_END) */
+	NETD_MSG_CNI_ADD = 13,   /* client (root) -> d: wire the netns passed as fd as a session that outlives the
+	                          * connection, keyed by CNI_KEY (container id / ifname); ended by CNI_DEL */
+	NETD_MSG_CNI_DEL = 14,   /* client (root) -> d: end the session of CNI_KEY, if any (OK either way) */
+	NETD_MSG_CNI_CHECK = 15, /* client (root) -> d: the session of CNI_KEY, if wired in the netns passed as fd */
 	NETD_MSG_SESSION = 16,  /* d -> client: a session (reply to ATTACH/CREATE, and LIST entries) */
 	NETD_MSG_OK = 17,       /* d -> client: END done */
 	NETD_MSG_ERROR = 18,    /* d -> client: request refused or failed */
@@ -93,6 +101,11 @@ enum netd_attr {
 	NETD_A_POLICY_FD = 37, /* u32: index of the extra fd (a sealed memfd) holding a policy too long for NETD_A_POLICY */
 	NETD_A_SOCKS_PORT = 38, /* u16: the SOCKS5 port on the gateway (absent: none) */
 	NETD_A_UPSTREAM_PROXY = 39, /* str: the parent proxy configuration file the engine loads before it drops privileges */
+	NETD_A_POLICY_VERSION = 40, /* u32: the count of a session's policies (1 = the one it started with) */
+	/* 41..43: free */
+	NETD_A_CNI_KEY = 44,  /* str NETD_CNI_KEY_MAX: "CONTAINERID/IFNAME" of a CNI session */
+	NETD_A_SESS_IF = 45,  /* str 15: the session-side interface name (default eth0) */
+	NETD_A_METRICS = 46,  /* bytes: the engine's struct proxy_metrics (sluiced checks the exact size) */
 };
 
 extern const struct ipc_proto netd_control_proto;
@@ -115,12 +128,17 @@ enum netd_eng_msg {
 	NETD_ENG_REOPEN_LOG = 7,     /* d -> engine: SIGHUP */
 	NETD_ENG_VERDICT = 8,        /* d -> engine: an operator's verdict on a held request */
 	NETD_ENG_SESSION_POLICY = 9, /* d -> engine: the session's policy was replaced -> RESULT */
+	NETD_ENG_GRANT = 10,         /* d -> engine: a verdict given in an earlier engine's life, restored */
+	/* 11: free */
+	NETD_ENG_METRICS = 12,       /* d -> engine: send your counters (METRICS_DATA) */
 	NETD_ENG_READY = 16,         /* engine -> d: running (or ERRNO/ERRMSG if it could not start) */
 	NETD_ENG_RESULT = 17,        /* engine -> d: result of the request with the same seq */
 	NETD_ENG_ASK = 18,           /* engine -> d: a request is held for approval */
 	NETD_ENG_ASK_END = 19,       /* engine -> d: that ask ended (decided, timed out, abandoned) */
 	NETD_ENG_DIRECT_ADD = 20,    /* engine -> d: direct mode: DNS answered an allowed name with DST */
 	NETD_ENG_DIRECT_REVOKE = 21, /* engine -> d: direct mode: the session's flows to DST:DPORT must end */
+	/* 22..25: free */
+	NETD_ENG_METRICS_DATA = 26,  /* engine -> d: its counters (METRICS: struct proxy_metrics, exact size) */
 	NETD_ENG_COUNT_,
 };
 

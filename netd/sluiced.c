@@ -17,7 +17,9 @@
 
 #include "config.h"
 #include "log.h"
+#include "audit_ship.h"
 #include "netd.h"
+#include "netd_metrics.h"
 #include "util.h"
 
 static void usage(FILE *f)
@@ -35,7 +37,12 @@ static void usage(FILE *f)
 		"  --nflog-group N      NFLOG group for dropped packets (default 2110)\n"
 		"  --user USER          unprivileged user of the proxy engine (default sluice, else nobody)\n"
 		"  --max-per-uid N      sessions per unprivileged user (default 64)\n"
+		"  --compile-timeout MS a session's policy compiles within MS or is refused (default 30000)\n"
 		"  --sysconfdir DIR     organisation policy directory (default /etc/sluice)\n"
+		"  --audit-ship syslog|journald  also send every audit record to syslog (RFC 5424) or journald\n"
+		"  --audit-ship-socket PATH      syslog's socket (default /dev/log)\n"
+		"  --metrics-listen A:P also serve Prometheus metrics on this loopback address (127.0.0.1:9477);\n"
+		"                       they are always on RUN_DIR/metrics.sock\n"
 		"  -v, --verbose        more logging (twice: debug)\n"
 		"  -h, --help, --version\n");
 }
@@ -95,10 +102,15 @@ int main(int argc, char **argv)
 		{"socks-port", required_argument, NULL, 's'},
 		{"upstream-dns", required_argument, NULL, 'u'}, {"nflog-group", required_argument, NULL, 'g'},
 		{"user", required_argument, NULL, 'U'},    {"max-per-uid", required_argument, NULL, 'm'},
+		{"compile-timeout", required_argument, NULL, 'T'},
 		{"sysconfdir", required_argument, NULL, 'c'}, {"verbose", no_argument, NULL, 'v'},
+		{"metrics-listen", required_argument, NULL, 'M'}, {"audit-ship", required_argument, NULL, 'S'},
+		{"audit-ship-socket", required_argument, NULL, 'O'},
 		{"help", no_argument, NULL, 'h'},          {"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0}};
 	struct netd_config cfg;
+	const char *metrics_listen = NULL, *ship_socket = NULL;
+	enum netd_ship_kind ship = NETD_SHIP_NONE;
 	struct netd *d = NULL;
 	struct event *sigs[4] = {0};
 	enum log_level lvl = LOG_LEVEL_INFO;
@@ -170,8 +182,27 @@ int main(int argc, char **argv)
 				goto bad;
 			cfg.max_per_uid = (unsigned)v;
 			break;
+		case 'T':
+			if (parse_uint(optarg, 600000, &v) < 0 || v == 0)
+				goto bad;
+			cfg.compile_timeout_ms = (unsigned)v;
+			break;
 		case 'c':
 			util_strlcpy(cfg.sysconfdir, optarg, sizeof cfg.sysconfdir);
+			break;
+		case 'M':
+			metrics_listen = optarg;
+			break;
+		case 'S':
+			if (netd_ship_kind_parse(optarg, &ship) < 0) {
+				fprintf(stderr, "sluiced: --audit-ship %s: want syslog or journald\n", optarg);
+				return 2;
+			}
+			break;
+		case 'O':
+			if (optarg[0] != '/')
+				goto bad;
+			ship_socket = optarg;
 			break;
 		case 'v':
 			lvl = lvl == LOG_LEVEL_INFO ? LOG_LEVEL_DEBUG : lvl;
@@ -216,6 +247,22 @@ bad:
 		return 1;
 	}
 	r = netd_control_listen(d, err, sizeof err);
+	if (r < 0) {
+		fprintf(stderr, "sluiced: %s\n", err);
+		netd_free(d);
+		return 1;
+	}
+	if (ship_socket && ship != NETD_SHIP_SYSLOG) {
+		fprintf(stderr, "sluiced: --audit-ship-socket goes with --audit-ship syslog\n");
+		netd_free(d);
+		return 2;
+	}
+	if (ship && (r = netd_ship_start(&d->ship, ship, cfg.audit_log, ship_socket, err, sizeof err)) < 0) {
+		fprintf(stderr, "sluiced: %s\n", err);
+		netd_free(d);
+		return 1;
+	}
+	r = netd_metrics_start(d, metrics_listen, err, sizeof err);
 	if (r < 0) {
 		fprintf(stderr, "sluiced: %s\n", err);
 		netd_free(d);

@@ -194,7 +194,7 @@ void proxy_ask_unhold(struct proxy_ask_wait *w)
 	}
 }
 
-static void grant_add(struct proxy_session *s, const char *host, uint16_t port, bool allow, uid_t by)
+void proxy_ask_grant_add(struct proxy_session *s, const char *host, uint16_t port, bool allow, uid_t by)
 {
 	struct proxy_grant *g = NULL;
 
@@ -265,7 +265,7 @@ int proxy_engine_ask_decide(struct proxy_engine *e, const char *ask_id, bool all
 
 	if (!a)
 		return -ENOENT;
-	grant_add(a->s, a->host, a->port, allow, by);
+	proxy_ask_grant_add(a->s, a->host, a->port, allow, by);
 	snprintf(reason, sizeof reason, "%s:%u %s by uid %u (sluicectl %s %s)", a->host, a->port,
 	         allow ? "approved" : "denied", (unsigned)by, allow ? "approve" : "deny", a->id);
 	log_info("session %s: ask %s (%s:%u) %s by uid %u", a->s->id, a->id, a->host, a->port,

@@ -171,7 +171,15 @@ static int format_body(const struct audit_record *r, char *buf, size_t len)
 	} else if (put(buf, len, &pos, ",\"uid\":null", 11)) {
 		return -ENOSPC;
 	}
-	if (field_str(buf, len, &pos, "command", r->command) || field_str(buf, len, &pos, "protocol", r->protocol) ||
+	if (field_str(buf, len, &pos, "command", r->command))
+		return -ENOSPC;
+	if (r->policy_version) {
+		if (field_num(buf, len, &pos, "policy_version", r->policy_version))
+			return -ENOSPC;
+	} else if (put(buf, len, &pos, ",\"policy_version\":null", 22)) {
+		return -ENOSPC;
+	}
+	if (field_str(buf, len, &pos, "protocol", r->protocol) ||
 	    field_str(buf, len, &pos, "host", r->host) || field_num(buf, len, &pos, "port", r->port) ||
 	    field_str(buf, len, &pos, "method", r->method) || field_str(buf, len, &pos, "decision", r->decision) ||
 	    field_str(buf, len, &pos, "rule", (r->rule && *r->rule) ? r->rule : NULL) ||

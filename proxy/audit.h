@@ -30,6 +30,7 @@ struct audit_record {
 	uid_t uid;
 	bool has_uid;
 	const char *command;
+	uint32_t policy_version; /* the session's policy version; 0 = null */
 	const char *protocol; /* http, connect, dns, tls-sni, direct, drop */
 	const char *host;
 	uint16_t port;

@@ -364,7 +364,28 @@ int proxy_engine_session_add(struct proxy_engine *e, const struct proxy_session_
 
 int proxy_engine_session_set_policy(struct proxy_engine *e, const char *id, struct policy *p)
 {
-	return proxy_session_set_policy(e, id, p);
+	struct proxy_session *s = proxy_session_by_id(e, id);
+	return proxy_session_set_policy(e, id, p, s && s->policy_version ? s->policy_version + 1 : 0);
+}
+
+int proxy_engine_session_set_policy_version(struct proxy_engine *e, const char *id, struct policy *p,
+                                            uint32_t version)
+{
+	return proxy_session_set_policy(e, id, p, version);
+}
+
+int proxy_engine_session_grant(struct proxy_engine *e, const char *id, const char *host, uint16_t port, bool allow,
+                               uid_t by)
+{
+	struct proxy_session *s = proxy_session_by_id(e, id);
+	char canon[POLICY_HOST_MAX + 1];
+
+	if (!s)
+		return -ENOENT;
+	if (!host || policy_canon_host(host, strlen(host), canon) != POLICY_CANON_OK || port == 0)
+		return -EINVAL; /* verdicts are given on canonical names (asks hold names only) */
+	proxy_ask_grant_add(s, canon, port, allow, by);
+	return 0;
 }
 
 int proxy_engine_session_remove(struct proxy_engine *e, const char *id)
@@ -413,9 +434,16 @@ int proxy_engine_audit_drop(struct proxy_engine *e, const struct sockaddr *src, 
 	}
 	r.flow = proxy_flow_next(e);
 	rc = audit_log_write(e->audit, &r);
+	proxy_metrics_note(&e->metrics, &r, rc);
 	if (rc)
 		proxy_audit_failed(e);
 	return rc;
+}
+
+void proxy_engine_metrics(const struct proxy_engine *e, struct proxy_metrics *out)
+{
+	*out = e->metrics;
+	out->audit_lost = audit_log_lost(e->audit);
 }
 
 int proxy_engine_reopen_log(struct proxy_engine *e)

@@ -106,6 +106,8 @@ struct proxy_session_info {
 	struct sockaddr_storage addr4, addr6; /* session's own addresses (ss_family 0 = none) */
 	struct sockaddr_storage gw4, gw6;     /* gateway addresses the session must be talking to */
 	struct policy *policy;                /* borrowed; the engine takes its own policy_ref */
+	uint32_t policy_version;              /* the parent's count of the session's policies (audit field
+	                                       * policy_version; 0 = not counted, written as null) */
 };
 
 /* Registers a session. -EEXIST if the id or one of its addresses is already registered, -EINVAL
@@ -115,6 +117,9 @@ int proxy_engine_session_add(struct proxy_engine *e, const struct proxy_session_
  * grants it no longer allows are revoked (direct_notify with revoke), those it still allows are offered
  * again for their remaining time. -ENOENT if unknown. */
 int proxy_engine_session_set_policy(struct proxy_engine *e, const char *id, struct policy *p);
+/* The same, also naming the policy's version for the audit log (records decided under it carry it). */
+int proxy_engine_session_set_policy_version(struct proxy_engine *e, const char *id, struct policy *p,
+                                            uint32_t version);
 /* Closes the session's connections (writing their audit records) and forgets it; -ENOENT if unknown. */
 int proxy_engine_session_remove(struct proxy_engine *e, const char *id);
 /* Writes the audit records still batched in memory now (after a removal, say, so that the caller may
@@ -128,6 +133,10 @@ int proxy_engine_audit_drop(struct proxy_engine *e, const struct sockaddr *src, 
 
 /* Reopens audit_path (SIGHUP, logrotate). On failure the old log stays in use and -errno is returned.
  * -EBADF when the log was given as an fd (use proxy_engine_replace_log_fd). */
+/* The engine's counters now (metrics.h). */
+struct proxy_metrics;
+void proxy_engine_metrics(const struct proxy_engine *e, struct proxy_metrics *out);
+
 int proxy_engine_reopen_log(struct proxy_engine *e);
 /* Replaces the audit log with fd (takes ownership, also on error): for a privileged parent that
  * reopens the log on the engine's behalf after privileges were dropped. */
@@ -138,3 +147,7 @@ int proxy_engine_replace_log_fd(struct proxy_engine *e, int fd);
  * host:port for the rest of the session. -ENOENT when no such ask is pending (it timed out, or its
  * requests went away). */
 int proxy_engine_ask_decide(struct proxy_engine *e, const char *ask_id, bool allow, uid_t by);
+/* A verdict given earlier (by uid `by`) on host:port of session id, restored after an engine restart:
+ * it applies as if it had been given in this engine's life. -ENOENT for an unknown session. */
+int proxy_engine_session_grant(struct proxy_engine *e, const char *id, const char *host, uint16_t port, bool allow,
+                               uid_t by);

@@ -11,6 +11,7 @@
 
 #include "audit.h"
 #include "engine.h"
+#include "metrics.h"
 #include "policy.h"
 
 struct bufferevent;
@@ -44,6 +45,7 @@ struct proxy_session {
 	unsigned nasks;
 	struct proxy_grant *grants; /* owned: verdicts given in this session (ask.c) */
 	size_t ngrants;
+	uint32_t policy_version;    /* the parent's version of s->policy (audit field), 0 = none */
 };
 
 /* Embedded in every live connection or query; the session closes what is left when it goes. */
@@ -91,13 +93,18 @@ struct proxy_engine {
 	void *direct_arg;                       /* borrowed */
 	uint64_t flow_next;                     /* the next audit flow id (random top bits per engine) */
 	struct proxy_parent *parent;            /* owned: the parent proxy (parent.h), or NULL */
+	struct proxy_metrics metrics;           /* every record written, counted (metrics.h) */
 };
 
 /* ---- session.c ---- */
 int proxy_session_add(struct proxy_engine *e, const struct proxy_session_info *info);
 int proxy_session_remove(struct proxy_engine *e, const char *id);
 /* Replaces s's policy (see proxy_engine_session_set_policy). */
-int proxy_session_set_policy(struct proxy_engine *e, const char *id, struct policy *p);
+int proxy_session_set_policy(struct proxy_engine *e, const char *id, struct policy *p, uint32_t version);
+/* The live session with this id, or NULL. */
+struct proxy_session *proxy_session_by_id(struct proxy_engine *e, const char *id);
+/* Remembers a verdict on host:port for the rest of the session (ask.c). */
+void proxy_ask_grant_add(struct proxy_session *s, const char *host, uint16_t port, bool allow, uid_t by);
 void proxy_session_free_all(struct proxy_engine *e);
 /* The session whose own address is `peer` and, when it has a gateway of that family, whose gateway
  * is `local` (NULL = not checked). IPv4-mapped IPv6 peers are matched as IPv4. */

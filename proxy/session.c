@@ -90,6 +90,7 @@ int proxy_session_add(struct proxy_engine *e, const struct proxy_session_info *i
 	s->gw4 = info->gw4;
 	s->gw6 = info->gw6;
 	s->policy = policy_ref(info->policy);
+	s->policy_version = info->policy_version;
 	TAILQ_INIT(&s->conns);
 	TAILQ_INIT(&s->asks);
 	TAILQ_INSERT_TAIL(&e->sessions, s, entry);
@@ -122,7 +123,12 @@ int proxy_session_remove(struct proxy_engine *e, const char *id)
 	return 0;
 }
 
-int proxy_session_set_policy(struct proxy_engine *e, const char *id, struct policy *p)
+struct proxy_session *proxy_session_by_id(struct proxy_engine *e, const char *id)
+{
+	return id ? find_by_id(e, id) : NULL;
+}
+
+int proxy_session_set_policy(struct proxy_engine *e, const char *id, struct policy *p, uint32_t version)
 {
 	struct proxy_session *s = id ? find_by_id(e, id) : NULL;
 	struct policy *old;
@@ -134,6 +140,7 @@ int proxy_session_set_policy(struct proxy_engine *e, const char *id, struct poli
 		return -EINVAL;
 	old = s->policy;
 	s->policy = policy_ref(p);
+	s->policy_version = version;
 	policy_unref(old);
 	log_info("session %s: policy replaced", s->id);
 	/* live connections whose destination the new policy no longer allows end now (each close writes
@@ -218,13 +225,18 @@ void proxy_session_detach(struct proxy_conn *c)
 
 void proxy_session_audit(struct proxy_session *s, struct audit_record *r)
 {
+	int rc;
+
 	r->session = s->id;
 	r->uid = s->uid;
 	r->has_uid = true;
 	r->command = s->command;
+	r->policy_version = s->policy_version;
 	if (!r->flow)
 		r->flow = proxy_flow_next(s->engine);
-	if (audit_log_write(s->engine->audit, r) != 0)
+	rc = audit_log_write(s->engine->audit, r);
+	proxy_metrics_note(&s->engine->metrics, r, rc);
+	if (rc != 0)
 		proxy_audit_failed(s->engine);
 	proxy_audit_schedule(s->engine);
 }

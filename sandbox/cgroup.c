@@ -30,6 +30,23 @@ struct sb_cgroup {
 	char *v1[SB_CG_N]; /* owned; the session's v1 cgroup directory per controller, or NULL */
 };
 
+static const struct sb_cgroup_fixture *fixture; /* borrowed; tests only (sb_cgroup_set_fixture) */
+
+void sb_cgroup_set_fixture(const struct sb_cgroup_fixture *f)
+{
+	fixture = f;
+}
+
+static int cg_mkdir(const char *path, mode_t mode)
+{
+	return fixture && fixture->mkdir ? fixture->mkdir(path, mode) : mkdir(path, mode);
+}
+
+static int cg_rmdir(const char *path)
+{
+	return fixture && fixture->rmdir ? fixture->rmdir(path) : rmdir(path);
+}
+
 /* Where our own cgroups are: the v2 mount + our path, and each v1 controller's mount + path. */
 struct cg_where {
 	char v2[PATH_MAX];          /* "" when there is no cgroup2 mount */
@@ -93,7 +110,7 @@ static void cg_locate(struct cg_where *w)
 
 	memset(w, 0, sizeof *w);
 	memset(mnt_v1, 0, sizeof mnt_v1);
-	if ((f = fopen("/proc/self/mountinfo", "re"))) {
+	if ((f = fopen(fixture ? fixture->mountinfo : "/proc/self/mountinfo", "re"))) {
 		while (fgets(line, sizeof line, f)) {
 			/* id parent maj:min root mountpoint opts... - fstype source superopts */
 			char root[PATH_MAX], mp[PATH_MAX];
@@ -120,7 +137,7 @@ static void cg_locate(struct cg_where *w)
 		}
 		fclose(f);
 	}
-	if ((f = fopen("/proc/self/cgroup", "re"))) {
+	if ((f = fopen(fixture ? fixture->cgroup : "/proc/self/cgroup", "re"))) {
 		while (fgets(line, sizeof line, f)) {
 			char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
 			if (!c2)
@@ -172,7 +189,7 @@ static int make_dir(const char *base, const char *id, char **out)
 	char *p = NULL;
 	if (asprintf(&p, "%s/sluice-%s", base, id) < 0)
 		return -ENOMEM;
-	if (mkdir(p, 0755) < 0) {
+	if (cg_mkdir(p, 0755) < 0) {
 		int e = errno;
 		free(p);
 		return -e;
@@ -421,7 +438,7 @@ static void remove_dir(const char *dir)
 {
 	/* Killed tasks leave the cgroup asynchronously: retry briefly while it is still busy. */
 	for (int i = 0; i < 500; i++) {
-		if (rmdir(dir) == 0 || errno == ENOENT)
+		if (cg_rmdir(dir) == 0 || errno == ENOENT)
 			return;
 		if (errno != EBUSY) {
 			log_warn("cannot remove cgroup %s", dir);
@@ -464,7 +481,7 @@ int sb_cgroup_reap(const char *id)
 		if (c < 0)
 			write_str(path, "cgroup.kill", "1"); /* nothing should be left; make sure */
 		/* EBUSY: a task of the dead session is still a zombie nobody reaped yet. */
-		if (rmdir(path) < 0 && errno != ENOENT)
+		if (cg_rmdir(path) < 0 && errno != ENOENT)
 			r = -errno;
 	}
 	return r;

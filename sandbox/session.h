@@ -314,6 +314,16 @@ void sb_cgroup_free(struct sb_cgroup *cg); /* kills what is left and removes the
 /* Removes the cgroups sluice-ID of a session whose launcher died; -EBUSY while one of its tasks
  * is still a zombie (try again later). */
 int sb_cgroup_reap(const char *id);
+/* Tests only (tests/unit/test_sandbox_cgroup.c): where the cgroups are found, in place of
+ * /proc/self/mountinfo and /proc/self/cgroup, and the mkdir/rmdir that stand in for the kernel's (a
+ * fixture tree on tmpfs gives a new cgroup its interface files, as cgroupfs does). NULL: the real ones.
+ * No environment variable reaches this: a launcher run as root never takes its cgroup root from its caller. */
+struct sb_cgroup_fixture {
+	const char *mountinfo, *cgroup;               /* borrowed, files */
+	int (*mkdir)(const char *path, mode_t mode);  /* 0 or -1 with errno, like mkdir(2) */
+	int (*rmdir)(const char *path);
+};
+void sb_cgroup_set_fixture(const struct sb_cgroup_fixture *f); /* borrowed until reset with NULL */
 
 /* ---- init.c: pid 1 of the sandbox ---- */
 /* Forks the command (which runs `exec_cmd`), then reaps and forwards signals; returns the exit

@@ -48,3 +48,5 @@ int proxy_engine_audit_drop(struct proxy_engine *e, const struct sockaddr *src, 
 			    int ipproto);
 int proxy_engine_reopen_log(struct proxy_engine *e);
 int proxy_engine_replace_log_fd(struct proxy_engine *e, int fd);
+struct proxy_metrics;
+void proxy_engine_metrics(const struct proxy_engine *e, struct proxy_metrics *out);

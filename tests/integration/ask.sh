@@ -217,6 +217,44 @@ check_eq "... it went through" 200 "$(cat "$LAB_DIR/t2.out")"
 check_eq "... the project's new .sluice and policy.json belong to the user" "$TU $TU" \
 	"$(stat -c %U "$LAB_DIR/tu-proj/.sluice" "$LAB_DIR/tu-proj/.sluice/policy.json" | tr '\n' ' ' | sed 's/ $//')"
 
+# root approving into a user's project is done with the user's credentials and follows no symlink of
+# theirs (common/fs_safe.h): .sluice or policy.json as a symlink to root's files is refused and the
+# target untouched; a root-owned policy.json in their .sluice is replaced by one of theirs; a .sluice
+# they cannot write is refused with their EACCES (root would have written it).
+mkdir -p "$LAB_DIR/root-dir/.sluice" "$LAB_DIR/tu-p1" "$LAB_DIR/tu-p2/.sluice" "$LAB_DIR/tu-p3/.sluice" "$LAB_DIR/tu-p4/.sluice"
+printf '{ "allow": ["registry.test"] }\n' >"$LAB_DIR/root-dir/.sluice/policy.json"
+cp "$LAB_DIR/root-dir/.sluice/policy.json" "$LAB_DIR/root-file.json"
+ln -s "$LAB_DIR/root-dir/.sluice" "$LAB_DIR/tu-p1/.sluice"
+ln -s "$LAB_DIR/root-file.json" "$LAB_DIR/tu-p2/.sluice/policy.json"
+printf '{ "allow": [] }\n' >"$LAB_DIR/tu-p3/.sluice/policy.json" # root's file, in their directory
+chown -h "$TU:$TU" "$LAB_DIR"/tu-p[1-4] "$LAB_DIR"/tu-p[2-4]/.sluice "$LAB_DIR/tu-p1/.sluice" "$LAB_DIR/tu-p2/.sluice/policy.json"
+chmod 555 "$LAB_DIR/tu-p4/.sluice"
+sums=$(md5sum "$LAB_DIR/root-dir/.sluice/policy.json" "$LAB_DIR/root-file.json")
+as_tu "$SLUICE" run --quiet --allow-network --ask -- sh -c \
+	"for p in 81 82 83 84; do curl -s -m 20 -o /dev/null http://evil.test:\$p/ & done; wait" >/dev/null 2>&1 &
+runpid=$!
+js=$(wait_asks 4)
+remember_into() { # PORT DIR: approves the request for evil.test:PORT remembering it in DIR
+	"$CTL" approve "$(jq -r --argjson p "$1" '.[] | select(.port == $p) | .id' <<<"$js")" --remember project --project "$2" 2>&1
+}
+out=$(remember_into 81 "$LAB_DIR/tu-p1")
+check_eq "root --remember project: .sluice a symlink to root's directory: refused (1)" 1 "$?"
+check_match "... saying the symlink is not followed" "not remembered: .*tu-p1/\.sluice/policy\.json: .*symlink is not followed" "$out"
+out=$(remember_into 82 "$LAB_DIR/tu-p2")
+check_eq "root --remember project: policy.json a symlink to root's file: refused (1)" 1 "$?"
+check_match "... saying so" "tu-p2/\.sluice/policy\.json is a symlink, which is not followed" "$out"
+check_eq "... neither of root's files was written through the links" "$sums" \
+	"$(md5sum "$LAB_DIR/root-dir/.sluice/policy.json" "$LAB_DIR/root-file.json")"
+out=$(remember_into 83 "$LAB_DIR/tu-p3")
+check_eq "root --remember project over a root-owned policy.json in the user's .sluice" 0 "$?"
+check_eq "... the file written is the project owner's, not root's" "$TU" "$(stat -c %U "$LAB_DIR/tu-p3/.sluice/policy.json")"
+check_eq "... and allows it" '["evil.test:83"]' "$(jq -c .allow "$LAB_DIR/tu-p3/.sluice/policy.json")"
+out=$(remember_into 84 "$LAB_DIR/tu-p4")
+check_eq "root --remember project into a .sluice its owner cannot write: refused (1)" 1 "$?"
+check_match "... with the owner's permission error" "Permission denied" "$out"
+check_eq "... and nothing written" "" "$(ls -A "$LAB_DIR/tu-p4/.sluice")"
+wait "$runpid"
+
 check_match "--remember with a bad layer is refused (2)" '2' "$("$CTL" approve 0123abcd --remember team >/dev/null 2>&1; echo $?)"
 
 check_eq "no sluice process is left" "" "$(pgrep -x sluice)"

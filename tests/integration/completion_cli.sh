@@ -31,7 +31,7 @@ check_eq "sluice run --lea: --learn" "--learn" "$(comp _sluice sluice run --lea)
 check_match "sluice run --policy: presets" "npm.*pypi" "$(comp _sluice sluice run --policy '')"
 check_eq "sluice run -- mkd: the command is completed by bash" "mkdir" "$(comp _sluice sluice run -- mkdi)"
 check_eq "sluice netns: create delete" "create delete" "$(comp _sluice sluice netns '')"
-check_eq "sluicectl: commands" "--help approve asks deny log netns policy session sessions version" "$(comp _sluicectl sluicectl '')"
+check_eq "sluicectl: commands" "--help approve asks deny log metrics netns policy session sessions version" "$(comp _sluicectl sluicectl '')"
 check_eq "sluicectl approve ID --remember: layers" "org project user" "$(comp _sluicectl sluicectl approve 0123abcd --remember '')"
 check_eq "sluicectl approve ID --: options" "--project --remember --subtree" "$(comp _sluicectl sluicectl approve 0123abcd --)"
 check_eq "sluice run --ask: --ask --ask-timeout" "--ask --ask-timeout" "$(comp _sluice sluice run --ask)"

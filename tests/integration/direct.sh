@@ -235,16 +235,17 @@ kill -USR2 "${HOLD[d1]}"
 check "a policy that turns transparent mode on is refused for a live session" \
 	eventually grep -q '^policy_error=.*transparent option cannot change' "$LAB_DIR/state/d1.reply"
 
-# who may change a session's policy: the connection that attached it, or root; a named namespace's session
-# (CREATE) has no such connection, so its user cannot (a process in the namespace could widen it)
+# who may change a session's policy: root, the connection that attached it, and its user from outside the
+# session; never a process inside the session's namespace (it could widen the session it runs in)
 NOBODY="setpriv --reuid=65534 --regid=65534 --clear-groups"
 echo '{ "options": {"direct": true}, "allow": ["allowed.test"] }' >"$LAB_DIR/tmp/narrow2.json"
 chmod 0644 "$LAB_DIR/tmp/narrow2.json"
 check "an unprivileged user creates a named-namespace session in direct mode" \
 	sh -c "$NOBODY '$CLIENT' create dweb '$DPOL' >'$LAB_DIR/tmp/dweb.out' 2>&1"
 DWID=$(sed -n 's/^id=//p' "$LAB_DIR/tmp/dweb.out")
-check_match "its user cannot replace its policy over another connection" "only the connection that attached" \
-	"$($NOBODY "$CLIENT" policy "$DWID" "$LAB_DIR/tmp/narrow2.json" 2>&1)"
+check_match "its user cannot replace its policy from inside the session's namespace" "inside the session cannot change" \
+	"$(nsenter --net="$RUN/netns/dweb" $NOBODY "$CLIENT" policy "$DWID" "$LAB_DIR/tmp/narrow2.json" 2>&1)"
+check_eq "its user can, from outside it" "policy=replaced" "$($NOBODY "$CLIENT" policy "$DWID" "$LAB_DIR/tmp/narrow2.json" 2>&1)"
 check_match "nor can another user" "no such session of yours" \
 	"$(setpriv --reuid=65533 --regid=65533 --clear-groups "$CLIENT" policy "$DWID" "$LAB_DIR/tmp/narrow2.json" 2>&1)"
 check_eq "root can" "policy=replaced" "$("$CLIENT" policy "$DWID" "$LAB_DIR/tmp/narrow2.json" 2>&1)"

@@ -31,9 +31,10 @@ static char *load_policy(const char *file)
 {
 	if (getenv("NETD_TEST_RAW_POLICY")) {
 		FILE *f = fopen(file, "re");
-		char *buf = calloc(1, 65536);
+		size_t max = 64u << 20;
+		char *buf = calloc(1, max + 1);
 
-		if (f && buf && fread(buf, 1, 65535, f) > 0) {
+		if (f && buf && fread(buf, 1, max, f) > 0) {
 			fclose(f);
 			return buf;
 		}
@@ -137,13 +138,16 @@ int main(int argc, char **argv)
 		req.command = argc > 4 ? argv[4] : "netd-testclient";
 		req.policy_json = json;
 		req.audit_log = getenv("NETD_TEST_AUDIT_LOG"); /* embedded mode only */
+		long long t0 = now_us();
 		s = netd_session_open(&req, &rep, err, sizeof err);
+		long long t1 = now_us();
 		close(req.netns_fd);
 		free(json);
 		if (!s) {
-			fprintf(stderr, "netd-testclient: %s\n", err);
+			fprintf(stderr, "netd-testclient: %s\nsetup_us=%lld\n", err, t1 - t0);
 			return 1;
 		}
+		printf("setup_us=%lld\n", t1 - t0);
 		print_reply(&rep);
 		/* SIGUSR2: replace the session's policy with NEW_POLICY_FILE (argv[5]), print the outcome */
 		for (hold(); !stop; hold()) {

@@ -16,6 +16,8 @@ int ctl_fsask_decide(const char *id, bool allow, bool subtree, const char *layer
  * masked (1) or asked about (3). */
 int ctl_fsask_explain(int argc, char **argv);
 /* ctl_ask.c: adds entry to the list `key` (in the object `section`, or at the top level when NULL) of
- * the policy file of layer user|project|org, checked to load before it replaces the old one. */
+ * the policy file of layer user|project|org, checked to load before it replaces the old one; written
+ * through common/fs_safe.h (no symlink followed; a project as its owner). */
 int ctl_remember(const char *entry, const char *section, const char *key, const char *layer, const char *project,
                  char *err, size_t errlen);
+int ctl_metrics(int argc, char **argv); /* `metrics` */

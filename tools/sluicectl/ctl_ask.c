@@ -8,8 +8,9 @@
 #include "ctl.h"
 
 #include "client.h"
-#include "config.h"
 #include "fsask.h"
+#include "config.h"
+#include "fs_safe.h"
 #include "policy.h"
 #include "util.h"
 
@@ -22,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -105,25 +105,6 @@ static int list_asks(bool json)
 
 /* ---- --remember: add host:port to a policy file's "allow" list ---- */
 
-static int mkdir_p(const char *path, mode_t mode)
-{
-	char tmp[PATH_MAX];
-
-	if (util_strlcpy(tmp, path, sizeof tmp) >= sizeof tmp)
-		return -ENAMETOOLONG;
-	for (char *p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(tmp, mode) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(tmp, mode) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
 /* Whether JSON text carries comments (which json-c does not keep): '/' outside a string. */
 static bool has_comments(const char *s, size_t n)
 {
@@ -144,157 +125,48 @@ static bool has_comments(const char *s, size_t n)
 	return false;
 }
 
-static int write_all(int fd, const char *s, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, s, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -errno ? -errno : -EIO;
-		s += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
+struct remember_job {
+	const char *entry;   /* borrowed: what to add ("host:port", a path) */
+	const char *section; /* borrowed: the object holding the list, or NULL for the top level */
+	const char *key;     /* borrowed: the list ("allow", "fs_read") */
+	enum policy_layer pl;
+	int base;        /* borrowed: the directory the policy directory is beneath (home, config or project) */
+	const char *rel; /* the policy directory beneath base: "sluice", ".config/sluice", ".sluice" */
+	mode_t dmode;    /* for the directories made on the way */
+	char path[PATH_MAX + 64]; /* for messages: the file as the user knows it */
+};
 
-/* Writes text to dir/name through a temporary file and rename (readers see the old or the new file,
- * never half of one). Keeps the old file's mode and owner; a new file gets the directory's owner. */
-static int replace_file(int dfd, const char *name, const char *text, const struct stat *old, char *err, size_t errlen)
+/* The update itself, relative to job->base and with the credentials fs_safe_run_as gave it (the
+ * project's owner when root approves into a user's project): no symlink followed, the file replaced by
+ * rename (common/fs_safe.h). */
+static int remember_in(void *arg, char *err, size_t errlen)
 {
-	char tmp[64];
-	unsigned char rnd[6];
-	struct stat dst;
-	int fd, r;
-
-	if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd || fstat(dfd, &dst) < 0) {
-		snprintf(err, errlen, "no randomness or directory: %s", strerror(errno));
-		return -EIO;
-	}
-	snprintf(tmp, sizeof tmp, ".%s.%02x%02x%02x%02x%02x%02x", name, rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
-	fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, old ? (old->st_mode & 0777) : 0644);
-	if (fd < 0) {
-		r = -errno;
-		snprintf(err, errlen, "creating a temporary file next to %s: %s", name, strerror(-r));
-		return r;
-	}
-	/* root approving into someone else's file or directory: the file stays theirs */
-	if (geteuid() == 0 && fchown(fd, old ? old->st_uid : dst.st_uid, old ? old->st_gid : dst.st_gid) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	if ((r = write_all(fd, text, strlen(text))) < 0 || (fsync(fd) < 0 && (r = -errno) < 0))
-		goto fail;
-	close(fd);
-	fd = -1;
-	if (renameat(dfd, tmp, dfd, name) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	fsync(dfd);
-	return 0;
-fail:
-	if (fd >= 0)
-		close(fd);
-	unlinkat(dfd, tmp, 0);
-	snprintf(err, errlen, "writing %s: %s", name, strerror(-r));
-	return r;
-}
-
-/* Adds entry to the list `key` of a policy file's top level (section NULL: network "allow") or of its
- * object `section` ("sandbox": "fs_read"), in the layer named: user, project (DIR/.sluice) or org
- * (the system configuration directory, root only). */
-int ctl_remember(const char *entry, const char *section, const char *key, const char *layer, const char *project,
-                 char *err, size_t errlen)
-{
-	char dir[PATH_MAX], path[PATH_MAX + 16], real[PATH_MAX], buf[POLICY_ERR_MAX + 300];
-	enum policy_layer pl = POLICY_LAYER_USER;
-	cleanup_fd int dfd = -1, fd = -1;
+	struct remember_job *job = arg;
+	const char *path = job->path, *entry = job->entry;
+	char buf[POLICY_ERR_MAX + 300];
+	cleanup_fd int dfd = -1;
 	cleanup_free char *text = NULL;
 	json_object *root = NULL, *allow = NULL, *sect = NULL;
 	struct stat st;
-	bool exists = false, created;
+	bool exists;
 	size_t len = 0;
-	int r = -EINVAL;
+	int r;
 
-	if (strcmp(layer, "user") == 0) {
-		const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
-		struct passwd *pw = NULL;
-
-		if (!home || home[0] != '/') {
-			pw = getpwuid(getuid());
-			home = pw ? pw->pw_dir : NULL;
-		}
-		if (xdg && xdg[0] == '/')
-			snprintf(dir, sizeof dir, "%s/sluice", xdg);
-		else if (home)
-			snprintf(dir, sizeof dir, "%s/.config/sluice", home);
-		else {
-			snprintf(err, errlen, "--remember user: no home directory (set HOME)");
-			return -EINVAL;
-		}
-	} else if (strcmp(layer, "org") == 0) {
-		pl = POLICY_LAYER_ORG;
-		if (geteuid() != 0) {
-			snprintf(err, errlen, "--remember org writes %s/policy.json: root only", SLUICE_SYSCONFDIR);
-			return -EPERM;
-		}
-		util_strlcpy(dir, SLUICE_SYSCONFDIR, sizeof dir);
-	} else {
-		pl = POLICY_LAYER_PROJECT;
-		if (!realpath(project ? project : ".", real)) {
-			r = -errno;
-			snprintf(err, errlen, "--remember project: the project directory %s: %s",
-			         project ? project : ".", strerror(-r));
-			return r;
-		}
-		snprintf(dir, sizeof dir, "%s/.sluice", real);
-	}
-	snprintf(path, sizeof path, "%s/policy.json", dir);
-	created = access(dir, F_OK) != 0;
-	if ((r = mkdir_p(dir, pl == POLICY_LAYER_USER ? 0700 : 0755)) < 0) {
-		snprintf(err, errlen, "creating %s: %s", dir, strerror(-r));
-		return r;
-	}
-	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	dfd = fs_safe_open_subdir(job->base, job->rel, true, job->dmode);
 	if (dfd < 0) {
-		r = -errno;
-		snprintf(err, errlen, "opening %s: %s", dir, strerror(-r));
-		return r;
+		snprintf(err, errlen, "opening the directory of %s: %s%s", path, strerror(-dfd),
+		         dfd == -ELOOP ? " (a symlink is not followed); not changed" : "");
+		return dfd;
 	}
-	if (created && geteuid() == 0) {
-		/* root approving into someone's project: the new .sluice is theirs, like the directory it is in */
-		struct stat pst;
-		char parent[PATH_MAX];
-
-		util_strlcpy(parent, dir, sizeof parent);
-		*strrchr(parent, '/') = '\0';
-		if (stat(parent[0] ? parent : "/", &pst) == 0 && pst.st_uid != 0 &&
-		    fchown(dfd, pst.st_uid, pst.st_gid) < 0)
-			fprintf(stderr, "sluicectl: %s stays owned by root: %s\n", dir, strerror(errno));
-	}
-	fd = openat(dfd, "policy.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd >= 0) {
-		if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > POLICY_FILE_MAX) {
+	r = fs_safe_read(dfd, "policy.json", POLICY_FILE_MAX, &text, &len, &st);
+	exists = r == 0;
+	if (r < 0 && r != -ENOENT) {
+		if (r == -ELOOP)
+			snprintf(err, errlen, "%s is a symlink, which is not followed; not changed", path);
+		else if (r == -EINVAL || r == -EFBIG)
 			snprintf(err, errlen, "%s is not a regular file of at most 1 MiB; not changed", path);
-			return -EINVAL;
-		}
-		exists = true;
-		text = malloc((size_t)st.st_size + 1);
-		if (!text)
-			return -ENOMEM;
-		while (len < (size_t)st.st_size) {
-			ssize_t n = read(fd, text + len, (size_t)st.st_size - len);
-			if (n <= 0) {
-				snprintf(err, errlen, "reading %s: %s", path, n < 0 ? strerror(errno) : "short read");
-				return -EIO;
-			}
-			len += (size_t)n;
-		}
-		text[len] = '\0';
-	} else if (errno != ENOENT) {
-		r = -errno;
-		snprintf(err, errlen, "opening %s: %s", path, strerror(-r));
+		else
+			snprintf(err, errlen, "reading %s: %s", path, strerror(-r));
 		return r;
 	}
 	if (exists && strspn(text, " \t\r\n") != len) {
@@ -317,25 +189,25 @@ int ctl_remember(const char *entry, const char *section, const char *key, const 
 		root = json_object_new_object();
 	}
 	sect = root;
-	if (section && json_object_object_get_ex(root, section, &sect)) {
+	if (job->section && json_object_object_get_ex(root, job->section, &sect)) {
 		if (!json_object_is_type(sect, json_type_object)) {
-			snprintf(err, errlen, "%s: \"%s\" is not an object; not changed", path, section);
+			snprintf(err, errlen, "%s: \"%s\" is not an object; not changed", path, job->section);
 			json_object_put(root);
 			return -EINVAL;
 		}
-	} else if (section) {
+	} else if (job->section) {
 		sect = json_object_new_object();
-		json_object_object_add(root, section, sect);
+		json_object_object_add(root, job->section, sect);
 	}
-	if (json_object_object_get_ex(sect, key, &allow)) {
+	if (json_object_object_get_ex(sect, job->key, &allow)) {
 		if (!json_object_is_type(allow, json_type_array)) {
-			snprintf(err, errlen, "%s: \"%s\" is not a list; not changed", path, key);
+			snprintf(err, errlen, "%s: \"%s\" is not a list; not changed", path, job->key);
 			json_object_put(root);
 			return -EINVAL;
 		}
 	} else {
 		allow = json_object_new_array();
-		json_object_object_add(sect, key, allow);
+		json_object_object_add(sect, job->key, allow);
 	}
 	for (size_t i = 0; i < json_object_array_length(allow); i++) {
 		json_object *v = json_object_array_get_idx(allow, i);
@@ -353,6 +225,7 @@ int ctl_remember(const char *entry, const char *section, const char *key, const 
 		struct policy_builder *b = policy_builder_new();
 		struct policy_error pe;
 		struct policy *p = NULL;
+		mode_t mode = exists ? (st.st_mode & 0777) : 0644;
 
 		memset(&pe, 0, sizeof pe);
 		if (!out || asprintf(&nl, "%s\n", out) < 0 || !b) {
@@ -361,7 +234,7 @@ int ctl_remember(const char *entry, const char *section, const char *key, const 
 			return -ENOMEM;
 		}
 		/* the new file must load as a policy of its layer before it replaces the old one */
-		if (policy_builder_add_json(b, pl, path, nl, strlen(nl), &pe) < 0 ||
+		if (policy_builder_add_json(b, job->pl, path, nl, strlen(nl), &pe) < 0 ||
 		    !(p = policy_builder_compile(b, &pe))) {
 			snprintf(err, errlen, "the updated file would not load (%s); not changed",
 			         policy_error_format(&pe, buf, sizeof buf));
@@ -374,19 +247,101 @@ int ctl_remember(const char *entry, const char *section, const char *key, const 
 		json_object_put(root);
 		if (exists && has_comments(text, len)) {
 			/* json-c drops comments: keep the file as it was next to the new one */
-			char bak[] = "policy.json.bak";
-			r = replace_file(dfd, bak, text, &st, err, errlen);
-			if (r < 0)
+			r = fs_safe_replace(dfd, "policy.json.bak", text, len, mode);
+			if (r < 0) {
+				snprintf(err, errlen, "writing %s.bak: %s", path, strerror(-r));
 				return r;
-			fprintf(stderr, "sluicectl: %s had comments, which rewriting drops; the old file is %s/%s\n",
-			        path, dir, bak);
+			}
+			fprintf(stderr, "sluicectl: %s had comments, which rewriting drops; the old file is %s.bak\n",
+			        path, path);
 		}
-		r = replace_file(dfd, "policy.json", nl, exists ? &st : NULL, err, errlen);
-		if (r < 0)
+		r = fs_safe_replace(dfd, "policy.json", nl, strlen(nl), mode);
+		if (r < 0) {
+			snprintf(err, errlen, "writing %s: %s", path, strerror(-r));
 			return r;
+		}
 	}
 	printf("remembered: %s now allows %s\n", path, entry);
 	return 0;
+}
+
+/* Adds entry to the list `key` of a policy file's top level (section NULL: network "allow") or of its
+ * object `section`, in the layer named: user (whoever approves, written as them), project
+ * (DIR/.sluice, written with the credentials of DIR's owner: root approving into a user's project can do
+ * there only what the user could, fs_safe_run_as) or org (SLUICE_SYSCONFDIR, root only). Nothing is
+ * followed as a symlink: the layer's base directory is resolved once (realpath: the approver's own path
+ * may have symlinks) and then opened by a walk that follows none, so a component swapped for a symlink
+ * after the resolution is refused, and the file is replaced by rename (common/fs_safe.h). */
+int ctl_remember(const char *entry, const char *section, const char *key, const char *layer, const char *project,
+                 char *err, size_t errlen)
+{
+	struct remember_job job = {.entry = entry, .section = section, .key = key};
+	char real[PATH_MAX], org[PATH_MAX];
+	const char *base;
+	cleanup_fd int bfd = -1;
+	struct stat st;
+	int r;
+
+	if (strcmp(layer, "user") == 0) {
+		const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+
+		job.pl = POLICY_LAYER_USER;
+		job.dmode = 0700;
+		if (!home || home[0] != '/') {
+			struct passwd *pw = getpwuid(getuid());
+			home = pw ? pw->pw_dir : NULL;
+		}
+		if (xdg && xdg[0] == '/') {
+			base = xdg;
+			job.rel = "sluice";
+		} else if (home) {
+			base = home;
+			job.rel = ".config/sluice";
+		} else {
+			snprintf(err, errlen, "--remember user: no home directory (set HOME)");
+			return -EINVAL;
+		}
+	} else if (strcmp(layer, "org") == 0) {
+		char *slash;
+
+		job.pl = POLICY_LAYER_ORG;
+		job.dmode = 0755;
+		if (geteuid() != 0) {
+			snprintf(err, errlen, "--remember org writes %s/policy.json: root only", SLUICE_SYSCONFDIR);
+			return -EPERM;
+		}
+		util_strlcpy(org, SLUICE_SYSCONFDIR, sizeof org);
+		slash = strrchr(org, '/');
+		if (!slash || slash == org || !slash[1]) {
+			snprintf(err, errlen, "--remember org: %s is not DIR/NAME", SLUICE_SYSCONFDIR);
+			return -EINVAL;
+		}
+		*slash = '\0';
+		base = org;
+		job.rel = slash + 1;
+	} else {
+		job.pl = POLICY_LAYER_PROJECT;
+		job.dmode = 0755;
+		job.rel = ".sluice";
+		base = project ? project : ".";
+	}
+	if (!realpath(base, real)) {
+		r = -errno;
+		snprintf(err, errlen, "--remember %s: %s: %s", layer, base, strerror(-r));
+		return r;
+	}
+	snprintf(job.path, sizeof job.path, "%s/%s/policy.json", strcmp(real, "/") == 0 ? "" : real, job.rel);
+	bfd = fs_safe_open_dir(real);
+	if (bfd < 0 || fstat(bfd, &st) < 0) {
+		r = bfd < 0 ? bfd : -errno;
+		snprintf(err, errlen, "--remember %s: opening %s: %s%s", layer, real, strerror(-r),
+		         r == -ELOOP ? " (it changed into a symlink since it was resolved); not changed" : "");
+		return r;
+	}
+	job.base = bfd;
+	if (job.pl != POLICY_LAYER_PROJECT)
+		return remember_in(&job, err, errlen);
+	return fs_safe_run_as(st.st_uid, st.st_gid, remember_in, &job, err, errlen);
 }
 
 static void usage_approve(FILE *f)
@@ -456,15 +411,19 @@ int ctl_ask(int argc, char **argv)
 		return 2;
 	}
 	r = netd_ask_decide(argv[optind], allow, &e, err, sizeof err);
-	char entry[300];
 	if (r < 0) {
 		fprintf(stderr, "sluicectl: %s %s: %s\n", cmd, argv[optind], err[0] ? err : strerror(-r));
 		return 1;
 	}
 	printf("%s %s: %s %s:%u (session %s)\n", allow ? "approved" : "denied", e.id, e.method, e.host, e.port,
 	       e.session);
-	snprintf(entry, sizeof entry, "%s:%u", e.host, e.port);
-	if (layer && (r = ctl_remember(entry, NULL, "allow", layer, project, err, sizeof err)) < 0) {
+	if (layer) {
+		char entry[300]; /* host (at most 253) ":" port */
+
+		snprintf(entry, sizeof entry, "%s:%u", e.host, e.port);
+		r = ctl_remember(entry, NULL, "allow", layer, project, err, sizeof err);
+	}
+	if (layer && r < 0) {
 		fprintf(stderr, "sluicectl: approved for the session, but not remembered: %s\n", err);
 		return 1;
 	}

@@ -7,6 +7,7 @@
 #include "ctl.h"
 
 #include "client.h"
+#include "policy.h"
 #include "util.h"
 
 #include <dirent.h>
@@ -341,6 +342,86 @@ static int session_saved(const char *verb, int argc, char **argv)
 	return 0;
 }
 
+/* `sluicectl session policy ID (--allow P | --deny P)... | --file FILE`: changes a live session's policy
+ * through sluiced. --allow/--deny add rules beside what the session has; --file replaces everything but
+ * the organisation layer with FILE (a policy file or preset name). The rules are checked here first, so a
+ * typo gets its file:line:col before anything is sent. */
+static int session_policy(int argc, char **argv)
+{
+	static const struct option opts[] = {{"allow", required_argument, NULL, 'a'},
+	                                     {"deny", required_argument, NULL, 'd'},
+	                                     {"file", required_argument, NULL, 'f'},
+	                                     {NULL, 0, NULL, 0}};
+	struct policy_builder *b = policy_builder_new();
+	struct policy_error perr = {0};
+	struct policy *p = NULL;
+	json_object *rules = json_object_new_object(), *allow = json_object_new_array(), *deny = json_object_new_array();
+	const char *file = NULL, *id;
+	char err[1024] = "", buf[POLICY_ERR_MAX + 300];
+	char *json = NULL;
+	int c, r, rc = 2;
+
+	if (!b || !rules || !allow || !deny) {
+		fprintf(stderr, "sluicectl: out of memory\n");
+		goto out;
+	}
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'a':
+		case 'd':
+			if (policy_builder_add_pattern(b, POLICY_LAYER_CLI, optarg, c == 'd', c == 'd' ? "--deny" : "--allow",
+			                               &perr) < 0) {
+				fprintf(stderr, "sluicectl: %s\n", policy_error_format(&perr, buf, sizeof buf));
+				goto out;
+			}
+			json_object_array_add(c == 'd' ? deny : allow, json_object_new_string(optarg));
+			break;
+		case 'f': file = optarg; break;
+		default: goto usage;
+		}
+	}
+	if (optind != argc - 1 || (!file) == (json_object_array_length(allow) + json_object_array_length(deny) == 0))
+		goto usage;
+	id = argv[optind];
+	if (file) {
+		if (policy_builder_add_policy_arg(b, POLICY_LAYER_PROJECT, file, &perr) < 0 ||
+		    !(p = policy_builder_compile(b, &perr))) {
+			fprintf(stderr, "sluicectl: %s\n", policy_error_format(&perr, buf, sizeof buf));
+			goto out;
+		}
+		json = policy_serialize(p);
+	} else {
+		json_object_object_add(rules, "allow", json_object_get(allow));
+		json_object_object_add(rules, "deny", json_object_get(deny));
+		json = strdup(json_object_to_json_string_ext(rules, JSON_C_TO_STRING_PLAIN));
+	}
+	if (!json) {
+		fprintf(stderr, "sluicectl: out of memory\n");
+		goto out;
+	}
+	r = file ? netd_session_set_policy_by_id(id, json, err, sizeof err) :
+	           netd_session_add_rules_by_id(id, json, err, sizeof err);
+	if (r < 0) {
+		fprintf(stderr, "sluicectl: session policy %s: %s\n", id, err[0] ? err : strerror(-r));
+		rc = 1;
+		goto out;
+	}
+	printf("session %s: policy %s; the next request is decided by it\n", id, file ? "replaced" : "changed");
+	rc = 0;
+	goto out;
+usage:
+	fprintf(stderr, "usage: sluicectl session policy ID (--allow HOST[:PORT] | --deny HOST[:PORT])... | --file FILE\n");
+out:
+	free(json);
+	policy_unref(p);
+	policy_builder_free(b);
+	json_object_put(allow);
+	json_object_put(deny);
+	json_object_put(rules);
+	return rc;
+}
+
 int ctl_session(int argc, char **argv)
 {
 	char err[1024] = "";
@@ -357,6 +438,9 @@ int ctl_session(int argc, char **argv)
 	}
 	if (argc >= 2 && (strcmp(argv[1], "save") == 0 || strcmp(argv[1], "discard") == 0))
 		return session_saved(argv[1], argc - 1, argv + 1);
-	fprintf(stderr, "usage: sluicectl session end ID | save [--patch] [--protected] ID | discard ID\n");
+	if (argc >= 2 && strcmp(argv[1], "policy") == 0)
+		return session_policy(argc - 1, argv + 1);
+	fprintf(stderr, "usage: sluicectl session end ID | policy ID (--allow P | --deny P)... | --file FILE\n"
+	                "       sluicectl session save [--patch] [--protected] ID | discard ID\n");
 	return 2;
 }

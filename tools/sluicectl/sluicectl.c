@@ -18,6 +18,7 @@ static void usage(FILE *f)
 		   "  log verify [FILE...]          check the audit log's hash chain\n"
 		   "  sessions [--json]             live network sessions (sluiced)\n"
 		   "  session end ID                end a live session\n"
+		   "  session policy ID --allow P | --deny P | --file F   change a live session's policy\n"
 		   "  asks [--json]                 requests held for approval (sluice run --ask)\n"
 		   "  approve [ID [--remember user|project [--project DIR]]]\n"
 		   "                                let a held request through (no ID: list them)\n"
@@ -27,6 +28,7 @@ static void usage(FILE *f)
 		   "  netns create [--name N] [--policy P]... [--allow HOST[:PORT]]... [--json]\n"
 		   "                                a sluiced-wired netns for firejail/podman; prints its path\n"
 		   "  netns delete ID|NAME          remove it\n"
+		   "  metrics                       sluiced's counters (Prometheus text)\n"
 		   "  version                       print the version\n"
 		   "Run `sluicectl COMMAND --help` for a command's options.\n");
 }
@@ -54,6 +56,8 @@ int main(int argc, char **argv)
 		return ctl_session(argc - 1, argv + 1);
 	if (strcmp(argv[1], "asks") == 0 || strcmp(argv[1], "approve") == 0 || strcmp(argv[1], "deny") == 0)
 		return ctl_ask(argc - 1, argv + 1);
+	if (strcmp(argv[1], "metrics") == 0)
+		return ctl_metrics(argc - 1, argv + 1);
 	if (strcmp(argv[1], "netns") == 0)
 		return netd_netns_cmd(argc - 1, argv + 1, "sluicectl");
 	fprintf(stderr, "sluicectl: unknown command \"%s\"\n", argv[1]);

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# slow_policy: sluiced compiles a client's policy off its event loop (netd/compile.c). While one client's
+# huge policy compiles, another session's setup completes promptly; past --compile-timeout the huge one's
+# setup fails with a clear error (and sluiced goes on serving); a policy that compiles in time works as
+# before. Prints the normal session's setup latency as a figure (diag).
+set -u
+. "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
+. "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
+lab_enter "$@"
+_lab_need "$LAB_PYTHON"
+
+B=$SLUICE_BUILD_DIR
+CLIENT=$B/tests/integration/netd-testclient
+RUN=/run/sluice
+AUDIT=$LAB_DIR/audit.log
+export SLUICE_RUN_DIR=$RUN
+POLICY=$LAB_DIR/tmp/policy.json HUGE=$LAB_DIR/tmp/huge.json
+echo '{ "allow": ["registry.test", "allowed.test"] }' >"$POLICY"
+# 200000 exact hosts (4.5 MB): seconds of compiling (sluiced took 10 s for 500000 on a 2-core machine)
+"$LAB_PYTHON" -c 'import json, sys; json.dump({"allow": ["h%d.example.org" % i for i in range(200000)]}, sys.stdout)' >"$HUGE"
+TIMEOUT_MS=300
+BOUND_US=500000 # a normal session's setup while the huge policy compiles (alone it takes a few ms)
+
+. "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh"
+check "sluiced starts (--compile-timeout $TIMEOUT_MS)" start_sluiced -- --compile-timeout "$TIMEOUT_MS"
+for ns in huge small after small2; do ip netns add "$ns"; done
+lab_defer "for ns in huge small after small2; do ip netns del \$ns; done"
+# attach NS POLICY OUT [raw [NEW_POLICY]]: a held session in the background (the client's pid in $!); on
+# SIGUSR2 it asks for NEW_POLICY
+attach() {
+	env ${4:+NETD_TEST_RAW_POLICY=1} "$CLIENT" attach "/run/netns/$1" "$2" "test $1" ${5:+"$5"} </dev/null >"$3" 2>&1 &
+	lab_defer "kill -TERM $! 2>/dev/null; wait $! 2>/dev/null"
+}
+wait_line() { for _ in $(seq 200); do grep -q "$2" "$1" && return 0; sleep 0.05; done; return 1; }
+
+attach huge "$HUGE" "$LAB_DIR/state/huge.out" raw
+hpid=$!
+sleep 0.1 # sluiced has the huge policy and compiles it
+attach small "$POLICY" "$LAB_DIR/state/small.out"
+spid=$!
+wait_line "$LAB_DIR/state/small.out" '^setup_us='
+small_us=$(sed -n 's/^setup_us=//p' "$LAB_DIR/state/small.out")
+diag "normal session setup while a 200000-rule policy compiles: ${small_us:-none} us"
+check_match "the normal session is set up" '^id=[0-9a-f]{10}$' "$(grep '^id=' "$LAB_DIR/state/small.out")"
+check "... within $BOUND_US us while the huge policy compiles (took ${small_us:-none})" \
+	test "${small_us:-99999999}" -lt "$BOUND_US"
+wait "$hpid"
+check_eq "the huge policy's setup fails (1)" 1 "$?"
+check_match "... saying it ran out of time and what to do" \
+	"took longer than $TIMEOUT_MS ms to compile \\(sluiced --compile-timeout\\); not started: make the policy smaller" \
+	"$(cat "$LAB_DIR/state/huge.out")"
+huge_us=$(sed -n 's/^setup_us=//p' "$LAB_DIR/state/huge.out")
+diag "the huge policy's setup failed after ${huge_us:-?} us"
+check "... at its deadline, not when the compile ended (${huge_us:-none} us)" \
+	test "${huge_us:-99999999}" -ge $((TIMEOUT_MS * 1000)) -a "${huge_us:-99999999}" -lt $((TIMEOUT_MS * 1000 + 700000))
+check "no session is left of it" eventually test "$(SLUICE_RUN_DIR=$RUN "$B/tools/sluicectl/sluicectl" sessions --json | jq '[.[] | select(.command == "test huge")] | length')" = 0
+# a POLICY change compiles on a worker too, under the same deadline
+attach after "$POLICY" "$LAB_DIR/state/after.out" raw "$HUGE"
+apid=$!
+check "sluiced still sets up sessions afterwards" wait_line "$LAB_DIR/state/after.out" '^id='
+kill -USR2 "$apid"
+wait_line "$LAB_DIR/state/after.out" '^policy'
+check_match "a POLICY change to the huge policy fails at the deadline too" \
+	"^policy_error=.*took longer than $TIMEOUT_MS ms to compile" "$(grep '^policy' "$LAB_DIR/state/after.out")"
+kill -TERM "$spid" 2>/dev/null
+wait "$spid" 2>/dev/null
+attach small2 "$POLICY" "$LAB_DIR/state/small2.out"
+check "... and sessions are set up meanwhile and after" wait_line "$LAB_DIR/state/small2.out" '^id='
+check "sluiced is still running" kill -0 "$(lab_pid sluiced)"
+done_testing
