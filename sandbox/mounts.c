@@ -219,7 +219,7 @@ static int system_dirs(int rootfd, char *err, size_t errlen)
 	return 0;
 }
 
-static int dev_tree(int rootfd, char *err, size_t errlen)
+static int dev_tree(const struct sb_session *s, int rootfd, char *err, size_t errlen)
 {
 	static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
 	static const char *const links[][2] = {{"fd", "/proc/self/fd"},       {"stdin", "/proc/self/fd/0"},
@@ -252,6 +252,8 @@ static int dev_tree(int rootfd, char *err, size_t errlen)
 	if (ptsdir < 0)
 		return ptsdir;
 	if ((r = sb_attach(pts, ptsdir, "/dev/pts", err, errlen)) < 0)
+		return r;
+	if (s->cfg->allow_kvm && (r = sb_kvm_node(s, dev, err, errlen)) < 0)
 		return r;
 	return tmpfs_at(dev, "shm", "1777", -1, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen);
 }
@@ -443,7 +445,7 @@ int sb_mounts_build(struct sb_session *s, const struct sb_go *go, char *err, siz
 		return r;
 	if ((r = source_binds(s, rootfd, err, errlen)) < 0)
 		return r;
-	if ((r = dev_tree(rootfd, err, errlen)) < 0 || (r = proc_tree(rootfd, s->userns, err, errlen)) < 0)
+	if ((r = dev_tree(s, rootfd, err, errlen)) < 0 || (r = proc_tree(rootfd, s->userns, err, errlen)) < 0)
 		return r;
 	if ((r = sb_masks_apply(s, rootfd, err, errlen)) < 0)
 		return r;

@@ -97,6 +97,8 @@ struct sb_config {
 	bool ask;                /* --ask: hold requests no rule allows for sluicectl approve|deny */
 	unsigned ask_timeout_s;  /* --ask-timeout (0 = the policy's, default 60) */
 
+	bool allow_kvm;     /* --allow-kvm: /dev/kvm in the sandbox (kvm.c) */
+
 	bool keep_root_uid; /* --keep-root-uid: a root launch runs the command as host uid 0 */
 
 	/* Organisation caps (from /etc/sluice only). */
@@ -112,6 +114,10 @@ struct sb_config {
 	int verbose;
 	bool quiet;    /* --quiet: no messages of the launcher's own but errors */
 	bool firejail; /* --sandbox-type firejail (else local: sluice's own sandbox) */
+	bool vm;         /* --sandbox-type vm: the command runs in a QEMU VM inside the local sandbox (vm.c) */
+	bool vm_tcg;     /* --vm-accel tcg: emulate (else KVM, required) */
+	char *vm_kernel; /* owned; the guest kernel (vm.c) */
+	char *vm_initrd; /* owned; the guest's initramfs (vm.c) */
 };
 
 void sb_config_init(struct sb_config *c);

@@ -212,7 +212,8 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 	                       .init_pid = -1,
 	                       .tty_fd = -1,
 	                       .lock_fd = -1,
-	                       .remap_userns = -1};
+	                       .remap_userns = -1,
+	                       .vm_tap = -1};
 	char err[SB_ERR_MAX] = "";
 	struct sb_go go;
 	sigset_t set;
