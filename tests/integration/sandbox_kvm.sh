@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Issue 18, item 2: --allow-kvm. Without the flag the sandbox has no /dev/kvm (ENOENT); with it, a
 # minimal KVM guest (tests/vm/kvm_probe.c: a VM, a vCPU, real-mode `out` and `hlt`) runs inside, and
-# qemu-system-x86_64 -accel kvm boots Debian's kernel with a tiny busybox initramfs that prints a line
-# on its serial console and powers off. A root launch's command runs as a per-session unprivileged
-# uid: its /dev/kvm is a node of its own, owned by that uid; an unprivileged user needs the right to
+# qemu-system-x86_64 -accel kvm runs a tiny guest that prints a line on its serial console and exits.
+# A root launch's command runs as a per-session unprivileged uid: its /dev/kvm is a node of its own, owned by that uid; an unprivileged user needs the right to
 # open the host's node (the test user has none: refused with a clear line).
 . "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
 . "$SLUICE_SOURCE_DIR/tests/integration/sandbox_lib.sh"
@@ -11,8 +10,6 @@
 PROBE="$SLUICE_BUILD_DIR/tests/vm/kvm_probe"
 [ -x "$PROBE" ] || skip_all "kvm_probe not built (x86_64 only)"
 [ -c /dev/kvm ] || skip_all "no /dev/kvm on this machine"
-KERNEL=$(ls /boot/vmlinuz-* 2>/dev/null | sort -V | tail -1)
-[ -n "$KERNEL" ] || skip_all "no kernel in /boot (linux-image-amd64)"
 command -v qemu-system-x86_64 >/dev/null || skip_all "qemu-system-x86_64 missing (qemu-system-x86)"
 
 P=$(newdir root)
@@ -42,30 +39,37 @@ out=$(sb user --allow-kvm --ro-bind "$PROBE" -- "$PROBE" 2>&1); r=$?
 check_eq "user without access to the host's /dev/kvm: --allow-kvm refused (125)" 125 "$r"
 check_match "... with a line that says what to do" "cannot open /dev/kvm.*group" "$out"
 
-# ---- qemu with KVM inside the sandbox: a tiny busybox initramfs that prints a line and powers off
-CACHE="$SLUICE_BUILD_DIR/tests/vm-cache"
-mkdir -p "$CACHE"
-INITRD="$CACHE/busybox-hello.cpio"
-if [ ! -s "$INITRD" ]; then
-	IR=$(mktemp -d "$SB_T/ir.XXXXXX")
-	mkdir -p "$IR/bin"
-	cp /bin/busybox "$IR/bin/busybox"
-	ln -s busybox "$IR/bin/sh"
-	printf '#!/bin/sh\n/bin/busybox echo sluice-kvm-guest-ok\n/bin/busybox reboot -f\n' >"$IR/init"
-	chmod 755 "$IR/init"
-	(cd "$IR" && find . | cpio -o -H newc --quiet >"$INITRD.tmp") && mv "$INITRD.tmp" "$INITRD"
-fi
-chmod 644 "$INITRD"
-QEMU=(qemu-system-x86_64 -accel kvm -M microvm -cpu host -m 128M -nodefaults -no-user-config -display none
-	-no-reboot -serial stdio -kernel "$KERNEL" -initrd "$INITRD" -append "console=ttyS0 reboot=t panic=-1")
-out=$(timeout 60 "$SLUICE" run --quiet --allow-kvm --ro-bind "$KERNEL" --ro-bind "$INITRD" -- "${QEMU[@]}" 2>&1 </dev/null)
+# ---- qemu -accel kvm inside the sandbox. The guest is a tiny multiboot image made here (32-bit code
+# that writes a line to the serial port and ends QEMU through isa-debug-exit, so QEMU exits 1), not
+# Linux: on this machine KVM is nested without hardware help, and a Debian kernel did not finish
+# booting in 150 s (measured 2026-11-27; the multiboot guest takes under 0.1 s). --sandbox-type vm
+# (sandbox_vm.sh) boots Debian's kernel.
+MB="$SB_T/mb/guest.bin"
+mkdir -p "$SB_T/mb"
+python3 - "$MB" <<'PY'
+import struct, sys
+magic, flags, base = 0x1BADB002, 0x00010000, 0x100000   # multiboot, "a.out kludge": load addresses below
+hdr = struct.pack('<8I', magic, flags, (-(magic + flags)) & 0xffffffff, base, base, 0, 0, base + 0x20)
+code = (b'\xbe' + struct.pack('<I', base + 0x38)   # mov esi, msg
+        + b'\x66\xba\xf8\x03'                     # mov dx, 0x3f8 (COM1)
+        + b'\xac\x84\xc0\x74\x03\xee\xeb\xf8'        # loop: lodsb; test al,al; jz done; out dx,al; jmp loop
+        + b'\xb0\x00\xe6\xf4'                         # done: mov al,0; out 0xf4,al (isa-debug-exit)
+        + b'\xf4\xeb\xfd')                             # hlt; jmp hlt
+assert len(hdr) + len(code) == 0x38
+open(sys.argv[1], 'wb').write(hdr + code + b'sluice-kvm-guest-ok\r\n\0')
+PY
+chmod -R a+rX "$SB_T/mb"
+QEMU=(qemu-system-x86_64 -accel kvm -M microvm -cpu host,-arch-capabilities -m 16M -nodefaults -no-user-config
+	-display none -no-reboot -serial stdio -device isa-debug-exit,iobase=0xf4,iosize=1 -kernel "$MB")
+out=$(cd "$P" && timeout 60 "$SLUICE" run --quiet --allow-kvm --ro-bind "$SB_T/mb" -- "${QEMU[@]}" 2>&1 </dev/null)
 r=$?
-check_eq "qemu -accel kvm boots inside --allow-kvm and exits (status 0)" 0 "$r"
+check_eq "qemu -accel kvm runs a guest inside --allow-kvm (its debug-exit: status 1)" 1 "$r"
 check_match "... the guest's serial console says it ran" "sluice-kvm-guest-ok" "$out"
-[ "$r" = 0 ] || diag "$(tail -20 <<<"$out")"
-out=$(timeout 60 "$SLUICE" run --quiet --ro-bind "$KERNEL" --ro-bind "$INITRD" -- "${QEMU[@]}" 2>&1 </dev/null)
+[ "$r" = 1 ] || diag "$(tail -20 <<<"$out")"
+out=$(cd "$P" && timeout 60 "$SLUICE" run --quiet --ro-bind "$SB_T/mb" -- "${QEMU[@]}" 2>&1 </dev/null)
 r=$?
 check "without --allow-kvm qemu cannot use KVM (fails)" test "$r" != 0
+check_match "... because there is no /dev/kvm" "Could not access KVM kernel module: No such file or directory" "$out"
 check_not "... and no guest ran" grep -q sluice-kvm-guest-ok <<<"$out"
 
 check_eq "no session directory left (root)" 0 "$(session_dirs root)"
