@@ -204,13 +204,22 @@ static void network(void)
 	if (ioctl(sk, SIOCSIFNETMASK, &ifr) < 0)
 		die("eth0 netmask: %s", strerror(errno));
 	if_up(sk, "eth0");
+	/* The session's address is a /32 with a link route to the gateway (netd's scheme); a wider
+	 * prefix has the gateway on link already, and the same host route does no harm. */
 	struct rtentry rt = {0};
 	struct sockaddr_in *dst = (struct sockaddr_in *)&rt.rt_dst, *gwa = (struct sockaddr_in *)&rt.rt_gateway,
 	                   *mask = (struct sockaddr_in *)&rt.rt_genmask;
 	dst->sin_family = gwa->sin_family = mask->sin_family = AF_INET;
+	dst->sin_addr = gw;
+	mask->sin_addr.s_addr = 0xffffffffu;
+	rt.rt_flags = RTF_UP | RTF_HOST;
+	rt.rt_dev = (char *)"eth0";
+	if (ioctl(sk, SIOCADDRT, &rt) < 0 && errno != EEXIST)
+		die("route to the gateway %s: %s", comma + 1, strerror(errno));
+	dst->sin_addr.s_addr = 0;
+	mask->sin_addr.s_addr = 0;
 	gwa->sin_addr = gw;
 	rt.rt_flags = RTF_UP | RTF_GATEWAY;
-	rt.rt_dev = (char *)"eth0";
 	if (ioctl(sk, SIOCADDRT, &rt) < 0)
 		die("default route via %s: %s", comma + 1, strerror(errno));
 	close(sk);
