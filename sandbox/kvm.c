@@ -22,20 +22,19 @@
 
 #define SB_KVM_PATH "/dev/kvm"
 
-int sb_kvm_check(const struct sb_config *c, char *err, size_t errlen)
+int sb_kvm_check(const struct sb_config *c, const char *who, char *err, size_t errlen)
 {
 	struct stat st;
 
 	if (stat(SB_KVM_PATH, &st) < 0)
-		return sb_err(err, errlen,
-		              "--allow-kvm: %s: %s (load the kvm module, or run on a host with virtualisation enabled)",
-		              SB_KVM_PATH, strerror(errno));
+		return sb_err(err, errlen, "%s: %s: %s (load the kvm module, or run on a host with virtualisation enabled)",
+		              who, SB_KVM_PATH, strerror(errno));
 	if (!S_ISCHR(st.st_mode))
-		return sb_errc(err, errlen, ENODEV, "--allow-kvm: %s is not a character device", SB_KVM_PATH);
+		return sb_errc(err, errlen, ENODEV, "%s: %s is not a character device", who, SB_KVM_PATH);
 	/* A root launch makes its own node (below); a user's session can only use the host's. */
 	if (geteuid() != 0 && access(SB_KVM_PATH, R_OK | W_OK) < 0)
-		return sb_err(err, errlen, "--allow-kvm: uid %u cannot open %s: %s (add the user to the group that owns it, "
-		              "usually kvm)", (unsigned)c->uid, SB_KVM_PATH, strerror(errno));
+		return sb_err(err, errlen, "%s: uid %u cannot open %s: %s (add the user to the group that owns it, usually kvm)",
+		              who, (unsigned)c->uid, SB_KVM_PATH, strerror(errno));
 	return 0;
 }
 

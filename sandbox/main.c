@@ -665,7 +665,7 @@ static int cmd_run(int argc, char **argv)
 		fail("--allow-kvm applies to --sandbox-type local and vm (firejail builds its own /dev)");
 		goto out;
 	}
-	if (c.allow_kvm && sb_kvm_check(&c, err, sizeof err) < 0) {
+	if (c.allow_kvm && sb_kvm_check(&c, "--allow-kvm", err, sizeof err) < 0) {
 		fail("%s", err);
 		goto out;
 	}

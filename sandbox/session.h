@@ -194,8 +194,9 @@ DIR *sb_opendir_dup(int fd);
 int sb_firejail_run(const struct sb_config *cfg, char *const *argv);
 
 /* ---- kvm.c ---- */
-/* Launcher, --allow-kvm: /dev/kvm exists and (unprivileged launch) the user may open it. */
-int sb_kvm_check(const struct sb_config *c, char *err, size_t errlen);
+/* Launcher, --allow-kvm: /dev/kvm exists and (unprivileged launch) the user may open it. who: the
+ * option that needs it, for the message. */
+int sb_kvm_check(const struct sb_config *c, const char *who, char *err, size_t errlen);
 /* Init, while building /dev (devfd): the kvm node for the command's uid (see kvm.c). */
 int sb_kvm_node(const struct sb_session *s, int devfd, char *err, size_t errlen);
 

@@ -431,9 +431,9 @@ int sb_vm_prepare(struct sb_config *c, char *err, size_t errlen)
 		fprintf(stderr, "sluice: warning: --vm-accel tcg: the VM is emulated, not accelerated: slow, and QEMU "
 		                "does not treat TCG as a security boundary\n");
 	} else {
-		if ((r = sb_kvm_check(c, err, errlen)) < 0) {
+		if ((r = sb_kvm_check(c, "--sandbox-type vm", err, errlen)) < 0) {
 			size_t l = strlen(err);
-			snprintf(err + l, errlen - l, "; --sandbox-type vm needs KVM (or --vm-accel tcg to emulate)");
+			snprintf(err + l, errlen - l, "; the VM needs KVM, or --vm-accel tcg to emulate it");
 			return r;
 		}
 		c->allow_kvm = true;

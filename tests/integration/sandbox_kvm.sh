@@ -72,6 +72,14 @@ check "without --allow-kvm qemu cannot use KVM (fails)" test "$r" != 0
 check_match "... because there is no /dev/kvm" "Could not access KVM kernel module: No such file or directory" "$out"
 check_not "... and no guest ran" grep -q sluice-kvm-guest-ok <<<"$out"
 
+# --sandbox-type vm fails closed without KVM: the test user cannot open /dev/kvm.
+out=$(sb user --sandbox-type vm -- true 2>&1); r=$?
+check_eq "user without KVM: --sandbox-type vm refused (125), nothing emulated behind its back" 125 "$r"
+check_match "... naming the way out" "cannot open /dev/kvm.*--vm-accel tcg" "$out"
+out=$(sb root --vm-accel tcg -- true 2>&1); r=$?
+check_eq "--vm-accel without --sandbox-type vm: refused (125)" 125 "$r"
+check_match "... with a line saying so" "--vm-accel goes with --sandbox-type vm" "$out"
+
 check_eq "no session directory left (root)" 0 "$(session_dirs root)"
 check_eq "no session directory left (user)" 0 "$(session_dirs user)"
 done_testing

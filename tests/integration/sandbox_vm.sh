@@ -22,7 +22,8 @@ lab_forward on
 
 P=$LAB_DIR/proj
 H=$LAB_DIR/home
-mkdir -p "$P" "$H"
+mkdir -p "$P" "$H/.ssh"
+echo not-for-the-vm >"$H/.ssh/id_test"
 AUDIT=$LAB_DIR/audit.log
 # The initramfs is built once per build directory.
 CACHE=$SLUICE_BUILD_DIR/tests/vm-cache
@@ -45,6 +46,8 @@ out=$(sb --allow-network --allow allowed.test --audit-log "$AUDIT" --apply -- sh
 	$GET 'raw=%{http_code}\n' --noproxy '*' --connect-timeout 5 http://$LAB_ALLOWED4/ 2>/dev/null || echo raw=refused
 	ip -4 -o addr show dev eth0 | awk '{print \"addr=\" \$4}'
 	echo written-in-the-vm >from-vm.txt
+	touch /etc/sluice-vm-probe 2>/dev/null && echo rootwrite=yes || echo rootwrite=no
+	cat \$HOME/.ssh/id_test 2>/dev/null || echo secret=hidden
 	echo to-stderr >&2
 	exit 42" 2>"$LAB_DIR/err")
 rc=$?
@@ -58,6 +61,10 @@ check_eq "stderr holds the command's stderr only (and the emulation warning)" "t
 	"$(grep -v '^sluice: warning: --vm-accel tcg' <<<"$err")"
 check_not "... and stdout has none of it" grep -q to-stderr <<<"$out"
 [ "$rc" = 42 ] || diag "$out" "$err"
+check_match "the guest cannot write the host's root (read-only share)" '^rootwrite=no$' "$out"
+check "... and nothing reached the host" test ! -e /etc/sluice-vm-probe
+check_match "a secret in the home is not visible in the guest" '^secret=hidden$' "$out"
+check_not "... not even its content" grep -q not-for-the-vm <<<"$out"
 check_eq "the file written in the project came back (--apply)" "written-in-the-vm" "$(cat "$P/from-vm.txt" 2>/dev/null)"
 check_match "the denial is in the audit log" 'deny' \
 	"$(jq -r 'select(.host == "other.test" and .protocol == "http") | .decision' "$AUDIT" 2>/dev/null)"
