@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -357,26 +358,62 @@ static int mkdirs(char *p, mode_t mode)
 	}
 }
 
-/* The initramfs for kver and this init binary, built once into the cache directory:
- * $SLUICE_VM_CACHE, else $XDG_CACHE_HOME/sluice/vm, else ~/.cache/sluice/vm. */
-static int cached_initramfs(const struct sb_config *c, const char *kver, const char *init, char *out, size_t len,
-                            char *err, size_t errlen)
+/* The cache directory: $SLUICE_VM_CACHE, else $XDG_CACHE_HOME/sluice/vm, else ~/.cache/sluice/vm. */
+static int cache_dir(const struct sb_config *c, char *dir, size_t len, char *err, size_t errlen)
 {
-	char dir[PATH_MAX], key[PATH_MAX + 128], dep[PATH_MAX];
 	const char *e = getenv("SLUICE_VM_CACHE"), *x = getenv("XDG_CACHE_HOME");
-	struct stat si, sd;
-
 	if (e && e[0] == '/')
-		snprintf(dir, sizeof dir, "%s", e);
+		snprintf(dir, len, "%s", e);
 	else if (x && x[0] == '/')
-		snprintf(dir, sizeof dir, "%s/sluice/vm", x);
+		snprintf(dir, len, "%s/sluice/vm", x);
 	else if (c->home)
-		snprintf(dir, sizeof dir, "%s/.cache/sluice/vm", c->home);
+		snprintf(dir, len, "%s/.cache/sluice/vm", c->home);
 	else
 		return sb_errc(err, errlen, ENOENT, "--sandbox-type vm: no cache directory (set HOME or SLUICE_VM_CACHE)");
 	int r = mkdirs(dir, 0700);
 	if (r < 0)
 		return sb_errc(err, errlen, -r, "--sandbox-type vm: cannot create %s: %s", dir, strerror(-r));
+	return 0;
+}
+
+/* A cache file name for what `key` describes: DIR/PREFIX-KVER-HASH.EXT. */
+static int cache_name(const char *dir, const char *prefix, const char *kver, const char *key, const char *ext,
+                      char *out, size_t len, char *err, size_t errlen)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (const char *p = key; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	if ((size_t)snprintf(out, len, "%s/%s-%s-%016llx.%s", dir, prefix, kver, (unsigned long long)h, ext) >= len)
+		return sb_errc(err, errlen, ENAMETOOLONG, "--sandbox-type vm: %s: path too long", dir);
+	return 0;
+}
+
+/* Removes the cache's other files of the same kind ("PREFIX-..."), left by earlier kernels or init
+ * binaries, once `keep` has been made. */
+static void cache_prune(const char *dir, const char *prefix, const char *keep)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	const char *base = strrchr(keep, '/');
+	size_t pl = strlen(prefix);
+	if (!d)
+		return;
+	base = base ? base + 1 : keep;
+	while ((e = readdir(d)))
+		if (strncmp(e->d_name, prefix, pl) == 0 && e->d_name[pl] == '-' && strcmp(e->d_name, base) != 0 &&
+		    !strstr(e->d_name, ".tmp"))
+			unlinkat(dirfd(d), e->d_name, 0);
+	closedir(d);
+}
+
+/* The initramfs for kver and this init binary, built once into the cache directory. */
+static int cached_initramfs(const char *dir, const char *kver, const char *init, char *out, size_t len, char *err,
+                            size_t errlen)
+{
+	char key[PATH_MAX + 128], dep[PATH_MAX];
+	struct stat si, sd;
+	int r;
+
 	snprintf(dep, sizeof dep, "/lib/modules/%s/modules.dep", kver);
 	if (stat(init, &si) < 0 || stat(dep, &sd) < 0)
 		return sb_err(err, errlen, "--sandbox-type vm: %s: %s", init, strerror(errno));
@@ -384,15 +421,111 @@ static int cached_initramfs(const struct sb_config *c, const char *kver, const c
 	snprintf(key, sizeof key, "%s|%s|%llu|%llu|%lld.%ld|%llu|%lld.%ld", kver, init, (unsigned long long)si.st_ino,
 	         (unsigned long long)si.st_size, (long long)si.st_mtim.tv_sec, si.st_mtim.tv_nsec,
 	         (unsigned long long)sd.st_size, (long long)sd.st_mtim.tv_sec, sd.st_mtim.tv_nsec);
-	uint64_t h = 1469598103934665603ull;
-	for (const char *p = key; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ull;
-	if ((size_t)snprintf(out, len, "%s/initramfs-%s-%016llx.cpio", dir, kver, (unsigned long long)h) >= len)
-		return sb_errc(err, errlen, ENAMETOOLONG, "--sandbox-type vm: %s: path too long", dir);
+	if ((r = cache_name(dir, "initramfs", kver, key, "cpio", out, len, err, errlen)) < 0)
+		return r;
 	if (access(out, R_OK) == 0)
 		return 0;
 	log_info("vm: building %s", out);
-	return build_initramfs(out, kver, init, err, errlen);
+	if ((r = build_initramfs(out, kver, init, err, errlen)) == 0)
+		cache_prune(dir, "initramfs", out);
+	return r;
+}
+
+/* Whether /boot/config-KVER says the kernel has a PVH entry point (QEMU can boot its ELF directly). */
+static bool kernel_has_pvh(const char *kver)
+{
+	char path[PATH_MAX], line[256];
+	bool pvh = false;
+	snprintf(path, sizeof path, "/boot/config-%s", kver);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (!pvh && fgets(line, sizeof line, f))
+		pvh = strcmp(line, "CONFIG_PVH=y\n") == 0;
+	fclose(f);
+	return pvh;
+}
+
+/* The uncompressed kernel (ELF vmlinux) inside a bzImage, extracted once into the cache: QEMU boots
+ * it through its PVH entry, which skips the decompressor (seconds under TCG). Only xz and gzip
+ * payloads (Debian's is xz), decompressed by xz(1) or gzip(1). 0 with out set, or -errno (the
+ * caller then boots the bzImage). */
+static int cached_vmlinux(const char *dir, const char *kernel, const char *kver, char *out, size_t len)
+{
+	static const struct {
+		const char *magic;
+		size_t n;
+		const char *tool;
+		const char *const argv[4];
+	} fmts[] = {
+	        {"\xfd" "7zXZ\0", 6, "/usr/bin/xz", {"xz", "-dc", "--single-stream", NULL}},
+	        {"\x1f\x8b\x08", 3, "/usr/bin/gzip", {"gzip", "-dc", NULL}},
+	};
+	char key[PATH_MAX + 64], tmp[PATH_MAX + 32], e[SB_ERR_MAX];
+	struct stat st;
+	char *img = NULL;
+	size_t ilen = 0;
+	int r;
+
+	if (!kernel_has_pvh(kver) || stat(kernel, &st) < 0)
+		return -ENOTSUP;
+	snprintf(key, sizeof key, "%s|%llu|%llu|%lld", kernel, (unsigned long long)st.st_ino,
+	         (unsigned long long)st.st_size, (long long)st.st_mtim.tv_sec);
+	if (cache_name(dir, "vmlinux", kver, key, "elf", out, len, e, sizeof e) < 0)
+		return -ENAMETOOLONG;
+	if (access(out, R_OK) == 0)
+		return 0;
+	if ((r = slurp(kernel, &img, &ilen)) < 0)
+		return r;
+	size_t off = 0, f = 0;
+	for (; f < sizeof fmts / sizeof fmts[0]; f++) {
+		const char *m = memmem(img, ilen, fmts[f].magic, fmts[f].n);
+		if (m) {
+			off = (size_t)(m - img);
+			break;
+		}
+	}
+	if (f == sizeof fmts / sizeof fmts[0] || access(fmts[f].tool, X_OK) < 0) {
+		free(img);
+		return -ENOTSUP;
+	}
+	snprintf(tmp, sizeof tmp, "%s.%d.tmp", out, (int)getpid());
+	int in = memfd_create("sluice-bzimage", MFD_CLOEXEC);
+	int o = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	bool ok = in >= 0 && o >= 0 && write(in, img + off, ilen - off) == (ssize_t)(ilen - off) &&
+	          lseek(in, 0, SEEK_SET) == 0;
+	free(img);
+	pid_t pid = ok ? fork() : -1;
+	if (pid == 0) {
+		if (dup2(in, 0) < 0 || dup2(o, 1) < 0)
+			_exit(127);
+		int dn = open("/dev/null", O_WRONLY);
+		if (dn >= 0)
+			dup2(dn, 2);
+		execv(fmts[f].tool, (char *const *)fmts[f].argv);
+		_exit(127);
+	}
+	int ws = -1;
+	if (pid > 0)
+		while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+			;
+	if (in >= 0)
+		close(in);
+	if (o >= 0)
+		close(o);
+	/* gzip ends with status 2 ("trailing garbage ignored"): the result is judged by its header. */
+	char hdr[4] = {0};
+	int c = open(tmp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	ok = ok && pid > 0 && WIFEXITED(ws) && WEXITSTATUS(ws) <= 2 && c >= 0 && read(c, hdr, 4) == 4 &&
+	     memcmp(hdr, "\x7f" "ELF", 4) == 0;
+	if (c >= 0)
+		close(c);
+	if (!ok || rename(tmp, out) < 0) {
+		unlink(tmp);
+		return -EIO;
+	}
+	cache_prune(dir, "vmlinux", out);
+	return 0;
 }
 
 static int find_qemu(char *out, size_t len)
@@ -421,7 +554,8 @@ static int add_ro_bind(struct sb_config *c, const char *path)
 
 int sb_vm_prepare(struct sb_config *c, char *err, size_t errlen)
 {
-	char kernel[PATH_MAX], kver[256], init[PATH_MAX], initrd[PATH_MAX], qemu[PATH_MAX];
+	char kernel[PATH_MAX], kver[256], init[PATH_MAX], initrd[PATH_MAX], qemu[PATH_MAX], dir[PATH_MAX],
+	        vmlinux[PATH_MAX];
 	int r;
 
 	if (find_qemu(qemu, sizeof qemu) < 0)
@@ -439,9 +573,13 @@ int sb_vm_prepare(struct sb_config *c, char *err, size_t errlen)
 		c->allow_kvm = true;
 	}
 	if ((r = find_kernel(kernel, sizeof kernel, kver, sizeof kver, err, errlen)) < 0 ||
-	    (r = find_init(init, sizeof init, err, errlen)) < 0 ||
-	    (r = cached_initramfs(c, kver, init, initrd, sizeof initrd, err, errlen)) < 0)
+	    (r = find_init(init, sizeof init, err, errlen)) < 0 || (r = cache_dir(c, dir, sizeof dir, err, errlen)) < 0 ||
+	    (r = cached_initramfs(dir, kver, init, initrd, sizeof initrd, err, errlen)) < 0)
 		return r;
+	if ((r = cached_vmlinux(dir, kernel, kver, vmlinux, sizeof vmlinux)) == 0)
+		snprintf(kernel, sizeof kernel, "%s", vmlinux);
+	else
+		log_info("vm: booting %s (no uncompressed kernel: %s)", kernel, strerror(-r));
 	free(c->vm_kernel);
 	free(c->vm_initrd);
 	c->vm_kernel = strdup(kernel);
