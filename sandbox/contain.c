@@ -114,10 +114,10 @@ static int step_close_fds(struct sb_session *s, struct sb_go *go, char *err, siz
 	(void)go;
 	s->sync_fd = -1; /* closed below with every other fd above stderr (or above the VM's tap) */
 	if (s->vm_tap >= 0) {
-		if (dup2(s->vm_tap, 3) < 0)
+		if (s->vm_tap != SB_VM_TAP_FD && dup2(s->vm_tap, SB_VM_TAP_FD) < 0)
 			return sb_err(err, errlen, "dup2: %s", strerror(errno));
-		s->vm_tap = 3;
-		return sb_close_fds_above(3, err, errlen);
+		s->vm_tap = SB_VM_TAP_FD;
+		return sb_close_fds_above(SB_VM_TAP_FD, err, errlen);
 	}
 	return sb_close_fds_above(2, err, errlen);
 }

@@ -200,7 +200,9 @@ int sb_kvm_check(const struct sb_config *c, const char *who, char *err, size_t e
 /* Init, while building /dev (devfd): the kvm node for the command's uid (see kvm.c). */
 int sb_kvm_node(const struct sb_session *s, int devfd, char *err, size_t errlen);
 
-/* ---- vm.c: --sandbox-type vm ---- */
+/* ---- vm.c, vm-net.c, vm-run.c: --sandbox-type vm ---- */
+#define SB_VM_QEMU   "qemu-system-x86_64"
+#define SB_VM_TAP_FD 3 /* where the guest's tap sits in the command's process (contain.c, vm-run.c) */
 /* Launcher: checks QEMU, KVM (unless --vm-accel tcg), finds the kernel, builds or reuses the cached
  * initramfs and binds both into the sandbox (read-only); sets allow_kvm. */
 int sb_vm_prepare(struct sb_config *c, char *err, size_t errlen);
