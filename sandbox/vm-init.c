@@ -1,8 +1,8 @@
 /* sluice-vm-init: pid 1 of a `--sandbox-type vm` guest (built static, packed into the initramfs by
  * vm.c). It mounts /dev, /proc, /sys, loads the modules the initramfs carries (m/00.ko, m/01.ko, ...
  * in dependency order), mounts the sandbox's root (9p tag sluice.root, read-only) on /newroot with
- * fresh /proc, /sys, /dev, /tmp, /var/tmp, /run and home on top and the read-write shares (tags
- * sluice.rwN) at their paths, configures eth0 from the kernel command line (sluice.net=ADDR/PREFIX,GW),
+ * fresh /proc, /sys, /dev, /tmp, /var/tmp, /run and home on top and the other shares (tags
+ * sluice.shareN: the project, caches, binds) at their paths, configures eth0 from the kernel command line (sluice.net=ADDR/PREFIX,GW),
  * reads the request (sluice.spec=PATH on the root share, vm-spec.h), and runs the command as the
  * request's uid with no capabilities, its stdout and stderr on the virtio ports sluice.stdout and
  * sluice.stderr. When the command exits it writes "exit N" (or "error: WHY") to the port
@@ -293,13 +293,14 @@ static void mount_tree(void)
 		if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
 			die("mount tmpfs on %s: %s", spec.home, strerror(errno));
 	}
-	/* The read-write shares in the order given (vm.c sorts parents before children). cache=none:
-	 * every write reaches the sandbox at once, so nothing is lost when the VM powers off. */
+	/* The shares in the order given (vm-run.c sorts parents before children). cache=none: every
+	 * write reaches the sandbox at once, so nothing is lost when the VM powers off. */
 	for (size_t i = 0; i < spec.n_shares; i++) {
 		char tag[32];
-		snprintf(tag, sizeof tag, "sluice.rw%zu", i);
+		snprintf(tag, sizeof tag, "sluice.share%zu", i);
 		under_root(spec.shares[i], path, sizeof path);
-		if (mount(tag, path, "9p", MS_NOSUID | MS_NODEV, "trans=virtio,version=9p2000.L,msize=262144") < 0)
+		if (mount(tag, path, "9p", MS_NOSUID | MS_NODEV | (spec.share_ro[i] ? MS_RDONLY : 0),
+		          "trans=virtio,version=9p2000.L,msize=262144") < 0)
 			die("mount share %s on %s: %s", tag, spec.shares[i], strerror(errno));
 	}
 }

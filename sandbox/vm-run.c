@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,24 +26,42 @@ static int spec_add(FILE *f, char tag, const char *v)
 	return fputc(tag, f) == EOF || fputs(v, f) == EOF || fputc('\0', f) == EOF ? -EIO : 0;
 }
 
+struct sb_vm_share {
+	const char *path; /* borrowed from the config: where it is in the sandbox */
+	bool ro;
+};
+
 static int by_length(const void *a, const void *b)
 {
-	size_t la = strlen(*(char *const *)a), lb = strlen(*(char *const *)b);
+	size_t la = strlen(((const struct sb_vm_share *)a)->path), lb = strlen(((const struct sb_vm_share *)b)->path);
 	return la < lb ? -1 : la > lb;
 }
 
-/* The read-write places of the sandbox, parents first. */
-static size_t rw_shares(const struct sb_session *s, const char **out, size_t max)
+static void share_add(struct sb_vm_share *out, size_t *n, size_t max, const char *path, bool ro)
+{
+	struct stat st;
+	/* 9p exports directories; a file bound on its own stays visible through the root share unless
+	 * the guest's fresh /tmp or home covers it. */
+	if (*n < max && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		out[(*n)++] = (struct sb_vm_share){path, ro};
+}
+
+/* The directories the sandbox mounted on its own (project, caches, plugin paths, binds), parents
+ * first: the guest's fresh /tmp and home would hide those beneath them. Paths as the sandbox sees
+ * them (this runs inside it). */
+static size_t sandbox_shares(const struct sb_session *s, struct sb_vm_share *out, size_t max)
 {
 	const struct sb_config *c = s->cfg;
 	size_t n = 0;
-	if (c->project_mode != SB_PROJECT_RO && c->project_dir && n < max)
-		out[n++] = c->project_dir;
-	for (size_t i = 0; i < c->writable_paths.n && n < max; i++)
-		out[n++] = c->writable_paths.v[i];
-	for (size_t i = 0; i < c->n_binds && n < max; i++)
-		if (c->binds[i].rw)
-			out[n++] = c->binds[i].dst ? c->binds[i].dst : c->binds[i].src;
+	if (c->project_dir)
+		share_add(out, &n, max, c->project_dir, c->project_mode == SB_PROJECT_RO);
+	for (size_t i = 0; i < c->writable_paths.n; i++)
+		share_add(out, &n, max, c->writable_paths.v[i], false);
+	if (c->profile != SB_PROFILE_BASE)
+		for (size_t i = 0; i < c->plugin_paths.n; i++)
+			share_add(out, &n, max, c->plugin_paths.v[i], true);
+	for (size_t i = 0; i < c->n_binds; i++)
+		share_add(out, &n, max, c->binds[i].dst ? c->binds[i].dst : c->binds[i].src, !c->binds[i].rw);
 	qsort(out, n, sizeof *out, by_length);
 	return n;
 }
@@ -117,7 +136,7 @@ void sb_vm_exec(const struct sb_session *s, char **env)
 {
 	const struct sb_config *c = s->cfg;
 	char dir[] = "/tmp/sluice-vm.XXXXXX", spec_path[64], cwd[PATH_MAX], num[32];
-	const char *shares[SB_VM_SHARES_MAX];
+	struct sb_vm_share shares[SB_VM_SHARES_MAX];
 	int out[2], errp[2], st[2], con[2] = {-1, -1};
 	bool verbose = c->verbose > 0;
 
@@ -135,15 +154,16 @@ void sb_vm_exec(const struct sb_session *s, char **env)
 	snprintf(num, sizeof num, "%u", (unsigned)getgid());
 	r |= spec_add(f, 'g', num);
 	r |= spec_add(f, 'c', cwd);
-	if (c->home && c->home[0] == '/')
+	/* base and plugin: an empty home, as in the sandbox (unsafe shows the real one read-only) */
+	if (c->home && c->home[0] == '/' && c->profile != SB_PROFILE_UNSAFE)
 		r |= spec_add(f, 'h', c->home);
 	for (size_t i = 0; s->argv[i]; i++)
 		r |= spec_add(f, 'a', s->argv[i]);
 	for (size_t i = 0; env[i]; i++)
 		r |= spec_add(f, 'e', env[i]);
-	size_t n_shares = rw_shares(s, shares, SB_VM_SHARES_MAX);
+	size_t n_shares = sandbox_shares(s, shares, SB_VM_SHARES_MAX);
 	for (size_t i = 0; i < n_shares; i++)
-		r |= spec_add(f, 'w', shares[i]);
+		r |= spec_add(f, shares[i].ro ? 'r' : 'w', shares[i].path);
 	if (fclose(f) != 0 || r)
 		fail_exit("cannot write %s", spec_path);
 
@@ -211,13 +231,14 @@ void sb_vm_exec(const struct sb_session *s, char **env)
 	arg(&a, "-device");
 	arg(&a, "virtio-9p-device,fsdev=fsroot,mount_tag=sluice.root");
 	for (size_t i = 0; i < n_shares; i++) {
-		char *e = qemu_escape(shares[i]);
+		char *e = qemu_escape(shares[i].path);
 		if (!e)
 			fail_exit("out of memory");
 		arg(&a, "-fsdev");
-		arg(&a, "local,id=fsrw%zu,path=%s,security_model=none,multidevs=remap", i, e);
+		arg(&a, "local,id=fs%zu,path=%s,security_model=none,multidevs=remap%s", i, e,
+		    shares[i].ro ? ",readonly=on" : "");
 		arg(&a, "-device");
-		arg(&a, "virtio-9p-device,fsdev=fsrw%zu,mount_tag=sluice.rw%zu", i, i);
+		arg(&a, "virtio-9p-device,fsdev=fs%zu,mount_tag=sluice.share%zu", i, i);
 		free(e);
 	}
 	if (s->vm_net[0]) {

@@ -60,6 +60,7 @@ int sb_vm_spec_parse(const char *buf, size_t len, struct sb_vm_spec *out, const 
 		case 'c':
 		case 'h':
 		case 'w':
+		case 'r':
 			if (v[0] != '/') {
 				*bad = "a path that is not absolute";
 				return -EINVAL;
@@ -71,8 +72,10 @@ int sb_vm_spec_parse(const char *buf, size_t len, struct sb_vm_spec *out, const 
 			else if (out->n_shares == SB_VM_SHARES_MAX) {
 				*bad = "too many shares";
 				return -EINVAL;
-			} else
+			} else {
+				out->share_ro[out->n_shares] = tag == 'r';
 				out->shares[out->n_shares++] = v;
+			}
 			break;
 		case 'a':
 			if (out->argc == SB_VM_ARGS_MAX) {

@@ -1,8 +1,9 @@
 /* The request the sandboxed side of `--sandbox-type vm` (vm.c) hands the guest's init (vm-init.c):
- * which command, environment, working directory, uid, home and read-write shares. It travels as a
+ * which command, environment, working directory, uid, home and shares. It travels as a
  * file on the read-only root share. Format: records of one tag byte and a NUL-terminated value,
  *   'u' uid, 'g' gid (decimal), 'c' cwd, 'h' home (absolute paths), 'a' an argument, 'e' NAME=VALUE,
- *   'w' the path of a read-write share (the Nth 'w' is mount tag "sluice.rwN").
+ *   'w' the path of a read-write share, 'r' of a read-only one (the Nth share, 'w' or 'r', is mount
+ *   tag "sluice.shareN").
  * This file is compiled into the static guest init too: libc only, no allocation. */
 #pragma once
 
@@ -25,6 +26,7 @@ struct sb_vm_spec {
 	const char *envp[SB_VM_ENV_MAX + 1]; /* borrowed; NULL-terminated */
 	size_t envc;
 	const char *shares[SB_VM_SHARES_MAX]; /* borrowed */
+	bool share_ro[SB_VM_SHARES_MAX];
 	size_t n_shares;
 };
 

@@ -75,6 +75,20 @@ check "the raw connection was dropped by nftables and audited" eventually droppe
 check_eq "nothing left after a normal exit (interfaces, netns, mounts, session dirs)" "$before" "$(state)"
 check_eq "... and no QEMU process" "" "$(qemus)"
 
+# The sandbox's other mounts reach the guest as they are: a read-only project, a --ro-bind and a --bind
+# directory (under the lab's /tmp, which the guest's fresh /tmp would otherwise hide).
+RO=$(mktemp -d) RW=$(mktemp -d)
+echo ro-data >"$RO/f"
+out=$(sb --project-mode ro --ro-bind "$RO" --bind "$RW" -- sh -c "
+	touch in-project 2>/dev/null && echo project=rw || echo project=ro
+	cat $RO/f; touch $RO/g 2>/dev/null && echo robind=rw || echo robind=ro
+	echo from-guest >$RW/h" 2>/dev/null)
+check_match "--project-mode ro: the project is read-only in the guest" '^project=ro$' "$out"
+check_match "--ro-bind: visible in the guest" '^ro-data$' "$out"
+check_match "... read-only" '^robind=ro$' "$out"
+check_eq "--bind: a file the guest writes reaches the host" "from-guest" "$(cat "$RW/h" 2>/dev/null)"
+check "nothing was written to the read-only ones" test ! -e "$P/in-project" -a ! -e "$RO/g"
+
 # kill -9 of the launcher while the VM runs: the sandbox's pid 1 dies with it, and QEMU with the pid
 # namespace; the embedded netd notices its launcher is gone and removes the session's network.
 ( cd "$P" && exec env -i HOME="$H" PATH=/usr/bin:/bin SLUICE_VM_CACHE="$CACHE" "$SLUICE" run --quiet \
