@@ -37,6 +37,7 @@ links() { ip -o link show | awk -F': ' '{print $2}' | sed 's/@.*//' | sort | tr 
 state() { echo "links: $(links)"; echo "netns: $(ip netns list 2>/dev/null | awk '{print $1}' | sort | tr '\n' ' ')";
 	echo "mounts: $(wc -l </proc/self/mountinfo)"; echo "sessions: $(ls /run/sluice/sessions 2>/dev/null | wc -l)"; }
 qemus() { pgrep -x qemu-system-x86 || pgrep -f '^qemu-system-x86_64 '; }
+gone() { [ -z "$(qemus)" ]; }
 before=$(state)
 
 GET='curl -sS -m 30 -o /dev/null -w'
@@ -89,6 +90,18 @@ check_match "... read-only" '^robind=ro$' "$out"
 check_eq "--bind: a file the guest writes reaches the host" "from-guest" "$(cat "$RW/h" 2>/dev/null)"
 check "nothing was written to the read-only ones" test ! -e "$P/in-project" -a ! -e "$RO/g"
 
+# The default accelerator, KVM: QEMU starts with -accel kvm and keeps running (the guest cannot finish
+# booting on this machine, see above); --timeout ends the session (124) and takes QEMU with it.
+( cd "$P" && exec env -i HOME="$H" PATH=/usr/bin:/bin SLUICE_VM_CACHE="$CACHE" "$SLUICE" run --quiet \
+	--sandbox-type vm --timeout 4 -- true ) >/dev/null 2>"$LAB_DIR/err-kvm" &
+kpid=$!
+for _ in $(seq 30); do [ -n "$(qemus)" ] && break; sleep 0.1; done
+sleep 1.5
+check_match "KVM by default: QEMU runs with -accel kvm" ' -accel kvm ' "$(ps -o args= -p "$(qemus | head -1)" 2>/dev/null)"
+wait "$kpid"
+check_eq "... until --timeout ends the session (124)" 124 "$?"
+check "... and QEMU with it" eventually gone
+
 # kill -9 of the launcher while the VM runs: the sandbox's pid 1 dies with it, and QEMU with the pid
 # namespace; the embedded netd notices its launcher is gone and removes the session's network.
 ( cd "$P" && exec env -i HOME="$H" PATH=/usr/bin:/bin SLUICE_VM_CACHE="$CACHE" "$SLUICE" run --quiet \
@@ -99,7 +112,6 @@ check "(test) QEMU runs" test -n "$(qemus)"
 sleep 1
 kill -KILL "$lpid"
 wait "$lpid" 2>/dev/null
-gone() { [ -z "$(qemus)" ]; }
 check "killing the launcher (SIGKILL) ends QEMU" eventually gone
 # a later session reaps what the killed launcher could not (its session directory)
 sb -- true >/dev/null 2>&1
