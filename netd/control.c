@@ -117,6 +117,8 @@ static int send_session(struct netd *d, int fd, uint32_t seq, const struct netd_
 		util_strlcpy(cmd, s->command, sizeof cmd);
 		ipc_buf_put_str(&b, NETD_A_COMMAND, cmd);
 	}
+	if (s->sandbox[0])
+		ipc_buf_put_str(&b, NETD_A_SANDBOX, s->sandbox);
 	r = ipc_send(fd, &b);
 	ipc_buf_release(&b);
 	return r;
@@ -152,6 +154,7 @@ static void handle_open(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 
 	req.netns_fd = m->type == NETD_MSG_ATTACH ? ipc_msg_take_fd(m, 0) : -1;
 	req.command = ipc_get_str(m, NETD_A_COMMAND);
+	req.sandbox = ipc_get_str(m, NETD_A_SANDBOX);
 	req.name = ipc_get_str(m, NETD_A_NAME);
 	req.uid = c->uid;
 	req.pid = c->pid;

@@ -807,6 +807,16 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 		r = -EINVAL;
 		goto fail_early;
 	}
+	/* A label the client chose: kept only when it is a plain word (it is printed by sluicectl). */
+	if (req->sandbox) {
+		size_t n = strlen(req->sandbox);
+		if (n == 0 || n > NETD_SANDBOX_MAX || strspn(req->sandbox, "abcdefghijklmnopqrstuvwxyz0123456789-") != n) {
+			snprintf(err, errlen, "bad sandbox type (want up to %d of a-z, 0-9, -)", NETD_SANDBOX_MAX);
+			r = -EINVAL;
+			goto fail_early;
+		}
+		memcpy(s->sandbox, req->sandbox, n + 1);
+	}
 	s->command = strdup(req->command);
 	s->policy_json = compile_policy(d, req->policy_json, req->uid, &s->transparent, &s->policy, err, errlen);
 	s->client_policy = strdup(req->policy_json);

@@ -70,6 +70,7 @@ struct netd_sess {
 	uid_t uid;
 	pid_t pid;
 	char *command;       /* owned */
+	char sandbox[NETD_SANDBOX_MAX + 1]; /* the launcher's sandbox type, or "" (not given) */
 	char *policy_json;   /* owned: re-serialised by sluiced after compiling */
 	char *client_policy; /* owned: the policy as the client sent it, compiled again under a reloaded
 	                      * organisation layer (netd_reload_org) */
@@ -153,6 +154,7 @@ struct netd_sess_req {
 	int netns_fd;          /* takes ownership (also on error); -1 for CREATE */
 	const char *name;      /* CREATE: netns name or NULL */
 	const char *command;   /* borrowed */
+	const char *sandbox;   /* borrowed; NULL: not given */
 	const char *policy_json; /* borrowed */
 	uid_t uid;
 	pid_t pid;

@@ -11,6 +11,7 @@
 #define NETD_ID_MAX 12 /* session id (hex); the link is "sl-" + id */
 #define NETD_ID_BUF (NETD_ID_MAX + 1)
 #define NETD_COMMAND_MAX 4096
+#define NETD_SANDBOX_MAX 16 /* the sandbox type's name: [a-z0-9-] */
 #define NETD_PATH_MAX 4095
 #define NETD_ADDR_MAX 45      /* INET6_ADDRSTRLEN - 1 */
 #define NETD_ERRMSG_MAX 1023
@@ -91,6 +92,7 @@ enum netd_attr {
 	NETD_A_PORTS = 35,    /* bytes: up to 16 ports, u16 each in network order */
 	NETD_A_LINES = 36,    /* str: audit log lines (JSON, newline-terminated), at most NETD_LINES_MAX */
 	NETD_A_POLICY_FD = 37, /* u32: index of the extra fd (a sealed memfd) holding a policy too long for NETD_A_POLICY */
+	NETD_A_SANDBOX = 38,   /* str 16: the launcher's sandbox type ("local", "vm", "firejail"), for `sluicectl sessions` */
 };
 
 extern const struct ipc_proto netd_control_proto;

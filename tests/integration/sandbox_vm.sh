@@ -118,4 +118,18 @@ sb -- true >/dev/null 2>&1
 settled() { [ "$(state)" = "$before" ]; }
 check "... and nothing is left (interfaces, netns, mounts, session dirs)" eventually settled
 settled || diag "before: $before" "after: $(state)"
+
+# Through sluiced: `sluicectl sessions` names the session's sandbox type.
+CTL=$SLUICE_BUILD_DIR/tools/sluicectl/sluicectl
+if check "sluiced starts" start_sluiced; then
+	( cd "$P" && exec env -i HOME="$H" PATH=/usr/bin:/bin SLUICE_VM_CACHE="$CACHE" "$SLUICE" run --quiet \
+		--sandbox-type vm --vm-accel tcg --allow-network --allow allowed.test -- sleep 300 ) >/dev/null 2>&1 &
+	vpid=$!
+	for _ in $(seq 100); do [ "$("$CTL" sessions --json | jq length)" = 1 ] && break; sleep 0.1; done
+	check_eq "sluicectl sessions --json: the VM session's sandbox type" vm "$("$CTL" sessions --json | jq -r '.[0].sandbox')"
+	check_match "... and the table's SANDBOX column" ' vm +sleep$' "$("$CTL" sessions | tail -1)"
+	kill -TERM "$vpid"
+	wait "$vpid" 2>/dev/null
+	check "... it is gone when the launcher ends" eventually test "$("$CTL" sessions --json | jq length)" = 0
+fi
 done_testing
