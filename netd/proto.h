@@ -92,7 +92,8 @@ enum netd_attr {
 	NETD_A_PORTS = 35,    /* bytes: up to 16 ports, u16 each in network order */
 	NETD_A_LINES = 36,    /* str: audit log lines (JSON, newline-terminated), at most NETD_LINES_MAX */
 	NETD_A_POLICY_FD = 37, /* u32: index of the extra fd (a sealed memfd) holding a policy too long for NETD_A_POLICY */
-	NETD_A_SANDBOX = 38,   /* str 16: the launcher's sandbox type ("local", "vm", "firejail"), for `sluicectl sessions` */
+	/* 38..40: taken by attributes of other branches (SOCKS_PORT, UPSTREAM_PROXY, POLICY_VERSION) */
+	NETD_A_SANDBOX = 41,   /* str 16: the launcher's sandbox type ("local", "vm", "firejail"), for `sluicectl sessions` */
 };
 
 extern const struct ipc_proto netd_control_proto;
