@@ -44,6 +44,7 @@ struct pending_open {
 	int netns_fd;             /* owned */
 	char *command, *name;     /* owned; name may be NULL */
 	char *cni_key, *sess_if;  /* owned; CNI_ADD only, else NULL */
+	char *sandbox;            /* owned; the launcher's sandbox type, or NULL */
 };
 
 static void pending_open_free(struct pending_open *po)
@@ -57,6 +58,7 @@ static void pending_open_free(struct pending_open *po)
 	free(po->name);
 	free(po->cni_key);
 	free(po->sess_if);
+	free(po->sandbox);
 	free(po);
 }
 
@@ -147,6 +149,8 @@ static int send_session(struct netd *d, int fd, uint32_t seq, const struct netd_
 		util_strlcpy(cmd, s->command, sizeof cmd);
 		ipc_buf_put_str(&b, NETD_A_COMMAND, cmd);
 	}
+	if (s->sandbox[0])
+		ipc_buf_put_str(&b, NETD_A_SANDBOX, s->sandbox);
 	r = ipc_send(fd, &b);
 	ipc_buf_release(&b);
 	return r;
@@ -200,6 +204,7 @@ static void open_compiled(struct netd *d, int r, struct netd_compiled *res, cons
 	po->netns_fd = -1;
 	req.command = po->command;
 	req.name = po->name;
+	req.sandbox = po->sandbox;
 	req.cni_key = po->cni_key;
 	req.sess_if = po->sess_if;
 	req.policy = res;
@@ -234,6 +239,7 @@ static void handle_open(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 	const char *command = ipc_get_str(m, NETD_A_COMMAND), *name = ipc_get_str(m, NETD_A_NAME);
 	char err[NETD_ERRMSG_MAX + 1];
 	const char *cni_key = ipc_get_str(m, NETD_A_CNI_KEY), *sess_if = ipc_get_str(m, NETD_A_SESS_IF);
+	const char *sandbox = ipc_get_str(m, NETD_A_SANDBOX);
 	int netns_fd = m->type != NETD_MSG_CREATE ? ipc_msg_take_fd(m, 0) : -1;
 	char *policy = NULL;
 	int r;
@@ -272,7 +278,8 @@ static void handle_open(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 	}
 	po = calloc(1, sizeof *po);
 	if (!po || !(po->command = strdup(command ? command : "")) || (name && !(po->name = strdup(name))) ||
-	    (cni_key && !(po->cni_key = strdup(cni_key))) || (sess_if && !(po->sess_if = strdup(sess_if)))) {
+	    (cni_key && !(po->cni_key = strdup(cni_key))) || (sess_if && !(po->sess_if = strdup(sess_if))) ||
+	    (sandbox && !(po->sandbox = strdup(sandbox)))) {
 		free(policy);
 		if (po)
 			po->netns_fd = netns_fd;

@@ -277,6 +277,16 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 		r = -EINVAL;
 		goto fail_early;
 	}
+	/* A label the client chose: kept only when it is a plain word (it is printed by sluicectl). */
+	if (req->sandbox) {
+		size_t n = strlen(req->sandbox);
+		if (n == 0 || n > NETD_SANDBOX_MAX || strspn(req->sandbox, "abcdefghijklmnopqrstuvwxyz0123456789-") != n) {
+			snprintf(err, errlen, "bad sandbox type (want up to %d of a-z, 0-9, -)", NETD_SANDBOX_MAX);
+			r = -EINVAL;
+			goto fail_early;
+		}
+		memcpy(s->sandbox, req->sandbox, n + 1);
+	}
 	/* CNI_ADD: the runtime's names, checked again here (the plugin is a client like any other) */
 	if (req->cni_key && (!netd_cni_key_valid(req->cni_key) || netd_sess_find_cni(d, req->cni_key))) {
 		snprintf(err, errlen, netd_cni_key_valid(req->cni_key)

@@ -68,6 +68,8 @@ void sb_config_clear(struct sb_config *c)
 	free(c->audit_log);
 	free(c->learn_file);
 	free(c->hostname);
+	free(c->vm_kernel);
+	free(c->vm_initrd);
 	sb_strv_clear(&c->writable_paths);
 	sb_strv_clear(&c->plugin_paths);
 	sb_strv_clear(&c->env_keep);

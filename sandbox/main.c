@@ -54,6 +54,8 @@ enum {
 	OPT_KEEP_ROOT_UID,
 	OPT_DISK,
 	OPT_FS,
+	OPT_ALLOW_KVM,
+	OPT_VM_ACCEL,
 };
 
 static const struct option sb_options[] = {
@@ -74,6 +76,8 @@ static const struct option sb_options[] = {
         {"ask-timeout", required_argument, NULL, OPT_ASK_TIMEOUT},
         {"keep-root-uid", no_argument, NULL, OPT_KEEP_ROOT_UID},
         {"fs", required_argument, NULL, OPT_FS},
+        {"allow-kvm", no_argument, NULL, OPT_ALLOW_KVM},
+        {"vm-accel", required_argument, NULL, OPT_VM_ACCEL},
         {"cpu", required_argument, NULL, OPT_CPU},
         {"memory", required_argument, NULL, OPT_MEMORY},
         {"pids", required_argument, NULL, OPT_PIDS},
@@ -121,6 +125,7 @@ static void usage(FILE *f)
 	           "  --ask                          hold requests no rule allows until `sluicectl approve ID`\n"
 	           "                                 (or deny ID) decides; needs sluiced\n"
 	           "  --ask-timeout SECONDS          deny a held request (or open) after this long (default: 60)\n"
+	           "  --allow-kvm                    /dev/kvm usable inside (nested VMs; without it, absent)\n"
 	           "  --cpu CORES --memory SIZE --pids N --timeout SECONDS\n"
 	           "  --io-read-bps DEV:RATE --io-write-bps DEV:RATE   (DEV is MAJ:MIN or /dev/NAME)\n"
 	           "  --disk SIZE                    what the session may write outside the project and binds\n"
@@ -131,8 +136,10 @@ static void usage(FILE *f)
 	           "                                 instead of a per-session unprivileged uid\n"
 	           "  --audit-log PATH               audit log of an embedded netd session (sluiced keeps its\n"
 	           "                                 own); also where the bypass is logged (default: syslog)\n"
-	           "  --sandbox-type local|firejail  who sandboxes the command (firejail: root; sluice wires\n"
-	           "                                 its network namespace)\n"
+	           "  --sandbox-type local|firejail|vm  who sandboxes the command (firejail: root; sluice\n"
+	           "                                 wires its network namespace; vm: a QEMU/KVM virtual\n"
+	           "                                 machine inside the local sandbox, docs/sandbox.md)\n"
+	           "  --vm-accel kvm|tcg             vm: KVM (default, required) or emulation (slow, warned)\n"
 	           "  --no-sandbox-i-mean-it         run COMMAND with no sandbox at all (logged)\n"
 	           "  -v, --verbose                  setup steps and the session id (twice: debug)\n"
 	           "  -q, --quiet                    no messages of sluice's own (errors still print)\n"
@@ -329,8 +336,8 @@ static int cmd_run(int argc, char **argv)
 	struct sb_config c;
 	struct sb_limits cli = {0};
 	const char *profile = NULL, *project = NULL, *mode = NULL, *fs = NULL;
-	bool no_sandbox = false, set_cpu = false, set_mem = false, set_pids = false, set_timeout = false,
-	     set_disk = false;
+	bool no_sandbox = false, vm_accel = false, set_cpu = false, set_mem = false, set_pids = false,
+	     set_timeout = false, set_disk = false;
 	char err[SB_ERR_MAX] = "", real[PATH_MAX];
 	int opt, rc = SB_EXIT_FAIL;
 
@@ -381,6 +388,16 @@ static int cmd_run(int argc, char **argv)
 		case OPT_ASK: c.ask = true; break;
 		case OPT_KEEP_ROOT_UID: c.keep_root_uid = true; break;
 		case OPT_FS: fs = optarg; break;
+		case OPT_ALLOW_KVM: c.allow_kvm = true; break;
+		case OPT_VM_ACCEL:
+			if (strcmp(optarg, "kvm") == 0 || strcmp(optarg, "tcg") == 0) {
+				c.vm_tcg = strcmp(optarg, "tcg") == 0;
+				vm_accel = true;
+			} else {
+				fail("--vm-accel %s: want kvm or tcg", optarg);
+				goto out;
+			}
+			break;
 		case OPT_ASK_TIMEOUT: {
 			char *end;
 			errno = 0;
@@ -479,8 +496,10 @@ static int cmd_run(int argc, char **argv)
 				c.firejail = false;
 			else if (strcmp(optarg, "firejail") == 0)
 				c.firejail = true;
+			else if (strcmp(optarg, "vm") == 0)
+				c.vm = true;
 			else {
-				fail("--sandbox-type %s: want local or firejail", optarg);
+				fail("--sandbox-type %s: want local, firejail or vm", optarg);
 				goto out;
 			}
 			break;
@@ -677,6 +696,26 @@ static int cmd_run(int argc, char **argv)
 	}
 	if (c.keep_root_uid && c.org_forbid_keep_root_uid) {
 		fail("--keep-root-uid is forbidden by the organisation policy (%s/policy.json)", SLUICE_SYSCONFDIR);
+		goto out;
+	}
+	if (c.vm && c.firejail) {
+		fail("--sandbox-type: choose one of local, firejail or vm");
+		goto out;
+	}
+	if (vm_accel && !c.vm) {
+		fail("--vm-accel goes with --sandbox-type vm");
+		goto out;
+	}
+	if (c.vm && sb_vm_prepare(&c, err, sizeof err) < 0) {
+		fail("%s", err);
+		goto out;
+	}
+	if (c.allow_kvm && c.firejail) {
+		fail("--allow-kvm applies to --sandbox-type local and vm (firejail builds its own /dev)");
+		goto out;
+	}
+	if (c.allow_kvm && sb_kvm_check(&c, "--allow-kvm", err, sizeof err) < 0) {
+		fail("%s", err);
 		goto out;
 	}
 	if (c.firejail) {

@@ -202,6 +202,7 @@ int sb_net_open(struct sb_session *s, int netns_fd, struct sb_go *go, char *err,
 	struct netd_session_request req = {
 	        .netns_fd = netns_fd,
 	        .command = s->argv[0],
+	        .sandbox = c->vm ? "vm" : c->firejail ? "firejail" : "local",
 	        .policy_json = policy_json,
 	        .audit_log = c->audit_log,
 	};

@@ -120,6 +120,7 @@ struct sb_config {
 	struct sb_strv fs_read;       /* "fs_read": host paths (or subtrees) readable without asking */
 	bool org_forbid_fs_remember;  /* "allow_fs_remember": false */
 	bool org_fs_read_fixed;       /* "fs_read_fixed": true: only the organisation's fs_read entries count */
+	bool allow_kvm;     /* --allow-kvm: /dev/kvm in the sandbox (kvm.c) */
 
 	bool keep_root_uid; /* --keep-root-uid: a root launch runs the command as host uid 0 */
 
@@ -136,6 +137,10 @@ struct sb_config {
 	int verbose;
 	bool quiet;    /* --quiet: no messages of the launcher's own but errors */
 	bool firejail; /* --sandbox-type firejail (else local: sluice's own sandbox) */
+	bool vm;         /* --sandbox-type vm: the command runs in a QEMU VM inside the local sandbox (vm.c) */
+	bool vm_tcg;     /* --vm-accel tcg: emulate (else KVM, required) */
+	char *vm_kernel; /* owned; the guest kernel (vm.c) */
+	char *vm_initrd; /* owned; the guest's initramfs (vm.c) */
 };
 
 void sb_config_init(struct sb_config *c);

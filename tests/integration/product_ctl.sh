@@ -72,6 +72,7 @@ for _ in $(seq 100); do [ "$("$CTL" sessions --json | jq length)" = 1 ] && break
 js=$("$CTL" sessions --json)
 check_eq "sessions --json lists the sluice run session" 1 "$(jq length <<<"$js")"
 check_eq "... its command" sleep "$(jq -r '.[0].command' <<<"$js")"
+check_eq "... its sandbox type" local "$(jq -r '.[0].sandbox' <<<"$js")"
 check_eq "... its uid" 0 "$(jq -r '.[0].uid' <<<"$js")"
 check_match "... its IPv4 address from the pool" '^100\.64\.' "$(jq -r '.[0].addr4' <<<"$js")"
 check_match "... when it was created" '^20[0-9-]+T[0-9:]+Z$' "$(jq -r '.[0].created' <<<"$js")"
