@@ -16,6 +16,9 @@ lab_internet_up >/dev/null
 lab_session s1 >/dev/null
 ip -n inet addr add "$RESOLVER/24" dev eth0
 lab_bg refusedns -n inet "$LAB_PYTHON" "$LG" refusedns "$RESOLVER" "$LAB_DNS:53"
+# the checks below ask it at once: wait until it serves (it says so), or a slow start reads as a wrong answer
+for _ in $(seq 200); do grep -q '^refusedns on' "$(lab_log refusedns)" 2>/dev/null && break; sleep 0.05; done
+grep -q '^refusedns on' "$(lab_log refusedns)" 2>/dev/null || lab_bail "the refusing resolver did not start"
 
 proxy_start s1 '{"allow": ["allowed.test", "*.allowed.test"]}'
 proxy_use_resolver s1 "$RESOLVER:53"
