@@ -359,8 +359,7 @@ static int resolv_conf(int resolvfd, int rootfd, char *err, size_t errlen)
 	return r < 0 ? r : sb_attach(tree, target, "/etc/resolv.conf", err, errlen);
 }
 
-/* Attaches every prepared source but the project (overlay.c mounts that) at its destination. */
-static int source_binds(const struct sb_session *s, int rootfd, char *err, size_t errlen)
+int sb_mounts_attach_sources(const struct sb_session *s, int rootfd, char *err, size_t errlen)
 {
 	int r;
 
@@ -462,7 +461,7 @@ int sb_mounts_build(struct sb_session *s, const struct sb_go *go, char *err, siz
 		return r;
 	if ((r = sb_overlay_mount_project(s, rootfd, upperfd, workfd, err, errlen)) < 0)
 		return r;
-	if ((r = source_binds(s, rootfd, err, errlen)) < 0)
+	if ((r = sb_mounts_attach_sources(s, rootfd, err, errlen)) < 0)
 		return r;
 	if ((r = dev_tree(s, rootfd, err, errlen)) < 0 || (r = proc_tree(rootfd, s->userns, err, errlen)) < 0)
 		return r;

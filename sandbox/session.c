@@ -2,7 +2,8 @@
  * id maps, cgroup placement and the network step for the new init, then the wait: forwarding
  * signals, enforcing the wall-clock limit, and passing the command's status through. Teardown
  * kills whatever is left in the session cgroup, closes the netd session, saves or discards the
- * project changes and removes the session directory, so nothing outlives the session. */
+ * project changes and removes the session directory, so nothing outlives the session. The container
+ * types (container.c) run in the same session: only their pid 1 differs. */
 #include "session.h"
 
 #include "log.h"
@@ -282,6 +283,9 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 	if (pid == 0) {
 		close(sv[0]);
 		s.sync_fd = sv[1];
+		/* The same session around a different pid 1: Podman runs the command (container.c). */
+		if (cfg->type == SB_TYPE_CONTAINER || cfg->type == SB_TYPE_DEVCONTAINER)
+			sb_container_main(&s);
 		sb_contain_main(&s);
 	}
 	s.init_pid = pid;

@@ -112,6 +112,9 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv);
 
 /* ---- contain.c: the ordered containment steps inside; never returns ---- */
 __attribute__((noreturn)) void sb_contain_main(struct sb_session *s);
+/* The first steps of any pid 1: die with the launcher, a process group of its own, the launcher's
+ * "go" (into go), lo up. A failure ends the process (status 125). */
+void sb_contain_begin(struct sb_session *s, struct sb_go *go);
 
 /* ---- ns.c ---- */
 int sb_ns_clone_flags(const struct sb_session *s);
@@ -175,6 +178,9 @@ void sb_sources_free(struct sb_session *s);
 /* ---- mounts.c ---- */
 /* Builds the sandbox's filesystem under the session's root directory and pivots into it. */
 int sb_mounts_build(struct sb_session *s, const struct sb_go *go, char *err, size_t errlen);
+/* Attaches every prepared source but the project and the home (mounted by their own steps) at its
+ * destination beneath rootfd (also the container backend's volumes: container.c). */
+int sb_mounts_attach_sources(const struct sb_session *s, int rootfd, char *err, size_t errlen);
 /* Safe path helpers (also used by overlay.c): open PATH beneath dirfd without following any
  * symlink or crossing into /proc magic links. */
 int sb_open_beneath(int dirfd, const char *path, int flags, char *err, size_t errlen);
@@ -237,6 +243,25 @@ int sb_writes_match(const char *buf, size_t len, const char *file, int64_t ctime
 /* --sandbox-type firejail: runs argv under firejail in a netd-wired namespace; the exit status. */
 int sb_firejail_run(const struct sb_config *cfg, char *const *argv);
 
+/* ---- container.c: --sandbox-type container|devcontainer ---- */
+/* The session's pid 1 of a container session (root launch): mounts the project (overlay, rw or ro as
+ * in local mode) and the binds where Podman can see them, then runs `podman run` (after `podman
+ * build` for a devcontainer Dockerfile) with a per-session store in the session directory, in the
+ * session's network namespace; exits with the container's status. Never returns. */
+__attribute__((noreturn)) void sb_container_main(struct sb_session *s);
+/* Launcher, before anything is made: podman is installed (else a one-line hint) and the user's image
+ * store can be found. */
+int sb_container_check(const struct sb_config *cfg, char *err, size_t errlen);
+
+/* ---- devcontainer.c ---- */
+/* Reads PROJECT/.devcontainer/devcontainer.json (else PROJECT/.devcontainer.json) into c->ctr (and
+ * bind mounts inside the project into c->binds, read-only). Errors name file:line. */
+int sb_devcontainer_load(struct sb_config *c, char *err, size_t errlen);
+/* Parses a devcontainer.json text as if read from `name` for the project at project_dir (the fuzzed
+ * entry point). Fills spec and adds read-only binds to c. */
+int sb_devcontainer_parse(struct sb_config *c, const char *name, const char *text, size_t len, char *err,
+                          size_t errlen);
+
 /* ---- summary.c ---- */
 /* The size of the audit log now (where this session's records will start), 0 when unreadable. */
 long long sb_summary_mark(const char *log_path);
@@ -283,6 +308,8 @@ int sb_learn_check(const char *path, char *err, size_t errlen);
 int sb_learn_write(const struct sb_session *s, const char *id, const char *log_path, long long from, bool settle);
 
 /* ---- env.c ---- */
+/* The executable `name` on the launcher's PATH (else the usual directories), malloced, or NULL. */
+char *sb_find_program(const char *name);
 /* Builds the sandbox environment (malloced NULL-terminated array of malloced strings). */
 char **sb_env_build(const struct sb_session *s, const struct sb_go *go, char **environ_in);
 void sb_env_free(char **env);
