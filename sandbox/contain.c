@@ -127,9 +127,8 @@ static int step_not_dumpable(struct sb_session *s, struct sb_go *go, char *err, 
 
 static int step_caps(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
 {
-	(void)s;
 	(void)go;
-	return sb_caps_drop_all(err, errlen);
+	return sb_caps_drop_all(s->cfg->allow_containers, err, errlen);
 }
 
 static int step_nnp(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
@@ -141,9 +140,8 @@ static int step_nnp(struct sb_session *s, struct sb_go *go, char *err, size_t er
 
 static int step_seccomp(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
 {
-	(void)s;
 	(void)go;
-	return sb_seccomp_load(err, errlen);
+	return sb_seccomp_load(s->cfg->allow_containers, err, errlen);
 }
 
 /* The first steps of every pid 1, this one's and a container session's (sb_contain_begin). */

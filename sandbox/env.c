@@ -104,6 +104,14 @@ char **sb_env_build(const struct sb_session *s, const struct sb_go *go, char **e
 		r = env_putf(&e, "ALL_PROXY", go->socks_url);
 	if (r == 0 && go->socks_url[0])
 		r = env_putf(&e, "all_proxy", go->socks_url);
+	if (r == 0 && cfg->allow_containers) {
+		/* nest.c wrote these; the runtime directory is the sandbox's own /run */
+		r = env_putf(&e, "CONTAINERS_CONF", "/run/sluice-containers/containers.conf");
+		if (r == 0)
+			r = env_putf(&e, "CONTAINERS_STORAGE_CONF", "/run/sluice-containers/storage.conf");
+		if (r == 0)
+			r = env_putf(&e, "XDG_RUNTIME_DIR", "/run");
+	}
 	if (r == 0)
 		r = env_putf(&e, "SLUICE_SESSION", s->id);
 	if (r == 0 && !e.v)

@@ -742,6 +742,11 @@ static int cmd_run(int argc, char **argv)
 		fail("--allow-containers is for --sandbox-type local");
 		goto out;
 	}
+	if (c.allow_containers && c.keep_root_uid) {
+		fail("--allow-containers and --keep-root-uid contradict each other: nested containers run as the "
+		     "session's unprivileged uid");
+		goto out;
+	}
 	if (c.type == SB_TYPE_FIREJAIL) {
 		if (profile || c.n_binds || mode || c.save != SB_SAVE_NONE || set_cpu || set_mem || set_pids ||
 		    set_timeout || set_disk || cli.n_io) {

@@ -260,6 +260,8 @@ static int dev_tree(const struct sb_session *s, int rootfd, char *err, size_t er
 	return sb_scratch_at(s, "shm", dev, "shm", 01777, -1, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen);
 }
 
+/* userns: the command runs in a user namespace (also a root launch's remapped uid with
+ * --allow-containers, whose nested containers write their own namespaces' /proc/sys). */
 static int proc_tree(int rootfd, bool userns, char *err, size_t errlen)
 {
 	int r;
@@ -463,7 +465,10 @@ int sb_mounts_build(struct sb_session *s, const struct sb_go *go, char *err, siz
 		return r;
 	if ((r = sb_mounts_attach_sources(s, rootfd, err, errlen)) < 0)
 		return r;
-	if ((r = dev_tree(s, rootfd, err, errlen)) < 0 || (r = proc_tree(rootfd, s->userns, err, errlen)) < 0)
+	if ((r = dev_tree(s, rootfd, err, errlen)) < 0 ||
+	    (r = proc_tree(rootfd, s->userns || (s->cfg->allow_containers && s->remap_userns >= 0), err, errlen)) < 0)
+		return r;
+	if ((r = sb_nest_mounts(s, rootfd, err, errlen)) < 0)
 		return r;
 	if ((r = sb_masks_apply(s, rootfd, err, errlen)) < 0)
 		return r;

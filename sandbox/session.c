@@ -49,8 +49,11 @@ static int prepare_outside(struct sb_session *s, struct sb_go *go, char *err, si
 {
 	int r;
 
-	if (s->userns &&
-	    (r = sb_ns_write_idmaps(s->init_pid, s->cfg->uid, s->cfg->uid, s->cfg->gid, s->cfg->gid, err, errlen)) < 0)
+	/* --allow-containers: the command is uid 0 of its namespace, as rootless Podman wants to be
+	 * (nest.c); otherwise it keeps its own ids. */
+	bool nested = s->cfg->allow_containers;
+	if (s->userns && (r = sb_ns_write_idmaps(s->init_pid, nested ? 0 : s->cfg->uid, s->cfg->uid,
+	                                         nested ? 0 : s->cfg->gid, s->cfg->gid, err, errlen)) < 0)
 		return r;
 	if (sb_cgroup_active(s->cg) && (r = sb_cgroup_attach(s->cg, s->init_pid, s->born_in_cgroup, err, errlen)) < 0)
 		return r;
@@ -247,7 +250,7 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 	log_info("launcher: session directory %s: %ld us", s.dir, lap_us());
 	/* A root launch runs the command as an unprivileged uid of its own (ns.c, docs/sandbox.md). */
 	s.host_uid = s.userns ? cfg->uid : cfg->keep_root_uid ? 0 : sb_ns_pick_uid(cfg, s.id);
-	sb_ulimits_compute(&s.ulimits);
+	sb_ulimits_compute(&s.ulimits, cfg->allow_containers);
 	if (!s.userns && !cfg->keep_root_uid) {
 		if ((s.remap_userns = sb_ns_make_userns(s.host_uid, &s.ulimits, err, sizeof err)) < 0)
 			goto fail;

@@ -132,7 +132,8 @@ int sb_ns_enter_cgroup_ns(char *err, size_t errlen);
 
 /* ---- ulimits.c ---- */
 /* Launcher: half of its own per-user limits (see ulimits.c). */
-void sb_ulimits_compute(struct sb_ulimits *u);
+/* nested (--allow-containers): a bounded number of namespaces instead of none. */
+void sb_ulimits_compute(struct sb_ulimits *u, bool nested);
 /* As root of the session's user namespace: writes its /proc/sys/user maxima. */
 int sb_ulimits_apply_ns(const struct sb_ulimits *u, char *err, size_t errlen);
 /* pid 1: lowers its rlimits (the command inherits them). */
@@ -243,6 +244,11 @@ int sb_writes_match(const char *buf, size_t len, const char *file, int64_t ctime
 /* --sandbox-type firejail: runs argv under firejail in a netd-wired namespace; the exit status. */
 int sb_firejail_run(const struct sb_config *cfg, char *const *argv);
 
+/* ---- nest.c: --allow-containers ---- */
+/* pid 1, before the masks: with the flag, Podman's configuration in /run/sluice-containers and the
+ * devices it needs; without it, the refusal over /usr/bin/podman and /usr/bin/buildah. */
+int sb_nest_mounts(const struct sb_session *s, int rootfd, char *err, size_t errlen);
+
 /* ---- container.c: --sandbox-type container|devcontainer ---- */
 /* The session's pid 1 of a container session (root launch): mounts the project (overlay, rw or ro as
  * in local mode) and the binds where Podman can see them, then runs `podman run` (after `podman
@@ -316,17 +322,19 @@ void sb_env_free(char **env);
 bool sb_env_name_allowed(const struct sb_config *cfg, const char *name, size_t namelen);
 
 /* ---- caps.c ---- */
-int sb_caps_drop_all(char *err, size_t errlen);
+/* keep_setfcap (--allow-containers): CAP_SETFCAP stays, ambient, for rootless Podman (nest.c). */
+int sb_caps_drop_all(bool keep_setfcap, char *err, size_t errlen);
 int sb_no_new_privs(char *err, size_t errlen);
 int sb_die_with_parent(char *err, size_t errlen);
 int sb_close_fds_above(int keep_max, char *err, size_t errlen);
 
 /* ---- seccomp.c ---- */
-int sb_seccomp_load(char *err, size_t errlen);
+/* nested: the --allow-containers filter (namespaces and mounts of the command's own allowed). */
+int sb_seccomp_load(bool nested, char *err, size_t errlen);
 /* Builds the filter (libseccomp context) without loading it; used by seccomp-gen at build time.
  * The caller owns *out (seccomp_release). Declared with void * so callers need not include
  * seccomp.h. */
-int sb_seccomp_build(void **out, char *err, size_t errlen);
+int sb_seccomp_build(void **out, bool nested, char *err, size_t errlen);
 
 /* ---- cgroup.c (launcher side) ---- */
 int sb_cgroup_new(const struct sb_limits *lim, const char *id, bool privileged, struct sb_cgroup **out, char *err,
