@@ -246,6 +246,8 @@ struct netd_session *netd_session_open(const struct netd_session_request *req, s
 		ipc_buf_put_text(&b, NETD_A_POLICY, NETD_A_POLICY_FD, req->policy_json);
 		if (embedded && req->audit_log)
 			ipc_buf_put_str(&b, NETD_A_AUDIT_LOG, req->audit_log);
+		if (req->sandbox)
+			ipc_buf_put_str(&b, NETD_A_SANDBOX, req->sandbox);
 		r = ipc_send(fd, &b);
 		policy_send_error(r, req->policy_json, "sending the session request", err, errlen);
 	}
@@ -349,6 +351,7 @@ int netd_sessions_list(void (*fn)(const struct netd_session_entry *e, void *arg)
 			copy_str(e.addr6, sizeof e.addr6, &m, NETD_A_ADDR6);
 			copy_str(e.netns_path, sizeof e.netns_path, &m, NETD_A_NETNS_PATH);
 			copy_str(e.command, sizeof e.command, &m, NETD_A_COMMAND);
+			copy_str(e.sandbox, sizeof e.sandbox, &m, NETD_A_SANDBOX);
 			e.uid = ipc_get_u32(&m, NETD_A_UID, 0);
 			e.pid = ipc_get_u32(&m, NETD_A_PID, 0);
 			e.created = (long long)ipc_get_u64(&m, NETD_A_CREATED, 0);

@@ -15,6 +15,7 @@ struct netd_session_request {
 	const char *command;     /* for the audit log and `sluicectl sessions` */
 	const char *policy_json; /* policy_serialize() output; netd re-validates it */
 	const char *audit_log;   /* NULL = default; only honoured in embedded mode */
+	const char *sandbox;     /* NULL or the sandbox type (lower-case letters), for `sluicectl sessions` */
 };
 
 struct netd_session_reply {
@@ -63,6 +64,7 @@ struct netd_session_entry {
 	unsigned uid, pid;
 	long long created;     /* unix time */
 	char command[4097];
+	char sandbox[16];      /* "local", "container", ...; empty when the launcher did not say */
 };
 
 /* Creates a named network namespace under RUN_DIR/netns wired like any session; it stays until

@@ -44,6 +44,7 @@ struct pending_open {
 	int netns_fd;             /* owned */
 	char *command, *name;     /* owned; name may be NULL */
 	char *cni_key, *sess_if;  /* owned; CNI_ADD only, else NULL */
+	char sandbox[16];         /* the launcher's sandbox type, or "" */
 };
 
 static void pending_open_free(struct pending_open *po)
@@ -147,6 +148,8 @@ static int send_session(struct netd *d, int fd, uint32_t seq, const struct netd_
 		util_strlcpy(cmd, s->command, sizeof cmd);
 		ipc_buf_put_str(&b, NETD_A_COMMAND, cmd);
 	}
+	if (s->sandbox[0])
+		ipc_buf_put_str(&b, NETD_A_SANDBOX, s->sandbox);
 	r = ipc_send(fd, &b);
 	ipc_buf_release(&b);
 	return r;
@@ -199,6 +202,7 @@ static void open_compiled(struct netd *d, int r, struct netd_compiled *res, cons
 	req.netns_fd = po->netns_fd;
 	po->netns_fd = -1;
 	req.command = po->command;
+	req.sandbox = po->sandbox[0] ? po->sandbox : NULL;
 	req.name = po->name;
 	req.cni_key = po->cni_key;
 	req.sess_if = po->sess_if;
@@ -234,6 +238,7 @@ static void handle_open(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 	const char *command = ipc_get_str(m, NETD_A_COMMAND), *name = ipc_get_str(m, NETD_A_NAME);
 	char err[NETD_ERRMSG_MAX + 1];
 	const char *cni_key = ipc_get_str(m, NETD_A_CNI_KEY), *sess_if = ipc_get_str(m, NETD_A_SESS_IF);
+	const char *sandbox = ipc_get_str(m, NETD_A_SANDBOX);
 	int netns_fd = m->type != NETD_MSG_CREATE ? ipc_msg_take_fd(m, 0) : -1;
 	char *policy = NULL;
 	int r;
@@ -252,6 +257,13 @@ static void handle_open(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 		if (netns_fd >= 0)
 			close(netns_fd);
 		netd_send_error(c->fd, m->seq, EOPNOTSUPP, "named namespaces need sluiced (start sluiced.service)");
+		return;
+	}
+	/* only shown by sluicectl sessions: a plain word (the size is checked by the protocol table) */
+	if (sandbox && (!*sandbox || strspn(sandbox, "abcdefghijklmnopqrstuvwxyz") != strlen(sandbox))) {
+		if (netns_fd >= 0)
+			close(netns_fd);
+		netd_send_error(c->fd, m->seq, EINVAL, "bad sandbox type");
 		return;
 	}
 	if (ipc_has(m, NETD_A_AUDIT_LOG) && !c->embedded) {
@@ -283,6 +295,8 @@ static void handle_open(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 		return;
 	}
 	po->type = m->type;
+	if (sandbox)
+		util_strlcpy(po->sandbox, sandbox, sizeof po->sandbox);
 	po->seq = m->seq;
 	po->netns_fd = netns_fd;
 	r = netd_compile_start(d, policy, c->uid, open_compiled, c, &po->job, err, sizeof err);

@@ -102,7 +102,8 @@ enum netd_attr {
 	NETD_A_SOCKS_PORT = 38, /* u16: the SOCKS5 port on the gateway (absent: none) */
 	NETD_A_UPSTREAM_PROXY = 39, /* str: the parent proxy configuration file the engine loads before it drops privileges */
 	NETD_A_POLICY_VERSION = 40, /* u32: the count of a session's policies (1 = the one it started with) */
-	/* 41..43: free */
+	NETD_A_SANDBOX = 41,  /* str 15: who sandboxes the session's command ("local", "container", ...) */
+	/* 42..43: free */
 	NETD_A_CNI_KEY = 44,  /* str NETD_CNI_KEY_MAX: "CONTAINERID/IFNAME" of a CNI session */
 	NETD_A_SESS_IF = 45,  /* str 15: the session-side interface name (default eth0) */
 	NETD_A_METRICS = 46,  /* bytes: the engine's struct proxy_metrics (sluiced checks the exact size) */

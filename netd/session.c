@@ -296,6 +296,8 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 		r = -ENOMEM;
 		goto fail_early;
 	}
+	if (req->sandbox)
+		util_strlcpy(s->sandbox, req->sandbox, sizeof s->sandbox);
 	s->command = strdup(req->command);
 	/* compiled under the organisation layer off the loop (compile.c, control.c) */
 	s->policy_json = steal_pointer(&req->policy->json);

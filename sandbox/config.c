@@ -61,6 +61,17 @@ void sb_config_init(struct sb_config *c)
 	c->gid = getgid();
 }
 
+const char *sb_sandbox_type_name(enum sb_sandbox_type t)
+{
+	switch (t) {
+	case SB_TYPE_LOCAL: return "local";
+	case SB_TYPE_FIREJAIL: return "firejail";
+	case SB_TYPE_CONTAINER: return "container";
+	case SB_TYPE_DEVCONTAINER: return "devcontainer";
+	}
+	return "local";
+}
+
 void sb_ctr_spec_clear(struct sb_ctr_spec *spec)
 {
 	free(spec->image);

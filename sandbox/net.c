@@ -204,6 +204,7 @@ int sb_net_open(struct sb_session *s, int netns_fd, struct sb_go *go, char *err,
 	        .command = s->argv[0],
 	        .policy_json = policy_json,
 	        .audit_log = c->audit_log,
+	        .sandbox = sb_sandbox_type_name(c->type),
 	};
 	struct netd_session_reply reply;
 	struct sb_netsess *n = calloc(1, sizeof *n);

@@ -164,6 +164,8 @@ struct sb_config {
 };
 
 void sb_config_init(struct sb_config *c);
+/* "local", "firejail", "container", "devcontainer": the --sandbox-type word. */
+const char *sb_sandbox_type_name(enum sb_sandbox_type t);
 void sb_ctr_spec_clear(struct sb_ctr_spec *spec);
 void sb_config_clear(struct sb_config *c);
 

@@ -59,6 +59,7 @@ static void list_cb(const struct netd_session_entry *e, void *arg)
 		json_object_object_add(o, "uid", json_object_new_int64(e->uid));
 		json_object_object_add(o, "pid", json_object_new_int64(e->pid));
 		json_object_object_add(o, "command", json_object_new_string(e->command));
+		json_object_object_add(o, "sandbox", e->sandbox[0] ? json_object_new_string(e->sandbox) : NULL);
 		json_object_object_add(o, "interface", json_object_new_string(e->ifname));
 		json_object_object_add(o, "addr4", e->addr4[0] ? json_object_new_string(e->addr4) : NULL);
 		json_object_object_add(o, "addr6", e->addr6[0] ? json_object_new_string(e->addr6) : NULL);
@@ -68,10 +69,12 @@ static void list_cb(const struct netd_session_entry *e, void *arg)
 		return;
 	}
 	if (a->n == 1)
-		printf("%-12s %6s %7s %-16s %-24s %-20s %s\n", "ID", "UID", "PID", "ADDR4", "ADDR6", "CREATED",
-		       "COMMAND");
+		printf("%-12s %6s %7s %-12s %-16s %-24s %-20s %s\n", "ID", "UID", "PID", "SANDBOX", "ADDR4", "ADDR6",
+		       "CREATED", "COMMAND");
 	print_plain(e->id, 12);
 	printf(" %6u %7u ", e->uid, e->pid);
+	print_plain(e->sandbox[0] ? e->sandbox : "-", 12);
+	putchar(' ');
 	print_plain(e->addr4[0] ? e->addr4 : "-", 16);
 	putchar(' ');
 	print_plain(e->addr6[0] ? e->addr6 : "-", 24);
