@@ -122,6 +122,9 @@ check_eq "podman missing: 125" 125 "$?"
 check_match "... with an install hint" 'podman is not installed.*apt install podman' "$out"
 out=$(sb --sandbox-type container -- true 2>&1)
 check_match "container without --image is refused" 'needs --image' "$out"
+out=$(cd "$P" && setpriv --reuid=65534 --regid=65534 --clear-groups env -i PATH=/usr/bin:/bin HOME=/nonexistent \
+	"$SLUICE" run --sandbox-type container --image "$CTR_IMAGE" -- true 2>&1)
+check_match "an unprivileged user is refused, pointed at --allow-containers" 'needs root.*--allow-containers' "$out"
 check_eq "nothing is left after the failures" "$base" "$(leftovers)"
 
 # 7. devcontainer: image, workspaceFolder, containerEnv, mounts, postCreateCommand, remoteUser.
