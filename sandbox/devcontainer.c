@@ -41,6 +41,7 @@ struct devc {
 	size_t len;
 	char *err;
 	size_t errlen;
+	bool check_real; /* the paths exist on this host: resolve them (not when fuzzing) */
 };
 
 /* The line of the first `"key"` in the text: json-c keeps no positions, and a key's first
@@ -190,7 +191,19 @@ static char *project_path(const struct devc *d, const char *key, json_object *v,
 		devc_err(d, key, "%s: ',', ':' and '=' cannot be passed to podman", out);
 		return NULL;
 	}
-	return strdup(out);
+	/* Podman (root) reads these following symlinks: where they really lead must be the project too. */
+	char real[PATH_MAX];
+	if (!d->check_real)
+		return strdup(out);
+	if (!realpath(out, real)) {
+		devc_err(d, key, "%s: %s", out, strerror(errno));
+		return NULL;
+	}
+	if (!inside(real, d->c->project_dir)) {
+		devc_err(d, key, "%s leads to %s, outside the project (a symlink)", out, real);
+		return NULL;
+	}
+	return strdup(real);
 }
 
 /* A path in the container: absolute, lexically clean, and usable in a --mount value. */
@@ -309,7 +322,9 @@ static int parse_mount(const struct devc *d, json_object *m, const char *base)
 		if (!nb)
 			return -ENOMEM;
 		d->c->binds = nb;
-		nb[d->c->n_binds] = (struct sb_bind){.src = strdup(host), .dst = strdup(target), .rw = false};
+		/* literal: opened without following any symlink (binds.c), so a link in the repository
+		 * cannot lead the bind out of the project */
+		nb[d->c->n_binds] = (struct sb_bind){.src = strdup(host), .dst = strdup(target), .rw = false, .literal = true};
 		d->c->n_binds++;
 		if (!nb[d->c->n_binds - 1].src || !nb[d->c->n_binds - 1].dst)
 			return -ENOMEM;
@@ -388,7 +403,7 @@ static int parse_post_create(const struct devc *d, json_object *v)
 int sb_devcontainer_parse(struct sb_config *c, const char *name, const char *text, size_t len, char *err,
                           size_t errlen)
 {
-	struct devc d = {c, name, text, len, err, errlen};
+	struct devc d = {c, name, text, len, err, errlen, c->project_dir && access(c->project_dir, F_OK) == 0};
 	json_object *root = NULL, *v, *build = NULL;
 	char base[PATH_MAX], ws[PATH_MAX];
 	int r;

@@ -241,6 +241,7 @@ static int add_bind(struct sb_config *c, const char *arg, bool rw)
 	nb[c->n_binds].src = strdup(abs);
 	nb[c->n_binds].dst = colon ? strdup(dst) : NULL;
 	nb[c->n_binds].rw = rw;
+	nb[c->n_binds].literal = false; /* a path a person wrote: symlinks on it are followed */
 	if (!nb[c->n_binds].src || (colon && !nb[c->n_binds].dst))
 		return fail("out of memory");
 	c->n_binds++;

@@ -53,6 +53,7 @@ struct sb_bind {
 	char *src; /* owned; absolute, as given (opened once when mounted: binds.c) */
 	char *dst; /* owned; absolute path inside the sandbox, or NULL: where src really is */
 	bool rw;
+	bool literal; /* no symlink may be followed on src's path (a devcontainer.json's binds) */
 };
 
 /* I/O throttle for one block device. */

@@ -182,6 +182,15 @@ check_match "a remoteUser name is refused with file:line" 'devcontainer\.json:3:
 printf '{\n  "image": "x",\n\n  "remoteUser": "1000"\n}\n' >"$P/.devcontainer/devcontainer.json"
 check_match "a remoteUser other than root is refused with file:line" 'devcontainer\.json:4: remoteUser: 1000: only root' \
 	"$(dc -- true 2>&1)"
+ln -s /etc "$P/.devcontainer/etc-link"
+printf '{\n  "build": {\n    "dockerfile": "Containerfile",\n    "context": "etc-link"\n  }\n}\n' >"$P/.devcontainer/devcontainer.json"
+check_match "a build context that is a symlink out of the project is refused" \
+	'devcontainer\.json:4: context: .*etc-link leads to /etc, outside the project' "$(dc -- true 2>&1)"
+printf '{ "image": "%s", "mounts": [ "source=${localWorkspaceFolder}/.devcontainer/etc-link,target=/e,type=bind" ] }\n' \
+	"$CTR_IMAGE" >"$P/.devcontainer/devcontainer.json"
+out=$(dc -- ls /e/passwd 2>&1)
+check_eq "a bind through a symlink out of the project fails closed (125)" 125 "$?"
+check_match "... because no symlink is followed on its path" 'a symlink on the path' "$out"
 printf '{\n  "image": "x",\n  "build": 3 x\n}\n' >"$P/.devcontainer/devcontainer.json"
 check_match "invalid JSON: file:line:col" 'devcontainer\.json:3:[0-9]+: invalid JSON' "$(dc -- true 2>&1)"
 rm -rf "$P/.devcontainer"
