@@ -41,6 +41,10 @@ check_eq "without --allow-containers podman fails (125)" 125 "$?"
 check_match "... with a message that names --allow-containers" 'sluice run --allow-containers' "$out"
 out=$(sb -- buildah --version 2>&1)
 check_match "... buildah too" 'buildah: containers are off.*--allow-containers' "$out"
+check_eq "... and /dev/fuse, /dev/net/tun and /sys are not there" "0" \
+	"$(sb -- sh -c 'ls -d /dev/fuse /dev/net/tun /sys/kernel 2>/dev/null | wc -l')"
+check_eq "with the flag they are" "3" "$(sb --allow-containers -- sh -c 'ls -d /dev/fuse /dev/net/tun /sys/kernel 2>/dev/null | wc -l')"
+check_match "... and /sys is read-only" 'Read-only' "$(sb --allow-containers -- sh -c 'touch /sys/x' 2>&1)"
 
 # 2. Build and run inside, with the session's network.
 # shellcheck disable=SC2016
