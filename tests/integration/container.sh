@@ -112,6 +112,12 @@ check_eq "after kill -9 of the launcher no process, netns, link or mount is left
 ct -- true
 check_eq "... and the next launch removed its session directory" "$base" "$(leftovers)"
 
+# 5b. --timeout ends the container too.
+ct --timeout 2 -- sleep 30 >/dev/null 2>&1
+check_eq "--timeout: 124" 124 "$?"
+for _ in $(seq 30); do [ -z "$(leftovers | grep '^process ')" ] && break; sleep 0.1; done
+check_eq "... and nothing is left" "$base" "$(leftovers)"
+
 # 6. Setup failures fail closed.
 out=$(sb --sandbox-type container --image localhost/no-such-image:1 -- true 2>&1)
 check_eq "an image that is not there: 125" 125 "$?"
