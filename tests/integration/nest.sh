@@ -84,7 +84,7 @@ wait "$lpid" 2>/dev/null
 for _ in $(seq 50); do [ -z "$(leftovers | grep -v '^dir ')" ] && break; sleep 0.1; done
 check_eq "after kill -9 of the launcher no process, link or mount is left" "" "$(leftovers | grep -v '^dir ')"
 
-# 4. An unprivileged user: rootless Podman inside its sandbox too (no network: that needs sluiced).
+# 4. An unprivileged user: rootless Podman inside its sandbox too, with its network through sluiced.
 TU=nest$$
 useradd -M -d "$LAB_DIR/uhome" -s /bin/sh "$TU" >/dev/null 2>&1 || lab_bail "useradd failed"
 lab_defer "userdel $TU >/dev/null 2>&1; rm -rf /var/tmp/sluice-$(id -u "$TU")"
@@ -96,5 +96,18 @@ out=$(cd "$LAB_DIR/uproj" && setpriv --reuid="$TU" --regid="$TU" --clear-groups 
 	'podman build -q -t localhost/inner:1 . >/dev/null 2>&1 && podman run --rm localhost/inner:1 cat /built' 2>&1)
 check_eq "an unprivileged user builds and runs a container inside" built-inside "$(grep -v 'level=warn' <<<"$out")"
 check_eq "... and the user's own container storage is untouched" "" "$(ls -A "$LAB_DIR/uhome" 2>/dev/null)"
+. "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh"
+AUDIT=$LAB_DIR/sluiced-audit.log
+check "sluiced starts" start_sluiced
+# shellcheck disable=SC2016
+out=$(cd "$LAB_DIR/uproj" && setpriv --reuid="$TU" --regid="$TU" --clear-groups env -i PATH=/usr/bin:/bin \
+	HOME="$LAB_DIR/uhome" "$SLUICE" run --allow-containers --allow-network --allow allowed.test -- sh -c '
+	podman build -q -t localhost/inner:1 . >/dev/null 2>&1
+	podman run --rm --network host localhost/inner:1 sh -c "'"$GET"' http://allowed.test/; echo; '"$GET"' http://other.test/; echo"
+	podman run --rm localhost/inner:1 sh -c "curl -sS -m 3 --noproxy \"*\" -o /dev/null http://'"$LAB_ALLOWED4"'/ 2>/dev/null && echo raw-connected || echo raw-blocked"' 2>&1)
+check_match "the user's nested container reaches allowed.test through sluiced's proxy" $'^200$' "$out"
+check_match "... is refused other.test" $'^403$' "$out"
+check_match "... and gets nothing around the proxy" 'raw-blocked' "$out"
+check "... which sluiced logged as a drop" eventually grep -q "\"protocol\":\"drop\",\"host\":\"$LAB_ALLOWED4\"" "$AUDIT"
 
 done_testing
