@@ -341,8 +341,8 @@ static int run_argv(const struct sb_session *s, const struct sb_go *go, const ch
 	r |= sb_strv_add(a, "--security-opt=no-new-privileges");
 	r |= argv_addf(a, "--uidmap=%u:%u:1", uid, (unsigned)s->host_uid);
 	r |= argv_addf(a, "--gidmap=%u:%u:1", gid, (unsigned)s->host_uid);
-	if (spec->user)
-		r |= argv_addf(a, "--user=%u:%u", uid, gid);
+	/* always: an image's own USER would be an uid the container does not map */
+	r |= argv_addf(a, "--user=%u:%u", uid, gid);
 	r |= sb_strv_add(a, "--interactive");
 	if (isatty(STDIN_FILENO))
 		r |= sb_strv_add(a, "--tty");

@@ -167,10 +167,12 @@ check_eq "nothing is left after the devcontainer" "$base" "$(leftovers)"
 cat >"$P/.devcontainer/Containerfile" <<EOF
 FROM $CTR_IMAGE
 RUN echo built-by-sluice >/built
+USER 1000
 EOF
 printf '{ "build": { "dockerfile": "Containerfile" } }\n' >"$P/.devcontainer/devcontainer.json"
-out=$(dc -- cat /built 2>&1)
-check_eq "devcontainer with build.dockerfile: built and run" built-by-sluice "$out"
+out=$(dc -- sh -c 'cat /built; id -u' 2>&1)
+check_eq "devcontainer with build.dockerfile: built and run (as the one mapped uid, whatever the image's USER)" \
+	"built-by-sluice 0" "$(tr '\n' ' ' <<<"$out" | sed 's/ $//')"
 check_eq "... into the session's store: the user's store did not get it" 0 \
 	"$(podman images --format '{{.Repository}}' 2>/dev/null | grep -c sluice-build)"
 
