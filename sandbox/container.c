@@ -92,8 +92,8 @@ static int read_storage_conf(const char *path, struct ctr_store *st, char *err, 
 		}
 		char *end = *v == '"' ? strchr(v + 1, '"') : NULL;
 		if (!end || strchr(v + 1, '\\') || (size_t)(end - v - 1) >= flen) {
-			r = sb_errc(err, errlen, EINVAL, "%s:%u: %.*s: want a plain \"quoted\" value", path, lineno, (int)kl,
-			            key);
+			r = sb_errc(err, errlen, EINVAL, "%s:%u: %.*s: want a plain \"quoted\" value", path, lineno,
+			            (int)kl, key);
 			break;
 		}
 		memcpy(field, v + 1, (size_t)(end - v - 1));
@@ -124,8 +124,8 @@ static int user_store(struct ctr_store *st, char *err, size_t errlen)
 		util_strlcpy(st->graph, SB_CTR_DEFAULT_GRAPH, sizeof st->graph);
 	if (!st->driver[0])
 		util_strlcpy(st->driver, "overlay", sizeof st->driver);
-	if (st->graph[0] != '/' || strpbrk(st->graph, "\"\n") || strspn(st->driver, "abcdefghijklmnopqrstuvwxyz0123456789-_") !=
-	                                                             strlen(st->driver))
+	if (st->graph[0] != '/' || strpbrk(st->graph, "\"\n") ||
+	    strspn(st->driver, "abcdefghijklmnopqrstuvwxyz0123456789-_") != strlen(st->driver))
 		return sb_errc(err, errlen, EINVAL, "%s: graphroot must be an absolute path and driver a plain name",
 		               st->conf[0] ? st->conf : "containers-storage.conf");
 	return 0;
@@ -384,7 +384,8 @@ static int run_argv(const struct sb_session *s, const struct sb_go *go, const ch
 		/* postCreateCommand first (its failure is the session's status), then the command. */
 		r |= sb_strv_add(a, "/bin/sh");
 		r |= sb_strv_add(a, "-c");
-		r |= sb_strv_add(a, "p=$SLUICE_POST_CREATE; unset SLUICE_POST_CREATE; /bin/sh -c \"$p\" || exit; exec \"$@\"");
+		r |= sb_strv_add(
+		        a, "p=$SLUICE_POST_CREATE; unset SLUICE_POST_CREATE; /bin/sh -c \"$p\" || exit; exec \"$@\"");
 		r |= sb_strv_add(a, "sluice-post-create");
 	}
 	for (size_t i = 0; s->argv[i]; i++)

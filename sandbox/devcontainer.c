@@ -98,7 +98,8 @@ static char *substitute(const struct devc *d, const char *key, const char *in)
 			const char *end = strchr(p, '}');
 			size_t vl = end ? (size_t)(end - p - 2) : 0;
 			static const char *const names[] = {"localWorkspaceFolder", "localWorkspaceFolderBasename",
-			                                    "containerWorkspaceFolder", "containerWorkspaceFolderBasename"};
+			                                    "containerWorkspaceFolder",
+			                                    "containerWorkspaceFolderBasename"};
 			const char *vals[] = {c->project_dir, base_name(c->project_dir), ws, base_name(ws)};
 			for (size_t i = 0; end && i < 4; i++)
 				if (strlen(names[i]) == vl && strncmp(p + 2, names[i], vl) == 0)
@@ -107,8 +108,10 @@ static char *substitute(const struct devc *d, const char *key, const char *in)
 				free(out);
 				devc_err(d, key, "%s%.*s: %s", end ? "" : "unterminated ", end ? (int)(vl + 3) : 24, p,
 				         end && strncmp(p + 2, "localEnv:", 9) == 0
-				                 ? "the launcher's environment is not copied into the container (use --env NAME)"
-				                 : "unknown variable (known: localWorkspaceFolder, localWorkspaceFolderBasename, "
+				                 ? "the launcher's environment is not copied into the container (use "
+				                   "--env NAME)"
+				                 : "unknown variable (known: localWorkspaceFolder, "
+				                   "localWorkspaceFolderBasename, "
 				                   "containerWorkspaceFolder, containerWorkspaceFolderBasename)");
 				return NULL;
 			}
@@ -236,18 +239,20 @@ static int parse_user(const struct devc *d, const char *key, json_object *v)
 			end = (char *)"x";
 	}
 	if (errno || *end || s[0] == '-' || s[0] == '+' || u > 65535 || g > 65535)
-		return devc_err(d, key,
-		                "%s: want a numeric \"UID\" or \"UID:GID\" below 65536, or \"root\" (sluice maps exactly "
-		                "one uid into the container and cannot look names up in the image)",
-		                s);
+		return devc_err(
+		        d, key,
+		        "%s: want a numeric \"UID\" or \"UID:GID\" below 65536, or \"root\" (sluice maps exactly "
+		        "one uid into the container and cannot look names up in the image)",
+		        s);
 	/* Podman 4.3 cannot mount an image from the user's store (an additional store) for a single
 	 * mapped uid other than 0 (its idmapped lower layers fail with EACCES): refuse rather than fail
 	 * later. The command runs as uid 0 of the container, which is the session's unprivileged uid. */
 	if (u != 0 || g != 0)
-		return devc_err(d, key,
-		                "%s: only root (uid 0 of the container, which is the session's unprivileged host uid) is "
-		                "supported; remove it or set it to \"root\"",
-		                s);
+		return devc_err(
+		        d, key,
+		        "%s: only root (uid 0 of the container, which is the session's unprivileged host uid) is "
+		        "supported; remove it or set it to \"root\"",
+		        s);
 	char buf[32];
 	snprintf(buf, sizeof buf, "%lu:%lu", u, g);
 	free(d->c->ctr.user);
@@ -272,16 +277,19 @@ static int parse_mount(const struct devc *d, json_object *m, const char *base)
 				if (strlen(val) >= sizeof type)
 					return devc_err(d, key, "type=%s: want bind, volume or tmpfs", val);
 				util_strlcpy(type, val, sizeof type);
-			} else if ((kl == 6 && strncmp(t, "source", 6) == 0) || (kl == 3 && strncmp(t, "src", 3) == 0)) {
+			} else if ((kl == 6 && strncmp(t, "source", 6) == 0) ||
+			           (kl == 3 && strncmp(t, "src", 3) == 0)) {
 				free(src);
 				if (!(src = strdup(val)))
 					return -ENOMEM;
-			} else if ((kl == 6 && strncmp(t, "target", 6) == 0) || (kl == 3 && strncmp(t, "dst", 3) == 0) ||
+			} else if ((kl == 6 && strncmp(t, "target", 6) == 0) ||
+			           (kl == 3 && strncmp(t, "dst", 3) == 0) ||
 			           (kl == 11 && strncmp(t, "destination", 11) == 0)) {
 				free(tgt);
 				if (!(tgt = strdup(val)))
 					return -ENOMEM;
-			} else if (!(kl == 8 && strncmp(t, "readonly", 8) == 0) && !(kl == 2 && strncmp(t, "ro", 2) == 0) &&
+			} else if (!(kl == 8 && strncmp(t, "readonly", 8) == 0) &&
+			           !(kl == 2 && strncmp(t, "ro", 2) == 0) &&
 			           !(kl == 10 && strncmp(t, "consistency", 10) == 0)) {
 				return devc_err(d, key, "%.*s: unknown option (known: type, source, target, readonly)",
 				                (int)kl, t);
@@ -324,7 +332,8 @@ static int parse_mount(const struct devc *d, json_object *m, const char *base)
 		d->c->binds = nb;
 		/* literal: opened without following any symlink (binds.c), so a link in the repository
 		 * cannot lead the bind out of the project */
-		nb[d->c->n_binds] = (struct sb_bind){.src = strdup(host), .dst = strdup(target), .rw = false, .literal = true};
+		nb[d->c->n_binds] =
+		        (struct sb_bind){.src = strdup(host), .dst = strdup(target), .rw = false, .literal = true};
 		d->c->n_binds++;
 		if (!nb[d->c->n_binds - 1].src || !nb[d->c->n_binds - 1].dst)
 			return -ENOMEM;
@@ -333,8 +342,9 @@ static int parse_mount(const struct devc *d, json_object *m, const char *base)
 	char spec[PATH_MAX + 128];
 	if (strcmp(type, "volume") == 0) {
 		/* A named volume lives in the session's own store: it starts empty and goes with it. */
-		if (!src || !*src || strspn(src, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
-		                             strlen(src) || src[0] == '.' || src[0] == '-')
+		if (!src || !*src ||
+		    strspn(src, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != strlen(src) ||
+		    src[0] == '.' || src[0] == '-')
 			return devc_err(d, key, "volume source %s: want a volume name (letters, digits, _ . -)",
 			                src ? src : "(none)");
 		snprintf(spec, sizeof spec, "type=volume,source=%s,destination=%s", src, target);
@@ -390,8 +400,9 @@ static int parse_post_create(const struct devc *d, json_object *v)
 			}
 		}
 	} else {
-		return devc_err(d, key, "want a string or a non-empty array of strings (the object form, commands run "
-		                        "in parallel, is not supported)");
+		return devc_err(d, key,
+		                "want a string or a non-empty array of strings (the object form, commands run "
+		                "in parallel, is not supported)");
 	}
 	if (!acc)
 		return -EINVAL;
@@ -400,8 +411,7 @@ static int parse_post_create(const struct devc *d, json_object *v)
 	return 0;
 }
 
-int sb_devcontainer_parse(struct sb_config *c, const char *name, const char *text, size_t len, char *err,
-                          size_t errlen)
+int sb_devcontainer_parse(struct sb_config *c, const char *name, const char *text, size_t len, char *err, size_t errlen)
 {
 	struct devc d = {c, name, text, len, err, errlen, c->project_dir && access(c->project_dir, F_OK) == 0};
 	json_object *root = NULL, *v, *build = NULL;
@@ -412,7 +422,8 @@ int sb_devcontainer_parse(struct sb_config *c, const char *name, const char *tex
 	if (!c->project_dir || c->project_dir[0] != '/')
 		return sb_errc(err, errlen, EINVAL, "%s: no project directory", name);
 	/* Relative paths are relative to the file's directory (.devcontainer/ or the project). */
-	if (join_clean(c->project_dir, name[0] == '/' ? name : ".devcontainer/devcontainer.json", base, sizeof base) < 0)
+	if (join_clean(c->project_dir, name[0] == '/' ? name : ".devcontainer/devcontainer.json", base, sizeof base) <
+	    0)
 		return sb_errc(err, errlen, ENAMETOOLONG, "%s: path too long", name);
 	*strrchr(base, '/') = '\0';
 	if (!inside(base, c->project_dir))
@@ -444,13 +455,16 @@ int sb_devcontainer_parse(struct sb_config *c, const char *name, const char *tex
 			r = -EINVAL;
 			goto out;
 		}
-		if (!*c->ctr.image || c->ctr.image[0] == '-' || strpbrk(c->ctr.image, " \t") || strlen(c->ctr.image) > 255) {
-			r = devc_err(&d, "image", "%s: want an image name (no spaces, at most 255 bytes)", c->ctr.image);
+		if (!*c->ctr.image || c->ctr.image[0] == '-' || strpbrk(c->ctr.image, " \t") ||
+		    strlen(c->ctr.image) > 255) {
+			r = devc_err(&d, "image", "%s: want an image name (no spaces, at most 255 bytes)",
+			             c->ctr.image);
 			goto out;
 		}
 	}
 	if (json_object_object_get_ex(root, "dockerComposeFile", &v)) {
-		r = devc_err(&d, "dockerComposeFile", "Docker Compose is not supported; name an image or build.dockerfile");
+		r = devc_err(&d, "dockerComposeFile",
+		             "Docker Compose is not supported; name an image or build.dockerfile");
 		goto out;
 	}
 	if (json_object_object_get_ex(root, "build", &build)) {
@@ -469,7 +483,7 @@ int sb_devcontainer_parse(struct sb_config *c, const char *name, const char *tex
 		}
 		free(c->ctr.context);
 		c->ctr.context = json_object_object_get_ex(build, "context", &v) ? project_path(&d, "context", v, base)
-		                                                                  : strdup(base);
+		                                                                 : strdup(base);
 		if (!c->ctr.context) {
 			r = -EINVAL;
 			goto out;
@@ -485,7 +499,8 @@ int sb_devcontainer_parse(struct sb_config *c, const char *name, const char *tex
 		}
 	}
 	if (has_image == (c->ctr.dockerfile != NULL)) {
-		r = sb_errc(err, errlen, EINVAL, "%s:1: want either \"image\" or \"build\": {\"dockerfile\": ...}", name);
+		r = sb_errc(err, errlen, EINVAL, "%s:1: want either \"image\" or \"build\": {\"dockerfile\": ...}",
+		            name);
 		goto out;
 	}
 	if (json_object_object_get_ex(root, "containerEnv", &v)) {
@@ -543,7 +558,8 @@ out:
 static int open_in_project(const char *project, const char *rel)
 {
 	cleanup_fd int dfd = open(project, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY, .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
+	struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY,
+	                       .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
 	if (dfd < 0)
 		return -errno;
 	int fd = (int)syscall(SYS_openat2, dfd, rel, &how, sizeof how);
@@ -568,7 +584,7 @@ int sb_devcontainer_load(struct sb_config *c, char *err, size_t errlen)
 		return sb_errc(err, errlen, -fd,
 		               "--sandbox-type devcontainer: %s/.devcontainer/devcontainer.json: %s%s", c->project_dir,
 		               strerror(-fd),
-		               fd == -ENOENT ? " (or use --sandbox-type container --image IMAGE)"
+		               fd == -ENOENT  ? " (or use --sandbox-type container --image IMAGE)"
 		               : fd == -EXDEV ? " (a symlink out of the project)"
 		                              : "");
 	snprintf(path, sizeof path, "%s/%s", c->project_dir, rels[i]);

@@ -719,7 +719,8 @@ static int cmd_run(int argc, char **argv)
 			goto out;
 		}
 		if (c.type == SB_TYPE_CONTAINER && !c.ctr.image) {
-			fail("--sandbox-type container needs --image IMAGE (a local image: `podman images` lists them)");
+			fail("--sandbox-type container needs --image IMAGE (a local image: `podman images` lists "
+			     "them)");
 			goto out;
 		}
 		if (c.type == SB_TYPE_DEVCONTAINER && c.ctr.image) {

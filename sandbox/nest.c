@@ -35,16 +35,15 @@
 
 #define SB_NEST_DIR "/run/sluice-containers"
 
-static const char sb_nest_containers_conf[] =
-        "# sluice run --allow-containers: Podman inside the sandbox\n"
-        "[containers]\n"
-        "keyring = false\n"
-        "cgroups = \"disabled\"\n"
-        "default_sysctls = []\n"
-        "[engine]\n"
-        "cgroup_manager = \"cgroupfs\"\n"
-        "events_logger = \"none\"\n"
-        "tmp_dir = \"/run/sluice-containers-tmp\"\n";
+static const char sb_nest_containers_conf[] = "# sluice run --allow-containers: Podman inside the sandbox\n"
+                                              "[containers]\n"
+                                              "keyring = false\n"
+                                              "cgroups = \"disabled\"\n"
+                                              "default_sysctls = []\n"
+                                              "[engine]\n"
+                                              "cgroup_manager = \"cgroupfs\"\n"
+                                              "events_logger = \"none\"\n"
+                                              "tmp_dir = \"/run/sluice-containers-tmp\"\n";
 
 static const char sb_nest_storage_conf[] = "# sluice run --allow-containers: storage inside the session\n"
                                            "[storage]\n"
@@ -106,8 +105,9 @@ static int sys_tree(int rootfd, char *err, size_t errlen)
 	if ((r = sb_attach(tree, target, "/sys", err, errlen)) < 0)
 		return r;
 	const char *opts[] = {"mode", "0755", "size", "4k", NULL};
-	cleanup_fd int fs = sb_new_fs("tmpfs", opts, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-	                                                    MOUNT_ATTR_NOEXEC, err, errlen);
+	cleanup_fd int fs =
+	        sb_new_fs("tmpfs", opts, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+	                  err, errlen);
 	if (fs < 0)
 		return fs;
 	cleanup_fd int cg = sb_open_beneath(rootfd, "/sys/fs/cgroup", O_PATH | O_DIRECTORY, err, errlen);
@@ -118,8 +118,7 @@ static int sys_tree(int rootfd, char *err, size_t errlen)
 
 /* Covers each of the files (paths beneath rootfd) that the sandbox shows with dirfd's file `name`,
  * read-only. */
-static int cover(int rootfd, const char *const *files, size_t n, int dirfd, const char *name, char *err,
-                 size_t errlen)
+static int cover(int rootfd, const char *const *files, size_t n, int dirfd, const char *name, char *err, size_t errlen)
 {
 	int r;
 
@@ -131,8 +130,8 @@ static int cover(int rootfd, const char *const *files, size_t n, int dirfd, cons
 		cleanup_fd int tree = open_tree(dirfd, name, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 		if (tree < 0)
 			return sb_err(err, errlen, "cannot clone %s/%s: %s", SB_NEST_DIR, name, strerror(errno));
-		if ((r = sb_set_attr(tree, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false, files[i], err,
-		                     errlen)) < 0 ||
+		if ((r = sb_set_attr(tree, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false, files[i],
+		                     err, errlen)) < 0 ||
 		    (r = sb_attach(tree, target, files[i], err, errlen)) < 0)
 			return r;
 	}
@@ -165,7 +164,8 @@ int sb_nest_mounts(const struct sb_session *s, int rootfd, char *err, size_t err
 	    (r = write_at(dirfd, "empty", "", 0644, err, errlen)) < 0 ||
 	    (r = cover(rootfd, subids, 2, dirfd, "empty", err, errlen)) < 0)
 		return r;
-	if ((r = bind_dev(rootfd, "/dev/fuse", err, errlen)) < 0 || (r = bind_dev(rootfd, "/dev/net/tun", err, errlen)) < 0)
+	if ((r = bind_dev(rootfd, "/dev/fuse", err, errlen)) < 0 ||
+	    (r = bind_dev(rootfd, "/dev/net/tun", err, errlen)) < 0)
 		return r;
 	return sys_tree(rootfd, err, errlen);
 }

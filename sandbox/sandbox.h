@@ -70,7 +70,7 @@ struct sb_limits {
 	uint64_t pids;           /* 0 = none */
 	struct sb_io_limit io[SB_IO_MAX];
 	size_t n_io;
-	unsigned timeout_s; /* wall clock; 0 = none */
+	unsigned timeout_s;  /* wall clock; 0 = none */
 	uint64_t disk_bytes; /* the session's scratch space (overlay upper, /tmp, ...); 0 = the default */
 };
 
@@ -86,22 +86,22 @@ void sb_strv_clear(struct sb_strv *s);
 
 /* Who sandboxes the command (--sandbox-type). */
 enum sb_sandbox_type {
-	SB_TYPE_LOCAL = 0,     /* sluice's own namespaces (the default) */
-	SB_TYPE_FIREJAIL,      /* firejail in a netd-wired namespace (firejail.c) */
-	SB_TYPE_CONTAINER,     /* a Podman container of --image (container.c) */
-	SB_TYPE_DEVCONTAINER,  /* a Podman container from .devcontainer/devcontainer.json (devcontainer.c) */
+	SB_TYPE_LOCAL = 0,    /* sluice's own namespaces (the default) */
+	SB_TYPE_FIREJAIL,     /* firejail in a netd-wired namespace (firejail.c) */
+	SB_TYPE_CONTAINER,    /* a Podman container of --image (container.c) */
+	SB_TYPE_DEVCONTAINER, /* a Podman container from .devcontainer/devcontainer.json (devcontainer.c) */
 };
 
 /* What a container session runs (--sandbox-type container|devcontainer): --image, or what the
  * project's devcontainer.json says. The strings come from the command line or from the (untrusted)
  * repository, checked by devcontainer.c. */
 struct sb_ctr_spec {
-	char *image;        /* owned; image reference, or NULL when built from a Dockerfile */
-	char *dockerfile;   /* owned; absolute path of build.dockerfile (inside the project), or NULL */
-	char *context;      /* owned; absolute build context (inside the project), or NULL */
-	char *workspace;    /* owned; where the project appears in the container (default: its own path) */
-	char *user;         /* owned; "UID[:GID]" the command runs as inside (remoteUser), or NULL: 0 */
-	char *source;       /* owned; the devcontainer.json it came from (for messages), or NULL */
+	char *image;           /* owned; image reference, or NULL when built from a Dockerfile */
+	char *dockerfile;      /* owned; absolute path of build.dockerfile (inside the project), or NULL */
+	char *context;         /* owned; absolute build context (inside the project), or NULL */
+	char *workspace;       /* owned; where the project appears in the container (default: its own path) */
+	char *user;            /* owned; "UID[:GID]" the command runs as inside (remoteUser), or NULL: 0 */
+	char *source;          /* owned; the devcontainer.json it came from (for messages), or NULL */
 	struct sb_strv env;    /* NAME=VALUE (containerEnv) */
 	struct sb_strv mounts; /* podman --mount values of type volume or tmpfs (session-local) */
 	char *post_create;     /* owned; postCreateCommand as a shell command (an array form quoted), or NULL */
@@ -158,7 +158,7 @@ struct sb_config {
 
 	char *hostname; /* owned; default "sluice" */
 	int verbose;
-	bool quiet;    /* --quiet: no messages of the launcher's own but errors */
+	bool quiet;                /* --quiet: no messages of the launcher's own but errors */
 	enum sb_sandbox_type type; /* --sandbox-type */
 	struct sb_ctr_spec ctr;    /* container and devcontainer types */
 	bool allow_containers;     /* --allow-containers: rootless Podman inside the local sandbox (nest.c) */

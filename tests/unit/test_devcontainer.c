@@ -28,9 +28,11 @@ static void test_full(void **state)
 	const char *json = "// comment\n"
 	                   "{\n"
 	                   "  \"image\": \"localhost/dev:1\",\n"
-	                   "  \"containerEnv\": { \"WS\": \"${containerWorkspaceFolder}\", \"B\": \"${localWorkspaceFolderBasename}\" },\n"
+	                   "  \"containerEnv\": { \"WS\": \"${containerWorkspaceFolder}\", \"B\": "
+	                   "\"${localWorkspaceFolderBasename}\" },\n"
 	                   "  \"mounts\": [ \"source=${localWorkspaceFolder}/conf,target=/etc/app,type=bind\",\n"
-	                   "              \"type=volume,source=cache,target=/cache\", { \"type\": \"tmpfs\", \"target\": \"/t\" } ],\n"
+	                   "              \"type=volume,source=cache,target=/cache\", { \"type\": \"tmpfs\", "
+	                   "\"target\": \"/t\" } ],\n"
 	                   "  \"postCreateCommand\": [ \"echo\", \"it's\" ],\n"
 	                   "  \"remoteUser\": \"root\", /* trailing comma */\n"
 	                   "}\n";
@@ -60,8 +62,9 @@ static void test_build(void **state)
 	struct sb_config c;
 	char err[SB_ERR_MAX] = "";
 	(void)state;
-	assert_int_equal(parse(&c, "{ \"build\": { \"dockerfile\": \"Containerfile\", \"context\": \"..\" },"
-	                           " \"workspaceFolder\": \"/src/./app/\" }",
+	assert_int_equal(parse(&c,
+	                       "{ \"build\": { \"dockerfile\": \"Containerfile\", \"context\": \"..\" },"
+	                       " \"workspaceFolder\": \"/src/./app/\" }",
 	                       err),
 	                 0);
 	assert_string_equal(c.ctr.dockerfile, "/nonexistent/proj/.devcontainer/Containerfile");
@@ -85,26 +88,37 @@ static void refused(const char *json, const char *want)
 static void test_refusals(void **state)
 {
 	(void)state;
-	refused("{\n\"image\": \"x\",\n\"containerEnv\": { \"T\": \"${localEnv:HOME}\" } }", NAME ":3: containerEnv: ${localEnv:HOME}");
-	refused("{\n\"image\": \"x\",\n\"containerEnv\": { \"T\": \"${nope}\" } }", NAME ":3: containerEnv: ${nope}: unknown");
-	refused("{\n\"image\": \"x\",\n\"containerEnv\": { \"T\": \"${unterminated\" } }", NAME ":3: containerEnv: unterminated");
-	refused("{\n\"image\": \"x\",\n\"containerEnv\": { \"1X\": \"v\" } }", NAME ":3: containerEnv: 1X: want a variable");
-	refused("{\"image\": \"x\",\n\"mounts\": [\"source=/etc,target=/e,type=bind\"] }", NAME ":2: mounts: bind source /etc");
-	refused("{\"image\": \"x\",\n\"mounts\": [\"source=${localWorkspaceFolder}/../x,target=/e\"] }", NAME ":2: mounts: bind source");
-	refused("{\"image\": \"x\",\n\"mounts\": [\"type=volume,source=../x,target=/e\"] }", NAME ":2: mounts: volume source");
+	refused("{\n\"image\": \"x\",\n\"containerEnv\": { \"T\": \"${localEnv:HOME}\" } }",
+	        NAME ":3: containerEnv: ${localEnv:HOME}");
+	refused("{\n\"image\": \"x\",\n\"containerEnv\": { \"T\": \"${nope}\" } }",
+	        NAME ":3: containerEnv: ${nope}: unknown");
+	refused("{\n\"image\": \"x\",\n\"containerEnv\": { \"T\": \"${unterminated\" } }",
+	        NAME ":3: containerEnv: unterminated");
+	refused("{\n\"image\": \"x\",\n\"containerEnv\": { \"1X\": \"v\" } }",
+	        NAME ":3: containerEnv: 1X: want a variable");
+	refused("{\"image\": \"x\",\n\"mounts\": [\"source=/etc,target=/e,type=bind\"] }",
+	        NAME ":2: mounts: bind source /etc");
+	refused("{\"image\": \"x\",\n\"mounts\": [\"source=${localWorkspaceFolder}/../x,target=/e\"] }",
+	        NAME ":2: mounts: bind source");
+	refused("{\"image\": \"x\",\n\"mounts\": [\"type=volume,source=../x,target=/e\"] }",
+	        NAME ":2: mounts: volume source");
 	refused("{\"image\": \"x\",\n\"mounts\": [\"type=tmpfs,target=/\"] }", NAME ":2: mounts: /: want an absolute");
 	refused("{\"image\": \"x\",\n\"mounts\": [\"type=nfs,target=/e\"] }", NAME ":2: mounts: type nfs");
-	refused("{\"image\": \"x\",\n\"mounts\": [\"type=bind,bogus=1,target=/e\"] }", NAME ":2: mounts: bogus: unknown");
+	refused("{\"image\": \"x\",\n\"mounts\": [\"type=bind,bogus=1,target=/e\"] }",
+	        NAME ":2: mounts: bogus: unknown");
 	refused("{\"image\": \"x\",\n\n\"remoteUser\": \"1000\" }", NAME ":3: remoteUser: 1000: only root");
 	refused("{\"image\": \"x\",\n\"remoteUser\": \"vscode\" }", NAME ":2: remoteUser: vscode: want a numeric");
-	refused("{\"build\": {\n\"dockerfile\": \"../../../etc/passwd\" } }", NAME ":2: dockerfile: ../../../etc/passwd: must lie inside");
+	refused("{\"build\": {\n\"dockerfile\": \"../../../etc/passwd\" } }",
+	        NAME ":2: dockerfile: ../../../etc/passwd: must lie inside");
 	refused("{\"image\": \"x\", \"build\": { \"dockerfile\": \"D\" } }", NAME ":1: want either");
 	refused("{ \"name\": \"no image\" }", NAME ":1: want either");
 	refused("{\n\n  \"image\": 3 }", NAME ":3: image: must be a string");
 	refused("{\"image\": \"-x\" }", NAME ":1: image: -x: want an image name");
 	refused("{\"image\": \"x\", \"dockerComposeFile\": \"c.yml\" }", NAME ":1: dockerComposeFile: Docker Compose");
-	refused("{\"image\": \"x\",\n\"postCreateCommand\": { \"a\": \"b\" } }", NAME ":2: postCreateCommand: want a string");
-	refused("{\"image\": \"x\",\n\"workspaceFolder\": \"rel\" }", NAME ":2: workspaceFolder: rel: want an absolute");
+	refused("{\"image\": \"x\",\n\"postCreateCommand\": { \"a\": \"b\" } }",
+	        NAME ":2: postCreateCommand: want a string");
+	refused("{\"image\": \"x\",\n\"workspaceFolder\": \"rel\" }",
+	        NAME ":2: workspaceFolder: rel: want an absolute");
 	refused("{\n  \"image\": \"x\"\n  \"y\": 1 }", NAME ":3:");
 	refused("[1]", NAME ":1: the top level must be a JSON object");
 }
