@@ -20,8 +20,8 @@ lab_forward on
 P=$LAB_DIR/proj
 mkdir -p "$P"
 chmod 755 "$LAB_DIR" "$P"
-ctr_rootfs "$P/rootfs" || lab_bail "cannot make the test image's root file system"
-printf 'FROM scratch\nCOPY rootfs/ /\nRUN echo built-inside >/built\n' >"$P/Containerfile"
+cp "$(cni_image_tar)" "$P/rootfs.tar" || lab_bail "cannot make the test image's root file system"
+printf 'FROM scratch\nADD rootfs.tar /\nRUN echo built-inside >/built\n' >"$P/Containerfile"
 AUDIT=$LAB_DIR/audit.log
 sb() { (cd "$P" && exec env -i PATH=/usr/bin:/bin HOME="$LAB_DIR/home" "$SLUICE" run "$@"); }
 mkdir -p "$LAB_DIR/home"
@@ -89,7 +89,7 @@ TU=nest$$
 useradd -M -d "$LAB_DIR/uhome" -s /bin/sh "$TU" >/dev/null 2>&1 || lab_bail "useradd failed"
 lab_defer "userdel $TU >/dev/null 2>&1; rm -rf /var/tmp/sluice-$(id -u "$TU")"
 mkdir -p "$LAB_DIR/uhome" "$LAB_DIR/uproj"
-cp -a "$P/rootfs" "$P/Containerfile" "$LAB_DIR/uproj/"
+cp -a "$P/rootfs.tar" "$P/Containerfile" "$LAB_DIR/uproj/"
 chown -R "$TU:" "$LAB_DIR/uhome" "$LAB_DIR/uproj"
 out=$(cd "$LAB_DIR/uproj" && setpriv --reuid="$TU" --regid="$TU" --clear-groups env -i PATH=/usr/bin:/bin \
 	HOME="$LAB_DIR/uhome" "$SLUICE" run --allow-containers -- sh -c \
