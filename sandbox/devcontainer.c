@@ -1,8 +1,8 @@
 /* `--sandbox-type devcontainer`: reads the project's .devcontainer/devcontainer.json (or
  * .devcontainer.json) into the container spec that container.c runs. The file lives in the
- * repository, so it is untrusted: it is read beneath the project without following symlinks out of
- * it, bounded, parsed with json-c (comments and trailing commas allowed, as in VS Code), and it may
- * only describe the container, never widen the sandbox:
+ * repository, so it is untrusted: it is read beneath the project without following any symlink
+ * (common/fs_safe.h), bounded, parsed with json-c (comments and trailing commas allowed, as in VS
+ * Code), and it may only describe the container, never widen the sandbox:
  *
  *  - image, or build.dockerfile and build.context (both inside the project);
  *  - workspaceFolder (default /workspaces/NAME), containerEnv, remoteUser/containerUser as a numeric
@@ -17,19 +17,18 @@
  * Every error names file:line of the key at fault. */
 #include "session.h"
 
+#include "fs_safe.h"
 #include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #define SB_DEVC_MAX_BYTES (256 * 1024)
@@ -554,56 +553,37 @@ out:
 	return r;
 }
 
-/* Opens rel beneath the project, refusing symlinks that lead out of it and anything but a regular file. */
-static int open_in_project(const char *project, const char *rel)
+/* Reads the file NAME of the project's directory SUB ("" for the project itself) with no symlink
+ * followed on the way (common/fs_safe.h), at most SB_DEVC_MAX_BYTES. */
+static int read_in_project(const char *project, const char *sub, const char *name, char **text, size_t *len)
 {
-	cleanup_fd int dfd = open(project, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY,
-	                       .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
+	cleanup_fd int pfd = fs_safe_open_dir(project);
+	if (pfd < 0)
+		return pfd;
+	cleanup_fd int dfd = *sub ? fs_safe_open_subdir(pfd, sub, false, 0) : dup(pfd);
 	if (dfd < 0)
-		return -errno;
-	int fd = (int)syscall(SYS_openat2, dfd, rel, &how, sizeof how);
-	return fd < 0 ? -errno : fd;
+		return *sub ? dfd : -errno;
+	return fs_safe_read(dfd, name, SB_DEVC_MAX_BYTES, text, len, NULL);
 }
 
 int sb_devcontainer_load(struct sb_config *c, char *err, size_t errlen)
 {
-	static const char *const rels[] = {".devcontainer/devcontainer.json", ".devcontainer.json"};
+	static const char *const where[][2] = {{".devcontainer", "devcontainer.json"}, {"", ".devcontainer.json"}};
 	char path[PATH_MAX];
-	cleanup_fd int fd = -1;
 	cleanup_free char *buf = NULL;
-	struct stat st;
 	size_t i, len = 0;
+	int r = -ENOENT;
 
-	for (i = 0; i < sizeof rels / sizeof rels[0]; i++) {
-		fd = open_in_project(c->project_dir, rels[i]);
-		if (fd >= 0 || fd != -ENOENT)
-			break;
-	}
-	if (fd < 0)
-		return sb_errc(err, errlen, -fd,
-		               "--sandbox-type devcontainer: %s/.devcontainer/devcontainer.json: %s%s", c->project_dir,
-		               strerror(-fd),
-		               fd == -ENOENT  ? " (or use --sandbox-type container --image IMAGE)"
-		               : fd == -EXDEV ? " (a symlink out of the project)"
-		                              : "");
-	snprintf(path, sizeof path, "%s/%s", c->project_dir, rels[i]);
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-		return sb_errc(err, errlen, EINVAL, "%s: not a regular file", path);
-	if (st.st_size > SB_DEVC_MAX_BYTES)
-		return sb_errc(err, errlen, EFBIG, "%s: larger than %d bytes", path, SB_DEVC_MAX_BYTES);
-	if (!(buf = malloc((size_t)st.st_size + 1)))
-		return -ENOMEM;
-	while (len < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return sb_err(err, errlen, "%s: read: %s", path, strerror(errno));
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	buf[len] = '\0';
+	for (i = 0; i < sizeof where / sizeof where[0] && r == -ENOENT; i++)
+		r = read_in_project(c->project_dir, where[i][0], where[i][1], &buf, &len);
+	if (r < 0)
+		return sb_errc(err, errlen, -r, "--sandbox-type devcontainer: %s/.devcontainer/devcontainer.json: %s%s",
+		               c->project_dir, strerror(-r),
+		               r == -ENOENT  ? " (or use --sandbox-type container --image IMAGE)"
+		               : r == -ELOOP ? " (a symlink: name the real file)"
+		               : r == -EFBIG ? " (larger than 256 KiB)"
+		                             : "");
+	i--;
+	snprintf(path, sizeof path, "%s/%s%s%s", c->project_dir, where[i][0], *where[i][0] ? "/" : "", where[i][1]);
 	return sb_devcontainer_parse(c, path, buf, len, err, errlen);
 }

@@ -201,6 +201,9 @@ check_eq "a bind through a symlink out of the project fails closed (125)" 125 "$
 check_match "... because no symlink is followed on its path" 'a symlink on the path' "$out"
 printf '{\n  "image": "x",\n  "build": 3 x\n}\n' >"$P/.devcontainer/devcontainer.json"
 check_match "invalid JSON: file:line:col" 'devcontainer\.json:3:[0-9]+: invalid JSON' "$(dc -- true 2>&1)"
+rm "$P/.devcontainer/devcontainer.json"
+ln -s /etc/hostname "$P/.devcontainer/devcontainer.json"
+check_match "a devcontainer.json that is a symlink is refused" 'devcontainer\.json: .*a symlink' "$(dc -- true 2>&1)"
 rm -rf "$P/.devcontainer"
 check_match "no devcontainer.json: a clear error" 'devcontainer\.json: No such file.*--sandbox-type container' \
 	"$(dc -- true 2>&1)"
