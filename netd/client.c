@@ -242,12 +242,12 @@ struct netd_session *netd_session_open(const struct netd_session_request *req, s
 
 		util_strlcpy(cmd, req->command, sizeof cmd); /* long command lines are cut, not refused */
 		ipc_buf_put_str(&b, NETD_A_COMMAND, cmd);
+		if (req->sandbox)
+			ipc_buf_put_str(&b, NETD_A_SANDBOX, req->sandbox);
 		ipc_buf_put_fd(&b, req->netns_fd); /* fd 0; a long policy's memfd comes after it */
 		ipc_buf_put_text(&b, NETD_A_POLICY, NETD_A_POLICY_FD, req->policy_json);
 		if (embedded && req->audit_log)
 			ipc_buf_put_str(&b, NETD_A_AUDIT_LOG, req->audit_log);
-		if (req->sandbox)
-			ipc_buf_put_str(&b, NETD_A_SANDBOX, req->sandbox);
 		r = ipc_send(fd, &b);
 		policy_send_error(r, req->policy_json, "sending the session request", err, errlen);
 	}

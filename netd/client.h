@@ -13,9 +13,9 @@ struct netd_session; /* a live session: closing it tears the session down */
 struct netd_session_request {
 	int netns_fd;            /* borrowed: the session's network namespace */
 	const char *command;     /* for the audit log and `sluicectl sessions` */
+	const char *sandbox;     /* the sandbox type for `sluicectl sessions` ("local", "vm", ...), or NULL */
 	const char *policy_json; /* policy_serialize() output; netd re-validates it */
 	const char *audit_log;   /* NULL = default; only honoured in embedded mode */
-	const char *sandbox;     /* NULL or the sandbox type (lower-case letters), for `sluicectl sessions` */
 };
 
 struct netd_session_reply {
@@ -64,7 +64,7 @@ struct netd_session_entry {
 	unsigned uid, pid;
 	long long created;     /* unix time */
 	char command[4097];
-	char sandbox[16];      /* "local", "container", ...; empty when the launcher did not say */
+	char sandbox[17]; /* "" when the launcher did not say */
 };
 
 /* Creates a named network namespace under RUN_DIR/netns wired like any session; it stays until

@@ -44,7 +44,7 @@ struct pending_open {
 	int netns_fd;             /* owned */
 	char *command, *name;     /* owned; name may be NULL */
 	char *cni_key, *sess_if;  /* owned; CNI_ADD only, else NULL */
-	char sandbox[16];         /* the launcher's sandbox type, or "" */
+	char *sandbox;            /* owned; the launcher's sandbox type, or NULL */
 };
 
 static void pending_open_free(struct pending_open *po)
@@ -58,6 +58,7 @@ static void pending_open_free(struct pending_open *po)
 	free(po->name);
 	free(po->cni_key);
 	free(po->sess_if);
+	free(po->sandbox);
 	free(po);
 }
 
@@ -202,8 +203,8 @@ static void open_compiled(struct netd *d, int r, struct netd_compiled *res, cons
 	req.netns_fd = po->netns_fd;
 	po->netns_fd = -1;
 	req.command = po->command;
-	req.sandbox = po->sandbox[0] ? po->sandbox : NULL;
 	req.name = po->name;
+	req.sandbox = po->sandbox;
 	req.cni_key = po->cni_key;
 	req.sess_if = po->sess_if;
 	req.policy = res;
@@ -259,13 +260,6 @@ static void handle_open(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 		netd_send_error(c->fd, m->seq, EOPNOTSUPP, "named namespaces need sluiced (start sluiced.service)");
 		return;
 	}
-	/* only shown by sluicectl sessions: a plain word (the size is checked by the protocol table) */
-	if (sandbox && (!*sandbox || strspn(sandbox, "abcdefghijklmnopqrstuvwxyz") != strlen(sandbox))) {
-		if (netns_fd >= 0)
-			close(netns_fd);
-		netd_send_error(c->fd, m->seq, EINVAL, "bad sandbox type");
-		return;
-	}
 	if (ipc_has(m, NETD_A_AUDIT_LOG) && !c->embedded) {
 		/* a client does not choose where sluiced writes */
 		if (netns_fd >= 0)
@@ -284,7 +278,8 @@ static void handle_open(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 	}
 	po = calloc(1, sizeof *po);
 	if (!po || !(po->command = strdup(command ? command : "")) || (name && !(po->name = strdup(name))) ||
-	    (cni_key && !(po->cni_key = strdup(cni_key))) || (sess_if && !(po->sess_if = strdup(sess_if)))) {
+	    (cni_key && !(po->cni_key = strdup(cni_key))) || (sess_if && !(po->sess_if = strdup(sess_if))) ||
+	    (sandbox && !(po->sandbox = strdup(sandbox)))) {
 		free(policy);
 		if (po)
 			po->netns_fd = netns_fd;
@@ -295,8 +290,6 @@ static void handle_open(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 		return;
 	}
 	po->type = m->type;
-	if (sandbox)
-		util_strlcpy(po->sandbox, sandbox, sizeof po->sandbox);
 	po->seq = m->seq;
 	po->netns_fd = netns_fd;
 	r = netd_compile_start(d, policy, c->uid, open_compiled, c, &po->job, err, sizeof err);

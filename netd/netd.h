@@ -81,7 +81,7 @@ struct netd_sess {
 	uid_t uid;
 	pid_t pid;
 	char *command;       /* owned */
-	char sandbox[16];    /* the launcher's sandbox type (lower-case letters), or "" */
+	char sandbox[NETD_SANDBOX_MAX + 1]; /* the launcher's sandbox type, or "" (not given) */
 	char *policy_json;   /* owned: re-serialised by sluiced after compiling */
 	char *client_policy; /* owned: the policy as the client sent it, compiled again under a reloaded
 	                      * organisation layer (netd_reload_org) */
@@ -224,7 +224,7 @@ struct netd_sess_req {
 	const char *cni_key;   /* CNI_ADD: "CONTAINERID/IFNAME" (borrowed), else NULL */
 	const char *sess_if;   /* CNI_ADD: session-side interface name (borrowed), NULL = eth0 */
 	const char *command;   /* borrowed */
-	const char *sandbox;   /* borrowed; NULL or the launcher's sandbox type (checked: lower-case letters) */
+	const char *sandbox;   /* borrowed; NULL: not given */
 	struct netd_compiled *policy; /* takes ownership of its members (also on error) */
 	uid_t uid;
 	pid_t pid;

@@ -11,6 +11,7 @@
 #define NETD_ID_MAX 12 /* session id (hex); the link is "sl-" + id */
 #define NETD_ID_BUF (NETD_ID_MAX + 1)
 #define NETD_COMMAND_MAX 4096
+#define NETD_SANDBOX_MAX 16 /* the sandbox type's name: [a-z0-9-] */
 #define NETD_PATH_MAX 4095
 #define NETD_ADDR_MAX 45      /* INET6_ADDRSTRLEN - 1 */
 #define NETD_ERRMSG_MAX 1023
@@ -102,7 +103,7 @@ enum netd_attr {
 	NETD_A_SOCKS_PORT = 38, /* u16: the SOCKS5 port on the gateway (absent: none) */
 	NETD_A_UPSTREAM_PROXY = 39, /* str: the parent proxy configuration file the engine loads before it drops privileges */
 	NETD_A_POLICY_VERSION = 40, /* u32: the count of a session's policies (1 = the one it started with) */
-	NETD_A_SANDBOX = 41,  /* str 15: who sandboxes the session's command ("local", "container", ...) */
+	NETD_A_SANDBOX = 41,   /* str 16: the launcher's sandbox type ("local", "vm", "firejail"), for `sluicectl sessions` */
 	/* 42..43: free */
 	NETD_A_CNI_KEY = 44,  /* str NETD_CNI_KEY_MAX: "CONTAINERID/IFNAME" of a CNI session */
 	NETD_A_SESS_IF = 45,  /* str 15: the session-side interface name (default eth0) */

@@ -277,6 +277,16 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 		r = -EINVAL;
 		goto fail_early;
 	}
+	/* A label the client chose: kept only when it is a plain word (it is printed by sluicectl). */
+	if (req->sandbox) {
+		size_t n = strlen(req->sandbox);
+		if (n == 0 || n > NETD_SANDBOX_MAX || strspn(req->sandbox, "abcdefghijklmnopqrstuvwxyz0123456789-") != n) {
+			snprintf(err, errlen, "bad sandbox type (want up to %d of a-z, 0-9, -)", NETD_SANDBOX_MAX);
+			r = -EINVAL;
+			goto fail_early;
+		}
+		memcpy(s->sandbox, req->sandbox, n + 1);
+	}
 	/* CNI_ADD: the runtime's names, checked again here (the plugin is a client like any other) */
 	if (req->cni_key && (!netd_cni_key_valid(req->cni_key) || netd_sess_find_cni(d, req->cni_key))) {
 		snprintf(err, errlen, netd_cni_key_valid(req->cni_key)
@@ -296,8 +306,6 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 		r = -ENOMEM;
 		goto fail_early;
 	}
-	if (req->sandbox)
-		util_strlcpy(s->sandbox, req->sandbox, sizeof s->sandbox);
 	s->command = strdup(req->command);
 	/* compiled under the organisation layer off the loop (compile.c, control.c) */
 	s->policy_json = steal_pointer(&req->policy->json);

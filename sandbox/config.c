@@ -68,6 +68,7 @@ const char *sb_sandbox_type_name(enum sb_sandbox_type t)
 	case SB_TYPE_FIREJAIL: return "firejail";
 	case SB_TYPE_CONTAINER: return "container";
 	case SB_TYPE_DEVCONTAINER: return "devcontainer";
+	case SB_TYPE_VM: return "vm";
 	}
 	return "local";
 }
@@ -94,6 +95,8 @@ void sb_config_clear(struct sb_config *c)
 	free(c->audit_log);
 	free(c->learn_file);
 	free(c->hostname);
+	free(c->vm_kernel);
+	free(c->vm_initrd);
 	sb_strv_clear(&c->writable_paths);
 	sb_strv_clear(&c->plugin_paths);
 	sb_strv_clear(&c->env_keep);

@@ -106,10 +106,23 @@ static int step_user_limits(struct sb_session *s, struct sb_go *go, char *err, s
 	return sb_ulimits_apply_rlimits(&s->ulimits, err, errlen);
 }
 
+/* --sandbox-type vm with a network: the guest's tap stays open as fd 3 for QEMU (vm.c). */
+static int step_vm_network(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
+{
+	(void)go;
+	return sb_vm_net_setup(s, err, errlen);
+}
+
 static int step_close_fds(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
 {
 	(void)go;
-	s->sync_fd = -1; /* closed below with every other fd above stderr */
+	s->sync_fd = -1; /* closed below with every other fd above stderr (or above the VM's tap) */
+	if (s->vm_tap >= 0) {
+		if (s->vm_tap != SB_VM_TAP_FD && dup2(s->vm_tap, SB_VM_TAP_FD) < 0)
+			return sb_err(err, errlen, "dup2: %s", strerror(errno));
+		s->vm_tap = SB_VM_TAP_FD;
+		return sb_close_fds_above(SB_VM_TAP_FD, err, errlen);
+	}
 	return sb_close_fds_above(2, err, errlen);
 }
 
@@ -155,6 +168,7 @@ static const struct sb_step sb_begin_steps[] = {
 static const struct sb_step sb_steps[] = {
         {"cgroup namespace", step_cgroup_ns},
         {"hostname", step_hostname},
+        {"vm network", step_vm_network},
         {"filesystem", step_mounts},
         {"sandbox uid", step_sandbox_uid},
         {"per-user limits", step_user_limits},
@@ -190,6 +204,8 @@ static void exec_command(void *p)
 	}
 	/* execvp searches the PATH of the current environment: switch to the sandbox's first. */
 	environ = env;
+	if (s->cfg->type == SB_TYPE_VM)
+		sb_vm_exec(s, env);
 	execvp(s->argv[0], s->argv);
 	int e = errno;
 	fprintf(stderr, "sluice: cannot run %s: %s\n", s->argv[0], strerror(e));

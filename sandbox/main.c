@@ -56,6 +56,8 @@ enum {
 	OPT_FS,
 	OPT_IMAGE,
 	OPT_ALLOW_CONTAINERS,
+	OPT_ALLOW_KVM,
+	OPT_VM_ACCEL,
 };
 
 static const struct option sb_options[] = {
@@ -76,6 +78,8 @@ static const struct option sb_options[] = {
         {"ask-timeout", required_argument, NULL, OPT_ASK_TIMEOUT},
         {"keep-root-uid", no_argument, NULL, OPT_KEEP_ROOT_UID},
         {"fs", required_argument, NULL, OPT_FS},
+        {"allow-kvm", no_argument, NULL, OPT_ALLOW_KVM},
+        {"vm-accel", required_argument, NULL, OPT_VM_ACCEL},
         {"cpu", required_argument, NULL, OPT_CPU},
         {"memory", required_argument, NULL, OPT_MEMORY},
         {"pids", required_argument, NULL, OPT_PIDS},
@@ -125,6 +129,7 @@ static void usage(FILE *f)
 	           "  --ask                          hold requests no rule allows until `sluicectl approve ID`\n"
 	           "                                 (or deny ID) decides; needs sluiced\n"
 	           "  --ask-timeout SECONDS          deny a held request (or open) after this long (default: 60)\n"
+	           "  --allow-kvm                    /dev/kvm usable inside (nested VMs; without it, absent)\n"
 	           "  --cpu CORES --memory SIZE --pids N --timeout SECONDS\n"
 	           "  --io-read-bps DEV:RATE --io-write-bps DEV:RATE   (DEV is MAJ:MIN or /dev/NAME)\n"
 	           "  --disk SIZE                    what the session may write outside the project and binds\n"
@@ -142,9 +147,12 @@ static void usage(FILE *f)
 	           "                                 firejail   firejail (root)\n"
 	           "                                 container  a Podman container of --image (root)\n"
 	           "                                 devcontainer  Podman, from .devcontainer/devcontainer.json\n"
-	           "                                 (root; docs/sandbox.md compares them)\n"
+	           "                                 (root)\n"
+	           "                                 vm         a QEMU/KVM virtual machine inside the local\n"
+	           "                                 sandbox (docs/sandbox.md compares them)\n"
 	           "  --image IMAGE                  the image of --sandbox-type container (local images only:\n"
 	           "                                 `podman pull` or `podman build` it first)\n"
+	           "  --vm-accel kvm|tcg             vm: KVM (default, required) or emulation (slow, warned)\n"
 	           "  --no-sandbox-i-mean-it         run COMMAND with no sandbox at all (logged)\n"
 	           "  -v, --verbose                  setup steps and the session id (twice: debug)\n"
 	           "  -q, --quiet                    no messages of sluice's own (errors still print)\n"
@@ -342,8 +350,8 @@ static int cmd_run(int argc, char **argv)
 	struct sb_config c;
 	struct sb_limits cli = {0};
 	const char *profile = NULL, *project = NULL, *mode = NULL, *fs = NULL;
-	bool no_sandbox = false, set_cpu = false, set_mem = false, set_pids = false, set_timeout = false,
-	     set_disk = false;
+	bool no_sandbox = false, vm_accel = false, set_cpu = false, set_mem = false, set_pids = false,
+	     set_timeout = false, set_disk = false;
 	char err[SB_ERR_MAX] = "", real[PATH_MAX];
 	int opt, rc = SB_EXIT_FAIL;
 
@@ -394,6 +402,16 @@ static int cmd_run(int argc, char **argv)
 		case OPT_ASK: c.ask = true; break;
 		case OPT_KEEP_ROOT_UID: c.keep_root_uid = true; break;
 		case OPT_FS: fs = optarg; break;
+		case OPT_ALLOW_KVM: c.allow_kvm = true; break;
+		case OPT_VM_ACCEL:
+			if (strcmp(optarg, "kvm") == 0 || strcmp(optarg, "tcg") == 0) {
+				c.vm_tcg = strcmp(optarg, "tcg") == 0;
+				vm_accel = true;
+			} else {
+				fail("--vm-accel %s: want kvm or tcg", optarg);
+				goto out;
+			}
+			break;
 		case OPT_ASK_TIMEOUT: {
 			char *end;
 			errno = 0;
@@ -496,8 +514,10 @@ static int cmd_run(int argc, char **argv)
 				c.type = SB_TYPE_CONTAINER;
 			else if (strcmp(optarg, "devcontainer") == 0)
 				c.type = SB_TYPE_DEVCONTAINER;
+			else if (strcmp(optarg, "vm") == 0)
+				c.type = SB_TYPE_VM;
 			else {
-				fail("--sandbox-type %s: want local, firejail, container or devcontainer", optarg);
+				fail("--sandbox-type %s: want local, firejail, container, devcontainer or vm", optarg);
 				goto out;
 			}
 			break;
@@ -711,10 +731,10 @@ static int cmd_run(int argc, char **argv)
 	}
 	if (c.type == SB_TYPE_CONTAINER || c.type == SB_TYPE_DEVCONTAINER) {
 		const char *t = c.type == SB_TYPE_CONTAINER ? "container" : "devcontainer";
-		if (profile || c.allow_containers || c.keep_root_uid || c.project_mode == SB_PROJECT_RW) {
+		if (profile || c.allow_containers || c.allow_kvm || c.keep_root_uid || c.project_mode == SB_PROJECT_RW) {
 			fail("--sandbox-type %s: the image is the container's filesystem and Podman its sandbox; "
-			     "--profile, --allow-containers, --keep-root-uid and --project-mode rw apply to "
-			     "--sandbox-type local only",
+			     "--profile, --allow-containers, --allow-kvm, --keep-root-uid and --project-mode rw apply "
+			     "to --sandbox-type local only",
 			     t);
 			goto out;
 		}
@@ -747,6 +767,22 @@ static int cmd_run(int argc, char **argv)
 	if (c.allow_containers && c.keep_root_uid) {
 		fail("--allow-containers and --keep-root-uid contradict each other: nested containers run as the "
 		     "session's unprivileged uid");
+		goto out;
+	}
+	if (vm_accel && c.type != SB_TYPE_VM) {
+		fail("--vm-accel goes with --sandbox-type vm");
+		goto out;
+	}
+	if (c.type == SB_TYPE_VM && sb_vm_prepare(&c, err, sizeof err) < 0) {
+		fail("%s", err);
+		goto out;
+	}
+	if (c.allow_kvm && c.type == SB_TYPE_FIREJAIL) {
+		fail("--allow-kvm applies to --sandbox-type local and vm (firejail builds its own /dev)");
+		goto out;
+	}
+	if (c.allow_kvm && sb_kvm_check(&c, "--allow-kvm", err, sizeof err) < 0) {
+		fail("%s", err);
 		goto out;
 	}
 	if (c.type == SB_TYPE_FIREJAIL) {

@@ -257,6 +257,8 @@ static int dev_tree(const struct sb_session *s, int rootfd, char *err, size_t er
 		return ptsdir;
 	if ((r = sb_attach(pts, ptsdir, "/dev/pts", err, errlen)) < 0)
 		return r;
+	if (s->cfg->allow_kvm && (r = sb_kvm_node(s, dev, err, errlen)) < 0)
+		return r;
 	return sb_scratch_at(s, "shm", dev, "shm", 01777, -1, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen);
 }
 

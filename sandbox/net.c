@@ -202,9 +202,9 @@ int sb_net_open(struct sb_session *s, int netns_fd, struct sb_go *go, char *err,
 	struct netd_session_request req = {
 	        .netns_fd = netns_fd,
 	        .command = s->argv[0],
+	        .sandbox = sb_sandbox_type_name(c->type),
 	        .policy_json = policy_json,
 	        .audit_log = c->audit_log,
-	        .sandbox = sb_sandbox_type_name(c->type),
 	};
 	struct netd_session_reply reply;
 	struct sb_netsess *n = calloc(1, sizeof *n);

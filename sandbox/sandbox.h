@@ -90,6 +90,7 @@ enum sb_sandbox_type {
 	SB_TYPE_FIREJAIL,     /* firejail in a netd-wired namespace (firejail.c) */
 	SB_TYPE_CONTAINER,    /* a Podman container of --image (container.c) */
 	SB_TYPE_DEVCONTAINER, /* a Podman container from .devcontainer/devcontainer.json (devcontainer.c) */
+	SB_TYPE_VM,           /* a QEMU VM inside the local sandbox (vm.c) */
 };
 
 /* What a container session runs (--sandbox-type container|devcontainer): --image, or what the
@@ -144,6 +145,7 @@ struct sb_config {
 	struct sb_strv fs_read;       /* "fs_read": host paths (or subtrees) readable without asking */
 	bool org_forbid_fs_remember;  /* "allow_fs_remember": false */
 	bool org_fs_read_fixed;       /* "fs_read_fixed": true: only the organisation's fs_read entries count */
+	bool allow_kvm;     /* --allow-kvm: /dev/kvm in the sandbox (kvm.c) */
 
 	bool keep_root_uid; /* --keep-root-uid: a root launch runs the command as host uid 0 */
 
@@ -162,6 +164,9 @@ struct sb_config {
 	enum sb_sandbox_type type; /* --sandbox-type */
 	struct sb_ctr_spec ctr;    /* container and devcontainer types */
 	bool allow_containers;     /* --allow-containers: rootless Podman inside the local sandbox (nest.c) */
+	bool vm_tcg;     /* --vm-accel tcg: emulate (else KVM, required) */
+	char *vm_kernel; /* owned; the guest kernel (vm.c) */
+	char *vm_initrd; /* owned; the guest's initramfs (vm.c) */
 };
 
 void sb_config_init(struct sb_config *c);

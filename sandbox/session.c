@@ -230,7 +230,8 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 	                       .scratch_fd = -1,
 	                       .fsgate_fd = -1,
 	                       .fsgate_pid = -1,
-	                       .remap_userns = -1};
+	                       .remap_userns = -1,
+	                       .vm_tap = -1};
 	char err[SB_ERR_MAX] = "";
 	struct sb_go go;
 	sigset_t set;

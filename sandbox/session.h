@@ -98,6 +98,8 @@ struct sb_session {
 	int fsgate_fd;          /* owned; --fs ask: socketpair end to the gate (launcher: none; init: its end) */
 	pid_t fsgate_pid;       /* --fs ask: the gate process (launcher side), or -1 */
 	sigset_t saved_mask;    /* the launcher's signal mask before it blocked the forwarded set */
+	int vm_tap;             /* owned (pid 1 and the command); --sandbox-type vm: the guest's tap, or -1 */
+	char vm_net[64];        /* --sandbox-type vm: "ADDR/PREFIX,GW" the guest takes over, or "" */
 };
 
 /* ---- err.c ---- */
@@ -243,6 +245,24 @@ int sb_writes_match(const char *buf, size_t len, const char *file, int64_t ctime
 /* ---- firejail.c ---- */
 /* --sandbox-type firejail: runs argv under firejail in a netd-wired namespace; the exit status. */
 int sb_firejail_run(const struct sb_config *cfg, char *const *argv);
+
+/* ---- kvm.c ---- */
+/* Launcher, --allow-kvm: /dev/kvm exists and (unprivileged launch) the user may open it. who: the
+ * option that needs it, for the message. */
+int sb_kvm_check(const struct sb_config *c, const char *who, char *err, size_t errlen);
+/* Init, while building /dev (devfd): the kvm node for the command's uid (see kvm.c). */
+int sb_kvm_node(const struct sb_session *s, int devfd, char *err, size_t errlen);
+
+/* ---- vm.c, vm-net.c, vm-run.c: --sandbox-type vm ---- */
+#define SB_VM_QEMU   "qemu-system-x86_64"
+#define SB_VM_TAP_FD 3 /* where the guest's tap sits in the command's process (contain.c, vm-run.c) */
+/* Launcher: checks QEMU, KVM (unless --vm-accel tcg), finds the kernel, builds or reuses the cached
+ * initramfs and binds both into the sandbox (read-only); sets allow_kvm. */
+int sb_vm_prepare(struct sb_config *c, char *err, size_t errlen);
+/* Pid 1, with --allow-network: moves the session's address from eth0 to the guest (bridge + tap). */
+int sb_vm_net_setup(struct sb_session *s, char *err, size_t errlen);
+/* The command's process: runs QEMU, relays the guest's output, exits with its command's status. */
+__attribute__((noreturn)) void sb_vm_exec(const struct sb_session *s, char **env);
 
 /* ---- nest.c: --allow-containers ---- */
 /* pid 1, before the masks: with the flag, Podman's configuration in /run/sluice-containers and the

@@ -72,12 +72,12 @@ for _ in $(seq 100); do [ "$("$CTL" sessions --json | jq length)" = 1 ] && break
 js=$("$CTL" sessions --json)
 check_eq "sessions --json lists the sluice run session" 1 "$(jq length <<<"$js")"
 check_eq "... its command" sleep "$(jq -r '.[0].command' <<<"$js")"
-check_eq "... its uid" 0 "$(jq -r '.[0].uid' <<<"$js")"
 check_eq "... its sandbox type" local "$(jq -r '.[0].sandbox' <<<"$js")"
+check_eq "... its uid" 0 "$(jq -r '.[0].uid' <<<"$js")"
 check_match "... its IPv4 address from the pool" '^100\.64\.' "$(jq -r '.[0].addr4' <<<"$js")"
 check_match "... when it was created" '^20[0-9-]+T[0-9:]+Z$' "$(jq -r '.[0].created' <<<"$js")"
 sid=$(jq -r '.[0].id' <<<"$js")
-check_match "the table shows it" "^$sid +0 +[0-9]+ +local +100\\.64\\.[0-9.]+ .* sleep" "$("$CTL" sessions | tail -1)"
+check_match "the table shows it" "^$sid +0 +[0-9]+ +100\\.64\\.[0-9.]+ .* local +sleep" "$("$CTL" sessions | tail -1)"
 check "session end ID ends it" "$CTL" session end "$sid"
 for _ in $(seq 100); do [ "$("$CTL" sessions --json | jq length)" = 0 ] && break; sleep 0.1; done
 check_eq "... it is gone from sessions" 0 "$("$CTL" sessions --json | jq length)"
@@ -94,7 +94,7 @@ ctr_image_ensure
 ctrpid=$!
 for _ in $(seq 100); do [ "$("$CTL" sessions --json | jq length)" = 1 ] && break; sleep 0.1; done
 check_eq "a --sandbox-type container session is listed with its type" container "$("$CTL" sessions --json | jq -r '.[0].sandbox')"
-check_match "... in the table too" "^[0-9a-f]+ +0 +[0-9]+ +container " "$("$CTL" sessions | tail -1)"
+check_match "... in the table too" "^[0-9a-f]+ +0 +[0-9]+ .* container +sleep" "$("$CTL" sessions | tail -1)"
 kill "$ctrpid"
 wait "$ctrpid" 2>/dev/null
 for _ in $(seq 100); do [ "$("$CTL" sessions --json | jq length)" = 0 ] && break; sleep 0.1; done

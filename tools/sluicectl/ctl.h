@@ -3,6 +3,9 @@
 
 #include <stddef.h>
 
+/* Prints s with every control or non-ASCII byte as '?' (names and paths come from sessions, whose bytes
+ * must not drive the terminal), padded with spaces to width (0: none). */
+void ctl_print_plain(const char *s, int width);
 int ctl_policy(int argc, char **argv);
 int ctl_log(int argc, char **argv);
 int ctl_session(int argc, char **argv); /* `sessions` and `session end|save|discard` */

@@ -34,11 +34,6 @@ struct asks_arg {
 	unsigned n;
 };
 
-static void print_plain(const char *s)
-{
-	for (; s && *s; s++)
-		putchar(((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f) ? '?' : *s);
-}
 
 static void asks_cb(const struct netd_ask_entry *e, void *arg)
 {
@@ -66,13 +61,13 @@ static void asks_cb(const struct netd_ask_entry *e, void *arg)
 		printf("%-8s %-12s %6s %5s  %s\n", "ID", "SESSION", "UID", "LEFT", "REQUEST");
 	size_t sl = strlen(e->session);
 
-	print_plain(e->id);
+	ctl_print_plain(e->id, 0);
 	printf(" ");
-	print_plain(e->session);
+	ctl_print_plain(e->session, 0);
 	printf(" %*s%6u %4llds  ", (int)(sl < 12 ? 12 - sl : 0), "", e->uid, left);
-	print_plain(e->method);
+	ctl_print_plain(e->method, 0);
 	printf(" ");
-	print_plain(e->host);
+	ctl_print_plain(e->host, 0);
 	printf(":%u\n", e->port);
 }
 

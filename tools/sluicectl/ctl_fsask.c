@@ -24,11 +24,6 @@ struct fs_list {
 	bool header_done;
 };
 
-static void print_plain(const char *s)
-{
-	for (; s && *s; s++)
-		putchar(((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f) ? '?' : *s);
-}
 
 static void list_cb(const struct fsask_entry *e, void *arg)
 {
@@ -55,13 +50,13 @@ static void list_cb(const struct fsask_entry *e, void *arg)
 	if (!l->header_done)
 		printf("%-11s %-4s %-16s %6s %5s  %s\n", "ID", "KIND", "SESSION", "UID", "LEFT", "PATH (COMMAND)");
 	l->header_done = true;
-	print_plain(e->id);
+	ctl_print_plain(e->id, 0);
 	printf(" fs   ");
-	print_plain(e->session);
+	ctl_print_plain(e->session, 0);
 	printf(" %6u %4llds  ", (unsigned)e->uid, left);
-	print_plain(e->path);
+	ctl_print_plain(e->path, 0);
 	printf("%s (", e->dir ? "/" : "");
-	print_plain(e->command);
+	ctl_print_plain(e->command, 0);
 	printf(")\n");
 }
 

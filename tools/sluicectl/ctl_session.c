@@ -34,14 +34,6 @@ struct list_arg {
 	unsigned n;
 };
 
-static void print_plain(const char *s, int width)
-{
-	int n = 0;
-	for (; s && *s; s++, n++)
-		putchar(((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f) ? '?' : *s);
-	for (; n < width; n++)
-		putchar(' ');
-}
 
 static void list_cb(const struct netd_session_entry *e, void *arg)
 {
@@ -69,20 +61,20 @@ static void list_cb(const struct netd_session_entry *e, void *arg)
 		return;
 	}
 	if (a->n == 1)
-		printf("%-12s %6s %7s %-12s %-16s %-24s %-20s %s\n", "ID", "UID", "PID", "SANDBOX", "ADDR4", "ADDR6",
-		       "CREATED", "COMMAND");
-	print_plain(e->id, 12);
+		printf("%-12s %6s %7s %-16s %-24s %-20s %-8s %s\n", "ID", "UID", "PID", "ADDR4", "ADDR6", "CREATED",
+		       "SANDBOX", "COMMAND");
+	ctl_print_plain(e->id, 12);
 	printf(" %6u %7u ", e->uid, e->pid);
-	print_plain(e->sandbox[0] ? e->sandbox : "-", 12);
+	ctl_print_plain(e->addr4[0] ? e->addr4 : "-", 16);
 	putchar(' ');
-	print_plain(e->addr4[0] ? e->addr4 : "-", 16);
-	putchar(' ');
-	print_plain(e->addr6[0] ? e->addr6 : "-", 24);
+	ctl_print_plain(e->addr6[0] ? e->addr6 : "-", 24);
 	printf(" %-20s ", when);
-	print_plain(e->command, 0);
+	ctl_print_plain(e->sandbox[0] ? e->sandbox : "-", 8);
+	putchar(' ');
+	ctl_print_plain(e->command, 0);
 	if (e->netns_path[0]) {
 		printf("  [netns ");
-		print_plain(e->netns_path, 0);
+		ctl_print_plain(e->netns_path, 0);
 		putchar(']');
 	}
 	putchar('\n');

@@ -33,6 +33,15 @@ static void usage(FILE *f)
 		   "Run `sluicectl COMMAND --help` for a command's options.\n");
 }
 
+void ctl_print_plain(const char *s, int width)
+{
+	int n = 0;
+	for (; s && *s; s++, n++)
+		putchar(((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f) ? '?' : *s);
+	for (; n < width; n++)
+		putchar(' ');
+}
+
 int main(int argc, char **argv)
 {
 	log_init("sluicectl", LOG_LEVEL_WARN);
