@@ -74,8 +74,11 @@ int sb_sources_init(struct sb_session *s, char *err, size_t errlen)
 		r = add_source(s, SB_SRC_WRITABLE, c->writable_paths.v[i], NULL);
 	for (size_t i = 0; r == 0 && c->profile != SB_PROFILE_BASE && i < c->plugin_paths.n; i++)
 		r = add_source(s, SB_SRC_PLUGIN, c->plugin_paths.v[i], NULL);
-	for (size_t i = 0; r == 0 && i < c->n_binds; i++)
+	for (size_t i = 0; r == 0 && i < c->n_binds; i++) {
 		r = add_source(s, c->binds[i].rw ? SB_SRC_BIND : SB_SRC_RO_BIND, c->binds[i].src, c->binds[i].dst);
+		if (r == 0 && c->binds[i].literal)
+			s->sources[s->n_sources - 1].literal = true;
+	}
 	if (r == -E2BIG)
 		return sb_errc(err, errlen, E2BIG,
 		               "more than %d paths to mount (project, binds, carve-outs, plugin paths)",

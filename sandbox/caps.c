@@ -14,7 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-int sb_caps_drop_all(char *err, size_t errlen)
+int sb_caps_drop_all(bool keep_setfcap, char *err, size_t errlen)
 {
 	cap_t caps = NULL;
 	int r = 0;
@@ -23,11 +23,20 @@ int sb_caps_drop_all(char *err, size_t errlen)
 	 * from execve, and cannot undo it. Needs CAP_SETPCAP, which we still hold here. */
 	unsigned bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED |
 	                SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+	/* --allow-containers: CAP_SETFCAP, in the session's user namespace only, is what lets rootless
+	 * Podman map its uid 0 to the command's (the kernel wants it for a map of the parent's uid 0).
+	 * It is raised as an ambient capability (so it survives exec under SECBIT_NOROOT) before the
+	 * raising is locked. In that namespace it sets file capabilities that count only in it and its
+	 * children; the command has no other capability (docs/sandbox.md). */
+	if (keep_setfcap)
+		bits &= ~(unsigned)(SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED);
 	if (cap_set_secbits(bits) < 0) {
 		snprintf(err, errlen, "cannot set securebits: %s", strerror(errno));
 		return -errno;
 	}
 	for (cap_value_t c = 0; CAP_IS_SUPPORTED(c); c++) {
+		if (keep_setfcap && c == CAP_SETFCAP)
+			continue;
 		if (cap_drop_bound(c) < 0) {
 			snprintf(err, errlen, "cannot drop capability %d from the bounding set: %s", (int)c,
 			         strerror(errno));
@@ -39,6 +48,21 @@ int sb_caps_drop_all(char *err, size_t errlen)
 		return -errno;
 	}
 	caps = cap_init(); /* all clear */
+	if (caps && keep_setfcap) {
+		/* CAP_SETPCAP a moment longer: the ambient raise is locked after it. */
+		const cap_value_t both[] = {CAP_SETFCAP, CAP_SETPCAP}, fcap[] = {CAP_SETFCAP};
+		if (cap_set_flag(caps, CAP_PERMITTED, 2, both, CAP_SET) < 0 ||
+		    cap_set_flag(caps, CAP_EFFECTIVE, 2, both, CAP_SET) < 0 ||
+		    cap_set_flag(caps, CAP_INHERITABLE, 1, fcap, CAP_SET) < 0 || cap_set_proc(caps) < 0 ||
+		    cap_set_ambient(CAP_SETFCAP, CAP_SET) < 0 ||
+		    cap_set_secbits(bits | SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED) < 0 ||
+		    cap_set_flag(caps, CAP_PERMITTED, 1, both + 1, CAP_CLEAR) < 0 ||
+		    cap_set_flag(caps, CAP_EFFECTIVE, 1, both + 1, CAP_CLEAR) < 0) {
+			snprintf(err, errlen, "cannot keep CAP_SETFCAP for --allow-containers: %s", strerror(errno));
+			cap_free(caps);
+			return -errno;
+		}
+	}
 	if (!caps || cap_set_proc(caps) < 0) {
 		r = -errno;
 		snprintf(err, errlen, "cannot clear capability sets: %s", strerror(errno));

@@ -61,8 +61,35 @@ void sb_config_init(struct sb_config *c)
 	c->gid = getgid();
 }
 
+const char *sb_sandbox_type_name(enum sb_sandbox_type t)
+{
+	switch (t) {
+	case SB_TYPE_LOCAL: return "local";
+	case SB_TYPE_FIREJAIL: return "firejail";
+	case SB_TYPE_CONTAINER: return "container";
+	case SB_TYPE_DEVCONTAINER: return "devcontainer";
+	case SB_TYPE_VM: return "vm";
+	}
+	return "local";
+}
+
+void sb_ctr_spec_clear(struct sb_ctr_spec *spec)
+{
+	free(spec->image);
+	free(spec->dockerfile);
+	free(spec->context);
+	free(spec->workspace);
+	free(spec->user);
+	free(spec->source);
+	sb_strv_clear(&spec->env);
+	sb_strv_clear(&spec->mounts);
+	free(spec->post_create);
+	memset(spec, 0, sizeof *spec);
+}
+
 void sb_config_clear(struct sb_config *c)
 {
+	sb_ctr_spec_clear(&c->ctr);
 	free(c->project_dir);
 	free(c->home);
 	free(c->audit_log);
@@ -395,36 +422,58 @@ static int cfg_uid_range(struct sb_config *c, json_object *v, const char *name, 
 	return 0;
 }
 
+void sb_text_position(const char *text, size_t len, size_t off, size_t *line, size_t *col)
+{
+	*line = 1;
+	*col = 1;
+	for (size_t i = 0; i < off && i < len; i++) {
+		if (text[i] == '\n') {
+			(*line)++;
+			*col = 1;
+		} else {
+			(*col)++;
+		}
+	}
+}
+
+int sb_json_parse(const char *name, const char *text, size_t len, struct json_object **out, char *err, size_t errlen)
+{
+	json_tokener *tok;
+	json_object *root;
+
+	*out = NULL;
+	if (len > INT_MAX) {
+		snprintf(err, errlen, "%s: file too large", name);
+		return -EFBIG;
+	}
+	if (!(tok = json_tokener_new()))
+		return -ENOMEM;
+	root = json_tokener_parse_ex(tok, text, (int)len);
+	if (!root || json_tokener_get_error(tok) != json_tokener_success || json_tokener_get_parse_end(tok) < len) {
+		/* The line and column of the offending byte for the message. */
+		size_t line, col;
+		sb_text_position(text, len, json_tokener_get_parse_end(tok), &line, &col);
+		snprintf(err, errlen, "%s:%zu:%zu: invalid JSON: %s", name, line, col,
+		         json_tokener_get_error(tok) == json_tokener_success
+		                 ? "unexpected data after the end"
+		                 : json_tokener_error_desc(json_tokener_get_error(tok)));
+		json_object_put(root);
+		json_tokener_free(tok);
+		return -EINVAL;
+	}
+	json_tokener_free(tok);
+	*out = root;
+	return 0;
+}
+
 int sb_config_load_json(struct sb_config *c, const char *name, const char *text, size_t len, enum sb_cfg_layer layer,
                         char *err, size_t errlen)
 {
-	json_tokener *tok = json_tokener_new();
 	json_object *root = NULL, *sb;
-	int r = 0;
+	int r;
 
-	if (!tok)
-		return -ENOMEM;
-	if (len > INT_MAX) {
-		r = cfg_err(err, errlen, name, "", "file too large");
-		goto out;
-	}
-	root = json_tokener_parse_ex(tok, text, (int)len);
-	if (!root || json_tokener_get_error(tok) != json_tokener_success || json_tokener_get_parse_end(tok) < len) {
-		/* Count the line and column of the offending byte for the message. */
-		size_t off = json_tokener_get_parse_end(tok), line = 1, col = 1;
-		for (size_t i = 0; i < off && i < len; i++) {
-			if (text[i] == '\n') {
-				line++;
-				col = 1;
-			} else {
-				col++;
-			}
-		}
-		snprintf(err, errlen, "%s:%zu:%zu: invalid JSON: %s", name, line, col,
-		         json_tokener_error_desc(json_tokener_get_error(tok)));
-		r = -EINVAL;
-		goto out;
-	}
+	if ((r = sb_json_parse(name, text, len, &root, err, errlen)) < 0)
+		return r;
 	if (!json_object_is_type(root, json_type_object)) {
 		snprintf(err, errlen, "%s: the top level must be a JSON object", name);
 		r = -EINVAL;
@@ -532,7 +581,6 @@ int sb_config_load_json(struct sb_config *c, const char *name, const char *text,
 	}
 out:
 	json_object_put(root);
-	json_tokener_free(tok);
 	return r;
 }
 

@@ -140,9 +140,8 @@ static int step_not_dumpable(struct sb_session *s, struct sb_go *go, char *err, 
 
 static int step_caps(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
 {
-	(void)s;
 	(void)go;
-	return sb_caps_drop_all(err, errlen);
+	return sb_caps_drop_all(s->cfg->allow_containers, err, errlen);
 }
 
 static int step_nnp(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
@@ -154,18 +153,21 @@ static int step_nnp(struct sb_session *s, struct sb_go *go, char *err, size_t er
 
 static int step_seccomp(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
 {
-	(void)s;
 	(void)go;
-	return sb_seccomp_load(err, errlen);
+	return sb_seccomp_load(s->cfg->allow_containers, err, errlen);
 }
 
-static const struct sb_step sb_steps[] = {
+/* The first steps of every pid 1, this one's and a container session's (sb_contain_begin). */
+static const struct sb_step sb_begin_steps[] = {
         {"parent death signal", step_die_with_parent},
         {"process group", step_process_group},
         {"launcher handshake", step_wait_go},
+        {"loopback", step_loopback},
+};
+
+static const struct sb_step sb_steps[] = {
         {"cgroup namespace", step_cgroup_ns},
         {"hostname", step_hostname},
-        {"loopback", step_loopback},
         {"vm network", step_vm_network},
         {"filesystem", step_mounts},
         {"sandbox uid", step_sandbox_uid},
@@ -202,7 +204,7 @@ static void exec_command(void *p)
 	}
 	/* execvp searches the PATH of the current environment: switch to the sandbox's first. */
 	environ = env;
-	if (s->cfg->vm)
+	if (s->cfg->type == SB_TYPE_VM)
 		sb_vm_exec(s, env);
 	execvp(s->argv[0], s->argv);
 	int e = errno;
@@ -210,27 +212,40 @@ static void exec_command(void *p)
 	_exit(e == ENOENT ? SB_EXIT_NOENT : SB_EXIT_NOEXEC);
 }
 
-void sb_contain_main(struct sb_session *s)
+/* Runs the steps in order; the first failure ends pid 1 (status 125, one line on stderr). */
+static void run_steps(struct sb_session *s, struct sb_go *go, const struct sb_step *steps, size_t n)
 {
 	char err[SB_ERR_MAX];
-	struct sb_go go;
 
-	memset(&go, 0, sizeof go);
-	log_init("sluice", s->cfg->verbose > 1 ? LOG_LEVEL_DEBUG : s->cfg->verbose ? LOG_LEVEL_INFO : LOG_LEVEL_WARN);
-	for (size_t i = 0; i < sizeof sb_steps / sizeof sb_steps[0]; i++) {
+	for (size_t i = 0; i < n; i++) {
 		struct timespec t0, t1;
 		err[0] = '\0';
 		clock_gettime(CLOCK_MONOTONIC, &t0);
-		int r = sb_steps[i].fn(s, &go, err, sizeof err);
+		int r = steps[i].fn(s, go, err, sizeof err);
 		clock_gettime(CLOCK_MONOTONIC, &t1);
-		log_debug("step %s: %ld us", sb_steps[i].name,
+		log_debug("step %s: %ld us", steps[i].name,
 		          (long)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000));
 		if (r < 0) {
 			if (err[0])
-				fprintf(stderr, "sluice: %s: %s\n", sb_steps[i].name, err);
+				fprintf(stderr, "sluice: %s: %s\n", steps[i].name, err);
 			_exit(SB_EXIT_FAIL);
 		}
 	}
+}
+
+void sb_contain_begin(struct sb_session *s, struct sb_go *go)
+{
+	memset(go, 0, sizeof *go);
+	log_init("sluice", s->cfg->verbose > 1 ? LOG_LEVEL_DEBUG : s->cfg->verbose ? LOG_LEVEL_INFO : LOG_LEVEL_WARN);
+	run_steps(s, go, sb_begin_steps, sizeof sb_begin_steps / sizeof sb_begin_steps[0]);
+}
+
+void sb_contain_main(struct sb_session *s)
+{
+	struct sb_go go;
+
+	sb_contain_begin(s, &go);
+	run_steps(s, &go, sb_steps, sizeof sb_steps / sizeof sb_steps[0]);
 	struct sb_exec_arg a = {s, &go};
 	_exit(sb_init_run(exec_command, &a, &s->saved_mask));
 }

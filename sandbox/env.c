@@ -5,9 +5,11 @@
 #include "session.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *const sb_env_default[] = {"PATH", "HOME", "TERM", "LANG", "LC_*", "USER", "LOGNAME", "TZ"};
 
@@ -102,6 +104,14 @@ char **sb_env_build(const struct sb_session *s, const struct sb_go *go, char **e
 		r = env_putf(&e, "ALL_PROXY", go->socks_url);
 	if (r == 0 && go->socks_url[0])
 		r = env_putf(&e, "all_proxy", go->socks_url);
+	if (r == 0 && cfg->allow_containers) {
+		/* nest.c wrote these; the runtime directory is the sandbox's own /run */
+		r = env_putf(&e, "CONTAINERS_CONF", "/run/sluice-containers/containers.conf");
+		if (r == 0)
+			r = env_putf(&e, "CONTAINERS_STORAGE_CONF", "/run/sluice-containers/storage.conf");
+		if (r == 0)
+			r = env_putf(&e, "XDG_RUNTIME_DIR", "/run");
+	}
 	if (r == 0)
 		r = env_putf(&e, "SLUICE_SESSION", s->id);
 	if (r == 0 && !e.v)
@@ -120,4 +130,25 @@ void sb_env_free(char **env)
 	for (char **p = env; *p; p++)
 		free(*p);
 	free(env);
+}
+
+char *sb_find_program(const char *name)
+{
+	const char *path = getenv("PATH");
+	char buf[PATH_MAX];
+
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	for (const char *p = path; *p;) {
+		size_t n = strcspn(p, ":");
+		if (n && p[0] == '/' && n + strlen(name) + 2 < sizeof buf) {
+			snprintf(buf, sizeof buf, "%.*s/%s", (int)n, p, name);
+			if (access(buf, X_OK) == 0)
+				return strdup(buf);
+		}
+		p += n;
+		if (*p == ':')
+			p++;
+	}
+	return NULL;
 }

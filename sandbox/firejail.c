@@ -30,28 +30,6 @@
 
 extern char **environ;
 
-/* The firejail executable on PATH, or NULL. */
-static char *find_firejail(void)
-{
-	const char *path = getenv("PATH");
-	char buf[PATH_MAX];
-
-	if (!path || !*path)
-		path = "/usr/local/bin:/usr/bin:/bin";
-	for (const char *p = path; *p;) {
-		size_t n = strcspn(p, ":");
-		if (n && n < sizeof buf - 10) {
-			snprintf(buf, sizeof buf, "%.*s/firejail", (int)n, p);
-			if (access(buf, X_OK) == 0)
-				return strdup(buf);
-		}
-		p += n;
-		if (*p == ':')
-			p++;
-	}
-	return NULL;
-}
-
 /* firejail runs the command WITHOUT any sandbox of its own (exit status 0, one warning line) when it
  * thinks it already runs in one: no kernel thread among /proc/1..10, or `container=` set for us or
  * for pid 1. Its check, mirrored here so that case fails closed before anything runs. Returns a
@@ -148,7 +126,7 @@ int sb_firejail_run(const struct sb_config *cfg, char *const *argv)
 	struct sb_config c = *cfg; /* shallow: the project mode differs, nothing is freed here */
 	struct sb_session s = {.cfg = &c, .argv = argv, .sync_fd = -1, .init_pid = -1, .tty_fd = -1, .lock_fd = -1};
 	char err[SB_ERR_MAX] = "", nsname[32];
-	cleanup_free char *fj = find_firejail();
+	cleanup_free char *fj = sb_find_program("firejail");
 	cleanup_fd int nsfd = -1;
 	struct sb_go go;
 	sigset_t set, old;

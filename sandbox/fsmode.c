@@ -21,12 +21,14 @@ int sb_fsmode_resolve(struct sb_config *c, bool cli_set, char *err, size_t errle
 	const char *ci = getenv("CI");
 	const char *why;
 
-	if (c->fs_mode == SB_FS_ASK && !cli_set && (c->profile == SB_PROFILE_UNSAFE || c->firejail) &&
+	if (c->fs_mode == SB_FS_ASK && !cli_set && (c->profile == SB_PROFILE_UNSAFE || c->type != SB_TYPE_LOCAL) &&
 	    !c->fs_mode_org) {
 		/* a configured default that this run's choices rule out */
 		c->fs_mode = SB_FS_RELAXED;
 		log_info("fs: relaxed (the configured ask does not apply to %s)",
-		         c->firejail ? "--sandbox-type firejail" : "the unsafe profile");
+		         c->type == SB_TYPE_FIREJAIL ? "--sandbox-type firejail"
+		         : c->type != SB_TYPE_LOCAL  ? "a container --sandbox-type"
+		                                     : "the unsafe profile");
 		return 0;
 	}
 	if (c->fs_mode == SB_FS_ASK) {
@@ -34,7 +36,7 @@ int sb_fsmode_resolve(struct sb_config *c, bool cli_set, char *err, size_t errle
 			return sb_errc(err, errlen, EINVAL,
 			               "--fs ask and --profile unsafe contradict each other (unsafe shows the whole "
 			               "host without asking); use --fs relaxed or another profile");
-		if (c->firejail)
+		if (c->type != SB_TYPE_LOCAL)
 			return sb_errc(err, errlen, EINVAL, "--fs ask needs --sandbox-type local");
 		log_info("fs: ask (%s)", c->fs_mode_org ? "set by the organisation" : "chosen");
 		return 0;
@@ -43,8 +45,10 @@ int sb_fsmode_resolve(struct sb_config *c, bool cli_set, char *err, size_t errle
 		log_info("fs: relaxed (%s)", c->fs_mode_org ? "set by the organisation" : "chosen");
 		return 0;
 	}
-	if (c->profile == SB_PROFILE_UNSAFE || c->firejail)
-		why = c->firejail ? "firejail does the filesystem sandbox" : "the unsafe profile shows the host";
+	if (c->profile == SB_PROFILE_UNSAFE || c->type != SB_TYPE_LOCAL)
+		why = c->type == SB_TYPE_FIREJAIL ? "firejail does the filesystem sandbox"
+		      : c->type != SB_TYPE_LOCAL  ? "Podman does the filesystem sandbox"
+		                                  : "the unsafe profile shows the host";
 	else if (ci && *ci && strcmp(ci, "0") != 0 && strcmp(ci, "false") != 0)
 		why = "CI is set: nobody is there to decide";
 	else if (!isatty(STDIN_FILENO) || !isatty(STDERR_FILENO))

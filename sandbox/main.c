@@ -54,6 +54,8 @@ enum {
 	OPT_KEEP_ROOT_UID,
 	OPT_DISK,
 	OPT_FS,
+	OPT_IMAGE,
+	OPT_ALLOW_CONTAINERS,
 	OPT_ALLOW_KVM,
 	OPT_VM_ACCEL,
 };
@@ -88,6 +90,8 @@ static const struct option sb_options[] = {
         {"hostname", required_argument, NULL, OPT_HOSTNAME},
         {"audit-log", required_argument, NULL, OPT_AUDIT_LOG},
         {"sandbox-type", required_argument, NULL, OPT_SANDBOX_TYPE},
+        {"image", required_argument, NULL, OPT_IMAGE},
+        {"allow-containers", no_argument, NULL, OPT_ALLOW_CONTAINERS},
         {"no-sandbox-i-mean-it", no_argument, NULL, OPT_NO_SANDBOX},
         {"verbose", no_argument, NULL, 'v'},
         {"quiet", no_argument, NULL, 'q'},
@@ -136,9 +140,18 @@ static void usage(FILE *f)
 	           "                                 instead of a per-session unprivileged uid\n"
 	           "  --audit-log PATH               audit log of an embedded netd session (sluiced keeps its\n"
 	           "                                 own); also where the bypass is logged (default: syslog)\n"
-	           "  --sandbox-type local|firejail|vm  who sandboxes the command (firejail: root; sluice\n"
-	           "                                 wires its network namespace; vm: a QEMU/KVM virtual\n"
-	           "                                 machine inside the local sandbox, docs/sandbox.md)\n"
+	           "  --allow-containers             local: rootless Podman and Buildah work inside (own\n"
+	           "                                 storage in the session; their network is the session's)\n"
+	           "  --sandbox-type TYPE            who sandboxes the command, in the same network session:\n"
+	           "                                 local      sluice's namespaces (default)\n"
+	           "                                 firejail   firejail (root)\n"
+	           "                                 container  a Podman container of --image (root)\n"
+	           "                                 devcontainer  Podman, from .devcontainer/devcontainer.json\n"
+	           "                                 (root)\n"
+	           "                                 vm         a QEMU/KVM virtual machine inside the local\n"
+	           "                                 sandbox (docs/sandbox.md compares them)\n"
+	           "  --image IMAGE                  the image of --sandbox-type container (local images only:\n"
+	           "                                 `podman pull` or `podman build` it first)\n"
 	           "  --vm-accel kvm|tcg             vm: KVM (default, required) or emulation (slow, warned)\n"
 	           "  --no-sandbox-i-mean-it         run COMMAND with no sandbox at all (logged)\n"
 	           "  -v, --verbose                  setup steps and the session id (twice: debug)\n"
@@ -236,6 +249,7 @@ static int add_bind(struct sb_config *c, const char *arg, bool rw)
 	nb[c->n_binds].src = strdup(abs);
 	nb[c->n_binds].dst = colon ? strdup(dst) : NULL;
 	nb[c->n_binds].rw = rw;
+	nb[c->n_binds].literal = false; /* a path a person wrote: symlinks on it are followed */
 	if (!nb[c->n_binds].src || (colon && !nb[c->n_binds].dst))
 		return fail("out of memory");
 	c->n_binds++;
@@ -493,16 +507,33 @@ static int cmd_run(int argc, char **argv)
 		case OPT_NO_SANDBOX: no_sandbox = true; break;
 		case OPT_SANDBOX_TYPE:
 			if (strcmp(optarg, "local") == 0)
-				c.firejail = false;
+				c.type = SB_TYPE_LOCAL;
 			else if (strcmp(optarg, "firejail") == 0)
-				c.firejail = true;
+				c.type = SB_TYPE_FIREJAIL;
+			else if (strcmp(optarg, "container") == 0)
+				c.type = SB_TYPE_CONTAINER;
+			else if (strcmp(optarg, "devcontainer") == 0)
+				c.type = SB_TYPE_DEVCONTAINER;
 			else if (strcmp(optarg, "vm") == 0)
-				c.vm = true;
+				c.type = SB_TYPE_VM;
 			else {
-				fail("--sandbox-type %s: want local, firejail or vm", optarg);
+				fail("--sandbox-type %s: want local, firejail, container, devcontainer or vm", optarg);
 				goto out;
 			}
 			break;
+		case OPT_IMAGE:
+			/* a single argv entry for podman; no option look-alike, no control bytes */
+			if (!*optarg || optarg[0] == '-' || strlen(optarg) > 255 || strpbrk(optarg, " \t\n\r")) {
+				fail("--image %s: want an image name such as localhost/dev:1 (no spaces, at most 255 "
+				     "bytes)",
+				     optarg);
+				goto out;
+			}
+			free(c.ctr.image);
+			if (!(c.ctr.image = strdup(optarg)))
+				goto out;
+			break;
+		case OPT_ALLOW_CONTAINERS: c.allow_containers = true; break;
 		case 'v': c.verbose++; break;
 		case 'q': c.quiet = true; break;
 		case 'h':
@@ -698,19 +729,55 @@ static int cmd_run(int argc, char **argv)
 		fail("--keep-root-uid is forbidden by the organisation policy (%s/policy.json)", SLUICE_SYSCONFDIR);
 		goto out;
 	}
-	if (c.vm && c.firejail) {
-		fail("--sandbox-type: choose one of local, firejail or vm");
+	if (c.type == SB_TYPE_CONTAINER || c.type == SB_TYPE_DEVCONTAINER) {
+		const char *t = c.type == SB_TYPE_CONTAINER ? "container" : "devcontainer";
+		if (profile || c.allow_containers || c.allow_kvm || c.keep_root_uid || c.project_mode == SB_PROJECT_RW) {
+			fail("--sandbox-type %s: the image is the container's filesystem and Podman its sandbox; "
+			     "--profile, --allow-containers, --allow-kvm, --keep-root-uid and --project-mode rw apply "
+			     "to --sandbox-type local only",
+			     t);
+			goto out;
+		}
+		if (c.type == SB_TYPE_CONTAINER && !c.ctr.image) {
+			fail("--sandbox-type container needs --image IMAGE (a local image: `podman images` lists "
+			     "them)");
+			goto out;
+		}
+		if (c.type == SB_TYPE_DEVCONTAINER && c.ctr.image) {
+			fail("--image goes with --sandbox-type container (a devcontainer names its image in "
+			     ".devcontainer/devcontainer.json)");
+			goto out;
+		}
+		if (c.type == SB_TYPE_DEVCONTAINER && sb_devcontainer_load(&c, err, sizeof err) < 0) {
+			fail("%s", err);
+			goto out;
+		}
+		if (sb_container_check(&c, err, sizeof err) < 0) {
+			fail("%s", err);
+			goto out;
+		}
+	} else if (c.ctr.image) {
+		fail("--image goes with --sandbox-type container");
 		goto out;
 	}
-	if (vm_accel && !c.vm) {
+	if (c.allow_containers && c.type != SB_TYPE_LOCAL) {
+		fail("--allow-containers is for --sandbox-type local");
+		goto out;
+	}
+	if (c.allow_containers && c.keep_root_uid) {
+		fail("--allow-containers and --keep-root-uid contradict each other: nested containers run as the "
+		     "session's unprivileged uid");
+		goto out;
+	}
+	if (vm_accel && c.type != SB_TYPE_VM) {
 		fail("--vm-accel goes with --sandbox-type vm");
 		goto out;
 	}
-	if (c.vm && sb_vm_prepare(&c, err, sizeof err) < 0) {
+	if (c.type == SB_TYPE_VM && sb_vm_prepare(&c, err, sizeof err) < 0) {
 		fail("%s", err);
 		goto out;
 	}
-	if (c.allow_kvm && c.firejail) {
+	if (c.allow_kvm && c.type == SB_TYPE_FIREJAIL) {
 		fail("--allow-kvm applies to --sandbox-type local and vm (firejail builds its own /dev)");
 		goto out;
 	}
@@ -718,7 +785,7 @@ static int cmd_run(int argc, char **argv)
 		fail("%s", err);
 		goto out;
 	}
-	if (c.firejail) {
+	if (c.type == SB_TYPE_FIREJAIL) {
 		if (profile || c.n_binds || mode || c.save != SB_SAVE_NONE || set_cpu || set_mem || set_pids ||
 		    set_timeout || set_disk || cli.n_io) {
 			fail("--sandbox-type firejail: firejail does the filesystem and resource sandbox; --profile, "

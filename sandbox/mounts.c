@@ -262,6 +262,8 @@ static int dev_tree(const struct sb_session *s, int rootfd, char *err, size_t er
 	return sb_scratch_at(s, "shm", dev, "shm", 01777, -1, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen);
 }
 
+/* userns: the command runs in a user namespace (also a root launch's remapped uid with
+ * --allow-containers, whose nested containers write their own namespaces' /proc/sys). */
 static int proc_tree(int rootfd, bool userns, char *err, size_t errlen)
 {
 	int r;
@@ -361,8 +363,7 @@ static int resolv_conf(int resolvfd, int rootfd, char *err, size_t errlen)
 	return r < 0 ? r : sb_attach(tree, target, "/etc/resolv.conf", err, errlen);
 }
 
-/* Attaches every prepared source but the project (overlay.c mounts that) at its destination. */
-static int source_binds(const struct sb_session *s, int rootfd, char *err, size_t errlen)
+int sb_mounts_attach_sources(const struct sb_session *s, int rootfd, char *err, size_t errlen)
 {
 	int r;
 
@@ -464,9 +465,12 @@ int sb_mounts_build(struct sb_session *s, const struct sb_go *go, char *err, siz
 		return r;
 	if ((r = sb_overlay_mount_project(s, rootfd, upperfd, workfd, err, errlen)) < 0)
 		return r;
-	if ((r = source_binds(s, rootfd, err, errlen)) < 0)
+	if ((r = sb_mounts_attach_sources(s, rootfd, err, errlen)) < 0)
 		return r;
-	if ((r = dev_tree(s, rootfd, err, errlen)) < 0 || (r = proc_tree(rootfd, s->userns, err, errlen)) < 0)
+	if ((r = dev_tree(s, rootfd, err, errlen)) < 0 ||
+	    (r = proc_tree(rootfd, s->userns || (s->cfg->allow_containers && s->remap_userns >= 0), err, errlen)) < 0)
+		return r;
+	if ((r = sb_nest_mounts(s, rootfd, err, errlen)) < 0)
 		return r;
 	if ((r = sb_masks_apply(s, rootfd, err, errlen)) < 0)
 		return r;

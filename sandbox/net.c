@@ -202,7 +202,7 @@ int sb_net_open(struct sb_session *s, int netns_fd, struct sb_go *go, char *err,
 	struct netd_session_request req = {
 	        .netns_fd = netns_fd,
 	        .command = s->argv[0],
-	        .sandbox = c->vm ? "vm" : c->firejail ? "firejail" : "local",
+	        .sandbox = sb_sandbox_type_name(c->type),
 	        .policy_json = policy_json,
 	        .audit_log = c->audit_log,
 	};

@@ -53,6 +53,7 @@ struct sb_bind {
 	char *src; /* owned; absolute, as given (opened once when mounted: binds.c) */
 	char *dst; /* owned; absolute path inside the sandbox, or NULL: where src really is */
 	bool rw;
+	bool literal; /* no symlink may be followed on src's path (a devcontainer.json's binds) */
 };
 
 /* I/O throttle for one block device. */
@@ -69,7 +70,7 @@ struct sb_limits {
 	uint64_t pids;           /* 0 = none */
 	struct sb_io_limit io[SB_IO_MAX];
 	size_t n_io;
-	unsigned timeout_s; /* wall clock; 0 = none */
+	unsigned timeout_s;  /* wall clock; 0 = none */
 	uint64_t disk_bytes; /* the session's scratch space (overlay upper, /tmp, ...); 0 = the default */
 };
 
@@ -82,6 +83,30 @@ struct sb_strv {
 int sb_strv_add(struct sb_strv *s, const char *str);
 bool sb_strv_contains(const struct sb_strv *s, const char *str);
 void sb_strv_clear(struct sb_strv *s);
+
+/* Who sandboxes the command (--sandbox-type). */
+enum sb_sandbox_type {
+	SB_TYPE_LOCAL = 0,    /* sluice's own namespaces (the default) */
+	SB_TYPE_FIREJAIL,     /* firejail in a netd-wired namespace (firejail.c) */
+	SB_TYPE_CONTAINER,    /* a Podman container of --image (container.c) */
+	SB_TYPE_DEVCONTAINER, /* a Podman container from .devcontainer/devcontainer.json (devcontainer.c) */
+	SB_TYPE_VM,           /* a QEMU VM inside the local sandbox (vm.c) */
+};
+
+/* What a container session runs (--sandbox-type container|devcontainer): --image, or what the
+ * project's devcontainer.json says. The strings come from the command line or from the (untrusted)
+ * repository, checked by devcontainer.c. */
+struct sb_ctr_spec {
+	char *image;           /* owned; image reference, or NULL when built from a Dockerfile */
+	char *dockerfile;      /* owned; absolute path of build.dockerfile (inside the project), or NULL */
+	char *context;         /* owned; absolute build context (inside the project), or NULL */
+	char *workspace;       /* owned; where the project appears in the container (default: its own path) */
+	char *user;            /* owned; "UID[:GID]" the command runs as inside (remoteUser), or NULL: 0 */
+	char *source;          /* owned; the devcontainer.json it came from (for messages), or NULL */
+	struct sb_strv env;    /* NAME=VALUE (containerEnv) */
+	struct sb_strv mounts; /* podman --mount values of type volume or tmpfs (session-local) */
+	char *post_create;     /* owned; postCreateCommand as a shell command (an array form quoted), or NULL */
+};
 
 /* Everything the session needs to know, resolved before any namespace exists. */
 struct sb_config {
@@ -135,15 +160,19 @@ struct sb_config {
 
 	char *hostname; /* owned; default "sluice" */
 	int verbose;
-	bool quiet;    /* --quiet: no messages of the launcher's own but errors */
-	bool firejail; /* --sandbox-type firejail (else local: sluice's own sandbox) */
-	bool vm;         /* --sandbox-type vm: the command runs in a QEMU VM inside the local sandbox (vm.c) */
+	bool quiet;                /* --quiet: no messages of the launcher's own but errors */
+	enum sb_sandbox_type type; /* --sandbox-type */
+	struct sb_ctr_spec ctr;    /* container and devcontainer types */
+	bool allow_containers;     /* --allow-containers: rootless Podman inside the local sandbox (nest.c) */
 	bool vm_tcg;     /* --vm-accel tcg: emulate (else KVM, required) */
 	char *vm_kernel; /* owned; the guest kernel (vm.c) */
 	char *vm_initrd; /* owned; the guest's initramfs (vm.c) */
 };
 
 void sb_config_init(struct sb_config *c);
+/* "local", "firejail", "container", "devcontainer": the --sandbox-type word. */
+const char *sb_sandbox_type_name(enum sb_sandbox_type t);
+void sb_ctr_spec_clear(struct sb_ctr_spec *spec);
 void sb_config_clear(struct sb_config *c);
 
 /* Which configuration file a setting came from, strongest first. The project file lives in the
@@ -175,6 +204,13 @@ int sb_fsmode_config_key(struct sb_config *c, const char *key, struct json_objec
 /* fsexplain.c: which layer decides whether --fs ask reads path without asking; one line in out. */
 enum { SB_FS_EXPLAIN_ALLOW = 0, SB_FS_EXPLAIN_DENY = 1, SB_FS_EXPLAIN_ASK = 3 };
 int sb_fs_explain(const char *path, const char *project, const char *sysconfdir, char *out, size_t outlen);
+
+/* JSON with comments (json-c): the whole text must be one value; errors name name:line:col. *out is
+ * the caller's (json_object_put). */
+struct json_object;
+int sb_json_parse(const char *name, const char *text, size_t len, struct json_object **out, char *err, size_t errlen);
+/* The 1-based line and column of byte offset off in text. */
+void sb_text_position(const char *text, size_t len, size_t off, size_t *line, size_t *col);
 
 /* Parsers shared by the command line and config: "512M", "2G", "1.5" cores, "8:0:10M". */
 int sb_parse_size(const char *s, uint64_t *out);

@@ -48,6 +48,13 @@ static const char *const sb_denied[] = {
         "finit_module",
         "delete_module",
         "create_module",
+};
+
+/* Denied unless --allow-containers (nest.c): rootless Podman builds its containers with them, in user,
+ * mount and network namespaces of its own. The command has no capability in the session's namespaces,
+ * so these only act on namespaces it creates; mounts it inherits there are locked by the kernel (a
+ * mask cannot be lifted from a more privileged mount namespace's copy). */
+static const char *const sb_denied_unless_nested[] = {
         /* reshaping the filesystem view (the launcher built it) */
         "mount",
         "umount",
@@ -64,6 +71,9 @@ static const char *const sb_denied[] = {
         "mount_setattr",
         /* joining other namespaces */
         "setns",
+};
+
+static const char *const sb_denied_more[] = {
         /* host-wide state */
         "acct",
         "swapon",
@@ -153,7 +163,7 @@ static int setid_rules(scmp_filter_ctx ctx, const char **what)
 	return add_rule(ctx, SCMP_ACT_ERRNO(ENOSYS), "openat2", 0, NULL);
 }
 
-int sb_seccomp_build(scmp_filter_ctx *out, char *err, size_t errlen)
+int sb_seccomp_build(scmp_filter_ctx *out, bool nested, char *err, size_t errlen)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 	const uint32_t eperm = SCMP_ACT_ERRNO(EPERM);
@@ -180,15 +190,26 @@ int sb_seccomp_build(scmp_filter_ctx *out, char *err, size_t errlen)
 		if ((r = add_rule(ctx, eperm, sb_denied[i], 0, NULL)) < 0)
 			goto fail;
 	}
+	for (size_t i = 0; i < sizeof sb_denied_more / sizeof sb_denied_more[0]; i++) {
+		what = sb_denied_more[i];
+		if ((r = add_rule(ctx, eperm, sb_denied_more[i], 0, NULL)) < 0)
+			goto fail;
+	}
+	for (size_t i = 0; !nested && i < sizeof sb_denied_unless_nested / sizeof sb_denied_unless_nested[0]; i++) {
+		what = sb_denied_unless_nested[i];
+		if ((r = add_rule(ctx, eperm, sb_denied_unless_nested[i], 0, NULL)) < 0)
+			goto fail;
+	}
 
-	/* No new user namespaces inside: they would hand back every capability we dropped. */
+	/* No new user namespaces inside: they would hand back every capability we dropped (within
+	 * namespaces of their own only: --allow-containers allows them for rootless Podman). */
 	struct scmp_arg_cmp newuser = SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER);
 	what = "unshare(CLONE_NEWUSER)";
-	if ((r = add_rule(ctx, eperm, "unshare", 1, &newuser)) < 0)
+	if (!nested && (r = add_rule(ctx, eperm, "unshare", 1, &newuser)) < 0)
 		goto fail;
 	/* clone's flags are its first argument on every architecture we support. */
 	what = "clone(CLONE_NEWUSER)";
-	if ((r = add_rule(ctx, eperm, "clone", 1, &newuser)) < 0)
+	if (!nested && (r = add_rule(ctx, eperm, "clone", 1, &newuser)) < 0)
 		goto fail;
 	/* clone3 passes its flags in memory, which seccomp cannot read: ENOSYS makes glibc and
 	 * others fall back to clone, which the rule above can check. */
@@ -239,7 +260,7 @@ fail:
 	return r;
 }
 
-int sb_seccomp_load(char *err, size_t errlen)
+int sb_seccomp_load(bool nested, char *err, size_t errlen)
 {
 	scmp_filter_ctx ctx = NULL;
 	int r;
@@ -248,14 +269,15 @@ int sb_seccomp_load(char *err, size_t errlen)
 	/* The program is a whole number of BPF instructions (checked at build time). no_new_privs
 	 * is already set, so no capability is needed. */
 	struct sock_fprog prog = {
-	        .len = (unsigned short)(sizeof sb_seccomp_bpf / sizeof(struct sock_filter)),
-	        .filter = (struct sock_filter *)(uintptr_t)sb_seccomp_bpf,
+	        .len = (unsigned short)((nested ? sizeof sb_seccomp_bpf_nested : sizeof sb_seccomp_bpf) /
+	                                sizeof(struct sock_filter)),
+	        .filter = (struct sock_filter *)(uintptr_t)(nested ? sb_seccomp_bpf_nested : sb_seccomp_bpf),
 	};
 	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0)
 		return 0;
 	log_debug("the prebuilt seccomp filter was refused (%s); compiling it now", strerror(errno));
 #endif
-	if ((r = sb_seccomp_build(&ctx, err, errlen)) < 0)
+	if ((r = sb_seccomp_build(&ctx, nested, err, errlen)) < 0)
 		return r;
 	if ((r = seccomp_load(ctx)) < 0)
 		snprintf(err, errlen, "seccomp filter: seccomp_load: %s", strerror(-r));

@@ -2,7 +2,8 @@
  * id maps, cgroup placement and the network step for the new init, then the wait: forwarding
  * signals, enforcing the wall-clock limit, and passing the command's status through. Teardown
  * kills whatever is left in the session cgroup, closes the netd session, saves or discards the
- * project changes and removes the session directory, so nothing outlives the session. */
+ * project changes and removes the session directory, so nothing outlives the session. The container
+ * types (container.c) run in the same session: only their pid 1 differs. */
 #include "session.h"
 
 #include "log.h"
@@ -48,8 +49,11 @@ static int prepare_outside(struct sb_session *s, struct sb_go *go, char *err, si
 {
 	int r;
 
-	if (s->userns &&
-	    (r = sb_ns_write_idmaps(s->init_pid, s->cfg->uid, s->cfg->uid, s->cfg->gid, s->cfg->gid, err, errlen)) < 0)
+	/* --allow-containers: the command is uid 0 of its namespace, as rootless Podman wants to be
+	 * (nest.c); otherwise it keeps its own ids. */
+	bool nested = s->cfg->allow_containers;
+	if (s->userns && (r = sb_ns_write_idmaps(s->init_pid, nested ? 0 : s->cfg->uid, s->cfg->uid,
+	                                         nested ? 0 : s->cfg->gid, s->cfg->gid, err, errlen)) < 0)
 		return r;
 	if (sb_cgroup_active(s->cg) && (r = sb_cgroup_attach(s->cg, s->init_pid, s->born_in_cgroup, err, errlen)) < 0)
 		return r;
@@ -247,7 +251,7 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 	log_info("launcher: session directory %s: %ld us", s.dir, lap_us());
 	/* A root launch runs the command as an unprivileged uid of its own (ns.c, docs/sandbox.md). */
 	s.host_uid = s.userns ? cfg->uid : cfg->keep_root_uid ? 0 : sb_ns_pick_uid(cfg, s.id);
-	sb_ulimits_compute(&s.ulimits);
+	sb_ulimits_compute(&s.ulimits, cfg->allow_containers);
 	if (!s.userns && !cfg->keep_root_uid) {
 		if ((s.remap_userns = sb_ns_make_userns(s.host_uid, &s.ulimits, err, sizeof err)) < 0)
 			goto fail;
@@ -283,6 +287,9 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 	if (pid == 0) {
 		close(sv[0]);
 		s.sync_fd = sv[1];
+		/* The same session around a different pid 1: Podman runs the command (container.c). */
+		if (cfg->type == SB_TYPE_CONTAINER || cfg->type == SB_TYPE_DEVCONTAINER)
+			sb_container_main(&s);
 		sb_contain_main(&s);
 	}
 	s.init_pid = pid;

@@ -114,6 +114,9 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv);
 
 /* ---- contain.c: the ordered containment steps inside; never returns ---- */
 __attribute__((noreturn)) void sb_contain_main(struct sb_session *s);
+/* The first steps of any pid 1: die with the launcher, a process group of its own, the launcher's
+ * "go" (into go), lo up. A failure ends the process (status 125). */
+void sb_contain_begin(struct sb_session *s, struct sb_go *go);
 
 /* ---- ns.c ---- */
 int sb_ns_clone_flags(const struct sb_session *s);
@@ -131,7 +134,8 @@ int sb_ns_enter_cgroup_ns(char *err, size_t errlen);
 
 /* ---- ulimits.c ---- */
 /* Launcher: half of its own per-user limits (see ulimits.c). */
-void sb_ulimits_compute(struct sb_ulimits *u);
+/* nested (--allow-containers): a bounded number of namespaces instead of none. */
+void sb_ulimits_compute(struct sb_ulimits *u, bool nested);
 /* As root of the session's user namespace: writes its /proc/sys/user maxima. */
 int sb_ulimits_apply_ns(const struct sb_ulimits *u, char *err, size_t errlen);
 /* pid 1: lowers its rlimits (the command inherits them). */
@@ -177,6 +181,9 @@ void sb_sources_free(struct sb_session *s);
 /* ---- mounts.c ---- */
 /* Builds the sandbox's filesystem under the session's root directory and pivots into it. */
 int sb_mounts_build(struct sb_session *s, const struct sb_go *go, char *err, size_t errlen);
+/* Attaches every prepared source but the project and the home (mounted by their own steps) at its
+ * destination beneath rootfd (also the container backend's volumes: container.c). */
+int sb_mounts_attach_sources(const struct sb_session *s, int rootfd, char *err, size_t errlen);
 /* Safe path helpers (also used by overlay.c): open PATH beneath dirfd without following any
  * symlink or crossing into /proc magic links. */
 int sb_open_beneath(int dirfd, const char *path, int flags, char *err, size_t errlen);
@@ -257,6 +264,30 @@ int sb_vm_net_setup(struct sb_session *s, char *err, size_t errlen);
 /* The command's process: runs QEMU, relays the guest's output, exits with its command's status. */
 __attribute__((noreturn)) void sb_vm_exec(const struct sb_session *s, char **env);
 
+/* ---- nest.c: --allow-containers ---- */
+/* pid 1, before the masks: with the flag, Podman's configuration in /run/sluice-containers and the
+ * devices it needs; without it, the refusal over /usr/bin/podman and /usr/bin/buildah. */
+int sb_nest_mounts(const struct sb_session *s, int rootfd, char *err, size_t errlen);
+
+/* ---- container.c: --sandbox-type container|devcontainer ---- */
+/* The session's pid 1 of a container session (root launch): mounts the project (overlay, rw or ro as
+ * in local mode) and the binds where Podman can see them, then runs `podman run` (after `podman
+ * build` for a devcontainer Dockerfile) with a per-session store in the session directory, in the
+ * session's network namespace; exits with the container's status. Never returns. */
+__attribute__((noreturn)) void sb_container_main(struct sb_session *s);
+/* Launcher, before anything is made: podman is installed (else a one-line hint) and the user's image
+ * store can be found. */
+int sb_container_check(const struct sb_config *cfg, char *err, size_t errlen);
+
+/* ---- devcontainer.c ---- */
+/* Reads PROJECT/.devcontainer/devcontainer.json (else PROJECT/.devcontainer.json) into c->ctr (and
+ * bind mounts inside the project into c->binds, read-only). Errors name file:line. */
+int sb_devcontainer_load(struct sb_config *c, char *err, size_t errlen);
+/* Parses a devcontainer.json text as if read from `name` for the project at project_dir (the fuzzed
+ * entry point). Fills spec and adds read-only binds to c. */
+int sb_devcontainer_parse(struct sb_config *c, const char *name, const char *text, size_t len, char *err,
+                          size_t errlen);
+
 /* ---- summary.c ---- */
 /* The size of the audit log now (where this session's records will start), 0 when unreadable. */
 long long sb_summary_mark(const char *log_path);
@@ -303,23 +334,27 @@ int sb_learn_check(const char *path, char *err, size_t errlen);
 int sb_learn_write(const struct sb_session *s, const char *id, const char *log_path, long long from, bool settle);
 
 /* ---- env.c ---- */
+/* The executable `name` on the launcher's PATH (else the usual directories), malloced, or NULL. */
+char *sb_find_program(const char *name);
 /* Builds the sandbox environment (malloced NULL-terminated array of malloced strings). */
 char **sb_env_build(const struct sb_session *s, const struct sb_go *go, char **environ_in);
 void sb_env_free(char **env);
 bool sb_env_name_allowed(const struct sb_config *cfg, const char *name, size_t namelen);
 
 /* ---- caps.c ---- */
-int sb_caps_drop_all(char *err, size_t errlen);
+/* keep_setfcap (--allow-containers): CAP_SETFCAP stays, ambient, for rootless Podman (nest.c). */
+int sb_caps_drop_all(bool keep_setfcap, char *err, size_t errlen);
 int sb_no_new_privs(char *err, size_t errlen);
 int sb_die_with_parent(char *err, size_t errlen);
 int sb_close_fds_above(int keep_max, char *err, size_t errlen);
 
 /* ---- seccomp.c ---- */
-int sb_seccomp_load(char *err, size_t errlen);
+/* nested: the --allow-containers filter (namespaces and mounts of the command's own allowed). */
+int sb_seccomp_load(bool nested, char *err, size_t errlen);
 /* Builds the filter (libseccomp context) without loading it; used by seccomp-gen at build time.
  * The caller owns *out (seccomp_release). Declared with void * so callers need not include
  * seccomp.h. */
-int sb_seccomp_build(void **out, char *err, size_t errlen);
+int sb_seccomp_build(void **out, bool nested, char *err, size_t errlen);
 
 /* ---- cgroup.c (launcher side) ---- */
 int sb_cgroup_new(const struct sb_limits *lim, const char *id, bool privileged, struct sb_cgroup **out, char *err,

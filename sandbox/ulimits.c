@@ -7,7 +7,8 @@
  *    each namespace; every level checks its own maximum (/proc/sys/user/max_*, which a new namespace
  *    starts at INT_MAX). The session's namespace gets half of the launcher's maxima for inotify and 0
  *    for new namespaces and fanotify (seccomp refuses those calls anyway), so the command can take at
- *    most half of its user's inotify allowance.
+ *    most half of its user's inotify allowance. With --allow-containers it may hold up to 256
+ *    namespaces of each kind (rootless Podman's, nest.c).
  *  - The counts the kernel checks against rlimits (RLIMIT_NPROC, _MSGQUEUE, _SIGPENDING, _MEMLOCK)
  *    are checked at the command's own level against its rlimit: the command gets half of the
  *    launcher's (finite) limits, so the user keeps at least the other half.
@@ -54,11 +55,15 @@ static long read_long(const char *path)
 	return end == buf ? -1 : v;
 }
 
-void sb_ulimits_compute(struct sb_ulimits *u)
+/* --allow-containers: namespaces of each kind the command may hold at once (rootless Podman makes a
+ * handful per container; fanotify stays at 0). */
+#define SB_NESTED_NS_MAX 256
+
+void sb_ulimits_compute(struct sb_ulimits *u, bool nested)
 {
 	char path[96];
 	for (size_t i = 0; i < SB_NS_LIMITS; i++) {
-		u->ns[i] = 0;
+		u->ns[i] = nested && strstr(sb_ns_limits[i].name, "_namespaces") ? SB_NESTED_NS_MAX : 0;
 		if (!sb_ns_limits[i].halve)
 			continue;
 		snprintf(path, sizeof path, "/proc/sys/user/%s", sb_ns_limits[i].name);

@@ -75,7 +75,7 @@ int sb_vm_net_setup(struct sb_session *s, char *err, size_t errlen)
 	char a[INET_ADDRSTRLEN], g[INET_ADDRSTRLEN];
 	int r;
 
-	if (!s->cfg->vm || !s->cfg->allow_network)
+	if (s->cfg->type != SB_TYPE_VM || !s->cfg->allow_network)
 		return 0;
 	cleanup_fd int sk = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (sk < 0)

@@ -21,6 +21,11 @@
 # SLUICE_BENCH_NETWORK=1 (root) also times `sluice run --allow-network -- true` twice: through a running
 # sluiced and with the embedded helper (no daemon). For that the whole benchmark runs in a lab of
 # network namespaces (tests/lib/lab.sh: no route leaves it) where sluiced is started.
+#
+# SLUICE_BENCH_CONTAINERS=1 (root, podman) adds the container types (issue 18) as slow rows, with the test
+# image (tests/lib/ctr-image.sh, built once under BUILD/tests/ctr-image): `--sandbox-type container`,
+# `--sandbox-type devcontainer` (a devcontainer.json naming that image), and `--allow-containers` as a fast
+# row; with SLUICE_BENCH_NETWORK=1 also `--sandbox-type container --allow-network` through sluiced.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$src/build}" && pwd)
@@ -83,8 +88,25 @@ if [ -n "${SLUICE_BENCH_NETWORK:-}" ]; then
 	names+=("sluice run --allow-network (sluiced)" "sluice run --allow-network (embedded)")
 fi
 
-# The Node-based wrappers.
+# The Node-based wrappers (and the container types).
 slow_cmds=() slow_names=()
+if [ -n "${SLUICE_BENCH_CONTAINERS:-}" ]; then
+	export SLUICE_SOURCE_DIR=$src SLUICE_BUILD_DIR=$build
+	command -v lab_bail >/dev/null || lab_bail() { echo "bench-sandbox: $*" >&2; exit 1; }
+	. "$src/tests/lib/ctr-image.sh"
+	ctr_image_ensure # exports CONTAINERS_STORAGE_CONF: sluice reads the image from that store
+	mkdir -p "$work/dc/.devcontainer"
+	printf '{ "image": "%s" }\n' "$CTR_IMAGE" >"$work/dc/.devcontainer/devcontainer.json"
+	cmds+=("$sluice run --allow-containers -- true")
+	names+=("sluice run --allow-containers")
+	slow_cmds+=("$sluice run --sandbox-type container --image $CTR_IMAGE -- true"
+		"env -C $work/dc $sluice run --sandbox-type devcontainer -- true")
+	slow_names+=("sluice run --sandbox-type container" "sluice run --sandbox-type devcontainer")
+	if [ -n "${SLUICE_BENCH_NETWORK:-}" ]; then
+		slow_cmds+=("env SLUICE_RUN_DIR=/run/sluice $sluice run --sandbox-type container --image $CTR_IMAGE --allow-network -- true")
+		slow_names+=("sluice run --sandbox-type container --allow-network (sluiced)")
+	fi
+fi
 srt=${SLUICE_BENCH_SRT:-}
 if [ -z "$srt" ] && command -v npm >/dev/null; then
 	if timeout 300 npm install --no-audit --no-fund --silent --prefix "$work/srt" @anthropic-ai/sandbox-runtime \
@@ -146,7 +168,10 @@ base = statistics.median(med["sluice run"])
 for name in ("srt (sandbox-runtime)", "node + bwrap"):
     if name in med:
         print(f"{name} / sluice run (medians of rounds): {statistics.median(med[name]) / base:.1f}x (target >= 20)")
-for name in ("sluice run --allow-network (sluiced)", "sluice run --allow-network (embedded)"):
+for name in ("sluice run --allow-network (sluiced)", "sluice run --allow-network (embedded)",
+             "sluice run --allow-containers", "sluice run --sandbox-type container",
+             "sluice run --sandbox-type devcontainer",
+             "sluice run --sandbox-type container --allow-network (sluiced)"):
     if name in med:
         print(f"{name}: {statistics.median(med[name]):.1f} ms, {statistics.median(med[name]) / base:.1f}x sluice run")
 PY

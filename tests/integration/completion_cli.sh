@@ -24,7 +24,7 @@ comp() {
 
 check_eq "sluice: subcommands" "--help --version netns run" "$(comp _sluice sluice '')"
 check_eq "sluice run --pro: options" "--profile --project --project-mode" "$(comp _sluice sluice run --pro)"
-check_eq "sluice run --sandbox-type: values" "firejail local vm" "$(comp _sluice sluice run --sandbox-type '')"
+check_eq "sluice run --sandbox-type: values" "container devcontainer firejail local vm" "$(comp _sluice sluice run --sandbox-type '')"
 check_eq "sluice run --vm-accel: values" "kvm tcg" "$(comp _sluice sluice run --vm-accel '')"
 check_eq "sluice run --profile: values" "base plugin unsafe" "$(comp _sluice sluice run --profile '')"
 check_eq "sluice run --q: --quiet" "--quiet" "$(comp _sluice sluice run --q)"

@@ -77,7 +77,7 @@ check_eq "... its uid" 0 "$(jq -r '.[0].uid' <<<"$js")"
 check_match "... its IPv4 address from the pool" '^100\.64\.' "$(jq -r '.[0].addr4' <<<"$js")"
 check_match "... when it was created" '^20[0-9-]+T[0-9:]+Z$' "$(jq -r '.[0].created' <<<"$js")"
 sid=$(jq -r '.[0].id' <<<"$js")
-check_match "the table shows it" "^$sid +0 +[0-9]+ +100\\.64\\.[0-9.]+ .* sleep" "$("$CTL" sessions | tail -1)"
+check_match "the table shows it" "^$sid +0 +[0-9]+ +100\\.64\\.[0-9.]+ .* local +sleep" "$("$CTL" sessions | tail -1)"
 check "session end ID ends it" "$CTL" session end "$sid"
 for _ in $(seq 100); do [ "$("$CTL" sessions --json | jq length)" = 0 ] && break; sleep 0.1; done
 check_eq "... it is gone from sessions" 0 "$("$CTL" sessions --json | jq length)"
@@ -85,6 +85,20 @@ check_not "ending an unknown session fails" "$CTL" session end 0123456789
 kill "$runpid"
 wait "$runpid"
 check_eq "the launcher ends on SIGTERM after its session was ended (143)" 143 "$?"
+# a container session (issue 18) shows its type
+. "$SLUICE_SOURCE_DIR/tests/lib/ctr-image.sh"
+ctr_image_ensure
+(cd "$P" && exec env -i HOME="$H" PATH=/usr/bin:/bin SLUICE_RUN_DIR=$RUN CONTAINERS_STORAGE_CONF="$CONTAINERS_STORAGE_CONF" \
+	"$SLUICE" run --sandbox-type container --image "$CTR_IMAGE" --allow-network --allow allowed.test -- sleep 60) \
+	>"$LAB_DIR/run-ctr.out" 2>&1 &
+ctrpid=$!
+for _ in $(seq 100); do [ "$("$CTL" sessions --json | jq length)" = 1 ] && break; sleep 0.1; done
+check_eq "a --sandbox-type container session is listed with its type" container "$("$CTL" sessions --json | jq -r '.[0].sandbox')"
+check_match "... in the table too" "^[0-9a-f]+ +0 +[0-9]+ .* container +sleep" "$("$CTL" sessions | tail -1)"
+kill "$ctrpid"
+wait "$ctrpid" 2>/dev/null
+for _ in $(seq 100); do [ "$("$CTL" sessions --json | jq length)" = 0 ] && break; sleep 0.1; done
+check_eq "... and it is gone when its launcher ends" 0 "$("$CTL" sessions --json | jq length)"
 
 # ---- an embedded session with a run directory of its own shares the table with sluiced: when it ends,
 # sluiced's rules stay (it used to find no other lease in its own directory and delete the table)
