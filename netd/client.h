@@ -22,6 +22,7 @@ struct netd_session_reply {
 	char addr4[46], gw4[46], addr6[46], gw6[46]; /* addr6/gw6 empty when IPv6 is off */
 	uint16_t proxy_port;                         /* 3128 by default */
 	char resolv_conf[512];                       /* content for the session's /etc/resolv.conf */
+	char ca_cert[4097]; /* HTTPS inspection's session CA certificate (PEM) for the sandbox's trust; "" = none */
 };
 
 /* Uses sluiced over /run/sluice/control.sock when it runs; else, when the caller is root, an

@@ -15,6 +15,7 @@
 #define NETD_ADDR_MAX 45      /* INET6_ADDRSTRLEN - 1 */
 #define NETD_ERRMSG_MAX 1023
 #define NETD_RESOLV_MAX 511
+#define NETD_CA_PEM_MAX 4096 /* a session CA certificate or key in PEM (proxy/mitm_ca.h) */
 #define NETD_NAME_MAX 32
 #define NETD_ASK_ID_MAX 8     /* PROXY_ASK_ID_LEN */
 #define NETD_HOST_MAX 253
@@ -91,6 +92,8 @@ enum netd_attr {
 	NETD_A_PORTS = 35,    /* bytes: up to 16 ports, u16 each in network order */
 	NETD_A_LINES = 36,    /* str: audit log lines (JSON, newline-terminated), at most NETD_LINES_MAX */
 	NETD_A_POLICY_FD = 37, /* u32: index of the extra fd (a sealed memfd) holding a policy too long for NETD_A_POLICY */
+	NETD_A_CA_CERT = 38,   /* str: HTTPS inspection's session CA certificate (PEM), when the policy inspects */
+	NETD_A_CA_KEY = 39,    /* str: its private key (PEM): sluiced -> engine only, never to a client */
 };
 
 extern const struct ipc_proto netd_control_proto;

@@ -104,6 +104,9 @@ struct proxy_session_info {
 	struct sockaddr_storage addr4, addr6; /* session's own addresses (ss_family 0 = none) */
 	struct sockaddr_storage gw4, gw6;     /* gateway addresses the session must be talking to */
 	struct policy *policy;                /* borrowed; the engine takes its own policy_ref */
+	/* HTTPS inspection's CA (mitm_ca.h), PEM, borrowed; NULL when the policy inspects nothing. The
+	 * session is refused when its policy inspects a host and no CA comes with it. */
+	const char *ca_key_pem, *ca_cert_pem;
 };
 
 /* Registers a session. -EEXIST if the id or one of its addresses is already registered, -EINVAL

@@ -25,6 +25,9 @@ struct proxy_conn;
 struct proxy_ask;
 struct proxy_grant;
 struct proxy_direct_grant;
+struct proxy_mitm_ca;
+struct proxy_relay;
+struct ssl_ctx_st;
 
 struct proxy_session {
 	TAILQ_ENTRY(proxy_session) entry;
@@ -43,6 +46,7 @@ struct proxy_session {
 	unsigned nasks;
 	struct proxy_grant *grants; /* owned: verdicts given in this session (ask.c) */
 	size_t ngrants;
+	struct proxy_mitm_ca *ca; /* owned: the HTTPS inspection CA (mitm_ca.h); NULL when nothing is inspected */
 };
 
 /* Embedded in every live connection or query; the session closes what is left when it goes. */
@@ -89,6 +93,7 @@ struct proxy_engine {
 	proxy_direct_notify_fn direct_notify;   /* NULL: direct mode cannot open flows here */
 	void *direct_arg;                       /* borrowed */
 	uint64_t flow_next;                     /* the next audit flow id (random top bits per engine) */
+	struct ssl_ctx_st *tls_up;              /* owned: HTTPS inspection's upstream TLS client (inspect.c); on first use */
 };
 
 /* ---- session.c ---- */
@@ -213,6 +218,15 @@ void proxy_dial_cancel(struct proxy_dial *d); /* cb is not called afterwards; NU
  * client's first tunnel bytes. start_* are when the request began. */
 void proxy_connect_begin(struct proxy_session *s, struct bufferevent *client, const struct http_request *req,
                          size_t head_len, const struct timespec *start_rt, uint64_t start_ms);
+
+/* ---- inspect.c: HTTPS inspection (policy "inspect") ---- */
+/* The CONNECT of r (connected, answered 200, its ClientHello checked) is to a host the policy inspects:
+ * its exchange ends (close record) and its client becomes a TLS server connection with a leaf of the
+ * session's CA, whose requests http.c reads and decides one by one (proxy_http_accept_inspected). */
+void proxy_inspect_begin(struct proxy_relay *r);
+/* Takes over tls (the client's TLS server bufferevent, owned from now) for inspected requests to host:port. */
+void proxy_http_accept_inspected(struct proxy_session *s, struct bufferevent *tls, const char *host, uint16_t port);
+void proxy_inspect_engine_free(struct proxy_engine *e);
 
 /* ---- our own HTTP responses (http.c) ---- */
 /* Queues a complete response on out: status, X-Sluice-Decision value (sanitised), plain-text body. */

@@ -36,6 +36,7 @@ static void relay_audit(struct proxy_relay *r, const char *event)
 	a.host = r->t.host[0] ? r->t.host : NULL;
 	a.port = r->t.port;
 	a.method = r->method[0] ? r->method : NULL;
+	a.path = r->path[0] ? r->path : NULL;
 	a.decision = r->decision ? r->decision : "deny";
 	a.rule = r->rule;
 	a.reason = r->reason[0] ? r->reason : r->t.reason[0] ? r->t.reason : r->t.why[0] ? r->t.why : NULL;

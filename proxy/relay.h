@@ -71,6 +71,7 @@ struct proxy_relay {
 	struct proxy_target t; /* destination and the policy's decision */
 	unsigned method_bit;   /* as decided (still_allowed decides again with it) */
 	char method[33];       /* "" = none */
+	char path[1024];       /* inspected requests: the normalised path (query elided unless log_query); "" = none */
 	const char *decision;  /* static: "allow", "deny", "ask"; NULL = not decided (written as deny) */
 	const char *logged;    /* static: the decision of the last decision record written, or NULL */
 	char rule[POLICY_WHERE_MAX];
