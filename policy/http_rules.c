@@ -674,7 +674,7 @@ static int read_secret(const struct jctx *c, const char *path, const char *file,
 static int load_credential(const struct jctx *c, const char *path, json_object *v, struct policy_credential *cr)
 {
 	char sub[700], secret[SECRET_MAX + 1], value[SECRET_MAX + 1024];
-	json_object *hdr = NULL, *senv = NULL, *sfile = NULL, *sval = NULL, *ph = NULL, *phenv = NULL;
+	json_object *hdr = NULL, *senv = NULL, *sfile = NULL, *sval = NULL, *ph = NULL, *phenv = NULL, *cwhere = NULL;
 	int rc = -EINVAL;
 
 	if (c->layer == POLICY_LAYER_PROJECT && !c->compiled)
@@ -691,6 +691,7 @@ static int load_credential(const struct jctx *c, const char *path, json_object *
 				     : strcmp(key, "placeholder_env") == 0 ? &phenv
 				     : c->compiled && strcmp(key, "secret") == 0      ? &sval
 				     : c->compiled && strcmp(key, "placeholder") == 0 ? &ph
+				     : c->compiled && strcmp(key, "where") == 0       ? &cwhere
 										      : NULL;
 		if (!slot && strcmp(key, "comment") == 0)
 			continue;
@@ -765,7 +766,11 @@ static int load_credential(const struct jctx *c, const char *path, json_object *
 	cr->value = policy_arena_strndup(&c->b->arena, value, strlen(value));
 	cr->placeholder = policy_arena_strndup(&c->b->arena, phbuf, strlen(phbuf));
 	cr->placeholder_env = policy_arena_strndup(&c->b->arena, phe, strlen(phe));
-	cr->where = policy_json_where(c, path);
+	if (cwhere && *json_object_get_string(cwhere) && strlen(json_object_get_string(cwhere)) < POLICY_WHERE_MAX &&
+	    is_field_value(json_object_get_string(cwhere)))
+		cr->where = policy_arena_strndup(&c->b->arena, json_object_get_string(cwhere), strlen(json_object_get_string(cwhere)));
+	else
+		cr->where = policy_json_where(c, path);
 	if (!cr->header || !cr->value || !cr->placeholder || !cr->placeholder_env || !cr->where)
 		rc = policy_jfail(c, path, "out of memory");
 	else
@@ -950,6 +955,7 @@ int policy_inspect_serialize(const struct policy *p, json_object *root)
 			json_object_object_add(c, "secret", json_object_new_string(e->cred.value));
 			json_object_object_add(c, "placeholder", json_object_new_string(e->cred.placeholder));
 			json_object_object_add(c, "placeholder_env", json_object_new_string(e->cred.placeholder_env));
+			json_object_object_add(c, "where", json_object_new_string(e->cred.where));
 			json_object_object_add(o, "credential", c);
 		}
 		json_object_array_add(list, o);

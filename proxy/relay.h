@@ -62,6 +62,8 @@ struct proxy_relay {
 	struct tunnel *tunnel;             /* owned once the bytes flow unparsed */
 	bool ending;                       /* proxy_relay_end runs: callbacks must not end it again */
 	bool bad_target;                   /* the destination was not acceptable (400) */
+	struct event *tail;                /* owned: waits for a TLS client's last ciphertext (close_after_flush) */
+	uint64_t tail_since_ms;
 
 	/* ---- the current exchange (one request, or one tunnel) and its audit fields ---- */
 	bool active; /* begun and its last record (close or complete) not yet written */
