@@ -150,9 +150,11 @@ http.request({host: u.hostname, port: u.port, method: "CONNECT", path: "allowed.
 JS
 	out=$(sb --policy "$LAB_DIR/pol.json" -- timeout 20 node "$P/client.js" 2>&1)
 	check_eq "node (its own TLS stack) trusts the session CA" "HTTP/1.1 200 OK" "$out"
-	out=$(sb --policy "$LAB_DIR/pol.json" -- timeout 60 npm view sluice-demo version --registry https://registry.test/ \
-		--cache /tmp/npm-cache 2>&1)
-	check_match "npm through the inspecting proxy" '^1\.0\.0$' "$out"
+	if command -v npm >/dev/null; then # (as in demo.sh: npm comes with some nodejs builds, not with Debian's)
+		out=$(sb --policy "$LAB_DIR/pol.json" -- timeout 60 npm view sluice-demo version --registry https://registry.test/ \
+			--cache /tmp/npm-cache 2>&1)
+		check_match "npm through the inspecting proxy" '^1\.0\.0$' "$out"
+	fi
 else
 	check "node is installed (tools/debian-packages.txt: nodejs)" false
 fi
