@@ -17,6 +17,8 @@
 #include "log.h"
 #include "splice_pump.h"
 
+#include <event2/bufferevent_ssl.h>
+
 /* Body bytes left (of the body, or of the current chunk) for which the response passes through a pipe */
 #define SPLICE_BODY_MIN (256 * 1024)
 
@@ -112,8 +114,9 @@ static void send_now(struct bufferevent *bev, struct evbuffer *data)
 {
 	struct evbuffer *out = bufferevent_get_output(bev);
 
-	/* (not under TLS: a filter's fd is the socket below it, which only takes ciphertext) */
-	if (evbuffer_get_length(out) == 0 && evbuffer_get_length(data) > 0 && !bufferevent_get_underlying(bev))
+	/* (not under TLS: its descriptor only takes ciphertext) */
+	if (evbuffer_get_length(out) == 0 && evbuffer_get_length(data) > 0 && !bufferevent_get_underlying(bev) &&
+	    !bufferevent_openssl_get_ssl(bev))
 		(void)evbuffer_write(data, bufferevent_getfd(bev));
 	if (evbuffer_get_length(data) > 0)
 		evbuffer_add_buffer(out, data);

@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "http_conn.h"
 #include "log.h"
@@ -143,15 +145,21 @@ void http_inspect_upstream(struct http_conn *c)
 		return;
 	}
 	SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-	tls = bufferevent_openssl_filter_new(c->r.e->base, c->r.up, ssl, BUFFEREVENT_SSL_CONNECTING,
-	                                     BEV_OPT_CLOSE_ON_FREE);
+	/* TLS on the dialled socket itself (not a filter over its bufferevent: one copy less on the bulk
+	 * path); nothing was read from or queued on it yet */
+	int fd = fcntl(bufferevent_getfd(c->r.up), F_DUPFD_CLOEXEC, 0);
+	tls = fd >= 0 ? bufferevent_openssl_socket_new(c->r.e->base, fd, ssl, BUFFEREVENT_SSL_CONNECTING,
+	                                               BEV_OPT_CLOSE_ON_FREE)
+	              : NULL;
+	proxy_relay_drop_upstream(&c->r); /* closes the original descriptor; the duplicate stays open */
 	if (!tls) {
+		if (fd >= 0)
+			close(fd);
 		SSL_free(ssl);
-		proxy_relay_drop_upstream(&c->r);
 		http_fail(c, 502, "out of memory starting TLS with the upstream");
 		return;
 	}
-	c->r.up = tls; /* it owns the socket's bufferevent now */
+	c->r.up = tls;
 	bufferevent_openssl_set_allow_dirty_shutdown(tls, 1);
 	bufferevent_setcb(tls, NULL, NULL, up_handshake_cb, c);
 	bufferevent_set_timeouts(tls, c->r.e->tv_connect, c->r.e->tv_connect);
