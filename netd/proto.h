@@ -92,8 +92,9 @@ enum netd_attr {
 	NETD_A_PORTS = 35,    /* bytes: up to 16 ports, u16 each in network order */
 	NETD_A_LINES = 36,    /* str: audit log lines (JSON, newline-terminated), at most NETD_LINES_MAX */
 	NETD_A_POLICY_FD = 37, /* u32: index of the extra fd (a sealed memfd) holding a policy too long for NETD_A_POLICY */
-	NETD_A_CA_CERT = 38,   /* str: HTTPS inspection's session CA certificate (PEM), when the policy inspects */
-	NETD_A_CA_KEY = 39,    /* str: its private key (PEM): sluiced -> engine only, never to a client */
+	/* 38..41: taken on main (SOCKS port, upstream proxy, policy version, sandbox type) */
+	NETD_A_CA_CERT = 42,   /* str: HTTPS inspection's session CA certificate (PEM), when the policy inspects */
+	NETD_A_CA_KEY = 43,    /* str: its private key (PEM): sluiced -> engine only, never to a client */
 };
 
 extern const struct ipc_proto netd_control_proto;
