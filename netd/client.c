@@ -102,6 +102,7 @@ static void fill_reply(const struct ipc_msg *m, struct netd_session_reply *r)
 	copy_str(r->addr6, sizeof r->addr6, m, NETD_A_ADDR6);
 	copy_str(r->gw6, sizeof r->gw6, m, NETD_A_GW6);
 	copy_str(r->resolv_conf, sizeof r->resolv_conf, m, NETD_A_RESOLV_CONF);
+	copy_str(r->ca_cert, sizeof r->ca_cert, m, NETD_A_CA_CERT);
 	r->proxy_port = ipc_get_u16(m, NETD_A_PROXY_PORT, NETD_DEFAULT_PROXY_PORT);
 	r->socks_port = ipc_get_u16(m, NETD_A_SOCKS_PORT, 0);
 }

@@ -24,6 +24,7 @@ struct netd_session_reply {
 	uint16_t proxy_port;                         /* 3128 by default */
 	uint16_t socks_port;                         /* 1080 by default; 0: sluiced serves no SOCKS5 */
 	char resolv_conf[512];                       /* content for the session's /etc/resolv.conf */
+	char ca_cert[4097]; /* HTTPS inspection's session CA certificate (PEM) for the sandbox's trust; "" = none */
 };
 
 /* Uses sluiced over /run/sluice/control.sock when it runs; else, when the caller is root, an

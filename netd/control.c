@@ -141,6 +141,8 @@ static int send_session(struct netd *d, int fd, uint32_t seq, const struct netd_
 	ipc_buf_put_str(&b, NETD_A_RESOLV_CONF, resolv);
 	if (s->netns_path)
 		ipc_buf_put_str(&b, NETD_A_NETNS_PATH, s->netns_path);
+	if (s->ca_cert_pem)
+		ipc_buf_put_str(&b, NETD_A_CA_CERT, s->ca_cert_pem);
 	ipc_buf_put_u32(&b, NETD_A_UID, (uint32_t)s->uid);
 	ipc_buf_put_u32(&b, NETD_A_PID, (uint32_t)s->pid);
 	ipc_buf_put_u64(&b, NETD_A_CREATED, (uint64_t)s->created);

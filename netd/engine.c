@@ -116,6 +116,10 @@ static void engine_send_add(struct netd *d, struct netd_sess *s)
 	}
 	ipc_buf_put_text(&b, NETD_A_POLICY, NETD_A_POLICY_FD, s->policy_json); /* a long one in a memfd */
 	ipc_buf_put_u32(&b, NETD_A_POLICY_VERSION, s->policy_version);
+	if (s->ca_key_pem && s->ca_cert_pem) {
+		ipc_buf_put_str(&b, NETD_A_CA_CERT, s->ca_cert_pem);
+		ipc_buf_put_str(&b, NETD_A_CA_KEY, s->ca_key_pem);
+	}
 	r = ipc_send(e->sock, &b);
 	ipc_buf_release(&b);
 	if (r < 0)

@@ -168,6 +168,8 @@ static int handle_session_add(struct child *c, struct ipc_msg *m, char *err, siz
 	}
 	si.policy = p;
 	si.policy_version = ipc_get_u32(m, NETD_A_POLICY_VERSION, 0);
+	si.ca_cert_pem = ipc_get_str(m, NETD_A_CA_CERT);
+	si.ca_key_pem = ipc_get_str(m, NETD_A_CA_KEY);
 	r = proxy_engine_session_add(c->engine, &si);
 	if (r < 0)
 		snprintf(err, errlen, "adding the session: %s", strerror(-r));

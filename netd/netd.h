@@ -83,6 +83,8 @@ struct netd_sess {
 	char *command;       /* owned */
 	char sandbox[NETD_SANDBOX_MAX + 1]; /* the launcher's sandbox type, or "" (not given) */
 	char *policy_json;   /* owned: re-serialised by sluiced after compiling */
+	char *ca_cert_pem;   /* owned: HTTPS inspection's session CA (proxy/mitm_ca.h) when the policy inspects; */
+	char *ca_key_pem;    /* owned: its key goes to the engine only (wiped when freed), the certificate also to the client */
 	char *client_policy; /* owned: the policy as the client sent it, compiled again under a reloaded
 	                      * organisation layer (netd_reload_org) */
 	char *client_extra;  /* owned: allow/deny rules added live (`sluicectl session policy --allow`), a

@@ -16,6 +16,7 @@
 #define NETD_ADDR_MAX 45      /* INET6_ADDRSTRLEN - 1 */
 #define NETD_ERRMSG_MAX 1023
 #define NETD_RESOLV_MAX 511
+#define NETD_CA_PEM_MAX 4096 /* a session CA certificate or key in PEM (proxy/mitm_ca.h) */
 #define NETD_NAME_MAX 32
 #define NETD_ASK_ID_MAX 8     /* PROXY_ASK_ID_LEN */
 #define NETD_HOST_MAX 253
@@ -104,7 +105,8 @@ enum netd_attr {
 	NETD_A_UPSTREAM_PROXY = 39, /* str: the parent proxy configuration file the engine loads before it drops privileges */
 	NETD_A_POLICY_VERSION = 40, /* u32: the count of a session's policies (1 = the one it started with) */
 	NETD_A_SANDBOX = 41,   /* str 16: the launcher's sandbox type ("local", "vm", "firejail"), for `sluicectl sessions` */
-	/* 42..43: free */
+	NETD_A_CA_CERT = 42,   /* str: HTTPS inspection's session CA certificate (PEM), when the policy inspects */
+	NETD_A_CA_KEY = 43,    /* str: its private key (PEM): sluiced -> engine only, never to a client */
 	NETD_A_CNI_KEY = 44,  /* str NETD_CNI_KEY_MAX: "CONTAINERID/IFNAME" of a CNI session */
 	NETD_A_SESS_IF = 45,  /* str 15: the session-side interface name (default eth0) */
 	NETD_A_METRICS = 46,  /* bytes: the engine's struct proxy_metrics (sluiced checks the exact size) */

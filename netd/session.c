@@ -30,6 +30,7 @@
 #include "testhook.h"
 #include "link.h"
 #include "log.h"
+#include "mitm_ca.h"
 #include "policy.h"
 #include "util.h"
 
@@ -186,6 +187,10 @@ static void session_free(struct netd_sess *s)
 	free(s->command);
 	free(s->policy_json);
 	free(s->client_policy);
+	if (s->ca_key_pem)
+		explicit_bzero(s->ca_key_pem, strlen(s->ca_key_pem));
+	free(s->ca_key_pem);
+	free(s->ca_cert_pem);
 	free(s->client_extra);
 	free(s->grants);
 	policy_unref(s->policy);
@@ -326,6 +331,11 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 	}
 	snprintf(s->id, sizeof s->id, "%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3], rnd[4]);
 	snprintf(s->ifname, sizeof s->ifname, NETD_LINK_PREFIX "%s", s->id);
+	/* HTTPS inspection: the session's CA is made here, outside the sandbox; its key goes to the engine
+	 * only, its certificate to the launcher (the sandbox's trust) */
+	if (policy_inspects_any(s->policy) &&
+	    (r = proxy_mitm_ca_make(s->id, &s->ca_key_pem, &s->ca_cert_pem, err, errlen)) < 0)
+		goto fail_early;
 	if (s->netns_fd < 0) { /* CREATE: a named netns for other backends */
 		char path[PATH_MAX];
 		const char *name = req->name ? req->name : s->ifname;

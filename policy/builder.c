@@ -106,6 +106,7 @@ void policy_arena_release(struct policy_arena *a)
 
 	for (; c; c = n) {
 		n = c->next;
+		explicit_bzero(c->data, c->used); /* credentials' secrets live here (http_rules.c) */
 		free(c);
 	}
 	a->head = NULL;
@@ -207,6 +208,7 @@ void policy_builder_free(struct policy_builder *b)
 		return;
 	policy_arena_release(&b->arena);
 	policy_bulk_free(b->rules);
+	free(b->inspects);
 	free(b);
 }
 
@@ -583,6 +585,10 @@ struct policy *policy_builder_compile(struct policy_builder *b, struct policy_er
 	p->nrules = b->nrules;
 	b->rules = NULL;
 	b->nrules = b->caprules = 0;
+	p->inspects = b->inspects;
+	p->ninspects = b->ninspects;
+	b->inspects = NULL;
+	b->ninspects = b->capinspects = 0;
 
 	for (size_t i = 0; i < p->nrules; i++) {
 		if (p->rules[i].kind == RULE_CEILING)
@@ -635,7 +641,8 @@ void policy_unref(struct policy *p)
 	policy_trie_free(p->trie);
 	free(p->cidr);
 	policy_bulk_free(p->rules);
-	policy_arena_release(&p->arena);
+	free(p->inspects);
+	policy_arena_release(&p->arena); /* (secrets of credentials are in it: see http_rules.c) */
 	free(p);
 }
 
@@ -716,6 +723,8 @@ char *policy_serialize(const struct policy *p)
 	}
 	json_object_object_add(root, "rules", rules);
 	rules = NULL;
+	if (policy_inspect_serialize(p, root) < 0)
+		goto out;
 	const char *s = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
 	out = s ? strdup(s) : NULL;
 out:

@@ -178,16 +178,7 @@ int policy_parse_pattern(struct policy_builder *b, const char *text, struct poli
 
 /* ---- JSON ---- */
 
-struct jctx {
-	struct policy_builder *b;
-	enum policy_layer layer;
-	const char *name;       /* file name for messages */
-	struct jpos *pos;       /* positions of values */
-	struct policy_error *err;
-	bool compiled;          /* the policy_serialize() form */
-};
-
-static void jwhere(const struct jctx *c, const char *path, unsigned *line, unsigned *col)
+void policy_jwhere(const struct jctx *c, const char *path, unsigned *line, unsigned *col)
 {
 	if (!jpos_find(c->pos, path, line, col)) {
 		*line = 0;
@@ -195,7 +186,7 @@ static void jwhere(const struct jctx *c, const char *path, unsigned *line, unsig
 	}
 }
 
-__attribute__((format(printf, 3, 4))) static int jfail(const struct jctx *c, const char *path, const char *fmt, ...)
+int policy_jfail(const struct jctx *c, const char *path, const char *fmt, ...)
 {
 	char msg[POLICY_ERR_MAX];
 	unsigned line, col;
@@ -204,7 +195,7 @@ __attribute__((format(printf, 3, 4))) static int jfail(const struct jctx *c, con
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	jwhere(c, path, &line, &col);
+	policy_jwhere(c, path, &line, &col);
 	return policy_err(c->err, c->name, line, col, "%s", msg);
 }
 
@@ -226,36 +217,36 @@ static int parse_ports_json(const struct jctx *c, const char *path, json_object 
 
 	if (json_object_is_type(v, json_type_string)) {
 		if (policy_parse_ports_text(json_object_get_string(v), r, why, sizeof why) < 0)
-			return jfail(c, path, "%s", why);
+			return policy_jfail(c, path, "%s", why);
 		return 0;
 	}
 	if (json_object_is_type(v, json_type_int)) {
 		snprintf(sub, sizeof sub, "%" PRId64, json_object_get_int64(v));
 		if (policy_parse_ports_text(sub, r, why, sizeof why) < 0)
-			return jfail(c, path, "%s", why);
+			return policy_jfail(c, path, "%s", why);
 		return 0;
 	}
 	if (!json_object_is_type(v, json_type_array) || json_object_array_length(v) == 0)
-		return jfail(c, path, "\"ports\" must be a non-empty list of ports (e.g. [443, \"8000-8100\"]) or \"*\"");
+		return policy_jfail(c, path, "\"ports\" must be a non-empty list of ports (e.g. [443, \"8000-8100\"]) or \"*\"");
 	for (size_t i = 0; i < json_object_array_length(v); i++) {
 		json_object *e = json_object_array_get_idx(v, i);
 		snprintf(sub, sizeof sub, "%s/%zu", path, i);
 		if (json_object_is_type(e, json_type_int)) {
 			int64_t p = json_object_get_int64(e);
 			if (p < 1 || p > 65535)
-				return jfail(c, sub, "port %" PRId64 " out of range (1-65535)", p);
+				return policy_jfail(c, sub, "port %" PRId64 " out of range (1-65535)", p);
 			char t[16];
 			snprintf(t, sizeof t, "%" PRId64, p);
 			if (policy_parse_ports_text(t, r, why, sizeof why) < 0)
-				return jfail(c, sub, "%s", why);
+				return policy_jfail(c, sub, "%s", why);
 		} else if (json_object_is_type(e, json_type_string)) {
 			const char *t = json_object_get_string(e);
 			if (strcmp(t, "*") == 0)
-				return jfail(c, sub, "\"*\" stands alone: write \"ports\": \"*\"");
+				return policy_jfail(c, sub, "\"*\" stands alone: write \"ports\": \"*\"");
 			if (policy_parse_ports_text(t, r, why, sizeof why) < 0)
-				return jfail(c, sub, "%s", why);
+				return policy_jfail(c, sub, "%s", why);
 		} else {
-			return jfail(c, sub, "a port is a number or a \"LO-HI\" string, not %s", jtype(e));
+			return policy_jfail(c, sub, "a port is a number or a \"LO-HI\" string, not %s", jtype(e));
 		}
 	}
 	return 0;
@@ -266,16 +257,16 @@ static int parse_methods_json(const struct jctx *c, const char *path, json_objec
 	char sub[600];
 
 	if (!json_object_is_type(v, json_type_array) || json_object_array_length(v) == 0)
-		return jfail(c, path, "\"methods\" must be a non-empty list such as [\"GET\", \"HEAD\"]");
+		return policy_jfail(c, path, "\"methods\" must be a non-empty list such as [\"GET\", \"HEAD\"]");
 	for (size_t i = 0; i < json_object_array_length(v); i++) {
 		json_object *e = json_object_array_get_idx(v, i);
 		snprintf(sub, sizeof sub, "%s/%zu", path, i);
 		if (!json_object_is_type(e, json_type_string))
-			return jfail(c, sub, "a method is a string such as \"GET\"");
+			return policy_jfail(c, sub, "a method is a string such as \"GET\"");
 		const char *m = json_object_get_string(e);
 		unsigned bit = policy_method_from_name(m, strlen(m));
 		if (bit == 0 || bit == POLICY_M_OTHER)
-			return jfail(c, sub, "unknown method \"%s\" (GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS, CONNECT, TRACE)", m);
+			return policy_jfail(c, sub, "unknown method \"%s\" (GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS, CONNECT, TRACE)", m);
 		r->methods |= bit;
 	}
 	return 0;
@@ -298,7 +289,7 @@ static const char *where_name(const char *name, size_t *len, bool *cut)
 	return s;
 }
 
-static int set_where(const struct jctx *c, const char *path, struct policy_rule *r)
+const char *policy_json_where(const struct jctx *c, const char *path)
 {
 	char w[POLICY_WHERE_MAX];
 	unsigned line, col;
@@ -306,9 +297,14 @@ static int set_where(const struct jctx *c, const char *path, struct policy_rule 
 	bool cut;
 	const char *n = where_name(c->name, &nlen, &cut);
 
-	jwhere(c, path, &line, &col);
+	policy_jwhere(c, path, &line, &col);
 	snprintf(w, sizeof w, "%s%.*s:%u:%u", cut ? "..." : "", (int)nlen, n, line, col);
-	r->where = policy_arena_strndup(&c->b->arena, w, strlen(w));
+	return policy_arena_strndup(&c->b->arena, w, strlen(w));
+}
+
+static int set_where(const struct jctx *c, const char *path, struct policy_rule *r)
+{
+	r->where = policy_json_where(c, path);
 	return r->where ? 0 : policy_err(c->err, c->name, 0, 0, "out of memory");
 }
 
@@ -331,13 +327,13 @@ static int parse_rule_json(const struct jctx *c, const char *path, json_object *
 	if (json_object_is_type(v, json_type_string)) {
 		const char *t = json_object_get_string(v);
 		if (policy_parse_pattern(c->b, t, &r, why, sizeof why) < 0)
-			return jfail(c, path, "%s", why);
+			return policy_jfail(c, path, "%s", why);
 		if (set_where(c, path, &r) < 0)
 			return -ENOMEM;
 		return policy_builder_push(c->b, &r);
 	}
 	if (!json_object_is_type(v, json_type_object))
-		return jfail(c, path, "a rule is a string (\"pypi.org\", \"*.npmjs.org:443\") or an object "
+		return policy_jfail(c, path, "a rule is a string (\"pypi.org\", \"*.npmjs.org:443\") or an object "
 			     "({\"host\": ..., \"ports\": [...], \"methods\": [...]} or {\"cidr\": ...}), not %s", jtype(v));
 
 	json_object *host = NULL, *cidr = NULL;
@@ -352,30 +348,30 @@ static int parse_rule_json(const struct jctx *c, const char *path, json_object *
 		else if (c->compiled && (strcmp(key, "where") == 0 || strcmp(key, "layer") == 0 || strcmp(key, "kind") == 0))
 			;
 		else
-			return jfail(c, key_path(sub, sizeof sub, path, key), "unknown key \"%s\" in a rule (expected host or cidr, ports, methods, comment)", key);
+			return policy_jfail(c, key_path(sub, sizeof sub, path, key), "unknown key \"%s\" in a rule (expected host or cidr, ports, methods, comment)", key);
 	}
 	if (!!host == !!cidr)
-		return jfail(c, path, "a rule object needs exactly one of \"host\" and \"cidr\"");
+		return policy_jfail(c, path, "a rule object needs exactly one of \"host\" and \"cidr\"");
 	if (host) {
 		snprintf(sub, sizeof sub, "%s/host", path);
 		if (!json_object_is_type(host, json_type_string))
-			return jfail(c, sub, "\"host\" must be a string");
+			return policy_jfail(c, sub, "\"host\" must be a string");
 		const char *t = json_object_get_string(host);
 		if (strchr(t, ':'))
-			return jfail(c, sub, "\"host\" takes a name only; put ports in \"ports\"");
+			return policy_jfail(c, sub, "\"host\" takes a name only; put ports in \"ports\"");
 		if (policy_parse_pattern(c->b, t, &r, why, sizeof why) < 0)
-			return jfail(c, sub, "%s", why);
+			return policy_jfail(c, sub, "%s", why);
 	} else {
 		snprintf(sub, sizeof sub, "%s/cidr", path);
 		if (!json_object_is_type(cidr, json_type_string))
-			return jfail(c, sub, "\"cidr\" must be a string such as \"10.0.0.0/8\"");
+			return policy_jfail(c, sub, "\"cidr\" must be a string such as \"10.0.0.0/8\"");
 		const char *t = json_object_get_string(cidr);
 		if (policy_parse_cidr(t, &r, why, sizeof why) < 0)
-			return jfail(c, sub, "%s", why);
+			return policy_jfail(c, sub, "%s", why);
 		/* The project file ships with the (untrusted) code: it may not open loopback, private or
 		 * metadata ranges to it. The user's own policy or the command line can. */
 		if (!c->compiled && c->layer == POLICY_LAYER_PROJECT && kind == RULE_ALLOW && policy_cidr_touches_forbidden(&r))
-			return jfail(c, sub, "a project policy cannot allow \"%s\": it overlaps a forbidden range (loopback, "
+			return policy_jfail(c, sub, "a project policy cannot allow \"%s\": it overlaps a forbidden range (loopback, "
 				     "private, link-local/metadata, CGNAT, ...); put it in your user policy "
 				     "(~/.config/sluice/policy.json) or pass --policy FILE on the command line", t);
 		char canon[64], abuf[48];
@@ -396,7 +392,7 @@ static int parse_rule_json(const struct jctx *c, const char *path, json_object *
 	if (json_object_object_get_ex(v, "methods", &methods)) {
 		snprintf(sub, sizeof sub, "%s/methods", path);
 		if (r.pat == PAT_CIDR)
-			return jfail(c, sub, "\"methods\" applies to host rules only");
+			return policy_jfail(c, sub, "\"methods\" applies to host rules only");
 		if (parse_methods_json(c, sub, methods, &r) < 0)
 			return -EINVAL;
 	}
@@ -406,18 +402,18 @@ static int parse_rule_json(const struct jctx *c, const char *path, json_object *
 		if (!json_object_object_get_ex(v, "where", &w) || !json_object_is_type(w, json_type_string) ||
 		    !json_object_object_get_ex(v, "layer", &l) || !json_object_is_type(l, json_type_string) ||
 		    !json_object_object_get_ex(v, "kind", &k) || !json_object_is_type(k, json_type_string))
-			return jfail(c, path, "compiled rule needs string \"where\", \"layer\" and \"kind\"");
+			return policy_jfail(c, path, "compiled rule needs string \"where\", \"layer\" and \"kind\"");
 		const char *ws = json_object_get_string(w);
 		size_t wl = strlen(ws);
 		if (wl == 0 || wl >= POLICY_WHERE_MAX)
-			return jfail(c, path, "bad \"where\"");
+			return policy_jfail(c, path, "bad \"where\"");
 		for (size_t i = 0; i < wl; i++)
 			if ((unsigned char)ws[i] < 0x20 || ws[i] == 0x7f)
-				return jfail(c, path, "control byte in \"where\"");
+				return policy_jfail(c, path, "control byte in \"where\"");
 		r.where = policy_arena_strndup(&c->b->arena, ws, wl);
 		enum policy_layer lay = layer_from_name(json_object_get_string(l), &ok);
 		if (!ok)
-			return jfail(c, path, "unknown layer \"%s\"", json_object_get_string(l));
+			return policy_jfail(c, path, "unknown layer \"%s\"", json_object_get_string(l));
 		/* A serialised policy can never claim to be stronger than the layer it is loaded at. */
 		r.layer = lay > c->layer ? lay : c->layer;
 		if (lay < c->layer) {
@@ -436,7 +432,7 @@ static int parse_rule_json(const struct jctx *c, const char *path, json_object *
 		else if (strcmp(ks, "ceiling") == 0)
 			r.kind = RULE_CEILING;
 		else
-			return jfail(c, path, "unknown kind \"%s\"", ks);
+			return policy_jfail(c, path, "unknown kind \"%s\"", ks);
 		if (r.kind == RULE_CEILING && r.layer != POLICY_LAYER_ORG)
 			return 0; /* a ceiling only binds from the organisation layer; from below it is void */
 	} else if (set_where(c, path, &r) < 0) {
@@ -451,7 +447,7 @@ static int parse_list_json(const struct jctx *c, const char *key, json_object *v
 
 	snprintf(path, sizeof path, "/%s", key);
 	if (!json_object_is_type(v, json_type_array))
-		return jfail(c, path, "\"%s\" must be a list", key);
+		return policy_jfail(c, path, "\"%s\" must be a list", key);
 	for (size_t i = 0; i < json_object_array_length(v); i++) {
 		snprintf(sub, sizeof sub, "%s/%zu", path, i);
 		int r = parse_rule_json(c, sub, json_object_array_get_idx(v, i), kind);
@@ -468,7 +464,7 @@ static int parse_options_json(const struct jctx *c, json_object *v)
 	bool org = c->layer == POLICY_LAYER_ORG;
 
 	if (!json_object_is_type(v, json_type_object))
-		return jfail(c, "/options", "\"options\" must be an object");
+		return policy_jfail(c, "/options", "\"options\" must be an object");
 	json_object_object_foreach(v, key, val) {
 		snprintf(sub, sizeof sub, "/options/%s", key);
 		int *slot = NULL;
@@ -485,7 +481,7 @@ static int parse_options_json(const struct jctx *c, json_object *v)
 		} else if (strcmp(key, "ask_timeout") == 0) {
 			if (!json_object_is_type(val, json_type_int) || json_object_get_int64(val) < 1 ||
 			    json_object_get_int64(val) > 3600)
-				return jfail(c, sub, "\"ask_timeout\" is a number of seconds, 1 to 3600");
+				return policy_jfail(c, sub, "\"ask_timeout\" is a number of seconds, 1 to 3600");
 			o->ask_timeout_s = (unsigned)json_object_get_int64(val);
 			continue;
 		} else if (strcmp(key, "learn") == 0) {
@@ -493,15 +489,15 @@ static int parse_options_json(const struct jctx *c, json_object *v)
 			 * with untrusted code) must not be able to turn it on. Only `sluice run --learn`
 			 * does, and the serialised policy carries it to sluiced and the engine. */
 			if (!json_object_is_type(val, json_type_boolean))
-				return jfail(c, sub, "\"learn\" must be true or false");
+				return policy_jfail(c, sub, "\"learn\" must be true or false");
 			if (json_object_get_boolean(val)) {
 				if (!c->compiled)
-					return jfail(c, sub, "\"learn\": true cannot be set in a policy file; learn mode is turned "
+					return policy_jfail(c, sub, "\"learn\": true cannot be set in a policy file; learn mode is turned "
 					             "on with `sluice run --learn FILE` (an organisation file may set false to forbid it)");
 				o->learn = true;
 			} else if (org && !c->compiled && !o->org_forbids_learn) {
 				unsigned line, col;
-				jwhere(c, sub, &line, &col);
+				policy_jwhere(c, sub, &line, &col);
 				o->org_forbids_learn = true;
 				snprintf(o->org_learn_where, sizeof o->org_learn_where, "%s:%u:%u", c->name, line, col);
 			}
@@ -509,7 +505,7 @@ static int parse_options_json(const struct jctx *c, json_object *v)
 		} else if (c->compiled && strncmp(key, "org_forbids_", 12) == 0) {
 			/* only meaningful when the compiled policy is loaded at the org layer */
 			if (!json_object_is_type(val, json_type_boolean))
-				return jfail(c, sub, "must be true or false");
+				return policy_jfail(c, sub, "must be true or false");
 			if (org && json_object_get_boolean(val)) {
 				if (strcmp(key + 12, "direct") == 0)
 					o->org_forbids_direct = true;
@@ -524,10 +520,10 @@ static int parse_options_json(const struct jctx *c, json_object *v)
 			}
 			continue;
 		} else {
-			return jfail(c, key_path(sub, sizeof sub, "/options", key), "unknown option \"%s\" (direct, transparent, ask, ask_timeout, learn)", key);
+			return policy_jfail(c, key_path(sub, sizeof sub, "/options", key), "unknown option \"%s\" (direct, transparent, ask, ask_timeout, learn)", key);
 		}
 		if (!json_object_is_type(val, json_type_boolean))
-			return jfail(c, sub, "\"%s\" must be true or false", key);
+			return policy_jfail(c, sub, "\"%s\" must be true or false", key);
 		if (json_object_get_boolean(val))
 			*slot = 1;
 		else if (org)
@@ -541,21 +537,21 @@ static int parse_presets_json(const struct jctx *c, json_object *v)
 	char sub[80];
 
 	if (!json_object_is_type(v, json_type_array))
-		return jfail(c, "/presets", "\"presets\" must be a list of preset names such as [\"npm\", \"pypi\"]");
+		return policy_jfail(c, "/presets", "\"presets\" must be a list of preset names such as [\"npm\", \"pypi\"]");
 	for (size_t i = 0; i < json_object_array_length(v); i++) {
 		json_object *e = json_object_array_get_idx(v, i);
 		snprintf(sub, sizeof sub, "/presets/%zu", i);
 		if (!json_object_is_type(e, json_type_string))
-			return jfail(c, sub, "a preset name is a string");
+			return policy_jfail(c, sub, "a preset name is a string");
 		struct policy_error perr;
 		if (policy_builder_add_preset(c->b, c->layer, json_object_get_string(e), &perr) < 0) {
 			if (perr.file[0] && strcmp(perr.file, c->name) != 0 && perr.line) {
 				/* the error is inside the preset file: say both places */
 				char inner[POLICY_ERR_MAX];
 				policy_error_format(&perr, inner, sizeof inner);
-				return jfail(c, sub, "in preset \"%s\": %s", json_object_get_string(e), inner);
+				return policy_jfail(c, sub, "in preset \"%s\": %s", json_object_get_string(e), inner);
 			}
-			return jfail(c, sub, "%s", perr.msg);
+			return policy_jfail(c, sub, "%s", perr.msg);
 		}
 	}
 	return 0;
@@ -612,7 +608,7 @@ int policy_load_json(struct policy_builder *b, enum policy_layer layer, const ch
 		goto out;
 	}
 	if (!json_object_is_type(root, json_type_object)) {
-		r = jfail(&c, "/", "a policy file is a JSON object such as {\"allow\": [\"pypi.org\"]}");
+		r = policy_jfail(&c, "/", "a policy file is a JSON object such as {\"allow\": [\"pypi.org\"]}");
 		goto out;
 	}
 	json_object *marker;
@@ -620,12 +616,12 @@ int policy_load_json(struct policy_builder *b, enum policy_layer layer, const ch
 		/* The serialised form carries each rule's "where" verbatim: from a file (a project's
 		 * .sluice/policy.json) it would let the file quote /etc/sluice for its own rules. */
 		if (!compiled_ok) {
-			r = jfail(&c, "/sluice-compiled#key", "a serialised policy (\"sluice-compiled\") is only accepted "
+			r = policy_jfail(&c, "/sluice-compiled#key", "a serialised policy (\"sluice-compiled\") is only accepted "
 				  "from sluice itself, not from a policy file");
 			goto out;
 		}
 		if (!json_object_is_type(marker, json_type_int) || json_object_get_int(marker) != 1) {
-			r = jfail(&c, "/sluice-compiled", "unsupported compiled policy version");
+			r = policy_jfail(&c, "/sluice-compiled", "unsupported compiled policy version");
 			goto out;
 		}
 		c.compiled = true;
@@ -640,7 +636,7 @@ int policy_load_json(struct policy_builder *b, enum policy_layer layer, const ch
 			else if (strcmp(key, "rules") == 0) {
 				r = 0;
 				if (!json_object_is_type(val, json_type_array)) {
-					r = jfail(&c, path, "\"rules\" must be a list");
+					r = policy_jfail(&c, path, "\"rules\" must be a list");
 				}
 				for (size_t i = 0; r == 0 && i < json_object_array_length(val); i++) {
 					char sub[80];
@@ -649,8 +645,10 @@ int policy_load_json(struct policy_builder *b, enum policy_layer layer, const ch
 				}
 			} else if (strcmp(key, "options") == 0)
 				r = parse_options_json(&c, val);
+			else if (strcmp(key, "inspect") == 0)
+				r = policy_inspect_load_json(&c, val);
 			else
-				r = jfail(&c, key_path(path, sizeof path, "", key), "unknown key \"%s\" in a compiled policy", key);
+				r = policy_jfail(&c, key_path(path, sizeof path, "", key), "unknown key \"%s\" in a compiled policy", key);
 		} else if (strcmp(key, "presets") == 0) {
 			r = parse_presets_json(&c, val);
 		} else if (strcmp(key, "allow") == 0) {
@@ -659,16 +657,18 @@ int policy_load_json(struct policy_builder *b, enum policy_layer layer, const ch
 			r = parse_list_json(&c, key, val, RULE_DENY);
 		} else if (strcmp(key, "ceiling") == 0) {
 			if (layer != POLICY_LAYER_ORG)
-				r = jfail(&c, path, "\"ceiling\" is only allowed in organisation policies (/etc/sluice); "
+				r = policy_jfail(&c, path, "\"ceiling\" is only allowed in organisation policies (/etc/sluice); "
 					  "this file is a %s policy, which can only narrow", policy_layer_name(layer));
 			else
 				r = parse_list_json(&c, key, val, RULE_CEILING);
 		} else if (strcmp(key, "options") == 0) {
 			r = parse_options_json(&c, val);
+		} else if (strcmp(key, "inspect") == 0) {
+			r = policy_inspect_load_json(&c, val);
 		} else if (strcmp(key, "sandbox") == 0 || strcmp(key, "comment") == 0 || strcmp(key, "$schema") == 0) {
 			r = 0; /* "sandbox" is read by the launcher (sandbox/config.c) */
 		} else {
-			r = jfail(&c, key_path(path, sizeof path, "", key), "unknown key \"%s\" (expected presets, allow, deny, ceiling, options, sandbox)", key);
+			r = policy_jfail(&c, key_path(path, sizeof path, "", key), "unknown key \"%s\" (expected presets, allow, deny, ceiling, inspect, options, sandbox)", key);
 		}
 		if (r < 0)
 			goto out;

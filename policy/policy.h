@@ -260,3 +260,67 @@ char *policy_learn_render(struct policy_learn *l, const char *preset_dir, const 
 /* Writes the policy as JSON that policy_builder_add_json reloads into an equal policy, each rule
  * keeping its original "file:line:col". Returns a malloced NUL-terminated string or NULL. */
 char *policy_serialize(const struct policy *p);
+
+/* ---- HTTPS inspection: HTTP rules and credentials (http_rules.c, docs/policy.md) ---- */
+
+/* Request paths are normalised before any rule sees them (and rules' patterns the same way at load):
+ * percent escapes of unreserved characters decoded, the hex of other escapes upper-cased, dot segments
+ * removed, runs of '/' made one; scheme and authority of an absolute-form target dropped (the host is
+ * decided as a canonical name elsewhere). */
+#define POLICY_PATH_MAX 8192
+enum policy_path_err {
+	POLICY_PATH_OK = 0,
+	POLICY_PATH_EMPTY,
+	POLICY_PATH_TOO_LONG,   /* over POLICY_PATH_MAX */
+	POLICY_PATH_BAD_CHAR,   /* control byte, space, non-ASCII, backslash or '#' */
+	POLICY_PATH_BAD_ESCAPE, /* '%' not followed by two hex digits, or %00 */
+	POLICY_PATH_NOT_ORIGIN, /* neither "/...", "http(s)://..." nor "*" */
+};
+const char *policy_path_strerror(enum policy_path_err e);
+/* Normalises the path of the request target (len bytes; "*" stays "*") into out (outlen bytes, NUL
+ * terminated). *query_off: the offset of the query in target (after '?'), or len when there is none.
+ * decode_all: every escape but %00 and control bytes decoded, '\' read as '/': what a lenient server
+ * may see; deny rules are tried on that form too, so an escape never slips past them. */
+enum policy_path_err policy_path_normalize(const char *target, size_t len, bool decode_all, char *out,
+					   size_t outlen, size_t *query_off);
+/* Glob match of a normalised path: '*' matches within one segment (no '/'), '**' matches anything.
+ * O(len(pattern) * len(path)). */
+bool policy_path_glob(const char *pattern, const char *path);
+
+/* True if the policy inspects canon_host (an "inspect" entry names it or a wildcard over it). */
+bool policy_inspects(const struct policy *p, const char *canon_host);
+/* True if it inspects any host (the session then needs its CA). */
+bool policy_inspects_any(const struct policy *p);
+/* True if audit records of canon_host's requests keep the query string ("log_query"). */
+bool policy_inspect_log_query(const struct policy *p, const char *canon_host);
+
+struct policy_http_decision {
+	enum policy_verdict verdict;  /* POLICY_ALLOW or POLICY_DENY */
+	char where[POLICY_WHERE_MAX]; /* the deciding HTTP rule (or inspect entry); "" when none */
+	char reason[POLICY_ERR_MAX];  /* "denied by FILE:L:C (deny POST PATTERN)" */
+	char path[POLICY_PATH_MAX];   /* the normalised path ("" when unreadable) */
+};
+/* Decides one request (method: mlen bytes; target: the request target, tlen bytes) to an inspected
+ * host. Deny rules of every layer win (tried on the normalised and on the fully decoded path); then
+ * every layer that has allow rules for the host must allow it with one of them. A host whose entries
+ * have no allow rules allows every request not denied. An unreadable target is denied. */
+void policy_decide_http(const struct policy *p, const char *canon_host, const char *method, size_t mlen,
+			const char *target, size_t tlen, struct policy_http_decision *out);
+
+/* A credential the proxy adds to requests to one host after inspection (never shown to the sandbox). */
+#define POLICY_PLACEHOLDER_PREFIX "SLUICE-PLACEHOLDER-"
+struct policy_credential {
+	const char *header;          /* field name ("Authorization"); NULL: no credential */
+	const char *value;           /* field value with the secret in it (secret; never log it) */
+	const char *placeholder;     /* what the sandbox sees instead: POLICY_PLACEHOLDER_PREFIX + 32 hex */
+	const char *placeholder_env; /* the sandbox's environment variable holding the placeholder */
+	const char *where;           /* the entry's "file:line:col" */
+};
+/* The credential for canon_host, or NULL. */
+const struct policy_credential *policy_credential_for(const struct policy *p, const char *canon_host);
+/* All credentials, for the launcher (placeholders into the environment) and the exfiltration check. */
+size_t policy_credential_count(const struct policy *p);
+const struct policy_credential *policy_credential_at(const struct policy *p, size_t i);
+/* The credential whose placeholder appears in data (len bytes), or NULL. */
+const struct policy_credential *policy_credential_find_placeholder(const struct policy *p, const void *data,
+								   size_t len);

@@ -69,8 +69,35 @@ struct policy_preset_seen {
 	char name[];
 };
 
+/* ---- HTTPS inspection (http_rules.c) ---- */
+
+/* One HTTP rule of an inspected host: methods and a path pattern, and optionally a query parameter. */
+struct policy_http_rule {
+	const char *where; /* arena: "file:line:col" */
+	const char *path;  /* arena: normalised pattern */
+	const char *query; /* arena: "name=value" or "name" one parameter must equal, or NULL */
+	unsigned methods;  /* 0: every method */
+	bool prefix;       /* path is a prefix (whole segments), else a glob ('*' in a segment, '**' across) */
+	bool deny;
+};
+
+/* One "inspect" entry: a host (or wildcard) whose HTTPS the proxy opens, its HTTP rules and credential. */
+struct policy_inspect {
+	const char *pattern; /* arena: canonical "github.com" or "*.example.org" */
+	const char *suffix;  /* arena: the name without "*." */
+	bool wild;
+	const char *where; /* arena */
+	enum policy_layer layer;
+	bool log_query; /* audit records keep the query string */
+	struct policy_http_rule *rules; /* arena */
+	size_t nrules;
+	struct policy_credential cred; /* header == NULL: none; strings in the arena */
+};
+
 struct policy_builder {
 	struct policy_arena arena;
+	struct policy_inspect *inspects; /* owned array; strings in arena */
+	size_t ninspects, capinspects;
 	struct policy_preset_seen *presets_seen; /* arena; reset when the arena moves to a policy */
 	struct policy_rule *rules; /* owned array */
 	size_t nrules, caprules;
@@ -91,8 +118,30 @@ struct policy {
 	size_t ncidr;
 	bool has_ceiling;
 	struct policy_options opts;
+	struct policy_inspect *inspects; /* owned array (http_rules.c); strings in arena */
+	size_t ninspects;
 	unsigned org_pins; /* options the org layer pinned off: 1 direct, 2 transparent, 4 ask, 8 learn */
 };
+
+/* The JSON loader's context (parse.c), shared with the loaders of other sections (http_rules.c). */
+struct jpos;
+struct jctx {
+	struct policy_builder *b;
+	enum policy_layer layer;
+	const char *name;         /* file name for messages */
+	struct jpos *pos;         /* positions of values */
+	struct policy_error *err;
+	bool compiled;            /* the policy_serialize() form */
+};
+/* Fails with the position of the value at path ("/inspect/0/allow/2"); returns -EINVAL. */
+int policy_jfail(const struct jctx *c, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void policy_jwhere(const struct jctx *c, const char *path, unsigned *line, unsigned *col);
+/* "file:line:col" of the value at path, in the arena (NULL: out of memory). */
+const char *policy_json_where(const struct jctx *c, const char *path);
+/* Loads the "inspect" list (http_rules.c). */
+int policy_inspect_load_json(const struct jctx *c, json_object *v);
+/* Adds the "inspect" list of p to a serialised policy's root object; -ENOMEM. */
+int policy_inspect_serialize(const struct policy *p, json_object *root);
 
 /* Error helper: fills err (may be NULL) and returns -EINVAL. */
 int policy_err(struct policy_error *err, const char *file, unsigned line, unsigned col, const char *fmt, ...)

@@ -181,7 +181,8 @@ static int format_body(const struct audit_record *r, char *buf, size_t len)
 	}
 	if (field_str(buf, len, &pos, "protocol", r->protocol) ||
 	    field_str(buf, len, &pos, "host", r->host) || field_num(buf, len, &pos, "port", r->port) ||
-	    field_str(buf, len, &pos, "method", r->method) || field_str(buf, len, &pos, "decision", r->decision) ||
+	    field_str(buf, len, &pos, "method", r->method) ||
+	    (r->path && field_str(buf, len, &pos, "path", r->path)) || field_str(buf, len, &pos, "decision", r->decision) ||
 	    field_str(buf, len, &pos, "rule", (r->rule && *r->rule) ? r->rule : NULL) ||
 	    field_str(buf, len, &pos, "reason", r->reason) || field_str(buf, len, &pos, "address", r->address) ||
 	    field_num(buf, len, &pos, "status", (uint64_t)(r->status < 0 ? 0 : r->status)) ||

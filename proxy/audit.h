@@ -35,6 +35,7 @@ struct audit_record {
 	const char *host;
 	uint16_t port;
 	const char *method;   /* HTTP method, DNS qtype, or IP protocol for drops */
+	const char *path;     /* inspected HTTPS requests: the normalised path; NULL = no field */
 	const char *decision; /* allow, deny, ask */
 	const char *rule;     /* "file:line:col" of the deciding rule; NULL/"" = none */
 	const char *reason;   /* why, for humans */

@@ -26,8 +26,13 @@ static void refuse(struct proxy_relay *r, int status, const char *decision, cons
 	proxy_relay_close_after_flush(r);
 }
 
+/* Unparsed bytes both ways, or, for a host the policy inspects, HTTPS inspection (inspect.c). */
 static void start_tunnel(struct proxy_relay *r)
 {
+	if (!r->t.literal && policy_inspects(r->s->policy, r->t.host)) {
+		proxy_inspect_begin(r);
+		return;
+	}
 	proxy_relay_tunnel(r);
 }
 
@@ -52,6 +57,12 @@ static void inspect_read_cb(struct bufferevent *bev, void *arg)
 			proxy_relay_refuse_tls(r, "ClientHello too large");
 		return;
 	case TLS_SNI_NOT_TLS:
+		if (!r->t.literal && policy_inspects(r->s->policy, r->t.host)) {
+			proxy_relay_refuse_tls(r, "the policy inspects this host, and the tunnel does not carry TLS");
+			return;
+		}
+		start_tunnel(r);
+		return;
 	case TLS_SNI_NONE: start_tunnel(r); return;
 	case TLS_SNI_ERROR:
 		snprintf(reason, sizeof reason, "unreadable ClientHello in the tunnel: %s", why ? why : "malformed");

@@ -346,6 +346,7 @@ void proxy_engine_free(struct proxy_engine *e)
 		listener_free(l);
 	}
 	proxy_session_free_all(e);
+	proxy_inspect_engine_free(e);
 	dns_relay_free(e->relay);
 	dns_cache_free(e->dns_cache);
 	if (e->audit_retry)

@@ -108,6 +108,9 @@ struct proxy_session_info {
 	struct policy *policy;                /* borrowed; the engine takes its own policy_ref */
 	uint32_t policy_version;              /* the parent's count of the session's policies (audit field
 	                                       * policy_version; 0 = not counted, written as null) */
+	/* HTTPS inspection's CA (mitm_ca.h), PEM, borrowed; NULL when the policy inspects nothing. The
+	 * session is refused when its policy inspects a host and no CA comes with it. */
+	const char *ca_key_pem, *ca_cert_pem;
 };
 
 /* Registers a session. -EEXIST if the id or one of its addresses is already registered, -EINVAL

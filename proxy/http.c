@@ -179,6 +179,10 @@ static void connected(struct proxy_relay *r)
 {
 	struct http_conn *c = (struct http_conn *)r;
 
+	if (c->inspect) {
+		http_inspect_upstream(c); /* TLS first; it goes on with http_forward_start */
+		return;
+	}
 	c->up_reused = false;
 	snprintf(c->up_host, sizeof c->up_host, "%s", r->t.host);
 	c->up_port = r->t.port;
@@ -213,7 +217,90 @@ static const struct proxy_relay_ops http_ops = {
         .free = conn_free,
 };
 
+/* Inspected HTTPS requests: the same, but recorded as protocol "https". */
+static const struct proxy_relay_ops https_ops = {
+        .protocol = "https",
+        .hold_asks = true,
+        .redecide = false,
+        .refuse = refuse,
+        .allowed = allowed,
+        .held = held,
+        .connected = connected,
+        .free = conn_free,
+};
+
 /* ---- requests ---- */
+
+/* A request whose head carries the placeholder of a credential that is not the destination's own
+ * (or any placeholder on a host that has none) is an attempt to send it elsewhere: true, with the
+ * denial set up (rule: the credential's entry). Inspected requests and plain HTTP ones are checked;
+ * the head and the body bytes already read are searched. */
+static bool placeholder_leak(struct http_conn *c, const char *host, const char *head, size_t head_len)
+{
+	const struct policy *p = c->r.s->policy;
+	struct evbuffer *in = bufferevent_get_input(c->r.client);
+	const struct policy_credential *found, *own;
+	size_t more;
+
+	if (!policy_credential_count(p))
+		return false;
+	own = c->inspect ? policy_credential_for(p, host) : NULL;
+	found = policy_credential_find_placeholder(p, head, head_len);
+	if (!found || found == own) {
+		/* the start of a body that came with the head */
+		char body[16384];
+		struct evbuffer_ptr at;
+		more = evbuffer_get_length(in) - head_len;
+		if (more > sizeof body)
+			more = sizeof body;
+		/* copied out: a pullup could move the head that req points into */
+		if (more && evbuffer_ptr_set(in, &at, head_len, EVBUFFER_PTR_SET) == 0 &&
+		    evbuffer_copyout_from(in, &at, body, more) == (ev_ssize_t)more)
+			found = policy_credential_find_placeholder(p, body, more);
+	}
+	if (!found || found == own)
+		return false;
+	snprintf(c->r.rule, sizeof c->r.rule, "%s", found->where);
+	log_warnx("session %s: the placeholder of $%s (credential of %s) was sent to %s: refused", c->r.s->id,
+	          found->placeholder_env, found->where, host);
+	return true;
+}
+
+/* An inspected request: decided by the HTTP rules after the host's own decision allowed it. Returns
+ * false when it was refused (the caller stops). */
+static bool inspect_request(struct http_conn *c, const struct http_request *req, size_t head_len)
+{
+	const struct policy *p = c->r.s->policy;
+	struct policy_http_decision *hd = malloc(sizeof *hd);
+	char msg[POLICY_ERR_MAX + 300];
+	size_t q;
+
+	if (!hd) {
+		proxy_relay_deny(&c->r, 503, "out of memory");
+		return false;
+	}
+	policy_decide_http(p, c->inspect_host, req->method, req->method_len, req->path, req->path_len, hd);
+	/* the audit record's path: normalised, its query only when the policy asks ("log_query") */
+	snprintf(c->r.path, sizeof c->r.path, "%s", hd->path[0] ? hd->path : "(unreadable)");
+	const char *qm = memchr(req->path, '?', req->path_len);
+	q = qm ? (size_t)(qm - req->path) : req->path_len;
+	if (policy_inspect_log_query(p, c->inspect_host) && hd->path[0] && q < req->path_len)
+		snprintf(c->r.path + strlen(c->r.path), sizeof c->r.path - strlen(c->r.path), "%.*s",
+		         (int)(req->path_len - q), req->path + q);
+	if (hd->verdict != POLICY_ALLOW) {
+		snprintf(c->r.rule, sizeof c->r.rule, "%s", hd->where);
+		snprintf(msg, sizeof msg, "%s %s on %s: %s; see it with `sluicectl policy explain %.32s https://%s%s`",
+		         c->r.method, hd->path[0] ? hd->path : "(unreadable path)", c->inspect_host, hd->reason,
+		         c->r.method, c->inspect_host, hd->path[0] ? hd->path : "/");
+		free(hd);
+		evbuffer_drain(bufferevent_get_input(c->r.client), head_len);
+		proxy_relay_deny(&c->r, 403, msg);
+		return false;
+	}
+	free(hd);
+	return true;
+}
+
 
 static void handle_request(struct http_conn *c, const struct http_request *req, size_t head_len)
 {
@@ -221,7 +308,29 @@ static void handle_request(struct http_conn *c, const struct http_request *req, 
 	struct http_authority auth = req->authority;
 	enum policy_verdict v;
 
-	if (c->transparent_port) {
+	if (c->inspect) {
+		/* Inside the TLS of a CONNECT: the tunnel's host is the destination; a Host header must name it */
+		char hh[POLICY_HOST_MAX + 1];
+		const char *why = NULL;
+		if (req->form == HTTP_FORM_AUTHORITY)
+			why = "a CONNECT inside an inspected tunnel";
+		else if (req->form != HTTP_FORM_ORIGIN)
+			why = "an inspected tunnel carries origin-form requests (GET /path)";
+		else if (req->has_host_header &&
+		         (policy_canon_host(req->host_header.host, req->host_header.host_len, hh) != POLICY_CANON_OK ||
+		          strcmp(hh, c->inspect_host) != 0 || (req->host_header.has_port && req->host_header.port != c->inspect_port)))
+			why = "the Host header names another host than the tunnel";
+		if (why) {
+			evbuffer_drain(in, head_len);
+			proxy_relay_deny(&c->r, 400, why);
+			return;
+		}
+		auth.host = c->inspect_host;
+		auth.host_len = strlen(c->inspect_host);
+		auth.bracketed = false;
+		auth.port = c->inspect_port;
+		auth.has_port = true;
+	} else if (c->transparent_port) {
 		/* The client believes it talks to the origin: the Host header names the destination, the
 		 * port is the one it connected to (nftables kept it for us), and the address it aimed at is
 		 * ignored: the name is decided, resolved and dialled like any other. */
@@ -263,6 +372,17 @@ static void handle_request(struct http_conn *c, const struct http_request *req, 
 	http_chunked_init(&c->req_ch);
 
 	v = proxy_relay_decide(&c->r, auth.host, auth.host_len, auth.bracketed, auth.port, req->method_bit, 0);
+	if ((v == POLICY_ALLOW || v == POLICY_ASK) &&
+	    placeholder_leak(c, c->r.t.host[0] ? c->r.t.host : "?", (const char *)evbuffer_pullup(in, (ev_ssize_t)head_len), head_len)) {
+		char msg[600];
+		snprintf(msg, sizeof msg, "exfiltration: this request carries the placeholder of a credential that belongs "
+		         "to another host (policy %s); it was not sent", c->r.rule);
+		evbuffer_drain(in, head_len);
+		proxy_relay_deny(&c->r, 403, msg);
+		return;
+	}
+	if (v == POLICY_ALLOW && c->inspect && !inspect_request(c, req, head_len))
+		return;
 	/* the head for the upstream is built while req is valid: now, also for a request that is held */
 	if (v == POLICY_ALLOW || v == POLICY_ASK)
 		http_forward_build_head(c, req);
@@ -307,7 +427,7 @@ static void head_read(struct http_conn *c)
 		http_close_after_flush(c);
 		return;
 	}
-	st = http_parse_request(head, c->scan.total, c->transparent_port ? HTTP_PARSE_ORIGIN_OK : 0, req, &why);
+	st = http_parse_request(head, c->scan.total, c->transparent_port || c->inspect ? HTTP_PARSE_ORIGIN_OK : 0, req, &why);
 	snprintf(method, sizeof method, "%.*s", (int)(req->method_len < 32 ? req->method_len : 32),
 	         req->method ? req->method : "");
 	snprintf(c->r.method, sizeof c->r.method, "%s", method);
@@ -342,7 +462,23 @@ static void client_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct http_conn *c = arg;
 	(void)bev;
-	(void)what;
+	if (c->inspect && (what & BEV_EVENT_CONNECTED)) {
+		c->tls_ok = true; /* the client accepted the session CA's certificate */
+		return;
+	}
+	if (c->inspect && !c->tls_ok) {
+		/* A client that refuses our certificate (it pins, or does not trust the session CA) ends
+		 * here: say so in the log, as a denial the summary shows, not as silence. */
+		proxy_relay_begin(&c->r, NULL, 0, NULL);
+		snprintf(c->r.t.host, sizeof c->r.t.host, "%s", c->inspect_host);
+		c->r.t.port = c->inspect_port;
+		snprintf(c->r.reason, sizeof c->r.reason,
+		         "the client ended the TLS handshake with the inspecting proxy (it does not trust the session CA, "
+		         "or pins certificates): inspected hosts need clients that use the sandbox's CA bundle");
+		snprintf(c->r.error, sizeof c->r.error, "TLS handshake with the client failed");
+		proxy_relay_end(&c->r);
+		return;
+	}
 	if (c->r.active && !c->r.error[0])
 		snprintf(c->r.error, sizeof c->r.error, "the client closed the connection");
 	proxy_relay_end(&c->r);
@@ -378,6 +514,31 @@ void proxy_http_accept(struct proxy_session *s, int fd)
 	proxy_http_accept_transparent(s, fd, 0);
 }
 
+/* Sets up c (zeroed) on client (owned from now); false when it was freed for want of memory. */
+static bool conn_start(struct http_conn *c, struct proxy_session *s, struct bufferevent *client,
+                       const struct proxy_relay_ops *ops, uint16_t orig_port)
+{
+	proxy_relay_init(&c->r, s, ops, client);
+	c->transparent_port = orig_port;
+	c->timer = evtimer_new(s->engine->base, timer_cb, c);
+	c->head_out = evbuffer_new();
+	c->head_copy = evbuffer_new();
+	c->tx = evbuffer_new();
+	if (!c->timer || !c->head_out || !c->head_copy || !c->tx) {
+		proxy_relay_end(&c->r);
+		return false;
+	}
+	http_scanner_init(&c->scan, false);
+	bufferevent_setcb(client, client_read_cb, client_write_cb, client_event_cb, c);
+	bufferevent_set_max_single_read(client, PROXY_BUF_HIGH);
+	bufferevent_set_max_single_write(client, PROXY_BUF_HIGH);
+	/* Bounded memory: never more than a head plus a buffer's worth of unread client bytes. */
+	bufferevent_setwatermark(client, EV_READ, 0, HTTP_HEAD_MAX + 4096);
+	bufferevent_enable(client, EV_READ | EV_WRITE);
+	http_set_timer(c, s->engine->tv_header);
+	return true;
+}
+
 void proxy_http_accept_transparent(struct proxy_session *s, int fd, uint16_t orig_port)
 {
 	struct http_conn *c = calloc(1, sizeof *c);
@@ -388,22 +549,19 @@ void proxy_http_accept_transparent(struct proxy_session *s, int fd, uint16_t ori
 		close(fd);
 		return;
 	}
-	proxy_relay_init(&c->r, s, &http_ops, client);
-	c->transparent_port = orig_port;
-	c->timer = evtimer_new(s->engine->base, timer_cb, c);
-	c->head_out = evbuffer_new();
-	c->head_copy = evbuffer_new();
-	c->tx = evbuffer_new();
-	if (!c->timer || !c->head_out || !c->head_copy || !c->tx) {
-		proxy_relay_end(&c->r);
+	(void)conn_start(c, s, client, &http_ops, orig_port);
+}
+
+void proxy_http_accept_inspected(struct proxy_session *s, struct bufferevent *tls, const char *host, uint16_t port)
+{
+	struct http_conn *c = calloc(1, sizeof *c);
+
+	if (!c) {
+		bufferevent_free(tls);
 		return;
 	}
-	http_scanner_init(&c->scan, false);
-	bufferevent_setcb(client, client_read_cb, client_write_cb, client_event_cb, c);
-	bufferevent_set_max_single_read(client, PROXY_BUF_HIGH);
-	bufferevent_set_max_single_write(client, PROXY_BUF_HIGH);
-	/* Bounded memory: never more than a head plus a buffer's worth of unread client bytes. */
-	bufferevent_setwatermark(client, EV_READ, 0, HTTP_HEAD_MAX + 4096);
-	bufferevent_enable(client, EV_READ | EV_WRITE);
-	http_set_timer(c, s->engine->tv_header);
+	c->inspect = true;
+	snprintf(c->inspect_host, sizeof c->inspect_host, "%s", host);
+	c->inspect_port = port;
+	(void)conn_start(c, s, tls, &https_ops, 0);
 }

@@ -45,6 +45,11 @@ struct http_conn {
 	bool resp_spliced;        /* this response's body went (partly) through the pump */
 	bool resp_ch_done;        /* splicing a chunked body: the framer saw its end */
 	struct splice_pump *pump; /* owned: made for the connection's first big response body */
+	/* HTTPS inspection (inspect.c): r.client and r.up are TLS bufferevents (no splice, no direct writes) */
+	bool inspect;
+	bool tls_ok; /* the client finished its TLS handshake */
+	char inspect_host[POLICY_HOST_MAX + 1];
+	uint16_t inspect_port;
 };
 
 /* ---- http.c ---- */
@@ -59,6 +64,11 @@ void http_fail(struct http_conn *c, int status, const char *why);
 void http_next_request(struct http_conn *c);
 /* The current request ends the connection: close once what is queued for the client was written. */
 void http_close_after_flush(struct http_conn *c);
+
+/* ---- inspect.c ---- */
+/* r.up was dialled for an inspected request: TLS to it (verified), then http_forward_start, or
+ * http_fail with 502 and why. */
+void http_inspect_upstream(struct http_conn *c);
 
 /* ---- http_forward.c ---- */
 /* Builds the head sent upstream for req: origin-form target, our Host, no hop-by-hop fields. */

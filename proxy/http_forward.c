@@ -18,6 +18,8 @@
 #include "parent.h"
 #include "splice_pump.h"
 
+#include <event2/bufferevent_ssl.h>
+
 /* Body bytes left (of the body, or of the current chunk) for which the response passes through a pipe */
 #define SPLICE_BODY_MIN (256 * 1024)
 
@@ -113,7 +115,9 @@ static void send_now(struct bufferevent *bev, struct evbuffer *data)
 {
 	struct evbuffer *out = bufferevent_get_output(bev);
 
-	if (evbuffer_get_length(out) == 0 && evbuffer_get_length(data) > 0)
+	/* (not under TLS: its descriptor only takes ciphertext) */
+	if (evbuffer_get_length(out) == 0 && evbuffer_get_length(data) > 0 && !bufferevent_get_underlying(bev) &&
+	    !bufferevent_openssl_get_ssl(bev))
 		(void)evbuffer_write(data, bufferevent_getfd(bev));
 	if (evbuffer_get_length(data) > 0)
 		evbuffer_add_buffer(out, data);
@@ -121,11 +125,12 @@ static void send_now(struct bufferevent *bev, struct evbuffer *data)
 
 /* ---- response: upstream -> client ---- */
 
-/* The end-to-end header fields of a head (hop-by-hop ones, and those Connection names, stay here). */
-static void put_headers(struct evbuffer *o, const struct http_header *hs, unsigned n)
+/* The end-to-end header fields of a head (hop-by-hop ones, and those Connection names, stay here);
+ * skip: a field name left out too (NULL: none). */
+static void put_headers(struct evbuffer *o, const struct http_header *hs, unsigned n, const char *skip)
 {
 	for (unsigned i = 0; i < n; i++) {
-		if (hs[i].hop)
+		if (hs[i].hop || (skip && http_token_eq(hs[i].name, hs[i].name_len, skip)))
 			continue;
 		evbuffer_add(o, hs[i].name, hs[i].name_len);
 		evbuffer_add(o, ": ", 2);
@@ -141,7 +146,7 @@ static void write_response_head(struct http_conn *c, const struct http_response 
 	bool keep = c->client_keep && r->body != HTTP_BODY_CLOSE;
 
 	evbuffer_add_printf(o, "HTTP/1.1 %u %.*s\r\n", r->status, (int)r->reason_len, r->reason);
-	put_headers(o, r->headers, r->nheaders);
+	put_headers(o, r->headers, r->nheaders, NULL);
 	evbuffer_add(o, "Via: 1.1 sluice\r\n", 17);
 	if (final && !keep)
 		evbuffer_add(o, "Connection: close\r\n", 19);
@@ -312,8 +317,8 @@ static void splice_chunked(struct http_conn *c)
  * read). Without a pipe, bufferevents go on. */
 static void maybe_splice_response(struct http_conn *c)
 {
-	if (c->resp_done || evbuffer_get_length(bufferevent_get_input(c->r.up)) > 0)
-		return;
+	if (c->inspect || c->resp_done || evbuffer_get_length(bufferevent_get_input(c->r.up)) > 0)
+		return; /* (TLS both ways: no splice) */
 	if (c->resp_body == HTTP_BODY_LENGTH ? c->resp_left < SPLICE_BODY_MIN
 	                                     : (c->resp_body != HTTP_BODY_CHUNKED || c->r.bytes_in < SPLICE_BODY_MIN))
 		return;
@@ -545,9 +550,14 @@ void http_forward_build_head(struct http_conn *c, const struct http_request *req
 		evbuffer_add_printf(o, "Host: [%s]", c->r.t.host);
 	else
 		evbuffer_add_printf(o, "Host: %s", c->r.t.host);
-	if (c->r.t.port != 80)
+	if (c->r.t.port != (c->inspect ? 443 : 80))
 		evbuffer_add_printf(o, ":%u", c->r.t.port);
 	evbuffer_add(o, "\r\n", 2);
-	put_headers(o, req->headers, req->nheaders);
+	/* HTTPS inspection's credential: set by us on requests to its host only, whatever the client sent
+	 * in that field (the placeholder, say); never logged */
+	const struct policy_credential *cred = c->inspect ? policy_credential_for(c->r.s->policy, c->r.t.host) : NULL;
+	put_headers(o, req->headers, req->nheaders, cred ? cred->header : NULL);
+	if (cred)
+		evbuffer_add_printf(o, "%s: %s\r\n", cred->header, cred->value);
 	evbuffer_add(o, "Via: 1.1 sluice\r\n\r\n", 19);
 }

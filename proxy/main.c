@@ -21,6 +21,7 @@
 
 #include "engine.h"
 #include "log.h"
+#include "mitm_ca.h"
 #include "parent.h"
 #include "policy.h"
 #include "util.h"
@@ -286,8 +287,32 @@ static int add_sessions(struct proxy_engine *e, json_object *list)
 		info.policy = build_policy(pol, where);
 		if (!info.policy)
 			return -EINVAL;
+		/* HTTPS inspection: the session's CA is made here (sluiced does it for its sessions); its
+		 * certificate goes to "ca_cert" (a path) for the session's clients to trust */
+		char *ca_key = NULL, *ca_cert = NULL;
+		if (policy_inspects_any(info.policy)) {
+			char err[300];
+			const char *out = get_str(so, "ca_cert");
+			FILE *f;
+			if (proxy_mitm_ca_make(info.id, &ca_key, &ca_cert, err, sizeof err) < 0) {
+				policy_unref(info.policy);
+				return cfg_err(where, "%s", err);
+			}
+			if (out && (!(f = fopen(out, "we")) || fputs(ca_cert, f) < 0 || fclose(f) != 0)) {
+				policy_unref(info.policy);
+				free(ca_key);
+				free(ca_cert);
+				return cfg_err(where, "cannot write the session CA's certificate to %s", out);
+			}
+			info.ca_key_pem = ca_key;
+			info.ca_cert_pem = ca_cert;
+		}
 		r = proxy_engine_session_add(e, &info);
 		policy_unref(info.policy);
+		if (ca_key)
+			explicit_bzero(ca_key, strlen(ca_key));
+		free(ca_key);
+		free(ca_cert);
 		if (r)
 			return cfg_err(where, "cannot add the session: %s", strerror(-r));
 	}

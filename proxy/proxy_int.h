@@ -27,6 +27,9 @@ struct proxy_ask;
 struct proxy_grant;
 struct proxy_direct_grant;
 struct proxy_parent;
+struct proxy_mitm_ca;
+struct proxy_relay;
+struct ssl_ctx_st;
 
 struct proxy_session {
 	TAILQ_ENTRY(proxy_session) entry;
@@ -46,6 +49,7 @@ struct proxy_session {
 	struct proxy_grant *grants; /* owned: verdicts given in this session (ask.c) */
 	size_t ngrants;
 	uint32_t policy_version;    /* the parent's version of s->policy (audit field), 0 = none */
+	struct proxy_mitm_ca *ca; /* owned: the HTTPS inspection CA (mitm_ca.h); NULL when nothing is inspected */
 };
 
 /* Embedded in every live connection or query; the session closes what is left when it goes. */
@@ -94,6 +98,7 @@ struct proxy_engine {
 	uint64_t flow_next;                     /* the next audit flow id (random top bits per engine) */
 	struct proxy_parent *parent;            /* owned: the parent proxy (parent.h), or NULL */
 	struct proxy_metrics metrics;           /* every record written, counted (metrics.h) */
+	struct ssl_ctx_st *tls_up;              /* owned: HTTPS inspection's upstream TLS client (inspect.c); on first use */
 };
 
 /* ---- session.c ---- */
@@ -233,6 +238,15 @@ struct proxy_relay;
 void proxy_connect_tunnel_checked(struct proxy_relay *r);
 /* A connection on a SOCKS5 listener (socks5.c). Takes ownership of fd. */
 void proxy_socks5_accept(struct proxy_session *s, int fd);
+
+/* ---- inspect.c: HTTPS inspection (policy "inspect") ---- */
+/* The CONNECT of r (connected, answered 200, its ClientHello checked) is to a host the policy inspects:
+ * its exchange ends (close record) and its client becomes a TLS server connection with a leaf of the
+ * session's CA, whose requests http.c reads and decides one by one (proxy_http_accept_inspected). */
+void proxy_inspect_begin(struct proxy_relay *r);
+/* Takes over tls (the client's TLS server bufferevent, owned from now) for inspected requests to host:port. */
+void proxy_http_accept_inspected(struct proxy_session *s, struct bufferevent *tls, const char *host, uint16_t port);
+void proxy_inspect_engine_free(struct proxy_engine *e);
 
 /* ---- our own HTTP responses (http.c) ---- */
 /* Queues a complete response on out: status, X-Sluice-Decision value (sanitised), plain-text body. */

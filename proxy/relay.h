@@ -65,6 +65,8 @@ struct proxy_relay {
 	struct event *handshake_timer;     /* owned: a handshake front's deadline (proxy_relay_accept_handshake), or NULL */
 	bool ending;                       /* proxy_relay_end runs: callbacks must not end it again */
 	bool bad_target;                   /* the destination was not acceptable (400) */
+	struct event *tail;                /* owned: waits for a TLS client's last ciphertext (close_after_flush) */
+	uint64_t tail_since_ms;
 
 	/* ---- the current exchange (one request, or one tunnel) and its audit fields ---- */
 	bool active; /* begun and its last record (close or complete) not yet written */
@@ -74,6 +76,7 @@ struct proxy_relay {
 	struct proxy_target t; /* destination and the policy's decision */
 	unsigned method_bit;   /* as decided (still_allowed decides again with it) */
 	char method[33];       /* "" = none */
+	char path[1024];       /* inspected requests: the normalised path (query elided unless log_query); "" = none */
 	const char *decision;  /* static: "allow", "deny", "ask"; NULL = not decided (written as deny) */
 	const char *logged;    /* static: the decision of the last decision record written, or NULL */
 	char rule[POLICY_WHERE_MAX];

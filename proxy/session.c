@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "mitm_ca.h"
 #include "proxy_int.h"
 
 /* Normalises an address for comparison: IPv4-mapped IPv6 becomes IPv4. Port ignored. */
@@ -89,6 +90,18 @@ int proxy_session_add(struct proxy_engine *e, const struct proxy_session_info *i
 	s->addr6 = info->addr6;
 	s->gw4 = info->gw4;
 	s->gw6 = info->gw6;
+	if (info->ca_key_pem && info->ca_cert_pem) {
+		char err[256];
+		s->ca = proxy_mitm_ca_new(info->ca_key_pem, info->ca_cert_pem, err, sizeof err);
+		if (!s->ca)
+			log_warnx("session %s: %s", info->id, err);
+	}
+	if (policy_inspects_any(info->policy) && !s->ca) {
+		free(s->id);
+		free(s->command);
+		free(s);
+		return -EINVAL; /* inspecting without a CA could only fail every connection: say so at once */
+	}
 	s->policy = policy_ref(info->policy);
 	s->policy_version = info->policy_version;
 	TAILQ_INIT(&s->conns);
@@ -108,6 +121,7 @@ static void session_free(struct proxy_session *s)
 	proxy_direct_session_free(s);
 	TAILQ_REMOVE(&s->engine->sessions, s, entry);
 	policy_unref(s->policy);
+	proxy_mitm_ca_free(s->ca);
 	free(s->id);
 	free(s->command);
 	free(s);

@@ -39,6 +39,7 @@ static int step_wait_go(struct sb_session *s, struct sb_go *go, char *err, size_
 		return -EPIPE;
 	}
 	go->proxy_url[sizeof go->proxy_url - 1] = '\0';
+	go->cred_env[sizeof go->cred_env - 1] = '\0';
 	if (go->status < 0) {
 		err[0] = '\0'; /* the launcher already said why */
 		return go->status;

@@ -112,6 +112,24 @@ char **sb_env_build(const struct sb_session *s, const struct sb_go *go, char **e
 		if (r == 0)
 			r = env_putf(&e, "XDG_RUNTIME_DIR", "/run");
 	}
+	if (r == 0 && go->have_ca) {
+		/* HTTPS inspection: the system bundle (with the session CA in it), named for every client */
+		static const char *const cv[] = {"SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "PIP_CERT",
+		                                 "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO", "CARGO_HTTP_CAINFO"};
+		for (size_t i = 0; i < sizeof cv / sizeof cv[0] && r == 0; i++)
+			r = env_putf(&e, cv[i], SB_CA_BUNDLE_PATH);
+	}
+	/* credentials' placeholders ("NAME=VALUE\n" lines): they replace whatever the name held */
+	for (const char *p = go->cred_env; r == 0 && *p && p < go->cred_env + sizeof go->cred_env;) {
+		const char *nl = memchr(p, '\n', (size_t)(go->cred_env + sizeof go->cred_env - p));
+		char line[sizeof go->cred_env];
+		if (!nl)
+			break;
+		snprintf(line, sizeof line, "%.*s", (int)(nl - p), p);
+		if (strchr(line, '='))
+			r = env_put(&e, line);
+		p = nl + 1;
+	}
 	if (r == 0)
 		r = env_putf(&e, "SLUICE_SESSION", s->id);
 	if (r == 0 && !e.v)

@@ -388,7 +388,7 @@ int sb_mounts_build(struct sb_session *s, const struct sb_go *go, char *err, siz
 {
 	const struct sb_config *c = s->cfg;
 	const uint64_t ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-	cleanup_fd int rootfd = -1, hostroot = -1, upperfd = -1, workfd = -1, resolvfd = -1;
+	cleanup_fd int rootfd = -1, hostroot = -1, upperfd = -1, workfd = -1, resolvfd = -1, cafd = -1;
 	int r;
 
 	/* Nothing we mount may propagate back to the host; host changes may still reach us. */
@@ -410,6 +410,8 @@ int sb_mounts_build(struct sb_session *s, const struct sb_go *go, char *err, siz
 		if (upperfd < 0 || workfd < 0)
 			return sb_err(err, errlen, "cannot open the overlay directories: %s", strerror(errno));
 	}
+	if (go->have_ca && (cafd = openat(hostroot, "ca-bundle.crt", O_PATH | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return sb_err(err, errlen, "cannot open %s/ca-bundle.crt: %s", s->dir, strerror(errno));
 
 	if (c->profile == SB_PROFILE_UNSAFE) {
 		/* The whole host, read-only; fresh /tmp, /run, /dev, /proc go on top below. */
@@ -475,6 +477,8 @@ int sb_mounts_build(struct sb_session *s, const struct sb_go *go, char *err, siz
 	if ((r = sb_masks_apply(s, rootfd, err, errlen)) < 0)
 		return r;
 	if (go->have_resolv && (r = resolv_conf(resolvfd, rootfd, err, errlen)) < 0)
+		return r;
+	if (go->have_ca && (r = sb_ca_bundle_mount(cafd, rootfd, err, errlen)) < 0)
 		return r;
 
 	/* pivot_root(".", ".") stacks the old root under the new one; detaching it leaves only ours. */

@@ -57,7 +57,7 @@ static bool looks_like_file(const char *p)
 }
 
 /* Compiles the session's policy and returns policy_serialize() output (malloced). */
-static char *build_policy(const struct sb_config *c, char *err, size_t errlen)
+static char *build_policy(const struct sb_config *c, struct sb_go *go, char *err, size_t errlen)
 {
 	struct policy_builder *b = policy_builder_new();
 	struct policy *p = NULL;
@@ -100,6 +100,19 @@ static char *build_policy(const struct sb_config *c, char *err, size_t errlen)
 		policy_unref(p);
 		policy_builder_free(b);
 		return NULL;
+	}
+	/* HTTPS inspection's credentials: the sandbox sees placeholders, the secrets stay with the proxy */
+	go->cred_env[0] = '\0';
+	for (size_t i = 0, o = 0; i < policy_credential_count(p); i++) {
+		const struct policy_credential *cr = policy_credential_at(p, i);
+		int n = snprintf(go->cred_env + o, sizeof go->cred_env - o, "%s=%s\n", cr->placeholder_env, cr->placeholder);
+		if (n < 0 || (size_t)n >= sizeof go->cred_env - o) {
+			snprintf(err, errlen, "too many credentials in the policy (their placeholders do not fit)");
+			policy_unref(p);
+			policy_builder_free(b);
+			return NULL;
+		}
+		o += (size_t)n;
 	}
 	json = policy_serialize(p);
 	if (!json)
@@ -194,7 +207,7 @@ int sb_net_open(struct sb_session *s, int netns_fd, struct sb_go *go, char *err,
 		return -EPERM;
 	}
 #if SB_HAVE_POLICY
-	cleanup_free char *policy_json = build_policy(c, err, errlen);
+	cleanup_free char *policy_json = build_policy(c, go, err, errlen);
 	if (!policy_json)
 		return -EINVAL;
 #endif
@@ -257,6 +270,12 @@ int sb_net_open(struct sb_session *s, int netns_fd, struct sb_go *go, char *err,
 	if ((r = write_resolv(s, reply.resolv_conf, err, errlen)) < 0)
 		return r;
 	go->have_resolv = 1;
+	reply.ca_cert[sizeof reply.ca_cert - 1] = '\0';
+	if (reply.ca_cert[0]) {
+		if ((r = sb_ca_bundle_write(s, reply.ca_cert, err, errlen)) < 0)
+			return r;
+		go->have_ca = 1;
+	}
 	if (c->ask && !c->quiet && !n->embedded)
 		watch_start(n);
 	return 0;

@@ -63,6 +63,8 @@ struct sb_go {
 	char proxy_url[128]; /* "http://GW:PORT" with --allow-network, else "" */
 	char socks_url[128]; /* "socks5h://GW:PORT" when the gateway serves SOCKS5, else "" */
 	uint8_t have_resolv; /* session dir holds resolv.conf to bind over /etc/resolv.conf */
+	uint8_t have_ca;     /* session dir holds ca-bundle.crt (HTTPS inspection) to bind over the system bundle */
+	char cred_env[1024]; /* "NAME=PLACEHOLDER\n"...: credentials' placeholders for the environment (inspection) */
 	uint8_t cgroup_ns;   /* enter a cgroup namespace (after init was placed in its cgroups) */
 };
 
@@ -184,6 +186,13 @@ int sb_mounts_build(struct sb_session *s, const struct sb_go *go, char *err, siz
 /* Attaches every prepared source but the project and the home (mounted by their own steps) at its
  * destination beneath rootfd (also the container backend's volumes: container.c). */
 int sb_mounts_attach_sources(const struct sb_session *s, int rootfd, char *err, size_t errlen);
+
+/* ---- trust.c: HTTPS inspection's CA in the sandbox's trust ---- */
+#define SB_CA_BUNDLE_PATH "/etc/ssl/certs/ca-certificates.crt"
+/* Launcher: writes SESSION/ca-bundle.crt, the host's bundle plus ca_pem. */
+int sb_ca_bundle_write(const struct sb_session *s, const char *ca_pem, char *err, size_t errlen);
+/* Init, building the root: binds bundlefd (SESSION/ca-bundle.crt) read-only over SB_CA_BUNDLE_PATH. */
+int sb_ca_bundle_mount(int bundlefd, int rootfd, char *err, size_t errlen);
 /* Safe path helpers (also used by overlay.c): open PATH beneath dirfd without following any
  * symlink or crossing into /proc magic links. */
 int sb_open_beneath(int dirfd, const char *path, int flags, char *err, size_t errlen);

@@ -141,6 +141,9 @@ int sb_summary_print(FILE *f, const char *id, const char *log_path, long long fr
 		else if (strstr(x->reason, " denied by "))
 			fprintf(f, "      a deny rule decided (%s): --allow cannot override it; change %s\n",
 			        x->reason, x->rule[0] ? x->rule : "the deny rule");
+		else if (strstr(x->reason, "HTTP rule") || strstr(x->reason, "inspecting proxy") ||
+		         strstr(x->reason, "exfiltration"))
+			fprintf(f, "      %s\n", x->reason); /* HTTPS inspection: the host is allowed, the request was not */
 		else
 			fprintf(f, "      to allow it: --allow %s   (or add \"%s\" to \"allow\" in .sluice/policy.json)\n",
 			        dest, dest);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 static void check_usage(FILE *f)
@@ -96,7 +97,9 @@ static void explain_usage(FILE *f)
 		"usage: sluicectl policy explain HOST[:PORT] [--method M] [--policy NAME|FILE]... [--allow PATTERN]...\n"
 		"                                [--deny PATTERN]... [--project DIR] [--no-standard-layers]\n"
 		"       sluicectl policy explain --path PATH [--project DIR]   (sluice run --fs ask)\n"
-		"Says whether a session may reach HOST:PORT (default port 443) and which rule decides.\n"
+		"       sluicectl policy explain METHOD URL [options as above]\n"
+		"Says whether a session may reach HOST:PORT (default port 443) and which rule decides; with METHOD\n"
+		"and an http(s) URL, also which HTTP rule decides the request when the host is inspected.\n"
 		"Loads the organisation (" SLUICE_SYSCONFDIR "), user and project (--project, default: the current\n"
 		"directory) policies, then the command-line ones, as `sluice run` does.\n"
 		"Exit: 0 allowed, 1 denied, 2 usage or policy error, 3 held for approval (ask).\n");
@@ -138,6 +141,35 @@ static int split_target(const char *arg, char *host, size_t hlen, uint16_t *port
 	return 0;
 }
 
+/* Splits "http(s)://HOST[:PORT][/PATH...]": host and port (default by scheme) and the target from the
+ * path on ("/" when there is none). */
+static int split_url(const char *url, char *host, size_t hlen, uint16_t *port, const char **target)
+{
+	static char slash[] = "/";
+	const char *rest, *end;
+	char auth[600];
+
+	if (strncasecmp(url, "https://", 8) == 0)
+		rest = url + 8;
+	else if (strncasecmp(url, "http://", 7) == 0)
+		rest = url + 7;
+	else
+		return -1;
+	end = rest + strcspn(rest, "/?#");
+	if (end == rest || (size_t)(end - rest) >= sizeof auth || memchr(rest, '@', (size_t)(end - rest)))
+		return -1;
+	memcpy(auth, rest, (size_t)(end - rest));
+	auth[end - rest] = '\0';
+	if (split_target(auth, host, hlen, port) < 0)
+		return -1;
+	if (!strchr(auth[0] == '[' ? strchr(auth, ']') : auth, ':'))
+		*port = rest == url + 8 ? 443 : 80;
+	if (*end == '#')
+		return -1;
+	*target = *end ? end : slash;
+	return 0;
+}
+
 static int policy_explain(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -153,7 +185,7 @@ static int policy_explain(int argc, char **argv)
 	struct policy_builder *b = policy_builder_new();
 	struct policy_error err = { 0 };
 	struct policy *p = NULL;
-	const char *method = NULL, *project = NULL;
+	const char *method = NULL, *project = NULL, *url_path = NULL;
 	bool standard = true;
 	char msg[2048], host[512], canon[POLICY_HOST_MAX + 1], cwd[4096];
 	uint16_t port;
@@ -186,11 +218,17 @@ static int policy_explain(int argc, char **argv)
 		default: explain_usage(stderr); goto out;
 		}
 	}
-	if (optind != argc - 1) {
+	if (optind == argc - 2) {
+		/* METHOD URL */
+		method = argv[optind];
+		if (split_url(argv[optind + 1], host, sizeof host, &port, &url_path) < 0) {
+			fprintf(stderr, "sluicectl: cannot read \"%s\" as an http:// or https:// URL\n", argv[optind + 1]);
+			goto out;
+		}
+	} else if (optind != argc - 1) {
 		explain_usage(stderr);
 		goto out;
-	}
-	if (split_target(argv[optind], host, sizeof host, &port) < 0) {
+	} else if (split_target(argv[optind], host, sizeof host, &port) < 0) {
 		fprintf(stderr, "sluicectl: cannot read \"%s\" as HOST[:PORT] (port 1-65535)\n", argv[optind]);
 		goto out;
 	}
@@ -240,8 +278,25 @@ static int policy_explain(int argc, char **argv)
 	if (d.verdict != POLICY_ALLOW && !is_addr && (!d.rule || !policy_rule_is_deny(d.rule)))
 		printf("  to allow it for one run:  sluice run --allow-network --allow %s:%u -- CMD\n"
 		       "  or in .sluice/policy.json:  {\"allow\": [\"%s:%u\"]}\n", canon, port, canon, port);
-	printf("  (%zu rule%s loaded)\n", policy_rule_count(p), policy_rule_count(p) == 1 ? "" : "s");
 	rc = d.verdict == POLICY_ALLOW ? 0 : d.verdict == POLICY_ASK ? 3 : 1;
+	if (url_path && !is_addr && policy_inspects(p, canon)) {
+		struct policy_http_decision *hd = malloc(sizeof *hd);
+		if (!hd) {
+			fprintf(stderr, "sluicectl: out of memory\n");
+			rc = 2;
+			goto out;
+		}
+		policy_decide_http(p, canon, method, strlen(method), url_path, strlen(url_path), hd);
+		printf("  inspected: %s %s: %s\n", method, hd->path[0] ? hd->path : url_path, policy_verdict_name(hd->verdict));
+		printf("  %s\n", hd->reason);
+		if (rc == 0 && hd->verdict != POLICY_ALLOW)
+			rc = 1;
+		free(hd);
+	} else if (url_path && !is_addr) {
+		printf("  not inspected: the proxy sees only the host (add an \"inspect\" entry for %s to decide by "
+		       "method and path)\n", canon);
+	}
+	printf("  (%zu rule%s loaded)\n", policy_rule_count(p), policy_rule_count(p) == 1 ? "" : "s");
 	goto out;
 load_error:
 	fprintf(stderr, "sluicectl: %s\n", policy_error_format(&err, msg, sizeof msg));

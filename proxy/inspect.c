@@ -1,0 +1,167 @@
+/* HTTPS inspection (policy "inspect", docs/proxy.md): the TLS around the inspected requests. A CONNECT
+ * to an inspected host, once answered 200 and its ClientHello checked (connect.c), is turned into a TLS
+ * server with a leaf certificate of the session's CA (mitm_ca.c); its requests are then read, decided
+ * and forwarded by the HTTP front (http.c, http_forward.c) like any other, one by one, with the
+ * policy's HTTP rules. Upstream, each dialled connection gets TLS 1.2 or newer with the server's
+ * certificate verified against the host's trust store (or SLUICE_TLS_TRUST) and its name checked; a
+ * failure is a 502 that says why, never a silent downgrade.
+ *
+ * Trust boundary: the CA key never leaves the engine side; the sandbox only sees its certificate. */
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "http_conn.h"
+#include "log.h"
+#include "mitm_ca.h"
+
+void proxy_inspect_engine_free(struct proxy_engine *e)
+{
+	SSL_CTX_free(e->tls_up);
+	e->tls_up = NULL;
+}
+
+/* The upstream TLS client context, made on first use: the host's trust store (or the bundle named by
+ * $SLUICE_TLS_TRUST, for a private CA or a test lab), peer verification, TLS 1.2 at least. */
+static SSL_CTX *up_ctx(struct proxy_engine *e, char *err, size_t errlen)
+{
+	static const unsigned char h11[] = "\x08http/1.1";
+	const char *trust = getenv("SLUICE_TLS_TRUST");
+	SSL_CTX *ctx;
+
+	if (e->tls_up)
+		return e->tls_up;
+	ctx = SSL_CTX_new(TLS_client_method());
+	if (!ctx || !SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) ||
+	    (trust && *trust ? SSL_CTX_load_verify_locations(ctx, trust, NULL) : SSL_CTX_set_default_verify_paths(ctx)) != 1 ||
+	    SSL_CTX_set_alpn_protos(ctx, h11, sizeof h11 - 1) != 0) {
+		snprintf(err, errlen, "cannot set up upstream TLS (trust store %s): %s",
+		         trust && *trust ? trust : "the system's", ERR_reason_error_string(ERR_get_error()));
+		ERR_clear_error();
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+	e->tls_up = ctx;
+	return ctx;
+}
+
+/* ---- client side ---- */
+
+void proxy_inspect_begin(struct proxy_relay *r)
+{
+	struct proxy_session *s = r->s;
+	char err[300], host[POLICY_HOST_MAX + 1];
+	uint16_t port = r->t.port;
+	SSL_CTX *ctx = s->ca ? proxy_mitm_ca_server_ctx(s->ca, r->t.host, err, sizeof err) : NULL;
+	SSL *ssl = ctx ? SSL_new(ctx) : NULL;
+	struct bufferevent *cl, *tls;
+
+	if (!ssl) {
+		if (!s->ca)
+			snprintf(err, sizeof err, "the session has no inspection CA (its policy inspected nothing when it started)");
+		log_warnx("session %s: inspecting %s: %s", s->id, r->t.host, err);
+		snprintf(r->error, sizeof r->error, "HTTPS inspection: %s", err);
+		proxy_relay_refuse_tls(r, NULL);
+		return;
+	}
+	snprintf(host, sizeof host, "%s", r->t.host);
+	/* The CONNECT's own exchange ends here (its close record says the tunnel was inspected); the
+	 * upstream it dialled is not used: each request is dialled (and verified) on its own terms. */
+	snprintf(r->reason, sizeof r->reason, "%s; inspected (requests are decided one by one)",
+	         r->t.reason[0] ? r->t.reason : "allowed");
+	proxy_relay_drop_upstream(r);
+	proxy_relay_finish(r);
+	cl = r->client;
+	r->client = NULL;
+	bufferevent_setcb(cl, NULL, NULL, NULL, NULL);
+	bufferevent_set_timeouts(cl, NULL, NULL);
+	bufferevent_setwatermark(cl, EV_READ, 0, 0);
+	proxy_relay_end(r); /* frees r */
+	tls = bufferevent_openssl_filter_new(s->engine->base, cl, ssl, BUFFEREVENT_SSL_ACCEPTING,
+	                                     BEV_OPT_CLOSE_ON_FREE);
+	if (!tls) {
+		SSL_free(ssl);
+		bufferevent_free(cl);
+		return;
+	}
+	bufferevent_openssl_set_allow_dirty_shutdown(tls, 1);
+	proxy_http_accept_inspected(s, tls, host, port);
+}
+
+/* ---- upstream side ---- */
+
+static void up_handshake_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct http_conn *c = arg;
+	SSL *ssl = bufferevent_openssl_get_ssl(bev);
+	char why[600];
+
+	if (what & BEV_EVENT_CONNECTED) {
+		snprintf(c->up_host, sizeof c->up_host, "%s", c->r.t.host);
+		c->up_port = c->r.t.port;
+		c->up_reused = false;
+		http_forward_start(c);
+		return;
+	}
+	long vr = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
+	unsigned long e = bufferevent_get_openssl_error(bev);
+	if (vr != X509_V_OK)
+		snprintf(why, sizeof why, "the upstream's TLS certificate for %s is not trusted: %s", c->r.t.host,
+		         X509_verify_cert_error_string(vr));
+	else if (e)
+		snprintf(why, sizeof why, "TLS with the upstream %s failed: %s", c->r.t.host, ERR_reason_error_string(e));
+	else
+		snprintf(why, sizeof why, "the upstream %s closed the connection during the TLS handshake", c->r.t.host);
+	while (bufferevent_get_openssl_error(bev))
+		;
+	proxy_relay_drop_upstream(&c->r);
+	http_fail(c, 502, why);
+}
+
+void http_inspect_upstream(struct http_conn *c)
+{
+	char err[300];
+	SSL_CTX *ctx = up_ctx(c->r.e, err, sizeof err);
+	SSL *ssl = ctx ? SSL_new(ctx) : NULL;
+	struct bufferevent *tls;
+
+	if (!ssl || !SSL_set_tlsext_host_name(ssl, c->r.t.host) || !SSL_set1_host(ssl, c->r.t.host)) {
+		if (ctx)
+			snprintf(err, sizeof err, "cannot start TLS with the upstream %s", c->r.t.host);
+		SSL_free(ssl);
+		proxy_relay_drop_upstream(&c->r);
+		http_fail(c, 502, err);
+		return;
+	}
+	SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+	/* TLS on the dialled socket itself (not a filter over its bufferevent: one copy less on the bulk
+	 * path); nothing was read from or queued on it yet */
+	int fd = fcntl(bufferevent_getfd(c->r.up), F_DUPFD_CLOEXEC, 0);
+	tls = fd >= 0 ? bufferevent_openssl_socket_new(c->r.e->base, fd, ssl, BUFFEREVENT_SSL_CONNECTING,
+	                                               BEV_OPT_CLOSE_ON_FREE)
+	              : NULL;
+	proxy_relay_drop_upstream(&c->r); /* closes the original descriptor; the duplicate stays open */
+	if (!tls) {
+		if (fd >= 0)
+			close(fd);
+		SSL_free(ssl);
+		http_fail(c, 502, "out of memory starting TLS with the upstream");
+		return;
+	}
+	c->r.up = tls;
+	bufferevent_openssl_set_allow_dirty_shutdown(tls, 1);
+	bufferevent_setcb(tls, NULL, NULL, up_handshake_cb, c);
+	bufferevent_set_timeouts(tls, c->r.e->tv_connect, c->r.e->tv_connect);
+	bufferevent_enable(tls, EV_READ | EV_WRITE);
+}

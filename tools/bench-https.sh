@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# bench-https.sh [BUILD_DIR]: HTTPS inspection (policy "inspect", docs/proxy.md) of sluice-proxy against Squid
+# with ssl-bump (Debian's squid-openssl), in one run inside a private lab (tests/lib/lab.sh: its own network,
+# mount and pid namespaces; no packet leaves them). Needs root and the bench packages (tools/deps.sh --bench):
+# squid-openssl, nginx-light (the HTTPS origin), curl. Not part of the test suite.
+#
+#   keep-alive requests/s: BENCH_CLIENTS (default 4) curl processes, each BENCH_REQS (default 2000) GETs of a
+#                          tiny response over one kept-alive inspected TLS connection (curl's URL globbing)
+#   bulk MB/s:             one curl download of BENCH_BULK_MIB (default 256) MiB through the inspecting proxy
+# Both proxies decrypt, check and re-encrypt (each with its own CA, trusted by the client; each verifies the
+# origin against the lab's CA); "direct" is curl to the origin without a proxy, for scale. Median of
+# BENCH_ROUNDS (default 3) rounds whose order rotates.
+set -u
+src=$(cd "$(dirname "$0")/.." && pwd)
+export SLUICE_SOURCE_DIR=$src SLUICE_BUILD_DIR=${1:-${SLUICE_BUILD_DIR:-$src/build}}
+SLUICE_BUILD_DIR=$(cd "$SLUICE_BUILD_DIR" && pwd) || exit 2
+. "$src/tests/lib/tap.sh"
+. "$src/tests/lib/lab.sh"
+. "$src/tests/lib/proxy-lab.sh"
+lab_enter "$@"
+_lab_need squid nginx curl openssl
+clients=${BENCH_CLIENTS:-4} reqs=${BENCH_REQS:-2000} mib=${BENCH_BULK_MIB:-256} rounds=${BENCH_ROUNDS:-3}
+PORT=9443
+
+lab_internet_up >/dev/null
+lab_session s1 >/dev/null
+read -r S_ADDR GW _ < <(lab_session_info s1)
+# (bench.allowed.test: the lab resolves *.allowed.test, and its certificate names it)
+
+# ---- the origin: nginx with the lab's certificate, a tiny response and a big file
+W=$LAB_DIR/nginx
+mkdir -p "$W/www/bulk" "$W/tmp" && chmod -R 0755 "$W"
+truncate -s "${mib}M" "$W/www/bulk/file"
+cat >"$W/nginx.conf" <<CONF
+daemon off;
+worker_processes 1;
+pid $W/nginx.pid;
+error_log $W/error.log;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $W/tmp; proxy_temp_path $W/tmp; fastcgi_temp_path $W/tmp; uwsgi_temp_path $W/tmp;
+  scgi_temp_path $W/tmp;
+  keepalive_requests 1000000;
+  sendfile on;
+  server {
+    listen $PORT ssl;
+    ssl_certificate $LAB_DIR/tls/server.pem;
+    ssl_certificate_key $LAB_DIR/tls/server.key;
+    location = /small { default_type text/plain; return 200 "ok\n"; }
+    location /bulk/ { root $W/www; }
+  }
+}
+CONF
+lab_bg nginx -n inet nginx -c "$W/nginx.conf" -p "$W"
+lab_wait_port inet "$LAB_ALLOWED4" "$PORT" 5 || lab_bail "nginx did not start: $(cat "$W/error.log")"
+
+# ---- sluice-proxy: a session whose policy inspects bench.allowed.test; the engine trusts the lab's CA
+cat >"$LAB_DIR/policy.json" <<JSON
+{"allow": ["bench.allowed.test:$PORT"], "inspect": [{"host": "bench.allowed.test", "allow": ["GET /small", "GET /bulk/**"]}]}
+JSON
+mkdir -p "$LAB_DIR/proxy" && chmod 0777 "$LAB_DIR/proxy"
+cat >"$LAB_DIR/proxy/config.json" <<JSON
+{"user": "nobody", "audit_log": "$LAB_DIR/proxy/audit.log", "upstream_dns": "$LAB_DNS:53",
+ "listen": [{"kind": "http", "address": "$GW:3128"}, {"kind": "dns", "address": "$GW:53"}],
+ "sessions": [{"id": "s1", "uid": 1000, "command": "bench", "addr4": "$S_ADDR", "gw4": "$GW",
+               "ca_cert": "$LAB_DIR/proxy/ca.pem", "policy": {"files": ["$LAB_DIR/policy.json"]}}]}
+JSON
+SLUICE_TLS_TRUST=$LAB_CA lab_bg proxy "$SLUICE_BUILD_DIR/proxy/sluice-proxy" --config "$LAB_DIR/proxy/config.json"
+lab_wait_port s1 "$GW" 3128 5 || lab_bail "sluice-proxy did not start: $(tail -n 5 "$(lab_log proxy)")"
+
+# ---- Squid with ssl-bump: its own CA, leaf certificates from security_file_certgen, the lab's CA upstream
+Q=$LAB_DIR/squid
+mkdir -p "$Q" && chmod 0777 "$Q"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj "/CN=squid bench CA" \
+	-addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+	-keyout "$Q/ca.key" -out "$Q/ca.pem" 2>/dev/null
+chmod 0644 "$Q/ca.key" "$Q/ca.pem"
+/usr/lib/squid/security_file_certgen -c -s "$Q/ssl_db" -M 16MB >/dev/null && chown -R proxy "$Q/ssl_db"
+printf '%s\n' "http_port $GW:3129 ssl-bump tls-cert=$Q/ca.pem tls-key=$Q/ca.key generate-host-certificates=on dynamic_cert_mem_cache_size=16MB" \
+	"sslcrtd_program /usr/lib/squid/security_file_certgen -s $Q/ssl_db -M 16MB" "sslcrtd_children 4" \
+	"acl step1 at_step SslBump1" "ssl_bump peek step1" "ssl_bump bump all" "tls_outgoing_options cafile=$LAB_CA" \
+	"http_access allow all" "cache deny all" "dns_nameservers $LAB_DNS" "hosts_file none" "pinger_enable off" \
+	"workers 1" "access_log none" "cache_log $Q/cache.log" "pid_filename $Q/squid.pid" "coredump_dir $Q" \
+	"cache_effective_user proxy" "shutdown_lifetime 0 seconds" >"$Q/squid.conf"
+lab_bg squid squid -N -f "$Q/squid.conf"
+lab_wait_port s1 "$GW" 3129 10 || lab_bail "squid did not start: $(tail -n 5 "$Q/cache.log")"
+lab_forward on # the direct path
+
+declare -A CA=([3128]=$LAB_DIR/proxy/ca.pem [3129]=$Q/ca.pem [direct]=$LAB_CA)
+via() { [ "$1" = direct ] && echo "--noproxy bench.allowed.test" || echo "-x http://$GW:$1"; }
+# rps_run PORT|direct: keep-alive requests/s of $clients curls, $reqs requests each ("0" if any failed)
+rps_run() {
+	local where=$1 t0 t1 i ok pids=()
+	t0=$(date +%s%N)
+	for ((i = 0; i < clients; i++)); do
+		# shellcheck disable=SC2046
+		lab_exec s1 curl -s -m 120 $(via "$where") --cacert "${CA[$where]}" -o /dev/null -w '%{http_code}\n' \
+			"https://bench.allowed.test:$PORT/small?[1-$reqs]" >"$LAB_DIR/rps.$i" &
+		pids+=($!)
+	done
+	wait "${pids[@]}" # (not a bare wait: the lab's servers are children of this shell too)
+	t1=$(date +%s%N)
+	ok=$(cat "$LAB_DIR"/rps.* | grep -c '^200$')
+	[ "$ok" -eq $((clients * reqs)) ] || { echo 0; return; }
+	awk -v n="$ok" -v ns="$((t1 - t0))" 'BEGIN { printf "%.0f\n", n / (ns / 1e9) }'
+}
+# bulk_run PORT|direct: MB/s of one download ("0" if incomplete)
+bulk_run() {
+	local where=$1 out speed size
+	# shellcheck disable=SC2046
+	out=$(lab_exec s1 curl -sS -m 300 $(via "$1") --cacert "${CA[$where]}" -o /dev/null \
+		-w '%{speed_download} %{size_download}' "https://bench.allowed.test:$PORT/bulk/file")
+	read -r speed size <<<"$out"
+	[ "${size:-0}" = $((mib * 1048576)) ] || { echo 0; return; }
+	awk -v s="$speed" 'BEGIN { printf "%.0f\n", s / 1e6 }'
+}
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "n/a" }'; }
+
+echo "# warming up"
+rps_run 3128 >/dev/null
+rps_run 3129 >/dev/null
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+order=(3128 3129 direct)
+declare -A S
+for ((round = 1; round <= rounds; round++)); do
+	for ((k = 0; k < 3; k++)); do
+		p=${order[(k + round) % 3]}
+		r=$(rps_run "$p")
+		b=$(bulk_run "$p")
+		echo "# round $round via $p: $r requests/s, $b MB/s"
+		S[rps_$p]+=" $r" S[bulk_$p]+=" $b"
+	done
+done
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+declare -A R
+for key in "${!S[@]}"; do
+	# shellcheck disable=SC2086
+	R[$key]=$(median ${S[$key]})
+done
+inspected=$(grep -c '"protocol":"https"' "$LAB_DIR/proxy/audit.log")
+row() { printf '%-44s %12s %12s %12s\n' "$@"; }
+echo
+echo "HTTPS inspection benchmark ($(nproc) CPUs, median of $rounds rounds, kernel $(uname -r))"
+echo "load average before: $load_before, after: $load_after"
+row "" sluice "squid bump" direct
+row "keep-alive requests/s ($clients clients x $reqs)" "${R[rps_3128]}" "${R[rps_3129]}" "${R[rps_direct]}"
+row "bulk MB/s ($mib MiB, one download)" "${R[bulk_3128]}" "${R[bulk_3129]}" "${R[bulk_direct]}"
+echo
+echo "ratios (target >= 1.5):"
+echo "  keep-alive requests/s sluice/squid  $(ratio "${R[rps_3128]}" "${R[rps_3129]}")"
+echo "  bulk MB/s sluice/squid              $(ratio "${R[bulk_3128]}" "${R[bulk_3129]}")"
+echo "  sluice wrote $inspected audit records of inspected requests"
