@@ -561,6 +561,7 @@ void proxy_http_accept_inspected(struct proxy_session *s, struct bufferevent *tl
 		return;
 	}
 	c->inspect = true;
+	c->r.upstream_tls = true; /* TLS to the origin: through a parent proxy, a CONNECT tunnel */
 	snprintf(c->inspect_host, sizeof c->inspect_host, "%s", host);
 	c->inspect_port = port;
 	(void)conn_start(c, s, tls, &https_ops, 0);

@@ -182,7 +182,7 @@ static bool response_head(struct http_conn *c)
 		http_fail(c, 502, "the upstream switched protocols, which this proxy does not support (use CONNECT)");
 		return false;
 	}
-	if (resp.status == 407 && proxy_parent_for(c->r.e, &c->r.t)) {
+	if (resp.status == 407 && !c->inspect && proxy_parent_for(c->r.e, &c->r.t)) {
 		/* the parent's demand for credentials is sluice's configuration problem, not the client's to
 		 * answer (it must never send credentials for the parent) */
 		const struct proxy_parent *p = proxy_parent_for(c->r.e, &c->r.t);
@@ -528,7 +528,8 @@ void http_forward_build_head(struct http_conn *c, const struct http_request *req
 	struct evbuffer *o = c->head_out;
 	const char *slash = (req->path_len == 0 || req->path[0] != '/') ? "/" : "";
 
-	const struct proxy_parent *parent = proxy_parent_for(c->r.e, &c->r.t);
+	/* inside an inspected tunnel the origin gets origin form over TLS (a parent, if any, only tunnels) */
+	const struct proxy_parent *parent = c->inspect ? NULL : proxy_parent_for(c->r.e, &c->r.t);
 	bool v6 = c->r.t.literal && c->r.t.addr.ss_family == AF_INET6;
 
 	evbuffer_drain(o, evbuffer_get_length(o));

@@ -457,7 +457,7 @@ static void dialed(struct bufferevent *up, const struct proxy_dial_result *res, 
 void proxy_relay_dial(struct proxy_relay *r)
 {
 	proxy_relay_drop_upstream(r);
-	r->dial = proxy_dial_start(r->s, &r->t, !r->ops->speaks_http, dialed, r);
+	r->dial = proxy_dial_start(r->s, &r->t, !r->ops->speaks_http || r->upstream_tls, dialed, r);
 	if (!r->dial)
 		refuse_error(r, 502, "cannot start resolving or connecting (out of resources)");
 }

@@ -65,6 +65,8 @@ struct proxy_relay {
 	struct event *handshake_timer;     /* owned: a handshake front's deadline (proxy_relay_accept_handshake), or NULL */
 	bool ending;                       /* proxy_relay_end runs: callbacks must not end it again */
 	bool bad_target;                   /* the destination was not acceptable (400) */
+	bool upstream_tls;                 /* the front speaks TLS to the upstream itself (HTTPS inspection):
+	                                    * a parent proxy is asked for a tunnel, whatever ops->speaks_http */
 	struct event *tail;                /* owned: waits for a TLS client's last ciphertext (close_after_flush) */
 	uint64_t tail_since_ms;
 

@@ -5,7 +5,8 @@
 # directly). Sessions reach allowed hosts through Squid over HTTP (absolute form), CONNECT, SOCKS5, and
 # without a resolver of sluice's own; denied and SSRF destinations never reach Squid; bad credentials,
 # missing credentials and a parent that is down give a clear 502 and an audit record; the password never
-# reaches the audit log, the session or the origin.
+# reaches the audit log, the session or the origin. An inspected HTTPS session's upstream TLS goes through a
+# CONNECT tunnel of the parent.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
 . "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
@@ -60,7 +61,17 @@ POLICY='{"allow": [
     {"host": "registry.test", "ports": [80]},
     {"host": "private.test", "ports": [80]}
   ]}'
-PROXY_EXTRA_LISTEN=",{\"kind\": \"socks5\", \"address\": \"$s1g:1080\"}"
+# s2 inspects allowed.test (HTTPS inspection, docs/proxy.md): its upstream TLS goes through a CONNECT
+# tunnel of the parent; the engine trusts the lab's CA for the origin's certificate
+lab_session s2 >/dev/null
+read -r s2a s2g s2a6 s2g6 _ < <(lab_session_info s2)
+export SLUICE_TLS_TRUST=$LAB_CA
+printf '{"allow": [{"host": "allowed.test", "ports": [443]}], "inspect": [{"host": "allowed.test", "allow": ["GET /pub/**"]}]}\n' \
+	>"$LAB_DIR/proxy/inspect-s2.json"
+PROXY_EXTRA_SESSIONS=",{\"id\": \"s2\", \"uid\": 1000, \"command\": \"s2\", \"addr4\": \"$s2a\", \"gw4\": \"$s2g\",
+  \"addr6\": \"$s2a6\", \"gw6\": \"$s2g6\", \"ca_cert\": \"$LAB_DIR/s2-ca.pem\",
+  \"policy\": {\"files\": [\"$LAB_DIR/proxy/inspect-s2.json\"]}}"
+PROXY_EXTRA_LISTEN=",{\"kind\": \"socks5\", \"address\": \"$s1g:1080\"},{\"kind\": \"http\", \"address\": \"$s2g:3128\"}"
 parent_conf() { # parent_conf AUTH_FILE|"" [EXTRA_MEMBERS]: PROXY_EXTRA_CONFIG for the parent
 	local auth=""
 	[ -n "$1" ] && auth="\"auth_file\": \"$1\","
@@ -85,6 +96,12 @@ n=$("${CURL[@]}" --cacert "$LAB_CA" -o /dev/null -w '%{size_download}' https://a
 check_eq "5 MB through the chained tunnel" 5000000 "$n"
 body=$(lab_exec s1 curl -sS -m 10 --noproxy '' --socks5-hostname "$s1g:1080" http://allowed.test/socks-via-parent)
 check_match "SOCKS5 to an allowed host goes through the parent" '"target": ?"/socks-via-parent"' "$body"
+squid_connects=$(squid_saw 'CONNECT allowed.test:443')
+body=$(lab_exec s2 curl -sS -m 10 --noproxy '' -x "http://$s2g:3128" --cacert "$LAB_DIR/s2-ca.pem" https://allowed.test/pub/inspected)
+check_match "inspected HTTPS through the parent: an allowed path reaches the origin" '"target": ?"/pub/inspected"' "$body"
+check "... over a CONNECT tunnel of the parent" test "$(squid_saw 'CONNECT allowed.test:443')" -gt "$squid_connects"
+code=$(lab_exec s2 curl -sS -m 10 --noproxy '' -x "http://$s2g:3128" --cacert "$LAB_DIR/s2-ca.pem" -o /dev/null -w '%{http_code}' https://allowed.test/private)
+check_eq "... and a path the HTTP rules refuse gets sluice's 403" 403 "$code"
 body=$("${CURL[@]}" http://registry.test/direct)
 check_match "a no_proxy host is reached directly (the lab registry's own 404)" '"error": ?"Not found"' "$body"
 check_eq "... and Squid never saw it" 0 "$(squid_saw registry.test)"
