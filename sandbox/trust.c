@@ -49,7 +49,7 @@ int sb_ca_bundle_mount(int bundlefd, int rootfd, char *err, size_t errlen)
 {
 	/* the system bundle comes from the host (read-only): its symlinks are followed inside the new root */
 	struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
-	cleanup_fd int target = (int)syscall(SYS_openat2, rootfd, SB_CA_BUNDLE_PATH + 1, &how, sizeof how);
+	cleanup_fd int target = (int)syscall(SYS_openat2, rootfd, &SB_CA_BUNDLE_PATH[1], &how, sizeof how); /* relative */
 	if (target < 0)
 		return sb_err(err, errlen, "cannot replace %s in the sandbox: %s", SB_CA_BUNDLE_PATH, strerror(errno));
 	cleanup_fd int tree = open_tree(bundlefd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);

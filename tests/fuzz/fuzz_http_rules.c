@@ -1,6 +1,7 @@
 /* Fuzz target: the request-path normaliser and the HTTP rule matcher of HTTPS inspection
  * (policy/http_rules.c). Input: "PATTERN\nMETHOD TARGET". Checks what the proxy relies on: a normalised
- * path starts with '/', has no empty, "." or ".." segment and normalises to itself; the glob agrees
+ * path starts with '/', has no empty, "." or ".." segment and normalises to itself (the fully decoded form:
+ * the same shape, not idempotent, see check_norm); the glob agrees
  * with a naive recursive reference; and a request the fixed policy allows matches none of its deny
  * rules on either form of the path (an escape or a dot segment never slips past a deny rule). */
 #include <stdbool.h>
@@ -37,7 +38,10 @@ static bool ref_glob(const char *p, const char *s)
 	return *s == *p && ref_glob(p + 1, s + 1);
 }
 
-static void check_norm(const char *path)
+/* idempotent: the path normalises to itself. Not for the fully decoded form (decode_all), which may hold
+ * bytes a request target cannot ("?" from %3F, "%" from %25): it is a form to match deny rules on, never
+ * read again as a target. */
+static void check_norm(const char *path, bool idempotent)
 {
 	char again[POLICY_PATH_MAX];
 	size_t q;
@@ -49,7 +53,8 @@ static void check_norm(const char *path)
 	size_t n = strlen(path);
 	if ((n >= 2 && strcmp(path + n - 2, "/.") == 0) || (n >= 3 && strcmp(path + n - 3, "/..") == 0))
 		abort();
-	if (policy_path_normalize(path, n, false, again, sizeof again, &q) != POLICY_PATH_OK || strcmp(again, path) != 0)
+	if (idempotent &&
+	    (policy_path_normalize(path, n, false, again, sizeof again, &q) != POLICY_PATH_OK || strcmp(again, path) != 0))
 		abort();
 }
 
@@ -94,14 +99,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t tlen = strlen(target);
 
 	if (policy_path_normalize(target, tlen, false, norm, sizeof norm, &q) == POLICY_PATH_OK) {
-		check_norm(norm);
+		check_norm(norm, true);
 		if (q > tlen)
 			abort();
 		if (strlen(norm) <= 64 && strlen(pat) <= 12 && policy_path_glob(pat, norm) != ref_glob(pat, norm))
 			abort();
 	}
 	if (policy_path_normalize(target, tlen, true, all, sizeof all, &q) == POLICY_PATH_OK)
-		check_norm(all);
+		check_norm(all, false);
 
 	if (!sp)
 		return 0;
