@@ -23,6 +23,7 @@
 #include "log.h"
 #include "netd_metrics.h"
 #include "policy.h"
+#include "reaper.h"
 #include "util.h"
 
 #define ENGINE_DROP_RATE 1000 /* NFLOG drops forwarded per second at most */
@@ -576,6 +577,12 @@ static int engine_spawn(struct netd *d, char *err, size_t errlen)
 		snprintf(err, errlen, "socketpair: %s", strerror(-r));
 		return r;
 	}
+	/* The child runs the engine without exec, so no other thread of ours may be inside the allocator (or
+	 * any lock) when we fork: a lock held then stays held in the child forever (an engine that never
+	 * answers; seen under ASan). The link reaper and the policy compilers are let finish first. */
+	if (d->reaper)
+		netd_reaper_drain(d->reaper);
+	netd_compile_quiesce(d);
 	pid = fork();
 	if (pid < 0) {
 		r = -errno;
