@@ -291,25 +291,6 @@ int netd_compile_start2(struct netd *d, char *json, char *extra, uid_t uid, netd
 	return 0;
 }
 
-void netd_compile_quiesce(struct netd *d)
-{
-	struct netd_compiler *cc = d->compiler;
-	unsigned waited_ms = 0;
-
-	while (cc) {
-		bool busy = false;
-
-		pthread_mutex_lock(&cc->lock);
-		for (struct netd_compile *j = cc->jobs; j; j = j->next)
-			busy |= !j->done;
-		pthread_mutex_unlock(&cc->lock);
-		if (!busy || waited_ms >= d->cfg.compile_timeout_ms)
-			return;
-		usleep(1000);
-		waited_ms++;
-	}
-}
-
 unsigned netd_compile_running(const struct netd *d)
 {
 	return d->compiler ? d->compiler->running : 0;

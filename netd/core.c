@@ -438,12 +438,6 @@ int netd_new(struct netd **out, const struct netd_config *cfg, bool reconcile, c
 		snprintf(err, errlen, "opening route netlink: %s", strerror(-r));
 		goto fail;
 	}
-	d->reaper = netd_reaper_new(d->lease_dir, &e);
-	if (!d->reaper) {
-		r = e;
-		snprintf(err, errlen, "starting the link reaper: %s", strerror(-r));
-		goto fail;
-	}
 	d->nft = netd_nft_new(&e);
 	if (!d->nft) {
 		r = e;
@@ -486,6 +480,13 @@ int netd_new(struct netd **out, const struct netd_config *cfg, bool reconcile, c
 		goto fail;
 	if ((r = netd_engine_start(d, err, errlen)) < 0)
 		goto fail;
+	/* the first thread: the engine was forked while this process had only one (engine.c) */
+	d->reaper = netd_reaper_new(d->lease_dir, &e);
+	if (!d->reaper) {
+		r = e;
+		snprintf(err, errlen, "starting the link reaper: %s", strerror(-r));
+		goto fail;
+	}
 	if ((r = netd_nflog_start(d, err, errlen)) < 0) {
 		if (!cfg->embedded)
 			goto fail;

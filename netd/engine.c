@@ -567,22 +567,44 @@ static int send_config(struct netd *d, int sock, char *err, size_t errlen)
 	return r;
 }
 
+/* Whether this process runs more than one thread now (the link reaper, policy compilers, the audit
+ * shipper): /proc/self/status's Threads line. Unknown counts as more than one. */
+static bool other_threads(void)
+{
+	char buf[4096];
+	const char *t;
+	ssize_t n;
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return true;
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return true;
+	buf[n] = '\0';
+	t = strstr(buf, "\nThreads:");
+	return !t || strtoul(t + 9, NULL, 10) != 1;
+}
+
 static int engine_spawn(struct netd *d, char *err, size_t errlen)
 {
 	struct netd_engine *e = d->engine;
 	int sv[2], r;
 	pid_t parent = getpid(), pid;
+	char arg0[] = "sluiced", arg1[] = "--engine-child", level[16];
+	char *const argv[] = {arg0, arg1, level, NULL};
+	/* A forked child of a process with other threads may only exec: a lock another thread held at the
+	 * fork (the allocator's, the sanitizer's) stays held in the child forever, an engine that never
+	 * answers. The first engine is forked before sluiced starts any thread and runs at once; a restart
+	 * later (the reaper, compilers and shipper running) execs sluiced again as `--engine-child`. */
+	bool reexec = other_threads();
 
+	snprintf(level, sizeof level, "%d", (int)log_get_level());
 	if ((r = ipc_socketpair(sv, false)) < 0) {
 		snprintf(err, errlen, "socketpair: %s", strerror(-r));
 		return r;
 	}
-	/* The child runs the engine without exec, so no other thread of ours may be inside the allocator (or
-	 * any lock) when we fork: a lock held then stays held in the child forever (an engine that never
-	 * answers; seen under ASan). The link reaper and the policy compilers are let finish first. */
-	if (d->reaper)
-		netd_reaper_drain(d->reaper);
-	netd_compile_quiesce(d);
 	pid = fork();
 	if (pid < 0) {
 		r = -errno;
@@ -592,7 +614,8 @@ static int engine_spawn(struct netd *d, char *err, size_t errlen)
 		return r;
 	}
 	if (pid == 0) {
-		/* child: keep only stdio and our end of the socketpair */
+		/* child: keep only stdio and our end of the socketpair, as fd 3; async-signal-safe calls only
+		 * until the exec */
 		int fd = sv[1];
 
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -608,7 +631,16 @@ static int engine_spawn(struct netd *d, char *err, size_t errlen)
 			fd = 3;
 		}
 		close_range(4, ~0u, 0);
-		_exit(netd_engine_child_main(fd));
+		if (!reexec)
+			_exit(netd_engine_child_main(fd));
+		if (fcntl(fd, F_SETFD, 0) == 0)
+			execv("/proc/self/exe", argv);
+		{
+			static const char msg[] = "sluiced: the proxy engine could not be started (exec of /proc/self/exe)\n";
+
+			(void)!write(2, msg, sizeof msg - 1);
+		}
+		_exit(127);
 	}
 	close(sv[1]);
 	e->pid = pid;

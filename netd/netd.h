@@ -210,8 +210,6 @@ int netd_compile_start(struct netd *d, char *json, uid_t uid, netd_compile_fn fn
  * compiled beside json at the user layer; the result's extra is it. */
 int netd_compile_start2(struct netd *d, char *json, char *extra, uid_t uid, netd_compile_fn fn, void *arg,
 			struct netd_compile **job, char *err, size_t errlen);
-/* Waits (at most the compile deadline) until no compile worker is still computing: before a fork. */
-void netd_compile_quiesce(struct netd *d);
 /* fn will not be called (the requester went away); the worker's result is dropped when it ends. */
 void netd_compile_cancel(struct netd_compile *job);
 /* Compiles whose thread has not ended yet (cancelled and timed-out ones included). */

@@ -93,6 +93,28 @@ static int embedded(int argc, char **argv)
 	return netd_embedded_main((int)fd, argc == 5 ? argv[4] : NULL);
 }
 
+/* `sluiced --engine-child LEVEL`: a restarted proxy engine (engine.c execs sluiced so; not for people).
+ * Its end of the socketpair to sluiced is fd 3. Not a way in: whoever runs it has only their own
+ * privileges, and it serves only what arrives on fd 3. */
+static int engine_child(int argc, char **argv)
+{
+	unsigned long lvl;
+	int type;
+	socklen_t len = sizeof type;
+
+	if (argc != 3 || parse_uint(argv[2], LOG_LEVEL_DEBUG, &lvl) < 0) {
+		fprintf(stderr, "sluiced: --engine-child is started by sluiced, not by hand\n");
+		return 2;
+	}
+	if (getsockopt(3, SOL_SOCKET, SO_TYPE, &type, &len) < 0 || type != SOCK_SEQPACKET) {
+		fprintf(stderr, "sluiced: --engine-child: fd 3 is not sluiced's socket\n");
+		return 2;
+	}
+	(void)fcntl(3, F_SETFD, FD_CLOEXEC);
+	log_init("sluiced", (enum log_level)lvl);
+	return netd_engine_child_main(3);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -120,6 +142,8 @@ int main(int argc, char **argv)
 
 	if (argc >= 2 && strcmp(argv[1], "--embedded") == 0)
 		return embedded(argc, argv);
+	if (argc >= 2 && strcmp(argv[1], "--engine-child") == 0)
+		return engine_child(argc, argv);
 	log_init("sluiced", lvl);
 	netd_config_defaults(&cfg);
 	while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {

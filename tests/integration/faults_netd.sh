@@ -48,8 +48,15 @@ check "session e1 opens" session e1
 A1=$(reply e1 addr4)
 check "e1 is served through the proxy" proxied e1 before-kill
 
+# the first engine is forked while sluiced has one thread; a restart, with sluiced's threads running, must
+# exec sluiced again (a fork alone would inherit locks those threads hold: an engine that never answers)
+threads_of() { awk '/^Threads:/ {print $2}' "/proc/$1/status"; }
+cmdline_of() { tr '\0' ' ' <"/proc/$1/cmdline"; }
+
 # ---- the engine dies; sluiced is held (SIGSTOP) so it cannot restart it: the window stays open
 DPID=$(lab_pid sluiced) EPID=$(engine_pid)
+check_not "the first engine is sluiced forked, not exec'd again" grep -q -- --engine-child "/proc/$EPID/cmdline"
+check "sluiced runs other threads (its link reaper)" test "$(threads_of "$DPID")" -gt 1
 kill -STOP "$DPID"
 kill -9 "$EPID"
 check "the engine is dead" eventually dead "$EPID"
@@ -61,6 +68,10 @@ kill -CONT "$DPID"
 check "sluiced notices and restarts the engine" eventually grep -q "proxy engine .*exited\|proxy engine .*killed\|sessions fail closed" "$(lab_log sluiced)"
 check "after the restart e1 is served again" eventually proxied e1 after-restart
 check "a new engine runs" test "$(engine_pid)" != "$EPID"
+NEPID=$(engine_pid)
+check "the restarted engine is sluiced exec'd as --engine-child" grep -q -- --engine-child "/proc/$NEPID/cmdline"
+diag "restarted engine: $(cmdline_of "$NEPID")"
+check "the restarted engine runs one thread" test "$(threads_of "$NEPID")" -eq 1
 
 # ---- requests in flight while the engine dies: each is served through the proxy and logged, or fails
 lab_exec e1 "$LAB_PYTHON" - "$GW4" "$LAB_ALLOWED4" >"$LAB_DIR/state/inflight" 2>&1 <<'PY' &
