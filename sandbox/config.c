@@ -56,6 +56,7 @@ void sb_config_init(struct sb_config *c)
 {
 	memset(c, 0, sizeof *c);
 	c->profile = SB_PROFILE_BASE;
+	c->learn_dirfd = -1;
 	c->project_mode = SB_PROJECT_OVERLAY;
 	c->uid = getuid();
 	c->gid = getgid();
@@ -94,6 +95,8 @@ void sb_config_clear(struct sb_config *c)
 	free(c->home);
 	free(c->audit_log);
 	free(c->learn_file);
+	if (c->learn_dirfd >= 0)
+		close(c->learn_dirfd);
 	free(c->hostname);
 	free(c->vm_kernel);
 	free(c->vm_initrd);

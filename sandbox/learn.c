@@ -2,7 +2,9 @@
  * new and writable; at exit, the session's allowed requests are read back from the audit log (the
  * same reader as the denial summary, summary.c), turned into the smallest policy that allows them
  * (policy_learn_render, policy/learn.c) and written to FILE atomically: a temporary file in the
- * same directory, renamed into place only if FILE still does not exist. The decisions themselves
+ * same directory, linked into place only if FILE still does not exist. The directory is opened when
+ * FILE is checked, before the command runs, and written through that descriptor: a command that can
+ * write on the path cannot redirect the file (as root, anywhere) by swapping a component for a symlink. The decisions themselves
  * are the engine's: the policy option "learn" (docs/policy.md). */
 #include "session.h"
 
@@ -15,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,11 +55,13 @@ static int learn_dir(const char *path, char *dir, size_t len, char *err, size_t 
 	return 0;
 }
 
-int sb_learn_check(const char *path, char *err, size_t errlen)
+int sb_learn_check(const char *path, int *dirfd, char *err, size_t errlen)
 {
 	char dir[PATH_MAX];
 	struct stat st;
+	int r;
 
+	*dirfd = -1;
 	if (lstat(path, &st) == 0) {
 		snprintf(err, errlen,
 		         "%s: the file exists, and learn mode never overwrites one; remove it or name a new file (to "
@@ -68,7 +74,16 @@ int sb_learn_check(const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return -errno;
 	}
-	return learn_dir(path, dir, sizeof dir, err, errlen);
+	if ((r = learn_dir(path, dir, sizeof dir, err, errlen)) < 0)
+		return r;
+	/* the directory is held from now, before the command runs: what the command may later do to the
+	 * path (a component swapped for a symlink) cannot move where the file is written */
+	if ((*dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		r = -errno;
+		snprintf(err, errlen, "%s: cannot open %s: %s", path, dir, strerror(errno));
+		return r;
+	}
+	return 0;
 }
 
 #if SB_HAVE_POLICY
@@ -132,26 +147,32 @@ static void make_header(const struct sb_session *s, const char *id, char *buf, s
 	         id, when, cmd);
 }
 
-/* Writes text to path through a temporary file in the same directory; never replaces a file. */
-static int write_new_file(const char *path, const char *text, char *kept, size_t keptlen, char *err, size_t errlen)
+/* Writes text as name in dirfd (the directory held since the check; path only names it in messages)
+ * through a temporary file there; never replaces a file and follows no symlink. */
+static int write_new_file(int dirfd, const char *path, const char *text, char *kept, size_t keptlen, char *err,
+			  size_t errlen)
 {
-	char dir[PATH_MAX], tmp[PATH_MAX];
+	const char *name = strrchr(path, '/') + 1;
+	char tmp[64];
 	size_t len = strlen(text), off = 0;
 	mode_t mask = umask(0);
-	int fd, r = 0;
+	int fd = -1, r = 0;
 
 	umask(mask);
 	kept[0] = '\0';
-	if ((r = learn_dir(path, dir, sizeof dir, err, errlen)) < 0)
-		return r;
-	if ((size_t)snprintf(tmp, sizeof tmp, "%s/.sluice-learn.XXXXXX", dir) >= sizeof tmp) {
-		snprintf(err, errlen, "%s: path too long", path);
-		return -ENAMETOOLONG;
+	for (int tries = 0; fd < 0 && tries < 16; tries++) {
+		uint64_t rnd;
+
+		if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+			rnd = (uint64_t)getpid() * 1000003u + (uint64_t)time(NULL) + (uint64_t)tries;
+		snprintf(tmp, sizeof tmp, ".sluice-learn.%016llx", (unsigned long long)rnd);
+		fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0 && errno != EEXIST)
+			break;
 	}
-	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0) {
 		r = -errno;
-		snprintf(err, errlen, "cannot create a file in %s: %s", dir, strerror(errno));
+		snprintf(err, errlen, "cannot create a file beside %s: %s", path, strerror(errno));
 		return r;
 	}
 	while (off < len) {
@@ -169,24 +190,25 @@ static int write_new_file(const char *path, const char *text, char *kept, size_t
 	if (close(fd) < 0 && r == 0)
 		r = -errno;
 	if (r < 0) {
-		snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(-r));
-		unlink(tmp);
+		snprintf(err, errlen, "cannot write %s beside %s: %s", tmp, path, strerror(-r));
+		unlinkat(dirfd, tmp, 0);
 		return r;
 	}
-	/* link() fails with EEXIST rather than replace: a file that appeared during the run is kept */
-	if (link(tmp, path) < 0) {
+	/* linkat() fails with EEXIST rather than replace (a symlink included): a file that appeared during the
+	 * run is kept */
+	if (linkat(dirfd, tmp, dirfd, name, 0) < 0) {
 		r = -errno;
 		if (r == -EEXIST) {
-			snprintf(kept, keptlen, "%s", tmp);
-			snprintf(err, errlen, "%s appeared during the run and is left alone; the learned policy is in %s",
-			         path, tmp);
+			snprintf(kept, keptlen, "%.*s%s", (int)(name - path), path, tmp);
+			snprintf(err, errlen, "%s appeared during the run and is left alone; the learned policy is in %s "
+				 "(in the directory as it was when the run began)", path, kept);
 		} else {
 			snprintf(err, errlen, "cannot create %s: %s", path, strerror(-r));
-			unlink(tmp);
+			unlinkat(dirfd, tmp, 0);
 		}
 		return r;
 	}
-	unlink(tmp);
+	unlinkat(dirfd, tmp, 0);
 	return 0;
 }
 
@@ -248,7 +270,7 @@ int sb_learn_write(const struct sb_session *s, const char *id, const char *log_p
 		r = -EINVAL;
 		goto out;
 	}
-	if ((r = write_new_file(cfg->learn_file, text, kept, sizeof kept, err, sizeof err)) < 0) {
+	if ((r = write_new_file(cfg->learn_dirfd, cfg->learn_file, text, kept, sizeof kept, err, sizeof err)) < 0) {
 		fprintf(stderr, "sluice: --learn: %s\n", err);
 		goto out;
 	}

@@ -317,6 +317,7 @@ static int run_unsandboxed(const struct sb_config *c, char *const *argv)
 static int set_learn_file(struct sb_config *c, const char *arg)
 {
 	char cwd[PATH_MAX], abs[PATH_MAX], err[SB_ERR_MAX];
+	int dirfd;
 
 	if (!*arg)
 		return fail("--learn: want a file name for the learned policy");
@@ -328,9 +329,12 @@ static int set_learn_file(struct sb_config *c, const char *arg)
 	} else if ((size_t)snprintf(abs, sizeof abs, "%s", arg) >= sizeof abs) {
 		return fail("--learn %s: path too long", arg);
 	}
-	if (sb_learn_check(abs, err, sizeof err) < 0)
+	if (sb_learn_check(abs, &dirfd, err, sizeof err) < 0)
 		return fail("--learn %s", err);
 	free(c->learn_file);
+	if (c->learn_dirfd >= 0)
+		close(c->learn_dirfd);
+	c->learn_dirfd = dirfd;
 	if (!(c->learn_file = strdup(abs)))
 		return fail("out of memory");
 	return 0;

@@ -136,6 +136,7 @@ struct sb_config {
 	struct sb_strv allows;   /* --allow HOST[:PORT] */
 	char *audit_log;         /* owned; --audit-log PATH, or NULL */
 	char *learn_file;        /* owned; --learn FILE made absolute: where the learned policy goes, or NULL */
+	int learn_dirfd;         /* owned; FILE's directory, held since --learn was checked (-1: none) */
 	bool ask;                /* --ask: hold requests no rule allows for sluicectl approve|deny */
 	unsigned ask_timeout_s;  /* --ask-timeout (0 = the policy's, default 60) */
 

@@ -333,8 +333,9 @@ void sb_discard_summary(const struct sb_session *s);
 
 /* ---- learn.c ---- */
 /* --learn FILE: refuses (one line in err) a FILE that exists or whose directory cannot be written,
- * before the session starts. */
-int sb_learn_check(const char *path, char *err, size_t errlen);
+ * before the session starts; else *dirfd is FILE's directory (O_PATH, close-on-exec, owned by the caller),
+ * where the learned policy will be written whatever happens to the path meanwhile. */
+int sb_learn_check(const char *path, int *dirfd, char *err, size_t errlen);
 /* At exit: writes the smallest policy that allows what session id was allowed to reach (its records
  * in the audit log after `from`) to path, atomically and never over an existing file, and prints
  * where (unless quiet). `settle`: the log is sluiced's, which writes the last records (tunnels

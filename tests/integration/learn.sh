@@ -49,6 +49,20 @@ check_eq "learn: the audit log says learn mode allowed them" "3" \
 sid=$(jq -r 'select(.rule=="learn mode") | .session' "$AUDIT" | sort -u)
 check_match "learn: the header names the session" "session $sid" "$(head -1 "$F")"
 
+# 1b. The command cannot redirect FILE: it swaps FILE's directory for a symlink to elsewhere during the run;
+#     the launcher (root) still writes into the directory FILE named when the run began.
+W=$LAB_DIR/w
+mkdir -p "$W/out" "$LAB_DIR/elsewhere"
+chmod 777 "$W" "$W/out"
+out=$(sb --learn "$W/out/learned.json" --bind "$W" --audit-log "$AUDIT" -- \
+	sh -c "mv '$W/out' '$W/out.moved' && ln -s '$LAB_DIR/elsewhere' '$W/out' && $GET http://allowed.test/" \
+	2>"$LAB_DIR/err1b")
+check_eq "learn: the command swapped the directory and its request went through" 200 "$(echo $out)"
+check "learn: the swapped path is a symlink now" test -L "$W/out"
+check_not "learn: nothing was written through the symlink" test -e "$LAB_DIR/elsewhere/learned.json"
+check "learn: the policy is in the directory as it was when the run began" test -s "$W/out.moved/learned.json"
+check_eq "learn: ... and names what the run reached" '{"allow":["allowed.test"]}' "$(body "$W/out.moved/learned.json")"
+
 # 2. Enforce: the same command with the learned policy succeeds, and nothing is summarised.
 out=$(sb --allow-network --policy "$F" --audit-log "$AUDIT" -- sh -c "$CMD" 2>"$LAB_DIR/err2")
 check_eq "enforce: the command succeeds with --policy FILE" 0 "$?"
