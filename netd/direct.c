@@ -1,15 +1,16 @@
 /* Direct mode, sluiced's side: the engine reports that DNS answered an allowed name with an address
  * (DIRECT_ADD) and sluiced, which trusts the engine less than itself, checks everything again before
- * it lets the session open TCP flows to that address without the proxy: the session exists and its
- * policy (sluiced's own compiled copy) has the direct option, the name is canonical and allowed, every
- * port is one the policy allows directly for that name (policy_direct_ports), the address is one the
+ * it lets the session open TCP or UDP flows to that address without the proxy: the session exists and
+ * its policy (sluiced's own compiled copy) has the direct option, the name is canonical and allowed, the
+ * protocol is TCP or UDP and every port is one the policy allows directly for that name over that
+ * protocol (policy_direct_ports: a UDP port only where a rule names UDP), the address is one the
  * policy allows for a name (forbidden ranges need a cidr rule), the TTL is clamped, and a session gets
  * at most NETD_DIRECT_RATE grants a second. What it cannot check is that the address really is the
  * name's (the engine did the DNS): a subverted engine could open the allowed ports of a name towards
- * another public address, never other ports, names or ranges.
+ * another public address, never other ports, protocols, names or ranges.
  *
- * DIRECT_REVOKE (a policy change) only narrows: the session's conntrack entries towards that address
- * and port are deleted, so the next packet of such a flow is a new flow and meets the (flushed) set. */
+ * DIRECT_REVOKE (a policy change) only narrows: the session's conntrack entries towards that address,
+ * protocol and port are deleted, so the next packet of such a flow is a new flow and meets the (flushed) set. */
 #include "netd.h"
 
 #include <arpa/inet.h>
@@ -51,11 +52,12 @@ void netd_direct_add(struct netd *d, const struct ipc_msg *m)
 	const char *id = ipc_get_str(m, NETD_A_ID), *host = ipc_get_str(m, NETD_A_HOST);
 	const char *dst = ipc_get_str(m, NETD_A_DST);
 	struct netd_sess *s = netd_sess_find(d, id);
-	uint16_t ports[NETD_NFT_DIRECT_PORTS_MAX], allowed[POLICY_DIRECT_PORTS_MAX];
+	uint16_t ports[NETD_NFT_DIRECT_PORTS_MAX];
+	uint8_t proto = ipc_get_u8(m, NETD_A_PROTO, 0);
 	char canon[POLICY_HOST_MAX + 1], err[512];
 	struct sockaddr_storage ss;
 	const uint8_t *raw;
-	size_t rawlen = 0, nports, nallowed;
+	size_t rawlen = 0, nports;
 	uint32_t ttl = ipc_get_u32(m, NETD_A_TTL, 0);
 	time_t now = time(NULL);
 	int r;
@@ -66,27 +68,27 @@ void netd_direct_add(struct netd *d, const struct ipc_msg *m)
 	}
 	raw = ipc_get_bytes(m, NETD_A_PORTS, &rawlen);
 	if (!raw || rawlen % 2 || rawlen / 2 > NETD_NFT_DIRECT_PORTS_MAX || parse_addr(dst, &ss) < 0 ||
+	    (proto != POLICY_PROTO_TCP && proto != POLICY_PROTO_UDP) ||
 	    policy_canon_host(host, strlen(host), canon) != POLICY_CANON_OK || strcmp(canon, host) != 0) {
 		log_warnx("engine: malformed direct-mode grant for session %s; ignored", s->id);
 		return;
 	}
 	nports = rawlen / 2;
-	nallowed = policy_direct_ports(s->policy, host, allowed, POLICY_DIRECT_PORTS_MAX);
 	for (size_t i = 0; i < nports; i++) {
 		struct policy_decision dec;
-		bool ok = false;
+		bool ok;
 
 		memcpy(&ports[i], raw + 2 * i, 2);
 		ports[i] = ntohs(ports[i]);
-		for (size_t k = 0; k < nallowed; k++)
-			ok |= allowed[k] == ports[i];
+		ok = policy_direct_port_allowed(s->policy, host, (enum policy_proto)proto, ports[i]);
 		if (ok) {
-			policy_decide_addr(s->policy, (struct sockaddr *)&ss, ports[i], true, &dec);
+			policy_decide_addr_proto(s->policy, (struct sockaddr *)&ss, (enum policy_proto)proto, ports[i],
+						 true, &dec);
 			ok = dec.verdict == POLICY_ALLOW;
 		}
 		if (!ok) {
-			log_warnx("engine: direct-mode grant %s port %u for %s in session %s is not allowed by its "
-				  "policy; refused", dst, ports[i], host, s->id);
+			log_warnx("engine: direct-mode grant %s %s port %u for %s in session %s is not allowed by its "
+				  "policy; refused", dst, policy_proto_name((enum policy_proto)proto), ports[i], host, s->id);
 			return;
 		}
 	}
@@ -106,12 +108,13 @@ void netd_direct_add(struct netd *d, const struct ipc_msg *m)
 		ttl = DIRECT_TTL_MAX;
 	if (ss.ss_family == AF_INET6 && !d->cfg.v6)
 		return; /* the session has no IPv6 route: nothing to open */
-	r = netd_nft_direct_add(d->nft, s->ifname, (struct sockaddr *)&ss, IPPROTO_TCP, ports, nports,
+	r = netd_nft_direct_add(d->nft, s->ifname, (struct sockaddr *)&ss, proto, ports, nports,
 				(uint64_t)ttl * 1000, err, sizeof err);
 	if (r < 0)
 		log_warnx("session %s: direct-mode grant %s for %s: %s", s->id, dst, host, err);
 	else
-		log_debug("session %s: direct flows to %s (%s), %zu port(s), %u s", s->id, dst, host, nports, ttl);
+		log_debug("session %s: direct %s flows to %s (%s), %zu port(s), %u s", s->id,
+			  policy_proto_name((enum policy_proto)proto), dst, host, nports, ttl);
 }
 
 /* ---- conntrack: end a session's flows to one address and port ---- */
@@ -292,13 +295,14 @@ void netd_direct_revoke(struct netd *d, const struct ipc_msg *m)
 	struct netd_sess *s = netd_sess_find(d, id);
 	struct sockaddr_storage ss;
 	struct ct_tuple w = {0};
+	uint8_t proto = ipc_get_u8(m, NETD_A_PROTO, 0);
 	char err[256];
 	int r;
 
-	if (!s || parse_addr(dst, &ss) < 0)
+	if (!s || parse_addr(dst, &ss) < 0 || (proto != IPPROTO_TCP && proto != IPPROTO_UDP))
 		return;
 	w.family = ss.ss_family;
-	w.proto = IPPROTO_TCP;
+	w.proto = proto;
 	w.dport = htons(ipc_get_u16(m, NETD_A_DPORT, 0));
 	if (ss.ss_family == AF_INET) {
 		memcpy(w.src, &s->addr4, 4);
@@ -311,8 +315,12 @@ void netd_direct_revoke(struct netd *d, const struct ipc_msg *m)
 	}
 	r = ct_kill(&w, err, sizeof err);
 	if (r < 0)
-		log_warnx("session %s: ending direct flows to %s port %u: %s", s->id, dst, ntohs(w.dport), err);
+		log_warnx("session %s: ending direct flows to %s %s port %u: %s", s->id, dst,
+			  proto == IPPROTO_UDP ? "udp" : "tcp", ntohs(w.dport), err);
 	else
-		log_info("session %s: direct flows to %s port %u no longer allowed: %d ended", s->id, dst,
-			 ntohs(w.dport), r);
+		log_info("session %s: direct flows to %s %s port %u no longer allowed: %d ended", s->id, dst,
+			 proto == IPPROTO_UDP ? "udp" : "tcp", ntohs(w.dport), r);
 }
+
+/* the protocol travels as its IP protocol number, which nftables and conntrack key on */
+_Static_assert((int)POLICY_PROTO_TCP == (int)IPPROTO_TCP && (int)POLICY_PROTO_UDP == (int)IPPROTO_UDP, "policy_proto is the IP protocol");

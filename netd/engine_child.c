@@ -224,6 +224,7 @@ static void direct_notify(const struct proxy_direct_event *ev, void *arg)
 		return;
 	ipc_buf_put_str(&b, NETD_A_ID, ev->session_id);
 	ipc_buf_put_str(&b, NETD_A_DST, addr);
+	ipc_buf_put_u8(&b, NETD_A_PROTO, ev->proto);
 	if (ev->revoke) {
 		ipc_buf_put_u16(&b, NETD_A_DPORT, ev->ports[0]);
 	} else {

@@ -112,10 +112,10 @@ static const struct ipc_msg_spec engine_msgs[NETD_ENG_COUNT_] = {
 	[NETD_ENG_DIRECT_ADD] = {"DIRECT_ADD", NETD_ES_PARENT, 0,
 				 {[NETD_A_ID] = STR_REQ(NETD_ID_MAX), [NETD_A_HOST] = STR_REQ(253),
 				  [NETD_A_DST] = STR_REQ(NETD_ADDR_MAX), [NETD_A_PORTS] = {IPC_T_BYTES, 32, true},
-				  [NETD_A_TTL] = U32_REQ}},
+				  [NETD_A_PROTO] = U8_REQ, [NETD_A_TTL] = U32_REQ}},
 	[NETD_ENG_DIRECT_REVOKE] = {"DIRECT_REVOKE", NETD_ES_PARENT, 0,
 				    {[NETD_A_ID] = STR_REQ(NETD_ID_MAX), [NETD_A_DST] = STR_REQ(NETD_ADDR_MAX),
-				     [NETD_A_DPORT] = {IPC_T_U16, 0, true}}},
+				     [NETD_A_PROTO] = U8_REQ, [NETD_A_DPORT] = {IPC_T_U16, 0, true}}},
 };
 
 const struct ipc_proto netd_engine_proto = {"engine", engine_msgs, NETD_ENG_COUNT_};

@@ -139,8 +139,8 @@ enum netd_eng_msg {
 	NETD_ENG_RESULT = 17,        /* engine -> d: result of the request with the same seq */
 	NETD_ENG_ASK = 18,           /* engine -> d: a request is held for approval */
 	NETD_ENG_ASK_END = 19,       /* engine -> d: that ask ended (decided, timed out, abandoned) */
-	NETD_ENG_DIRECT_ADD = 20,    /* engine -> d: direct mode: DNS answered an allowed name with DST */
-	NETD_ENG_DIRECT_REVOKE = 21, /* engine -> d: direct mode: the session's flows to DST:DPORT must end */
+	NETD_ENG_DIRECT_ADD = 20,    /* engine -> d: direct mode: DNS answered an allowed name with DST (PROTO, PORTS) */
+	NETD_ENG_DIRECT_REVOKE = 21, /* engine -> d: direct mode: the session's PROTO flows to DST:DPORT must end */
 	/* 22..25: free */
 	NETD_ENG_METRICS_DATA = 26,  /* engine -> d: its counters (METRICS: struct proxy_metrics, exact size) */
 	NETD_ENG_COUNT_,

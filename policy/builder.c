@@ -708,6 +708,14 @@ char *policy_serialize(const struct policy *p)
 			}
 			json_object_object_add(o, "ports", pa);
 		}
+		if (r->protos) {
+			json_object *pa = json_object_new_array();
+			if (r->protos & POLICY_PB_TCP)
+				json_object_array_add(pa, json_object_new_string("tcp"));
+			if (r->protos & POLICY_PB_UDP)
+				json_object_array_add(pa, json_object_new_string("udp"));
+			json_object_object_add(o, "protocol", pa);
+		}
 		if (r->methods) {
 			json_object *ma = json_object_new_array();
 			for (unsigned bit = 1; bit <= POLICY_M_TRACE; bit <<= 1)

@@ -189,16 +189,30 @@ bool policy_rule_port_matches(const struct policy_rule *r, uint16_t port)
 	return false;
 }
 
-/* Does rule r apply to (port, method)? Port 0 asks "is the name usable at all" (DNS): any allow or
- * ceiling rule answers yes, but only an unconditional deny (every port, every method) says no. */
-static bool rule_applies(const struct policy_rule *r, uint16_t port, unsigned method)
+unsigned policy_rule_protos(const struct policy_rule *r)
+{
+	if (r->protos)
+		return r->protos;
+	return r->kind == RULE_DENY ? POLICY_PB_TCP | POLICY_PB_UDP : POLICY_PB_TCP;
+}
+
+const char *policy_proto_name(enum policy_proto proto)
+{
+	return proto == POLICY_PROTO_TCP ? "tcp" : proto == POLICY_PROTO_UDP ? "udp" : NULL;
+}
+
+/* Does rule r apply to (protocol bit, port, method)? Port 0 asks "is the name usable at all" (DNS): any
+ * allow or ceiling rule answers yes, but only an unconditional deny (every port, protocol and method)
+ * says no. */
+static bool rule_applies(const struct policy_rule *r, unsigned pbit, uint16_t port, unsigned method)
 {
 	if (port == 0) {
 		if (r->kind == RULE_DENY)
-			return (r->any_port || r->nports == 0) && r->methods == 0;
+			return (r->any_port || r->nports == 0) && r->methods == 0 &&
+			       policy_rule_protos(r) == (POLICY_PB_TCP | POLICY_PB_UDP);
 		return true;
 	}
-	if (!policy_rule_port_matches(r, port))
+	if (!(policy_rule_protos(r) & pbit) || !policy_rule_port_matches(r, port))
 		return false;
 	if (r->methods == 0 || (method & r->methods) != 0)
 		return true;
@@ -223,6 +237,7 @@ static bool rule_better(const struct policy_rule *a, unsigned da, const struct p
 }
 
 struct decide_ctx {
+	unsigned pbit; /* POLICY_PB_* */
 	uint16_t port;
 	unsigned method;
 	const struct policy_rule *deny, *allow, *ceiling, *near; /* near: name matched, port/method not */
@@ -232,7 +247,7 @@ struct decide_ctx {
 static void decide_visit(const struct policy_rule *r, unsigned depth, void *vctx)
 {
 	struct decide_ctx *c = vctx;
-	bool ok = rule_applies(r, c->port, c->method);
+	bool ok = rule_applies(r, c->pbit, c->port, c->method);
 
 	switch (r->kind) {
 	case RULE_DENY:
@@ -265,6 +280,9 @@ static void describe(const struct policy_rule *r, char *buf, size_t len)
 
 	policy_rule_ports_str(r, ports, sizeof ports);
 	size_t o = (size_t)snprintf(buf, len, "%s (%s, %s", r->where, r->pattern, ports);
+	if (r->protos && o < len) /* named in the rule: say which, or a UDP rule reads as a TCP one */
+		o += (size_t)snprintf(buf + o, len - o, ", %s",
+				      r->protos == POLICY_PB_UDP ? "udp" : r->protos == POLICY_PB_TCP ? "tcp" : "tcp and udp");
 	if (r->methods && o < len) {
 		o += (size_t)snprintf(buf + o, len - o, ", methods");
 		for (unsigned bit = 1; bit <= POLICY_M_TRACE && o < len; bit <<= 1)
@@ -275,12 +293,19 @@ static void describe(const struct policy_rule *r, char *buf, size_t len)
 		snprintf(buf + o, len - o, ")");
 }
 
-static void decision_init(struct policy_decision *out, const char *host, const struct sockaddr *sa, uint16_t port)
+static unsigned proto_bit(enum policy_proto proto)
+{
+	return proto == POLICY_PROTO_UDP ? POLICY_PB_UDP : POLICY_PB_TCP;
+}
+
+static void decision_init(struct policy_decision *out, const char *host, const struct sockaddr *sa,
+			  enum policy_proto proto, uint16_t port)
 {
 	out->verdict = POLICY_DENY;
 	out->why = POLICY_R_DEFAULT;
 	out->rule = NULL;
 	out->port = port;
+	out->proto = proto == POLICY_PROTO_UDP ? POLICY_PROTO_UDP : POLICY_PROTO_TCP;
 	out->reason_buf[0] = '\0';
 	out->is_addr = sa != NULL;
 	if (host) {
@@ -304,9 +329,16 @@ static void decision_init(struct policy_decision *out, const char *host, const s
 void policy_decide(const struct policy *p, const char *canon_host, uint16_t port, unsigned method,
 		   struct policy_decision *out)
 {
-	struct decide_ctx c = { .port = port, .method = method };
+	policy_decide_proto(p, canon_host, POLICY_PROTO_TCP, port, method, out);
+}
 
-	decision_init(out, canon_host, NULL, port);
+void policy_decide_proto(const struct policy *p, const char *canon_host, enum policy_proto proto, uint16_t port,
+			 unsigned method, struct policy_decision *out)
+{
+	/* UDP carries no HTTP method: only rules without a method list can allow it */
+	struct decide_ctx c = {.pbit = proto_bit(proto), .port = port, .method = proto == POLICY_PROTO_UDP ? 0 : method};
+
+	decision_init(out, canon_host, NULL, proto, port);
 	policy_trie_visit(p->trie, p->rules, canon_host, decide_visit, &c);
 	if (c.deny) {
 		out->why = POLICY_R_DENY_RULE;
@@ -339,14 +371,21 @@ void policy_decide(const struct policy *p, const char *canon_host, uint16_t port
 void policy_decide_addr(const struct policy *p, const struct sockaddr *sa, uint16_t port, bool named,
 			struct policy_decision *out)
 {
+	policy_decide_addr_proto(p, sa, POLICY_PROTO_TCP, port, named, out);
+}
+
+void policy_decide_addr_proto(const struct policy *p, const struct sockaddr *sa, enum policy_proto proto,
+			      uint16_t port, bool named, struct policy_decision *out)
+{
 	const struct policy_rule *deny = NULL, *allow = NULL, *ceiling = NULL;
 	bool capped = false; /* an allow matched but the ceiling voids it */
+	unsigned pbit = proto_bit(proto);
 
-	decision_init(out, NULL, sa, port);
+	decision_init(out, NULL, sa, proto, port);
 	for (int pass = 0; pass < 2; pass++) {
 		for (size_t i = 0; i < p->ncidr; i++) {
 			const struct policy_rule *r = &p->rules[p->cidr[i]];
-			if ((r->kind == RULE_ALLOW) != (pass == 1) || !policy_cidr_contains(r, sa) || !rule_applies(r, port, 0))
+			if ((r->kind == RULE_ALLOW) != (pass == 1) || !policy_cidr_contains(r, sa) || !rule_applies(r, pbit, port, 0))
 				continue;
 			/* second pass: only allows the ceiling lets through, so that a narrower lower-layer
 			 * allow outside it cannot hide an organisation allow */
@@ -404,7 +443,7 @@ const char *policy_decision_reason(struct policy_decision *d)
 			inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)&d->addr)->sin6_addr, abuf, sizeof abuf);
 		snprintf(tgt, sizeof tgt, "address %s", abuf);
 	} else if (d->port) {
-		snprintf(tgt, sizeof tgt, "%s:%u", d->host, d->port);
+		snprintf(tgt, sizeof tgt, "%s:%u%s", d->host, d->port, d->proto == POLICY_PROTO_UDP ? "/udp" : "");
 	} else {
 		snprintf(tgt, sizeof tgt, "%s", d->host);
 	}
@@ -423,8 +462,8 @@ const char *policy_decision_reason(struct policy_decision *d)
 			 "matches; only an administrator can widen it)", tgt);
 		break;
 	case POLICY_R_NEAR_MISS:
-		snprintf(d->reason_buf, sizeof d->reason_buf, "%s: %s matches %s but not this port or method", verb,
-			 d->host, rd);
+		snprintf(d->reason_buf, sizeof d->reason_buf, "%s: %s matches %s but not this port%s or method", verb,
+			 d->host, rd, d->proto == POLICY_PROTO_UDP || d->rule->protos ? ", protocol" : "");
 		break;
 	case POLICY_R_ADDR_FORBIDDEN:
 		snprintf(d->reason_buf, sizeof d->reason_buf,

@@ -87,12 +87,56 @@ bad:
 	return -EINVAL;
 }
 
+int policy_rule_check_protos(const struct policy_rule *r, char *why, size_t whylen)
+{
+	if (!(r->protos & POLICY_PB_UDP) || r->kind == RULE_DENY)
+		return 0;
+	if (r->methods) {
+		snprintf(why, whylen, "a rule that names UDP cannot have \"methods\" (they are HTTP's): write a "
+			 "separate rule for the UDP ports");
+		return -EINVAL;
+	}
+	if (r->nports == 0 && !r->any_port) {
+		snprintf(why, whylen, "a rule that names UDP must list its ports (e.g. \"host:5353/udp\" or \"ports\": "
+			 "[5353]): UDP has no default port");
+		return -EINVAL;
+	}
+	if (r->kind != RULE_ALLOW)
+		return 0; /* a ceiling may cap UDP with ranges or "*" */
+	if (r->any_port) {
+		snprintf(why, whylen, "UDP is reached only in direct mode, which opens single ports: list them "
+			 "(\"*\" would open nothing)");
+		return -EINVAL;
+	}
+	for (unsigned i = 0; i < r->nports; i++) {
+		uint16_t p = r->ports[i].lo;
+
+		if (r->ports[i].lo != r->ports[i].hi) {
+			snprintf(why, whylen, "UDP is reached only in direct mode, which opens single ports: list them "
+				 "(the range %u-%u would open nothing)", r->ports[i].lo, r->ports[i].hi);
+			return -EINVAL;
+		}
+		if (p == 53) {
+			snprintf(why, whylen, "UDP port 53 cannot be allowed: DNS goes through the session's DNS proxy, "
+				 "which refuses names the policy does not allow (a resolver reached directly would "
+				 "answer any name)");
+			return -EINVAL;
+		}
+		if (p == 80 || p == 443) {
+			snprintf(why, whylen, "UDP port %u (QUIC) cannot be allowed: web traffic goes through the proxy, "
+				 "which decides by name (and method); QUIC clients fall back to TCP", p);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 int policy_parse_pattern(struct policy_builder *b, const char *text, struct policy_rule *r, char *why,
 			 size_t whylen)
 {
-	char host[POLICY_HOST_MAX + 8];
+	char host[POLICY_HOST_MAX + 8], ports[128];
 	char canon[POLICY_HOST_MAX + 1];
-	const char *colon, *name;
+	const char *colon, *slash, *name;
 	size_t hlen;
 	bool wild = false;
 	enum policy_canon_err ce;
@@ -105,16 +149,40 @@ int policy_parse_pattern(struct policy_builder *b, const char *text, struct poli
 		snprintf(why, whylen, "\"%s\" looks like a URL: write the host name only (e.g. pypi.org or pypi.org:443)", text);
 		return -EINVAL;
 	}
-	if (strchr(text, '/')) {
-		snprintf(why, whylen, "\"%s\" is an address range or a path where a host name was expected; "
-			 "write ranges as {\"cidr\": \"%s\"}", text, text);
-		return -EINVAL;
-	}
 	colon = strchr(text, ':');
 	if (colon && strchr(colon + 1, ':')) {
 		snprintf(why, whylen, "\"%s\" is an IPv6 address where a host name was expected; "
 			 "write addresses as {\"cidr\": \"ADDR/128\"}", text);
 		return -EINVAL;
+	}
+	slash = strchr(text, '/');
+	if (slash && colon && slash > colon && !strchr(slash + 1, '/')) {
+		/* "HOST:PORTS/udp": the protocol of the ports (a path or a range has no ':' before its '/') */
+		if (strcmp(slash + 1, "udp") == 0) {
+			r->protos = POLICY_PB_UDP;
+		} else if (strcmp(slash + 1, "tcp") == 0) {
+			r->protos = POLICY_PB_TCP;
+		} else {
+			snprintf(why, whylen, "\"%s\": unknown protocol \"%s\" after the ports (write HOST:PORTS/udp or "
+				 "HOST:PORTS/tcp)", text, slash + 1);
+			return -EINVAL;
+		}
+		if ((size_t)(slash - colon - 1) >= sizeof ports) {
+			snprintf(why, whylen, "bad port list in \"%s\"", text);
+			return -EINVAL;
+		}
+		memcpy(ports, colon + 1, (size_t)(slash - colon - 1));
+		ports[slash - colon - 1] = '\0';
+	} else if (slash) {
+		snprintf(why, whylen, "\"%s\" is an address range or a path where a host name was expected; "
+			 "write ranges as {\"cidr\": \"%s\"}", text, text);
+		return -EINVAL;
+	} else if (colon) {
+		snprintf(ports, sizeof ports, "%s", colon + 1);
+		if (strlen(colon + 1) >= sizeof ports) {
+			snprintf(why, whylen, "bad port list in \"%s\"", text);
+			return -EINVAL;
+		}
 	}
 	hlen = colon ? (size_t)(colon - text) : strlen(text);
 	if (hlen >= sizeof host) {
@@ -123,7 +191,9 @@ int policy_parse_pattern(struct policy_builder *b, const char *text, struct poli
 	}
 	memcpy(host, text, hlen);
 	host[hlen] = '\0';
-	if (colon && policy_parse_ports_text(colon + 1, r, why, whylen) < 0)
+	if (colon && policy_parse_ports_text(ports, r, why, whylen) < 0)
+		return -EINVAL;
+	if (policy_rule_check_protos(r, why, whylen) < 0)
 		return -EINVAL;
 
 	name = host;
@@ -272,6 +342,32 @@ static int parse_methods_json(const struct jctx *c, const char *path, json_objec
 	return 0;
 }
 
+/* "protocol": "tcp", "udp" or a list of them (the protocols of the rule's ports). */
+static int parse_protocol_json(const struct jctx *c, const char *path, json_object *v, struct policy_rule *r)
+{
+	size_t n = json_object_is_type(v, json_type_array) ? json_object_array_length(v) : 1;
+
+	if (!json_object_is_type(v, json_type_string) && (!json_object_is_type(v, json_type_array) || n == 0))
+		return policy_jfail(c, path, "\"protocol\" must be \"tcp\", \"udp\" or a list of them such as [\"tcp\", \"udp\"]");
+	r->protos = 0;
+	for (size_t i = 0; i < n; i++) {
+		json_object *e = json_object_is_type(v, json_type_array) ? json_object_array_get_idx(v, i) : v;
+		const char *t = json_object_is_type(e, json_type_string) ? json_object_get_string(e) : NULL;
+		char sub[600];
+
+		snprintf(sub, sizeof sub, "%s/%zu", path, i);
+		if (t && strcmp(t, "tcp") == 0)
+			r->protos |= POLICY_PB_TCP;
+		else if (t && strcmp(t, "udp") == 0)
+			r->protos |= POLICY_PB_UDP;
+		else
+			return policy_jfail(c, json_object_is_type(v, json_type_array) ? sub : path,
+					    "unknown protocol%s%s%s: write \"tcp\" or \"udp\"", t ? " \"" : "",
+					    t ? t : "", t ? "\"" : "");
+	}
+	return 0;
+}
+
 /* The file name part of a "where": a name too long for POLICY_WHERE_MAX keeps its end (the file
  * name) behind "...", so that line:col survive and a serialised policy still reloads. */
 static const char *where_name(const char *name, size_t *len, bool *cut)
@@ -343,12 +439,13 @@ static int parse_rule_json(const struct jctx *c, const char *path, json_object *
 			host = val;
 		else if (strcmp(key, "cidr") == 0)
 			cidr = val;
-		else if (strcmp(key, "ports") == 0 || strcmp(key, "methods") == 0 || strcmp(key, "comment") == 0)
+		else if (strcmp(key, "ports") == 0 || strcmp(key, "methods") == 0 || strcmp(key, "protocol") == 0 ||
+			 strcmp(key, "comment") == 0)
 			;
 		else if (c->compiled && (strcmp(key, "where") == 0 || strcmp(key, "layer") == 0 || strcmp(key, "kind") == 0))
 			;
 		else
-			return policy_jfail(c, key_path(sub, sizeof sub, path, key), "unknown key \"%s\" in a rule (expected host or cidr, ports, methods, comment)", key);
+			return policy_jfail(c, key_path(sub, sizeof sub, path, key), "unknown key \"%s\" in a rule (expected host or cidr, ports, methods, protocol, comment)", key);
 	}
 	if (!!host == !!cidr)
 		return policy_jfail(c, path, "a rule object needs exactly one of \"host\" and \"cidr\"");
@@ -396,6 +493,12 @@ static int parse_rule_json(const struct jctx *c, const char *path, json_object *
 		if (parse_methods_json(c, sub, methods, &r) < 0)
 			return -EINVAL;
 	}
+	json_object *proto = NULL;
+	if (json_object_object_get_ex(v, "protocol", &proto)) {
+		snprintf(sub, sizeof sub, "%s/protocol", path);
+		if (parse_protocol_json(c, sub, proto, &r) < 0)
+			return -EINVAL;
+	}
 	if (c->compiled) {
 		json_object *w, *l, *k;
 		bool ok;
@@ -438,6 +541,8 @@ static int parse_rule_json(const struct jctx *c, const char *path, json_object *
 	} else if (set_where(c, path, &r) < 0) {
 		return -ENOMEM;
 	}
+	if (policy_rule_check_protos(&r, why, sizeof why) < 0)
+		return policy_jfail(c, path, "%s", why);
 	return policy_builder_push(c->b, &r);
 }
 

@@ -50,6 +50,17 @@ enum policy_method {
 	POLICY_M_OTHER = 1u << 9, /* any method not named above */
 };
 
+/* Transport protocols a rule may name ("protocol" in a rule object, "HOST:PORTS/udp" in a pattern);
+ * the values are the IP protocol numbers (IPPROTO_TCP, IPPROTO_UDP). Everything through the proxy is
+ * TCP; UDP is only ever reached directly (direct mode). Rules name TCP unless they say otherwise, except
+ * deny rules, which cover both unless they name one. */
+enum policy_proto {
+	POLICY_PROTO_TCP = 6,
+	POLICY_PROTO_UDP = 17,
+};
+/* "tcp", "udp" (NULL for another value). */
+const char *policy_proto_name(enum policy_proto proto);
+
 /* A load or parse error: where and what. `file` is empty for errors with no file. */
 struct policy_error {
 	char file[256];
@@ -96,6 +107,7 @@ struct policy_decision {
 	/* Private: what was asked, for policy_decision_reason(). */
 	char host[POLICY_HOST_MAX + 1];
 	uint16_t port;
+	uint8_t proto; /* enum policy_proto */
 	bool is_addr;
 	struct sockaddr_storage addr;
 	char reason_buf[POLICY_ERR_MAX];
@@ -192,6 +204,10 @@ size_t policy_rule_count(const struct policy *p);
  * matches (fails closed). Port 0 asks whether the name is usable at all (DNS). O(length of host). */
 void policy_decide(const struct policy *p, const char *canon_host, uint16_t port, unsigned method,
 		   struct policy_decision *out);
+/* The same for a protocol: policy_decide is POLICY_PROTO_TCP. For UDP, method is 0 and only rules that
+ * name UDP allow (or cap, for a ceiling); deny rules that name no protocol deny UDP too. */
+void policy_decide_proto(const struct policy *p, const char *canon_host, enum policy_proto proto, uint16_t port,
+			 unsigned method, struct policy_decision *out);
 
 /* Decides for a destination address after resolution (or an IP literal the client named).
  * Addresses in loopback, private, link-local (incl. 169.254.169.254), CGNAT, multicast,
@@ -200,14 +216,26 @@ void policy_decide(const struct policy *p, const char *canon_host, uint16_t port
  * CIDR rule. CIDR deny rules beat everything. */
 void policy_decide_addr(const struct policy *p, const struct sockaddr *sa, uint16_t port, bool named,
 			struct policy_decision *out);
+/* The same for a protocol (policy_decide_addr is POLICY_PROTO_TCP): cidr rules match as above. */
+void policy_decide_addr_proto(const struct policy *p, const struct sockaddr *sa, enum policy_proto proto,
+			      uint16_t port, bool named, struct policy_decision *out);
 
-/* Direct mode: the ports on which addresses that DNS answered for canon_host may be reached without the
- * proxy. Empty unless the policy has the `direct` option. Only ports an allow rule for the name lists
- * singly (no range, no "*", no method list), other than 80 and 443, each one allowed by policy_decide
- * (method unknown). Writes at most max (<= POLICY_DIRECT_PORTS_MAX) ports to out, ascending; returns
- * how many. */
+/* Direct mode: the (protocol, port) pairs on which addresses that DNS answered for canon_host may be
+ * reached without the proxy. Empty unless the policy has the `direct` option. Only ports an allow rule
+ * for the name lists singly (no range, no "*", no method list), for each protocol the rule names (TCP
+ * unless it says "udp"), other than TCP 80 and 443 (the proxy's) and UDP 53, 80 and 443 (the DNS proxy's;
+ * QUIC falls back to TCP), each pair allowed by policy_decide_proto (method unknown). Writes at most max
+ * (<= POLICY_DIRECT_PORTS_MAX) pairs to out, TCP first, ports ascending; returns how many. */
 #define POLICY_DIRECT_PORTS_MAX 16
-size_t policy_direct_ports(const struct policy *p, const char *canon_host, uint16_t *out, size_t max);
+struct policy_direct_port {
+	uint8_t proto; /* enum policy_proto */
+	uint16_t port;
+};
+size_t policy_direct_ports(const struct policy *p, const char *canon_host, struct policy_direct_port *out,
+			   size_t max);
+/* True if (proto, port) is among policy_direct_ports(p, canon_host). */
+bool policy_direct_port_allowed(const struct policy *p, const char *canon_host, enum policy_proto proto,
+				uint16_t port);
 
 /* True if the address is in one of the forbidden ranges above (independent of any policy). */
 bool policy_addr_is_forbidden(const struct sockaddr *sa);

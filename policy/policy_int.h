@@ -32,6 +32,10 @@ enum policy_rule_kind { RULE_ALLOW = 0, RULE_DENY, RULE_CEILING };
 enum policy_pattern_kind { PAT_EXACT = 0, PAT_WILDCARD, PAT_CIDR };
 
 #define POLICY_MAX_PORT_RANGES 8
+#define POLICY_PB_TCP 1u
+#define POLICY_PB_UDP 2u
+/* The protocols a rule covers (its kind's default when it names none). */
+unsigned policy_rule_protos(const struct policy_rule *r);
 
 struct policy_rule {
 	const char *pattern; /* arena; canonical: "pypi.org", "*.npmjs.org", "10.0.0.0/8" */
@@ -42,6 +46,7 @@ struct policy_rule {
 	enum policy_pattern_kind pat;
 	uint8_t nports;    /* 0: the kind's default (allow/ceiling: 80,443; deny: every port) */
 	bool any_port;     /* "ports": "*" */
+	uint8_t protos;    /* POLICY_PB_* bits; 0: the kind's default (allow/ceiling: TCP; deny: TCP and UDP) */
 	unsigned methods;  /* 0: every method */
 	uint32_t seq;      /* insertion order, for deterministic tie-breaks */
 	struct policy_port_range ports[POLICY_MAX_PORT_RANGES];
@@ -156,6 +161,10 @@ int policy_builder_push(struct policy_builder *b, const struct policy_rule *r);
 /* Parses one pattern "HOST[:PORTS]" or "*.SUFFIX[:PORTS]" into r (names only; CIDR is separate). */
 int policy_parse_pattern(struct policy_builder *b, const char *text, struct policy_rule *r, char *why,
 			 size_t whylen);
+/* Refuses what a rule may not say about UDP (r->kind set): an allow or ceiling rule that names UDP
+ * lists its ports and no methods; an allow rule names single ports only, never 53, 80 or 443 (see
+ * direct.c). 0 or -EINVAL with why set. */
+int policy_rule_check_protos(const struct policy_rule *r, char *why, size_t whylen);
 /* Parses "LO" or "LO-HI" or "*" port text into r. */
 int policy_parse_ports_text(const char *text, struct policy_rule *r, char *why, size_t whylen);
 /* Parses a CIDR "a.b.c.d/n" or an address (as a host route) into r. */

@@ -1,6 +1,6 @@
 /* Direct mode (policy option "direct", DESIGN.md): addresses the DNS proxy relayed for an allowed name
- * may be reached without the proxy, over TCP, on the ports the policy names for that name (e.g. ssh to
- * a git host on 22), for the answer's TTL. The engine only remembers what it granted and tells its
+ * may be reached without the proxy, over TCP or UDP, on the (protocol, port) pairs the policy names for
+ * that name (e.g. ssh to a git host on TCP 22, a game or VoIP server on a UDP port), for the answer's TTL. The engine only remembers what it granted and tells its
  * parent (direct_notify), which checks the grant again and puts it into nftables: the engine opens
  * nothing itself. The decision is made on the name the session asked for; a CNAME target's addresses
  * count because they answer that name, but the target never becomes an allowed name.
@@ -19,6 +19,7 @@
 
 struct proxy_direct_grant {
 	struct sockaddr_storage addr; /* port 0 */
+	uint8_t proto;                /* enum policy_proto */
 	uint16_t port;
 	char *host;          /* owned: the allowed name whose answer gave addr */
 	uint64_t expires_ms; /* proxy_mono_ms() clock */
@@ -35,21 +36,23 @@ static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_st
 	       0;
 }
 
-static struct proxy_direct_grant *find(struct proxy_session *s, const struct sockaddr_storage *a, uint16_t port)
+static struct proxy_direct_grant *find(struct proxy_session *s, const struct sockaddr_storage *a, uint8_t proto,
+				       uint16_t port)
 {
 	for (size_t i = 0; i < s->ndirect; i++)
-		if (s->direct[i].port == port && same_addr(&s->direct[i].addr, a))
+		if (s->direct[i].port == port && s->direct[i].proto == proto && same_addr(&s->direct[i].addr, a))
 			return &s->direct[i];
 	return NULL;
 }
 
-static void notify(struct proxy_session *s, const char *host, const struct sockaddr_storage *a, const uint16_t *ports,
-                   size_t nports, uint32_t ttl, bool revoke)
+static void notify(struct proxy_session *s, const char *host, const struct sockaddr_storage *a, uint8_t proto,
+                   const uint16_t *ports, size_t nports, uint32_t ttl, bool revoke)
 {
 	struct proxy_direct_event ev = {
 	        .session_id = s->id,
 	        .host = host,
 	        .addr = (const struct sockaddr *)a,
+	        .proto = proto,
 	        .ports = ports,
 	        .nports = nports,
 	        .ttl_s = ttl,
@@ -58,8 +61,8 @@ static void notify(struct proxy_session *s, const char *host, const struct socka
 	s->engine->direct_notify(&ev, s->engine->direct_arg);
 }
 
-static void audit_grant(struct proxy_session *s, const char *host, const struct sockaddr_storage *a, uint16_t port,
-                        uint32_t ttl, const char *decision, const char *rule, const char *reason)
+static void audit_grant(struct proxy_session *s, const char *host, const struct sockaddr_storage *a, uint8_t proto,
+                        uint16_t port, uint32_t ttl, const char *decision, const char *rule, const char *reason)
 {
 	struct audit_record r;
 	char addr[PROXY_ADDRSTR_MAX];
@@ -74,7 +77,7 @@ static void audit_grant(struct proxy_session *s, const char *host, const struct 
 	r.protocol = "direct";
 	r.host = host;
 	r.port = port;
-	r.method = "tcp";
+	r.method = proto == POLICY_PROTO_UDP ? "udp" : "tcp"; /* the transport of a direct flow */
 	r.decision = decision;
 	r.rule = rule;
 	r.reason = reason;
@@ -85,42 +88,45 @@ static void audit_grant(struct proxy_session *s, const char *host, const struct 
 
 void proxy_direct_learn(struct proxy_session *s, const char *host, const struct dns_filter_result *fr)
 {
-	uint16_t ports[POLICY_DIRECT_PORTS_MAX];
-	size_t nports;
+	struct policy_direct_port dp[POLICY_DIRECT_PORTS_MAX];
+	size_t ndp;
 	uint64_t now = proxy_mono_ms();
 
 	if (!s->engine->direct_notify || !policy_get_options(s->policy)->direct || !fr->naddrs)
 		return;
-	nports = policy_direct_ports(s->policy, host, ports, POLICY_DIRECT_PORTS_MAX);
-	if (nports == 0)
+	ndp = policy_direct_ports(s->policy, host, dp, POLICY_DIRECT_PORTS_MAX);
+	if (ndp == 0)
 		return;
 	for (unsigned i = 0; i < fr->naddrs; i++) {
 		const struct sockaddr_storage *a = &fr->addrs[i].addr;
 		uint32_t ttl = fr->addrs[i].ttl;
-		uint16_t ok[POLICY_DIRECT_PORTS_MAX];
-		size_t nok = 0;
+		uint16_t ok[2][POLICY_DIRECT_PORTS_MAX]; /* [0] TCP, [1] UDP: one event per protocol */
+		size_t nok[2] = {0, 0};
 
 		if (ttl < PROXY_DIRECT_TTL_MIN)
 			ttl = PROXY_DIRECT_TTL_MIN;
 		if (ttl > PROXY_DIRECT_TTL_MAX)
 			ttl = PROXY_DIRECT_TTL_MAX;
-		for (size_t k = 0; k < nports; k++) {
+		for (size_t k = 0; k < ndp; k++) {
 			struct policy_decision d, dn;
 			struct proxy_direct_grant *g;
+			enum policy_proto proto = (enum policy_proto)dp[k].proto;
+			uint16_t port = dp[k].port;
+			int u = proto == POLICY_PROTO_UDP;
 			char reason[128];
 
 			/* the address itself: forbidden ranges (private, loopback, metadata...) need a cidr rule,
 			 * exactly as for a connection through the proxy (the DNS filter already removed them) */
-			policy_decide_addr(s->policy, (const struct sockaddr *)a, ports[k], true, &d);
+			policy_decide_addr_proto(s->policy, (const struct sockaddr *)a, proto, port, true, &d);
 			if (d.verdict != POLICY_ALLOW)
 				continue;
-			g = find(s, a, ports[k]);
+			g = find(s, a, dp[k].proto, port);
 			if (!g) {
 				char *h;
 				struct proxy_direct_grant *ng;
 
 				if (s->ndirect >= PROXY_DIRECT_MAX_PER_SESSION) {
-					audit_grant(s, host, a, ports[k], ttl, "deny", NULL,
+					audit_grant(s, host, a, dp[k].proto, port, ttl, "deny", NULL,
 					            "direct mode: the session has too many direct destinations (1024)");
 					continue;
 				}
@@ -135,7 +141,8 @@ void proxy_direct_learn(struct proxy_session *s, const char *host, const struct 
 				g = &s->direct[s->ndirect++];
 				memset(g, 0, sizeof *g);
 				g->addr = *a;
-				g->port = ports[k];
+				g->proto = dp[k].proto;
+				g->port = port;
 				g->host = h;
 			} else if (strcmp(g->host, host) != 0) {
 				char *h = strdup(host);
@@ -145,13 +152,16 @@ void proxy_direct_learn(struct proxy_session *s, const char *host, const struct 
 				}
 			}
 			g->expires_ms = now + (uint64_t)ttl * 1000;
-			ok[nok++] = ports[k];
-			policy_decide(s->policy, host, ports[k], 0, &dn);
-			snprintf(reason, sizeof reason, "direct flows allowed for %u s (DNS answer for %s)", ttl, host);
-			audit_grant(s, host, a, ports[k], ttl, "allow", policy_rule_where(dn.rule), reason);
+			ok[u][nok[u]++] = port;
+			policy_decide_proto(s->policy, host, proto, port, 0, &dn);
+			snprintf(reason, sizeof reason, "direct %s flows allowed for %u s (DNS answer for %s)",
+			         u ? "UDP" : "TCP", ttl, host);
+			audit_grant(s, host, a, dp[k].proto, port, ttl, "allow", policy_rule_where(dn.rule), reason);
 		}
-		if (nok)
-			notify(s, host, a, ok, nok, ttl, false);
+		if (nok[0])
+			notify(s, host, a, POLICY_PROTO_TCP, ok[0], nok[0], ttl, false);
+		if (nok[1])
+			notify(s, host, a, POLICY_PROTO_UDP, ok[1], nok[1], ttl, false);
 	}
 }
 
@@ -166,28 +176,25 @@ void proxy_direct_policy_changed(struct proxy_session *s)
 	}
 	for (size_t i = 0; i < s->ndirect; i++) {
 		struct proxy_direct_grant *g = &s->direct[i];
-		uint16_t ports[POLICY_DIRECT_PORTS_MAX];
-		size_t n = policy_direct_ports(s->policy, g->host, ports, POLICY_DIRECT_PORTS_MAX);
+		enum policy_proto proto = (enum policy_proto)g->proto;
 		struct policy_decision d;
-		bool still = false;
+		bool still = policy_direct_port_allowed(s->policy, g->host, proto, g->port);
 
-		for (size_t k = 0; k < n; k++)
-			still |= ports[k] == g->port;
 		if (still) {
-			policy_decide_addr(s->policy, (const struct sockaddr *)&g->addr, g->port, true, &d);
+			policy_decide_addr_proto(s->policy, (const struct sockaddr *)&g->addr, proto, g->port, true, &d);
 			still = d.verdict == POLICY_ALLOW;
 		}
 		if (!still) {
-			notify(s, g->host, &g->addr, &g->port, 1, 0, true);
+			notify(s, g->host, &g->addr, g->proto, &g->port, 1, 0, true);
 			audit_grant(
-			        s, g->host, &g->addr, g->port, 0, "deny", NULL,
+			        s, g->host, &g->addr, g->proto, g->port, 0, "deny", NULL,
 			        "direct mode: the session's new policy no longer allows this; its flows were ended");
 			free(g->host);
 			continue;
 		}
 		if (g->expires_ms > now) /* offered again for the time it has left */
-			notify(s, g->host, &g->addr, &g->port, 1, (uint32_t)((g->expires_ms - now + 999) / 1000),
-			       false);
+			notify(s, g->host, &g->addr, g->proto, &g->port, 1,
+			       (uint32_t)((g->expires_ms - now + 999) / 1000), false);
 		s->direct[w++] = *g;
 	}
 	s->ndirect = w;

@@ -41,14 +41,16 @@ typedef void (*proxy_ask_notify_fn)(const struct proxy_ask_event *ev, void *arg)
 #define PROXY_ASK_MAX_PER_SESSION 16 /* held host:port pairs per session; more are denied */
 
 /* Direct mode (policy option "direct", docs/proxy.md): the DNS proxy learned that `addr` answers the
- * allowed name `host`, and the policy allows TCP to that name on `ports` (never 80/443): the parent may
- * let the session open such flows without the proxy for ttl_s seconds. With `revoke` (the session's
- * policy changed), flows of the session to addr on ports[0] must end. All pointers borrowed for the
+ * allowed name `host`, and the policy allows `proto` (TCP or UDP) to that name on `ports` (never TCP
+ * 80/443, never UDP 53/80/443): the parent may let the session open such flows without the proxy for
+ * ttl_s seconds. With `revoke` (the session's policy changed), flows of the session to addr on proto
+ * ports[0] must end. All pointers borrowed for the
  * call. The parent must check everything again: the engine is less trusted than it. */
 struct proxy_direct_event {
 	const char *session_id;
 	const char *host;
 	const struct sockaddr *addr;
+	uint8_t proto; /* enum policy_proto: IPPROTO_TCP or IPPROTO_UDP */
 	const uint16_t *ports;
 	size_t nports;
 	uint32_t ttl_s;
@@ -57,7 +59,7 @@ struct proxy_direct_event {
 typedef void (*proxy_direct_notify_fn)(const struct proxy_direct_event *ev, void *arg);
 #define PROXY_DIRECT_TTL_MIN         5    /* s: a TTL-0 answer still leaves the client time to connect */
 #define PROXY_DIRECT_TTL_MAX         3600 /* s */
-#define PROXY_DIRECT_MAX_PER_SESSION 1024 /* (address, port) pairs remembered per session */
+#define PROXY_DIRECT_MAX_PER_SESSION 1024 /* (address, protocol, port) grants remembered per session */
 
 struct proxy_config {
 	const char *audit_path;               /* borrowed; append-only JSON lines; NULL with audit_fd */

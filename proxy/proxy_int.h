@@ -42,7 +42,7 @@ struct proxy_session {
 	unsigned nconns;       /* counted connections */
 	unsigned ndns;         /* DNS queries in flight */
 	TAILQ_HEAD(, proxy_conn) conns;
-	struct proxy_direct_grant *direct; /* owned: direct-mode (address, port) pairs learned (direct.c) */
+	struct proxy_direct_grant *direct; /* owned: direct-mode (address, protocol, port) grants (direct.c) */
 	size_t ndirect;
 	TAILQ_HEAD(, proxy_ask) asks; /* held host:port pairs waiting for a verdict (ask.c) */
 	unsigned nasks;
@@ -268,7 +268,7 @@ void tunnel_bytes(const struct tunnel *t, uint64_t *a_to_b, uint64_t *b_to_a);
 /* ---- direct.c: direct mode (policy option "direct") ---- */
 struct dns_filter_result;
 /* The DNS proxy answered the allowed name host (canonical) with fr's addresses: grants the session
- * direct TCP flows to them on the ports the policy allows for host, for their TTL (clamped), through
+ * direct TCP or UDP flows to them on the (protocol, port) pairs the policy allows for host, for their TTL (clamped), through
  * the engine's direct_notify; one "direct" audit line per address. No-op without the option. */
 void proxy_direct_learn(struct proxy_session *s, const char *host, const struct dns_filter_result *fr);
 /* After s->policy changed: revokes grants the new policy does not allow, offers the others again. */

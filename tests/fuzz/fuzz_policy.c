@@ -37,6 +37,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* every compiled policy must answer, serialise, and reload to the same size */
 		policy_decide(p, "registry.npmjs.org", 443, POLICY_M_GET, &d);
 		policy_decide(p, "a.b.c", 0, 0, &d);
+		policy_decide_proto(p, "a.b.c", POLICY_PROTO_UDP, 7, 0, &d);
+		struct policy_direct_port dp[POLICY_DIRECT_PORTS_MAX];
+		size_t ndp = policy_direct_ports(p, "a.b.c", dp, POLICY_DIRECT_PORTS_MAX);
+		for (size_t i = 0; i < ndp; i++) /* never a port the DNS proxy or the web proxy serves */
+			if (dp[i].port == 0 || dp[i].port == 80 || dp[i].port == 443 ||
+			    (dp[i].proto == POLICY_PROTO_UDP && dp[i].port == 53))
+				abort();
 		char *ser = policy_serialize(p);
 		if (ser) {
 			struct policy_builder *b2 = policy_builder_new();

@@ -390,9 +390,9 @@ static void test_ask_messages(void **state)
 	assert_int_equal(check_one(&netd_engine_proto, &b, NETD_ES_RUN), -EBADMSG); /* no uid */
 }
 
-/* Direct mode: DIRECT_ADD / DIRECT_REVOKE come from the engine only, with every field and PORTS at most
- * 16 ports; SESSION_POLICY goes to a running engine; POLICY from any client connection. */
-static void put_direct(struct ipc_buf *b, size_t nports, bool with_ttl)
+/* Direct mode: DIRECT_ADD / DIRECT_REVOKE come from the engine only, with every field (the protocol
+ * too) and PORTS at most 16 ports; SESSION_POLICY goes to a running engine; POLICY from any client connection. */
+static void put_direct(struct ipc_buf *b, size_t nports, bool with_ttl, bool with_proto)
 {
 	uint16_t ports[17] = {0};
 
@@ -401,6 +401,8 @@ static void put_direct(struct ipc_buf *b, size_t nports, bool with_ttl)
 	ipc_buf_put_str(b, NETD_A_HOST, "git.example.org");
 	ipc_buf_put_str(b, NETD_A_DST, "192.0.2.7");
 	ipc_buf_put_bytes(b, NETD_A_PORTS, ports, nports * 2);
+	if (with_proto)
+		ipc_buf_put_u8(b, NETD_A_PROTO, 17);
 	if (with_ttl)
 		ipc_buf_put_u32(b, NETD_A_TTL, 60);
 }
@@ -410,25 +412,34 @@ static void test_direct_messages(void **state)
 	struct ipc_buf b;
 	(void)state;
 
-	put_direct(&b, 1, true);
+	put_direct(&b, 1, true, true);
 	assert_int_equal(check_one(&netd_engine_proto, &b, NETD_ES_PARENT), 0);
-	put_direct(&b, 16, true);
+	put_direct(&b, 16, true, true);
 	assert_int_equal(check_one(&netd_engine_proto, &b, NETD_ES_PARENT), 0);
-	put_direct(&b, 17, true); /* more than 16 ports */
+	put_direct(&b, 17, true, true); /* more than 16 ports */
 	assert_int_equal(check_one(&netd_engine_proto, &b, NETD_ES_PARENT), -EBADMSG);
-	put_direct(&b, 1, false); /* no TTL */
+	put_direct(&b, 1, false, true); /* no TTL */
 	assert_int_equal(check_one(&netd_engine_proto, &b, NETD_ES_PARENT), -EBADMSG);
-	put_direct(&b, 1, true); /* never towards the engine */
+	put_direct(&b, 1, true, false); /* no protocol */
+	assert_int_equal(check_one(&netd_engine_proto, &b, NETD_ES_PARENT), -EBADMSG);
+	put_direct(&b, 1, true, true); /* never towards the engine */
 	assert_int_equal(check_one(&netd_engine_proto, &b, NETD_ES_RUN), -EPERM);
 	assert_int_equal(ipc_buf_init(&b, NETD_ENG_DIRECT_REVOKE, 1), 0);
 	ipc_buf_put_str(&b, NETD_A_ID, "0123456789");
 	ipc_buf_put_str(&b, NETD_A_DST, "2001:db8::7");
+	ipc_buf_put_u8(&b, NETD_A_PROTO, 6);
 	ipc_buf_put_u16(&b, NETD_A_DPORT, 22);
 	assert_int_equal(check_one(&netd_engine_proto, &b, NETD_ES_PARENT), 0);
 	assert_int_equal(ipc_buf_init(&b, NETD_ENG_DIRECT_REVOKE, 1), 0);
 	ipc_buf_put_str(&b, NETD_A_ID, "0123456789");
 	ipc_buf_put_str(&b, NETD_A_DST, "2001:db8::7");
+	ipc_buf_put_u8(&b, NETD_A_PROTO, 6);
 	assert_int_equal(check_one(&netd_engine_proto, &b, NETD_ES_PARENT), -EBADMSG); /* no port */
+	assert_int_equal(ipc_buf_init(&b, NETD_ENG_DIRECT_REVOKE, 1), 0);
+	ipc_buf_put_str(&b, NETD_A_ID, "0123456789");
+	ipc_buf_put_str(&b, NETD_A_DST, "2001:db8::7");
+	ipc_buf_put_u16(&b, NETD_A_DPORT, 22);
+	assert_int_equal(check_one(&netd_engine_proto, &b, NETD_ES_PARENT), -EBADMSG); /* no protocol */
 	for (int st = 0; st < 2; st++) {
 		assert_int_equal(ipc_buf_init(&b, NETD_ENG_SESSION_POLICY, 1), 0);
 		ipc_buf_put_str(&b, NETD_A_ID, "0123456789");

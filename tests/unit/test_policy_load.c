@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -333,7 +334,7 @@ static void test_project_cannot_open_forbidden_ranges(void **state)
 static void test_serialize_roundtrip(void **state)
 {
 	struct policy_error err;
-	struct policy *p, *q;
+	struct policy *p, *q, *p2;
 	struct policy_decision d1, d2;
 	const char *text = "{\"presets\": [\"npm\"], \"allow\": [{\"host\": \"x.example.org\", \"ports\": \"*\"},"
 			   " {\"host\": \"*.y.example.org\", \"ports\": [8080, \"9000-9100\"], \"methods\": [\"GET\", \"HEAD\"]},"
@@ -372,6 +373,36 @@ static void test_serialize_roundtrip(void **state)
 	assert_int_equal(d2.verdict, POLICY_ALLOW);
 	free(ser);
 	policy_unref(q);
+
+	/* UDP rules keep their protocol through the serialised form (and TCP-only rules stay TCP-only) */
+	p2 = load_json(POLICY_LAYER_USER, "{\"allow\": [\"u.example.org:7/udp\", \"t.example.org:7\", "
+				 "{\"host\": \"b.example.org\", \"ports\": [9], \"protocol\": [\"tcp\", \"udp\"]}], "
+				 "\"deny\": [{\"host\": \"u.example.org\", \"ports\": [8], \"protocol\": \"udp\"}]}", &err);
+	assert_non_null(p2);
+	ser = policy_serialize(p2);
+	assert_non_null(ser);
+	assert_non_null(strstr(ser, "\"protocol\":[\"udp\"]"));
+	q = load_json(POLICY_LAYER_USER, ser, &err);
+	if (!q)
+		fail_msg("reload: %u:%u %s\n%s", err.line, err.col, err.msg, ser);
+	for (int pr = 0; pr < 2; pr++)
+		for (uint16_t port = 7; port <= 9; port++)
+			for (int h = 0; h < 3; h++) {
+				const char *host = h == 0 ? "u.example.org" : h == 1 ? "t.example.org" : "b.example.org";
+				enum policy_proto proto = pr ? POLICY_PROTO_UDP : POLICY_PROTO_TCP;
+
+				policy_decide_proto(p2, host, proto, port, 0, &d1);
+				policy_decide_proto(q, host, proto, port, 0, &d2);
+				assert_int_equal(d1.verdict, d2.verdict);
+				assert_int_equal(d1.why, d2.why);
+			}
+	policy_decide_proto(q, "u.example.org", POLICY_PROTO_UDP, 7, 0, &d2);
+	assert_int_equal(d2.verdict, POLICY_ALLOW);
+	policy_decide_proto(q, "u.example.org", POLICY_PROTO_TCP, 7, 0, &d2);
+	assert_int_equal(d2.verdict, POLICY_DENY);
+	free(ser);
+	policy_unref(q);
+	policy_unref(p2);
 
 	/* A serialised policy cannot smuggle organisation rules in from a lower layer. */
 	const char *forged = "{\"sluice-compiled\": 1, \"rules\": [{\"host\": \"pypi.org\", \"where\": \"/etc/sluice/policy.json:1:1\","
@@ -586,10 +617,99 @@ static void test_long_path_where(void **state)
 	}
 }
 
+/* UDP rules: what they may say, with file:line:col */
+static void test_udp_parse_errors(void **state)
+{
+	(void)state;
+	expect_error("{\"allow\": [{\"host\": \"a.example.org\", \"ports\": [7], \"protocol\": \"sctp\"}]}", 1, 64,
+		     "unknown protocol \"sctp\"");
+	expect_error("{\"allow\": [{\"host\": \"a.example.org\", \"ports\": [7], \"protocol\": [\"udp\", 17]}]}", 1,
+		     72, "unknown protocol");
+	expect_error("{\"allow\": [{\"host\": \"a.example.org\", \"ports\": [7], \"protocol\": []}]}", 1, 64,
+		     "must be \"tcp\", \"udp\"");
+	expect_error("{\"allow\": [{\"host\": \"a.example.org\", \"protocol\": \"udp\"}]}", 1, 12,
+		     "must list its ports");
+	expect_error("{\"allow\": [\n {\"host\": \"a.example.org\", \"ports\": [53], \"protocol\": \"udp\"}]}", 2, 2,
+		     "UDP port 53 cannot be allowed");
+	expect_error("{\"allow\": [\"a.example.org:53/udp\"]}", 1, 12, "UDP port 53 cannot be allowed");
+	expect_error("{\"allow\": [\"a.example.org:443/udp\"]}", 1, 12, "QUIC");
+	expect_error("{\"allow\": [\"a.example.org:7000-7100/udp\"]}", 1, 12, "single ports");
+	expect_error("{\"allow\": [\"a.example.org:*/udp\"]}", 1, 12, "single ports");
+	expect_error("{\"allow\": [\"a.example.org:7/quic\"]}", 1, 12, "unknown protocol \"quic\"");
+	expect_error("{\"allow\": [\"a.example.org:7/udp/x\"]}", 1, 12, "address range or a path");
+	expect_error("{\"allow\": [{\"host\": \"a.example.org\", \"ports\": [7], \"methods\": [\"GET\"], "
+		     "\"protocol\": \"udp\"}]}", 1, 12, "cannot have \"methods\"");
+	expect_error("{\"allow\": [{\"host\": \"a.example.org\", \"ports\": [\"7/udp\"]}]}", 1, 48, "bad port list");
+	expect_error("{\"allow\": [\"2001:db8::/32\"]}", 1, 12, "IPv6 address");
+}
+
+/* The pattern forms and the object form mean the same; the text list and --allow take the pattern. */
+static void test_udp_forms(void **state)
+{
+	struct policy_error err;
+	struct policy_builder *b = policy_builder_new();
+	struct policy *p;
+	struct policy_decision d;
+	const char *list = "a.example.org:7/udp\n! a.example.org:9/udp\n";
+	(void)state;
+
+	char path[256], want[400];
+
+	assert_non_null(b);
+	write_file("udp.txt", list, 0644);
+	snprintf(path, sizeof path, "%s/udp.txt", tmpdir);
+	assert_int_equal(policy_builder_add_file(b, POLICY_LAYER_USER, path, &err), 0);
+	assert_int_equal(policy_builder_add_pattern(b, POLICY_LAYER_CLI, "b.example.org:5000,5001/udp", false, "--allow",
+						    &err), 0);
+	assert_int_equal(policy_builder_add_json(b, POLICY_LAYER_USER, "u.json",
+						 "{\"allow\": [{\"host\": \"c.example.org\", \"ports\": [7], \"protocol\": [\"tcp\", \"udp\"]},"
+						 " \"d.example.org:7/tcp\"], \"deny\": [{\"host\": \"c.example.org\", \"protocol\": \"tcp\"}]}",
+						 strlen("{\"allow\": [{\"host\": \"c.example.org\", \"ports\": [7], \"protocol\": [\"tcp\", \"udp\"]},"
+							" \"d.example.org:7/tcp\"], \"deny\": [{\"host\": \"c.example.org\", \"protocol\": \"tcp\"}]}"),
+						 &err), 0);
+	assert_int_equal(policy_builder_add_pattern(b, POLICY_LAYER_CLI, "e.example.org:53/udp", false, "--allow", &err),
+			 -EINVAL);
+	assert_non_null(strstr(err.msg, "UDP port 53"));
+	p = policy_builder_compile(b, &err);
+	assert_non_null(p);
+	policy_builder_free(b);
+
+	policy_decide_proto(p, "a.example.org", POLICY_PROTO_UDP, 7, 0, &d);
+	assert_int_equal(d.verdict, POLICY_ALLOW);
+	snprintf(want, sizeof want, "a.example.org:7/udp allowed by %s:1:1 (a.example.org, port 7, udp)", path);
+	assert_string_equal(policy_decision_reason(&d), want);
+	policy_decide_proto(p, "a.example.org", POLICY_PROTO_TCP, 7, 0, &d); /* a UDP rule allows no TCP */
+	assert_int_equal(d.verdict, POLICY_DENY);
+	policy_decide(p, "a.example.org", 7, 0, &d);
+	assert_int_equal(d.verdict, POLICY_DENY);
+	assert_int_equal(d.why, POLICY_R_NEAR_MISS);
+	policy_decide_proto(p, "a.example.org", POLICY_PROTO_UDP, 9, 0, &d); /* "! host:9/udp" */
+	assert_int_equal(d.verdict, POLICY_DENY);
+	assert_int_equal(d.why, POLICY_R_DENY_RULE);
+	policy_decide_proto(p, "b.example.org", POLICY_PROTO_UDP, 5001, 0, &d);
+	assert_int_equal(d.verdict, POLICY_ALLOW);
+	/* "protocol": ["tcp", "udp"], and a TCP-only deny that leaves UDP alone */
+	policy_decide_proto(p, "c.example.org", POLICY_PROTO_UDP, 7, 0, &d);
+	assert_int_equal(d.verdict, POLICY_ALLOW);
+	policy_decide_proto(p, "c.example.org", POLICY_PROTO_TCP, 7, 0, &d);
+	assert_int_equal(d.verdict, POLICY_DENY);
+	assert_int_equal(d.why, POLICY_R_DENY_RULE);
+	policy_decide(p, "c.example.org", 0, 0, &d); /* the name still resolves */
+	assert_int_equal(d.verdict, POLICY_ALLOW);
+	/* "/tcp" is the default said out loud */
+	policy_decide(p, "d.example.org", 7, 0, &d);
+	assert_int_equal(d.verdict, POLICY_ALLOW);
+	policy_decide_proto(p, "d.example.org", POLICY_PROTO_UDP, 7, 0, &d);
+	assert_int_equal(d.verdict, POLICY_DENY);
+	policy_unref(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse_errors),
+		cmocka_unit_test(test_udp_parse_errors),
+		cmocka_unit_test(test_udp_forms),
 		cmocka_unit_test(test_comments_and_positions),
 		cmocka_unit_test(test_text_list),
 		cmocka_unit_test(test_layering),

@@ -402,38 +402,116 @@ static struct policy *compile_json(const char *org, const char *user)
 	return p;
 }
 
+static size_t dports(const struct policy *p, const char *host, char *out, size_t len)
+{
+	struct policy_direct_port dp[POLICY_DIRECT_PORTS_MAX];
+	size_t n = policy_direct_ports(p, host, dp, POLICY_DIRECT_PORTS_MAX), o = 0;
+
+	out[0] = '\0';
+	for (size_t i = 0; i < n && o < len; i++)
+		o += (size_t)snprintf(out + o, len - o, "%s%s/%u", i ? " " : "", policy_proto_name(dp[i].proto), dp[i].port);
+	return n;
+}
+
 static void test_direct_ports(void **state)
 {
 	const char *user = "{\"options\": {\"direct\": true}, \"allow\": [\"git.example.org:22,443\", "
 	                   "\"*.example.org:2222\", \"git.example.org:8000-8100\", \"api.example.org:*\", "
 	                   "{\"host\": \"git.example.org\", \"ports\": [9418], \"methods\": [\"GET\"]}, "
 	                   "\"git.example.org:7999\"], \"deny\": [\"git.example.org:7999\"]}";
-	uint16_t ports[POLICY_DIRECT_PORTS_MAX];
+	struct policy_direct_port dp[POLICY_DIRECT_PORTS_MAX];
+	char got[256];
 	struct policy *p;
 	(void)state;
 
 	p = compile_json(NULL, user);
-	assert_int_equal(policy_direct_ports(p, "git.example.org", ports, POLICY_DIRECT_PORTS_MAX), 2);
-	assert_int_equal(ports[0], 22);
-	assert_int_equal(ports[1], 2222);
-	assert_int_equal(policy_direct_ports(p, "api.example.org", ports, POLICY_DIRECT_PORTS_MAX), 1); /* 2222 only */
-	assert_int_equal(ports[0], 2222);
-	assert_int_equal(policy_direct_ports(p, "example.org", ports, POLICY_DIRECT_PORTS_MAX), 0);
-	assert_int_equal(policy_direct_ports(p, "other.org", ports, POLICY_DIRECT_PORTS_MAX), 0);
-	assert_int_equal(policy_direct_ports(p, "git.example.org", ports, 1), 1); /* max respected */
+	assert_int_equal(dports(p, "git.example.org", got, sizeof got), 2);
+	assert_string_equal(got, "tcp/22 tcp/2222");
+	assert_int_equal(dports(p, "api.example.org", got, sizeof got), 1); /* 2222 only */
+	assert_string_equal(got, "tcp/2222");
+	assert_int_equal(dports(p, "example.org", got, sizeof got), 0);
+	assert_int_equal(dports(p, "other.org", got, sizeof got), 0);
+	assert_int_equal(policy_direct_ports(p, "git.example.org", dp, 1), 1); /* max respected */
 	policy_unref(p);
 
 	/* the organisation ceiling caps it; an org "direct": false pins the option off */
 	p = compile_json("{\"ceiling\": [\"git.example.org:22\"]}", user);
-	assert_int_equal(policy_direct_ports(p, "git.example.org", ports, POLICY_DIRECT_PORTS_MAX), 1);
-	assert_int_equal(ports[0], 22);
+	assert_int_equal(dports(p, "git.example.org", got, sizeof got), 1);
+	assert_string_equal(got, "tcp/22");
 	policy_unref(p);
 	p = compile_json("{\"options\": {\"direct\": false}}", user);
-	assert_int_equal(policy_direct_ports(p, "git.example.org", ports, POLICY_DIRECT_PORTS_MAX), 0);
+	assert_int_equal(dports(p, "git.example.org", got, sizeof got), 0);
 	policy_unref(p);
 	/* without the option: nothing */
 	p = compile_json(NULL, "{\"allow\": [\"git.example.org:22\"]}");
-	assert_int_equal(policy_direct_ports(p, "git.example.org", ports, POLICY_DIRECT_PORTS_MAX), 0);
+	assert_int_equal(dports(p, "git.example.org", got, sizeof got), 0);
+	policy_unref(p);
+}
+
+/* UDP direct ports: only where a rule names UDP; deny rules (whatever their protocol says, TCP and UDP
+ * when it says nothing) and the organisation ceiling (UDP only where a ceiling rule names it) apply. */
+static void test_direct_udp_ports(void **state)
+{
+	const char *user = "{\"options\": {\"direct\": true}, \"allow\": [\"game.example.org:7777/udp\", "
+	                   "\"game.example.org:22\", {\"host\": \"voip.example.org\", \"ports\": [3478, 5060], "
+	                   "\"protocol\": [\"tcp\", \"udp\"]}, \"*.example.org:9000/udp\", \"tcp.example.org:5000\"]}";
+	char got[256];
+	struct policy *p;
+	struct policy_decision d;
+	struct sockaddr_storage ss;
+	(void)state;
+
+	p = compile_json(NULL, user);
+	assert_int_equal(dports(p, "game.example.org", got, sizeof got), 3);
+	assert_string_equal(got, "tcp/22 udp/7777 udp/9000");
+	assert_int_equal(dports(p, "voip.example.org", got, sizeof got), 5);
+	assert_string_equal(got, "tcp/3478 tcp/5060 udp/3478 udp/5060 udp/9000");
+	assert_int_equal(dports(p, "tcp.example.org", got, sizeof got), 2); /* TCP only, the wildcard's UDP 9000 */
+	assert_string_equal(got, "tcp/5000 udp/9000");
+	assert_true(policy_direct_port_allowed(p, "game.example.org", POLICY_PROTO_UDP, 7777));
+	assert_false(policy_direct_port_allowed(p, "game.example.org", POLICY_PROTO_TCP, 7777));
+	assert_false(policy_direct_port_allowed(p, "game.example.org", POLICY_PROTO_UDP, 22));
+	assert_false(policy_direct_port_allowed(p, "tcp.example.org", POLICY_PROTO_UDP, 5000));
+	/* a UDP rule allows nothing through the proxy (TCP) */
+	policy_decide(p, "game.example.org", 7777, POLICY_M_CONNECT, &d);
+	assert_int_equal(d.verdict, POLICY_DENY);
+	/* the address check is per protocol too: a public address of a named host, a private one never */
+	assert_int_equal(policy_parse_ip_literal("198.51.100.7", 12, &ss), 0);
+	policy_decide_addr_proto(p, (struct sockaddr *)&ss, POLICY_PROTO_UDP, 7777, true, &d);
+	assert_int_equal(d.verdict, POLICY_ALLOW);
+	assert_int_equal(policy_parse_ip_literal("10.1.2.3", 8, &ss), 0);
+	policy_decide_addr_proto(p, (struct sockaddr *)&ss, POLICY_PROTO_UDP, 7777, true, &d);
+	assert_int_equal(d.verdict, POLICY_DENY);
+	policy_unref(p);
+
+	/* deny rules: without a protocol they cover UDP too; with "udp" only UDP */
+	p = compile_json("{\"deny\": [\"game.example.org:7777\", {\"host\": \"voip.example.org\", \"ports\": [5060], "
+	                 "\"protocol\": \"udp\"}]}", user);
+	assert_int_equal(dports(p, "game.example.org", got, sizeof got), 2);
+	assert_string_equal(got, "tcp/22 udp/9000");
+	assert_int_equal(dports(p, "voip.example.org", got, sizeof got), 4);
+	assert_string_equal(got, "tcp/3478 tcp/5060 udp/3478 udp/9000");
+	policy_unref(p);
+
+	/* an org ceiling that allows a name for TCP only: no layer below can grant UDP */
+	p = compile_json("{\"ceiling\": [\"game.example.org:*\", \"voip.example.org:*\", "
+	                 "{\"host\": \"voip.example.org\", \"ports\": [3478], \"protocol\": \"udp\"}]}", user);
+	assert_int_equal(dports(p, "game.example.org", got, sizeof got), 1);
+	assert_string_equal(got, "tcp/22");
+	policy_decide_proto(p, "game.example.org", POLICY_PROTO_UDP, 7777, 0, &d);
+	assert_int_equal(d.verdict, POLICY_DENY);
+	assert_int_equal(d.why, POLICY_R_CEILING);
+	assert_int_equal(dports(p, "voip.example.org", got, sizeof got), 3);
+	assert_string_equal(got, "tcp/3478 tcp/5060 udp/3478");
+	policy_unref(p);
+	/* a ceiling may name UDP with a range or "*" */
+	p = compile_json("{\"ceiling\": [\"*.example.org:*\", {\"host\": \"*.example.org\", \"ports\": \"*\", "
+	                 "\"protocol\": \"udp\"}]}", user);
+	assert_int_equal(dports(p, "game.example.org", got, sizeof got), 3);
+	policy_unref(p);
+	/* UDP rules need the direct option like TCP ones */
+	p = compile_json(NULL, "{\"allow\": [\"game.example.org:7777/udp\"]}");
+	assert_int_equal(dports(p, "game.example.org", got, sizeof got), 0);
 	policy_unref(p);
 }
 
@@ -445,6 +523,7 @@ int main(void)
 		cmocka_unit_test(test_hash_flooding),
 		cmocka_unit_test(test_method_deny_covers_tunnels),
 		cmocka_unit_test(test_direct_ports),
+		cmocka_unit_test(test_direct_udp_ports),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

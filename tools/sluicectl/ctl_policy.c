@@ -105,6 +105,16 @@ static void explain_usage(FILE *f)
 		"Exit: 0 allowed, 1 denied, 2 usage or policy error, 3 held for approval (ask).\n");
 }
 
+/* Whether a target "host:port" or "[v6]:port" names its port. */
+static bool names_port(const char *t)
+{
+	const char *c = strchr(t, ':');
+
+	if (t[0] == '[')
+		return strstr(t, "]:") != NULL;
+	return c && !strchr(c + 1, ':');
+}
+
 /* Splits "host", "host:port", "[v6]" or "[v6]:port". */
 static int split_target(const char *arg, char *host, size_t hlen, uint16_t *port)
 {
@@ -189,6 +199,7 @@ static int policy_explain(int argc, char **argv)
 	bool standard = true;
 	char msg[2048], host[512], canon[POLICY_HOST_MAX + 1], cwd[4096];
 	uint16_t port;
+	enum policy_proto proto = POLICY_PROTO_TCP;
 	int c, rc = 2;
 	/* command-line sources are applied after the standard layers, in order */
 	char **cli = calloc((size_t)argc + 1, sizeof *cli);
@@ -228,8 +239,32 @@ static int policy_explain(int argc, char **argv)
 	} else if (optind != argc - 1) {
 		explain_usage(stderr);
 		goto out;
-	} else if (split_target(argv[optind], host, sizeof host, &port) < 0) {
-		fprintf(stderr, "sluicectl: cannot read \"%s\" as HOST[:PORT] (port 1-65535)\n", argv[optind]);
+	} else {
+		/* "HOST:PORT/udp" (or "/tcp"): the protocol, as in a rule */
+		size_t tl = strlen(argv[optind]);
+		char target[POLICY_HOST_MAX + 64];
+
+		if (tl >= sizeof target) {
+			fprintf(stderr, "sluicectl: \"%s\" is too long for HOST[:PORT]\n", argv[optind]);
+			goto out;
+		}
+		memcpy(target, argv[optind], tl + 1);
+		if (tl > 4 && (strcmp(target + tl - 4, "/udp") == 0 || strcmp(target + tl - 4, "/tcp") == 0)) {
+			proto = target[tl - 3] == 'u' ? POLICY_PROTO_UDP : POLICY_PROTO_TCP;
+			target[tl - 4] = '\0';
+			if (!names_port(target)) {
+				fprintf(stderr, "sluicectl: \"%s\": name the port before /%s (HOST:PORT/%s)\n", argv[optind],
+					target + tl - 3, target + tl - 3);
+				goto out;
+			}
+		}
+		if (split_target(target, host, sizeof host, &port) < 0) {
+			fprintf(stderr, "sluicectl: cannot read \"%s\" as HOST[:PORT][/udp] (port 1-65535)\n", argv[optind]);
+			goto out;
+		}
+	}
+	if (proto == POLICY_PROTO_UDP && method) {
+		fprintf(stderr, "sluicectl: UDP has no HTTP method: drop --method or /udp\n");
 		goto out;
 	}
 	unsigned mbit = 0;
@@ -260,7 +295,7 @@ static int policy_explain(int argc, char **argv)
 	bool is_addr = false;
 	enum policy_canon_err ce = policy_canon_host(host, strlen(host), canon);
 	if (ce == POLICY_CANON_IP_LITERAL && policy_parse_ip_literal(host, strlen(host), &ss) == 0) {
-		policy_decide_addr(p, (struct sockaddr *)&ss, port, false, &d);
+		policy_decide_addr_proto(p, (struct sockaddr *)&ss, proto, port, false, &d);
 		char abuf[INET6_ADDRSTRLEN];
 		bool v6 = ss.ss_family == AF_INET6;
 		inet_ntop(ss.ss_family, v6 ? (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
@@ -271,13 +306,26 @@ static int policy_explain(int argc, char **argv)
 		fprintf(stderr, "sluicectl: \"%s\": %s\n", host, policy_canon_strerror(ce));
 		goto out;
 	} else {
-		policy_decide(p, canon, port, mbit, &d);
+		policy_decide_proto(p, canon, proto, port, mbit, &d);
 	}
-	printf("%s:%u%s%s: %s\n", canon, port, method ? " " : "", method ? method : "", policy_verdict_name(d.verdict));
+	const char *psfx = proto == POLICY_PROTO_UDP ? "/udp" : "";
+	printf("%s:%u%s%s%s: %s\n", canon, port, psfx, method ? " " : "", method ? method : "",
+	       policy_verdict_name(d.verdict));
 	printf("  %s\n", policy_decision_reason(&d));
 	if (d.verdict != POLICY_ALLOW && !is_addr && (!d.rule || !policy_rule_is_deny(d.rule)))
-		printf("  to allow it for one run:  sluice run --allow-network --allow %s:%u -- CMD\n"
-		       "  or in .sluice/policy.json:  {\"allow\": [\"%s:%u\"]}\n", canon, port, canon, port);
+		printf("  to allow it for one run:  sluice run --allow-network --allow %s:%u%s -- CMD\n"
+		       "  or in .sluice/policy.json:  {\"allow\": [\"%s:%u%s\"]}\n", canon, port, psfx, canon, port, psfx);
+	if (!is_addr && d.verdict == POLICY_ALLOW) {
+		/* direct mode: does a DNS answer for the name open this port without the proxy? */
+		if (policy_direct_port_allowed(p, canon, proto, port))
+			printf("  direct mode: the addresses DNS answers for %s open for %s port %u (for the answer's TTL)\n",
+			       canon, policy_proto_name(proto), port);
+		else if (proto == POLICY_PROTO_UDP)
+			printf("  but UDP is reached only in direct mode: %s\n",
+			       policy_get_options(p)->direct ? "this port does not open directly (a single port "
+								"an allow rule names for the name)"
+							     : "the policy does not turn \"direct\" on");
+	}
 	rc = d.verdict == POLICY_ALLOW ? 0 : d.verdict == POLICY_ASK ? 3 : 1;
 	if (url_path && !is_addr && policy_inspects(p, canon)) {
 		struct policy_http_decision *hd = malloc(sizeof *hd);

@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# Direct mode over UDP in the lab (docs/policy.md "direct", docs/netd.md, docs/proxy.md "Direct mode"): a rule
+# that names a UDP port of an allowed name ("allowed.test:7/udp") lets the session send UDP to the addresses
+# the DNS proxy relayed for that name, on that port, for the answer's TTL, through the same per-session
+# nftables sets as TCP (keyed by protocol). Everything else over UDP stays dropped and audited: before the
+# name was resolved, a denied name, another UDP port of the allowed name, a name allowed for TCP only, a
+# name the organisation's ceiling caps to TCP, new flows after the TTL; a policy change revokes the grant and
+# ends the live UDP flow.
+. "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
+. "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
+lab_enter "$@"
+_lab_need nft "$LAB_PYTHON"
+
+B=$SLUICE_BUILD_DIR
+SLUICED=$B/netd/sluiced
+CLIENT=$B/tests/integration/netd-testclient
+RUN=/run/sluice
+AUDIT=$LAB_DIR/audit.log
+POOL4=100.64.0.0/16 POOL6=2001:db8:100::/64
+GW4=100.64.0.1
+TTL=6 # the lab DNS answers with this TTL (the engine's floor is 5 s)
+export SLUICE_RUN_DIR=$RUN LAB_DNS_TTL=$TTL
+if "$SLUICED" --version | grep -q "test listener"; then skip_all "sluiced is built without the proxy engine"; fi
+
+lab_internet_up # UDP echo on 7 on every internet address (tests/lib/fakenet.py)
+lab_forward on  # only sluice's rules stand between a session and the internet
+# a second UDP echo, on 9: a port of allowed.test that answers, but that no rule names
+lab_bg udp9 -n inet "$LAB_PYTHON" -c '
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("0.0.0.0", 9))
+while True:
+    d, a = s.recvfrom(2048); s.sendto(d, a)'
+
+# The organisation's ceiling lets allowed.test use UDP and caps other.test to TCP: a user policy that names
+# other.test:7/udp gets nothing over UDP.
+mkdir -p "$LAB_DIR/etc-sluice"
+cat >"$LAB_DIR/etc-sluice/policy.json" <<-'EOF'
+	{ "ceiling": ["allowed.test:*", "other.test:*", "evil.test:*",
+	              {"host": "allowed.test", "ports": "*", "protocol": "udp"}] }
+EOF
+chmod 0644 "$LAB_DIR/etc-sluice/policy.json"
+UPOL=$LAB_DIR/tmp/udp.json TPOL=$LAB_DIR/tmp/tcp.json NPOL=$LAB_DIR/tmp/narrow.json
+echo '{ "options": {"direct": true}, "allow": ["allowed.test", "allowed.test:7/udp", "other.test:7/udp"] }' >"$UPOL"
+echo '{ "options": {"direct": true}, "allow": ["allowed.test", "allowed.test:7"] }' >"$TPOL"
+echo '{ "options": {"direct": true}, "allow": ["allowed.test"] }' >"$NPOL"
+chmod 0644 "$UPOL" "$TPOL" "$NPOL"
+
+. "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh" # start_sluiced, eventually, session, reply
+audit_has() { grep -q -- "$1" "$AUDIT"; }
+
+# dnsq NS NAME: asks the session's gateway for NAME's A records; prints the addresses, or "rcode=N"
+dnsq() {
+	lab_exec "$1" "$LAB_PYTHON" - "$GW4" "$2" <<-'PY'
+		import random, socket, struct, sys
+		gw, name = sys.argv[1], sys.argv[2]
+		q = struct.pack(">HHHHHH", random.randrange(65536), 0x0100, 1, 0, 0, 0)
+		q += b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\0" + struct.pack(">HH", 1, 1)
+		s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(5)
+		s.sendto(q, (gw, 53)); a = s.recv(4096)
+		rcode, an = a[3] & 15, struct.unpack(">H", a[6:8])[0]
+		def skip(p):
+		    while True:
+		        n = a[p]
+		        if n == 0: return p + 1
+		        if n & 0xC0: return p + 2
+		        p += n + 1
+		p = skip(12) + 4; out = []
+		for _ in range(an):
+		    p = skip(p); t, c, ttl, ln = struct.unpack(">HHIH", a[p:p + 10]); p += 10
+		    if t == 1: out.append(socket.inet_ntoa(a[p:p + 4]))
+		    p += ln
+		print(" ".join(out) if rcode == 0 and out else "rcode=%d" % rcode)
+	PY
+}
+# udp NS ADDR PORT: one datagram from a new socket (a new flow); prints "echo", "timeout" or the error
+udp() {
+	lab_exec "$1" "$LAB_PYTHON" - "$2" "$3" <<-'PY'
+		import socket, sys
+		s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1.5)
+		try:
+		    s.sendto(b"sluice-udp", (sys.argv[1], int(sys.argv[2])))
+		    print("echo" if s.recv(64) == b"sluice-udp" else "other")
+		except socket.timeout:
+		    print("timeout")
+		except OSError as e:
+		    print(type(e).__name__)
+	PY
+}
+# tcp NS ADDR PORT: one connection to the echo server; prints "echo" or "timeout"
+tcp() {
+	lab_exec "$1" "$LAB_PYTHON" - "$2" "$3" <<-'PY'
+		import socket, sys
+		try:
+		    s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=1.5)
+		    s.sendall(b"sluice-tcp"); print("echo" if s.recv(64) == b"sluice-tcp" else "other")
+		except OSError:
+		    print("timeout")
+	PY
+}
+# live NAME NS ADDR PORT: one UDP socket that exchanges a datagram, then another after NAME.go; prints the
+# outcome of both to NAME.out
+live() {
+	rm -f "$LAB_DIR/tmp/$1.up" "$LAB_DIR/tmp/$1.go"
+	lab_exec "$2" "$LAB_PYTHON" - "$3" "$4" "$LAB_DIR/tmp/$1" >"$LAB_DIR/tmp/$1.out" 2>&1 <<-'PY' &
+		import os, socket, sys, time
+		a, f = (sys.argv[1], int(sys.argv[2])), sys.argv[3]
+		s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1.5)
+		def one():
+		    try:
+		        s.sendto(b"sluice-live", a); return "echo" if s.recv(64) == b"sluice-live" else "other"
+		    except OSError: return "timeout"
+		first = one()
+		open(f + ".up", "w").close()
+		while not os.path.exists(f + ".go"): time.sleep(0.05)
+		print(first, one())
+	PY
+}
+has_elem() { nft list set inet sluice direct4 2>&1 | grep -q "\"sl-$1\" . $2 . $3 . $4"; }
+
+check_eq "the lab's UDP echo answers on allowed.test:9 from the host (the server is up)" echo \
+	"$(udp host "$LAB_ALLOWED4" 9)"
+check "sluiced starts" start_sluiced
+check "a direct-mode session whose policy allows allowed.test:7/udp opens" session u1 "$UPOL" "$NPOL"
+check "a direct-mode session whose policy allows allowed.test:7 (TCP only) opens" session t1 "$TPOL"
+U1=$(reply u1 id) T1=$(reply t1 id)
+
+check_eq "before any DNS answer, UDP to allowed.test:7 is dropped" timeout "$(udp u1 "$LAB_ALLOWED4" 7)"
+check_eq "the session resolves allowed.test through the gateway" "$LAB_ALLOWED4" "$(dnsq u1 allowed.test)"
+check "... which puts allowed.test's address, udp, port 7 into the session's set" \
+	eventually has_elem "$U1" "$LAB_ALLOWED4" udp 7
+nft list set inet sluice direct4 | grep "sl-$U1" | sed 's/^/# /'
+check_match "... with the answer's TTL as its timeout" "\"sl-$U1\" . $LAB_ALLOWED4 . udp . 7 timeout ${TTL}s" \
+	"$(nft list set inet sluice direct4)"
+check_not "... and no TCP element for port 7" has_elem "$U1" "$LAB_ALLOWED4" tcp 7
+check_eq "a UDP datagram to allowed.test:7 gets its echo, without the proxy" echo "$(udp u1 "$LAB_ALLOWED4" 7)"
+check "the grant is audited as protocol direct, method udp" eventually audit_has \
+	"\"session\":\"$U1\".*\"protocol\":\"direct\",\"host\":\"allowed.test\",\"port\":7,\"method\":\"udp\",\"decision\":\"allow\""
+check_eq "TCP to allowed.test:7 (the rule names UDP) is dropped" timeout "$(tcp u1 "$LAB_ALLOWED4" 7)"
+check_eq "UDP to allowed.test on a port no rule names (9, which answers) is dropped" timeout \
+	"$(udp u1 "$LAB_ALLOWED4" 9)"
+check "... and the drop is audited as udp" eventually audit_has \
+	"\"session\":\"$U1\".*\"protocol\":\"drop\",\"host\":\"$LAB_ALLOWED4\",\"port\":9,\"method\":\"udp\""
+check_eq "evil.test (not allowed) is refused by the DNS proxy" "rcode=5" "$(dnsq u1 evil.test)"
+check_eq "... and UDP to its address on 7 is dropped" timeout "$(udp u1 "$LAB_EVIL4" 7)"
+check "... and audited as a udp drop" eventually audit_has \
+	"\"session\":\"$U1\".*\"protocol\":\"drop\",\"host\":\"$LAB_EVIL4\",\"port\":7,\"method\":\"udp\""
+
+# the organisation's ceiling allows other.test for TCP only
+check_eq "other.test (the user allows it on UDP 7, the ceiling on TCP only) resolves" "$LAB_OTHER4" \
+	"$(dnsq u1 other.test)"
+check_eq "... but UDP to it on 7 is dropped" timeout "$(udp u1 "$LAB_OTHER4" 7)"
+check_not "... and it never got an element" sh -c "nft list set inet sluice direct4 | grep -q '$LAB_OTHER4'"
+
+# a session whose policy names allowed.test:7 for TCP: its TCP opens, its UDP does not
+check_eq "the TCP-only session resolves allowed.test" "$LAB_ALLOWED4" "$(dnsq t1 allowed.test)"
+check "... which opens TCP 7 for it" eventually has_elem "$T1" "$LAB_ALLOWED4" tcp 7
+check_eq "... so TCP to allowed.test:7 echoes" echo "$(tcp t1 "$LAB_ALLOWED4" 7)"
+check_eq "... but UDP to allowed.test:7 is dropped" timeout "$(udp t1 "$LAB_ALLOWED4" 7)"
+check_not "... and it has no UDP element" has_elem "$T1" "$LAB_ALLOWED4" udp 7
+
+# TTL expiry: a UDP flow that began in time lives on (conntrack, as for TCP); after the TTL the element is
+# gone and a new flow is dropped
+dnsq u1 allowed.test >/dev/null
+check "allowed.test's UDP element is back after a new answer" eventually has_elem "$U1" "$LAB_ALLOWED4" udp 7
+live live1 u1 "$LAB_ALLOWED4" 7
+LIVE=$!
+check "a UDP flow to allowed.test:7 is opened while the element lives" eventually test -e "$LAB_DIR/tmp/live1.up"
+sleep $((TTL + 1))
+check_not "after the TTL the element is gone" has_elem "$U1" "$LAB_ALLOWED4" udp 7
+check_eq "... and a new UDP flow to allowed.test:7 is dropped" timeout "$(udp u1 "$LAB_ALLOWED4" 7)"
+touch "$LAB_DIR/tmp/live1.go"
+wait "$LIVE"
+check_eq "... while the flow opened in time still gets its echoes" "echo echo" "$(cat "$LAB_DIR/tmp/live1.out")"
+
+# a narrower policy (allowed.test without 7/udp) revokes the grant and ends the live UDP flow
+check_eq "allowed.test resolves again" "$LAB_ALLOWED4" "$(dnsq u1 allowed.test)"
+check "its UDP element is back" eventually has_elem "$U1" "$LAB_ALLOWED4" udp 7
+live live2 u1 "$LAB_ALLOWED4" 7
+LIVE=$!
+check "a live UDP flow to allowed.test:7 is open" eventually test -e "$LAB_DIR/tmp/live2.up"
+kill -USR2 "${HOLD[u1]}"
+check "the launcher's connection replaces the policy" eventually grep -q '^policy=replaced' "$LAB_DIR/state/u1.reply"
+check_not "allowed.test udp 7 is no longer in the set" has_elem "$U1" "$LAB_ALLOWED4" udp 7
+check "the revocation is audited (direct, udp, deny)" eventually audit_has \
+	"\"session\":\"$U1\".*\"protocol\":\"direct\",\"host\":\"allowed.test\",\"port\":7,\"method\":\"udp\",\"decision\":\"deny\""
+touch "$LAB_DIR/tmp/live2.go"
+wait "$LIVE"
+check_eq "the live UDP flow ended with it" "echo timeout" "$(cat "$LAB_DIR/tmp/live2.out")"
+check_eq "a new answer for allowed.test opens nothing now" "$LAB_ALLOWED4" "$(dnsq u1 allowed.test)"
+check_eq "... and UDP to allowed.test:7 is dropped" timeout "$(udp u1 "$LAB_ALLOWED4" 7)"
+
+kill -TERM "${HOLD[u1]}" "${HOLD[t1]}"
+check "when the sessions end, their elements are removed" eventually sh -c \
+	"! nft list set inet sluice direct4 | grep -q -e 'sl-$U1' -e 'sl-$T1'"
+
+done_testing
