@@ -122,7 +122,7 @@ static void usage(FILE *f)
 	           "  --env NAME[=VALUE]             pass NAME through, or set it (repeatable)\n"
 	           "  --allow-network                egress through sluiced's proxy (see --policy, --allow)\n"
 	           "  --policy NAME|FILE             add a preset or policy file (repeatable)\n"
-	           "  --allow HOST[:PORT]            allow one host (repeatable)\n"
+	           "  --allow HOST[:PORT[/udp]]      allow one host (repeatable; /udp: direct mode only)\n"
 	           "  --learn FILE                   learn mode (implies --allow-network): allow what no rule\n"
 	           "                                 allows (not forbidden addresses, not organisation denials)\n"
 	           "                                 and write the policy the run needed to FILE (a new file)\n"

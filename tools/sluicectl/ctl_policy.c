@@ -94,11 +94,12 @@ static int policy_check(int argc, char **argv)
 static void explain_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: sluicectl policy explain HOST[:PORT] [--method M] [--policy NAME|FILE]... [--allow PATTERN]...\n"
+		"usage: sluicectl policy explain HOST[:PORT][/udp] [--method M] [--policy NAME|FILE]... [--allow PATTERN]...\n"
 		"                                [--deny PATTERN]... [--project DIR] [--no-standard-layers]\n"
 		"       sluicectl policy explain --path PATH [--project DIR]   (sluice run --fs ask)\n"
 		"       sluicectl policy explain METHOD URL [options as above]\n"
-		"Says whether a session may reach HOST:PORT (default port 443) and which rule decides; with METHOD\n"
+		"Says whether a session may reach HOST:PORT (default port 443; /udp: over UDP, which only direct mode\n"
+		"opens) and which rule decides, and whether a DNS answer opens the port directly; with METHOD\n"
 		"and an http(s) URL, also which HTTP rule decides the request when the host is inspected.\n"
 		"Loads the organisation (" SLUICE_SYSCONFDIR "), user and project (--project, default: the current\n"
 		"directory) policies, then the command-line ones, as `sluice run` does.\n"
