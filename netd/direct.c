@@ -26,6 +26,7 @@
 
 #include "log.h"
 #include "policy.h"
+#include "testhook.h"
 #include "util.h"
 
 #define DIRECT_TTL_MIN 5
@@ -108,6 +109,7 @@ void netd_direct_add(struct netd *d, const struct ipc_msg *m)
 		ttl = DIRECT_TTL_MAX;
 	if (ss.ss_family == AF_INET6 && !d->cfg.v6)
 		return; /* the session has no IPv6 route: nothing to open */
+	netd_test_direct_delay();
 	r = netd_nft_direct_add(d->nft, s->ifname, (struct sockaddr *)&ss, proto, ports, nports,
 				(uint64_t)ttl * 1000, err, sizeof err);
 	if (r < 0)

@@ -241,6 +241,19 @@ void netd_engine_reopen_log(struct netd *d)
 	close(fd);
 }
 
+/* DIRECT_DONE: the engine's DIRECT_ADD with seq was dealt with (netd_direct_add is synchronous: its
+ * elements are in the kernel's set, or it refused them), so the DNS answer it holds may go. */
+static void engine_direct_done(struct netd_engine *e, uint32_t seq)
+{
+	struct ipc_buf b;
+
+	if (ipc_buf_init(&b, NETD_ENG_DIRECT_DONE, seq) < 0)
+		return;
+	if (ipc_send(e->sock, &b) < 0)
+		log_warnx("engine: DIRECT_DONE: the engine's answer waits for its time-out instead");
+	ipc_buf_release(&b);
+}
+
 int netd_engine_session_policy(struct netd *d, struct netd_sess *s)
 {
 	struct netd_engine *e = d->engine;
@@ -485,6 +498,8 @@ static void engine_read_cb(evutil_socket_t fd, short what, void *arg)
 			netd_ask_remove(d, ipc_get_str(&m, NETD_A_ASK_ID));
 		} else if (m.type == NETD_ENG_DIRECT_ADD) {
 			netd_direct_add(d, &m);
+			if (m.seq) /* the engine holds the DNS answer until the elements are in (or refused) */
+				engine_direct_done(e, m.seq);
 		} else if (m.type == NETD_ENG_DIRECT_REVOKE) {
 			netd_direct_revoke(d, &m);
 		} else if (m.type == NETD_ENG_METRICS_DATA) {

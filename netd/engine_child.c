@@ -220,7 +220,7 @@ static void direct_notify(const struct proxy_direct_event *ev, void *arg)
 	else if (ev->addr->sa_family == AF_INET6)
 		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ev->addr)->sin6_addr, addr, sizeof addr);
 	if (!addr[0] || ev->nports == 0 || ev->nports > 16 ||
-	    ipc_buf_init(&b, ev->revoke ? NETD_ENG_DIRECT_REVOKE : NETD_ENG_DIRECT_ADD, 0) < 0)
+	    ipc_buf_init(&b, ev->revoke ? NETD_ENG_DIRECT_REVOKE : NETD_ENG_DIRECT_ADD, ev->seq) < 0)
 		return;
 	ipc_buf_put_str(&b, NETD_A_ID, ev->session_id);
 	ipc_buf_put_str(&b, NETD_A_DST, addr);
@@ -374,6 +374,10 @@ static void run_cb(evutil_socket_t fd, short what, void *arg)
 			ipc_buf_release(&b);
 			break;
 		}
+		case NETD_ENG_DIRECT_DONE:
+			/* sluiced put the grants of a DNS answer in place (or refused them): the answer goes */
+			proxy_engine_direct_done(c->engine, m.seq);
+			break;
 		case NETD_ENG_REOPEN_LOG:
 			r = proxy_engine_replace_log_fd(c->engine, ipc_msg_take_fd(&m, 0));
 			if (r < 0)

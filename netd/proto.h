@@ -133,7 +133,7 @@ enum netd_eng_msg {
 	NETD_ENG_VERDICT = 8,        /* d -> engine: an operator's verdict on a held request */
 	NETD_ENG_SESSION_POLICY = 9, /* d -> engine: the session's policy was replaced -> RESULT */
 	NETD_ENG_GRANT = 10,         /* d -> engine: a verdict given in an earlier engine's life, restored */
-	/* 11: free */
+	NETD_ENG_DIRECT_DONE = 11,   /* d -> engine: the DIRECT_ADD with this seq was dealt with (answer held for it goes) */
 	NETD_ENG_METRICS = 12,       /* d -> engine: send your counters (METRICS_DATA) */
 	NETD_ENG_READY = 16,         /* engine -> d: running (or ERRNO/ERRMSG if it could not start) */
 	NETD_ENG_RESULT = 17,        /* engine -> d: result of the request with the same seq */

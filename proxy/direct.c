@@ -46,7 +46,7 @@ static struct proxy_direct_grant *find(struct proxy_session *s, const struct soc
 }
 
 static void notify(struct proxy_session *s, const char *host, const struct sockaddr_storage *a, uint8_t proto,
-                   const uint16_t *ports, size_t nports, uint32_t ttl, bool revoke)
+                   const uint16_t *ports, size_t nports, uint32_t ttl, bool revoke, uint32_t seq)
 {
 	struct proxy_direct_event ev = {
 	        .session_id = s->id,
@@ -57,6 +57,7 @@ static void notify(struct proxy_session *s, const char *host, const struct socka
 	        .nports = nports,
 	        .ttl_s = ttl,
 	        .revoke = revoke,
+	        .seq = seq,
 	};
 	s->engine->direct_notify(&ev, s->engine->direct_arg);
 }
@@ -86,17 +87,19 @@ static void audit_grant(struct proxy_session *s, const char *host, const struct 
 	proxy_session_audit(s, &r);
 }
 
-void proxy_direct_learn(struct proxy_session *s, const char *host, const struct dns_filter_result *fr)
+unsigned proxy_direct_learn(struct proxy_session *s, const char *host, const struct dns_filter_result *fr,
+                            uint32_t seq)
 {
 	struct policy_direct_port dp[POLICY_DIRECT_PORTS_MAX];
 	size_t ndp;
 	uint64_t now = proxy_mono_ms();
+	unsigned sent = 0;
 
 	if (!s->engine->direct_notify || !policy_get_options(s->policy)->direct || !fr->naddrs)
-		return;
+		return 0;
 	ndp = policy_direct_ports(s->policy, host, dp, POLICY_DIRECT_PORTS_MAX);
 	if (ndp == 0)
-		return;
+		return 0;
 	for (unsigned i = 0; i < fr->naddrs; i++) {
 		const struct sockaddr_storage *a = &fr->addrs[i].addr;
 		uint32_t ttl = fr->addrs[i].ttl;
@@ -158,11 +161,13 @@ void proxy_direct_learn(struct proxy_session *s, const char *host, const struct 
 			         u ? "UDP" : "TCP", ttl, host);
 			audit_grant(s, host, a, dp[k].proto, port, ttl, "allow", policy_rule_where(dn.rule), reason);
 		}
-		if (nok[0])
-			notify(s, host, a, POLICY_PROTO_TCP, ok[0], nok[0], ttl, false);
-		if (nok[1])
-			notify(s, host, a, POLICY_PROTO_UDP, ok[1], nok[1], ttl, false);
+		for (int u = 0; u < 2; u++)
+			if (nok[u]) {
+				notify(s, host, a, u ? POLICY_PROTO_UDP : POLICY_PROTO_TCP, ok[u], nok[u], ttl, false, seq);
+				sent++;
+			}
 	}
+	return sent;
 }
 
 void proxy_direct_policy_changed(struct proxy_session *s)
@@ -185,7 +190,7 @@ void proxy_direct_policy_changed(struct proxy_session *s)
 			still = d.verdict == POLICY_ALLOW;
 		}
 		if (!still) {
-			notify(s, g->host, &g->addr, g->proto, &g->port, 1, 0, true);
+			notify(s, g->host, &g->addr, g->proto, &g->port, 1, 0, true, 0);
 			audit_grant(
 			        s, g->host, &g->addr, g->proto, g->port, 0, "deny", NULL,
 			        "direct mode: the session's new policy no longer allows this; its flows were ended");
@@ -194,7 +199,7 @@ void proxy_direct_policy_changed(struct proxy_session *s)
 		}
 		if (g->expires_ms > now) /* offered again for the time it has left */
 			notify(s, g->host, &g->addr, g->proto, &g->port, 1,
-			       (uint32_t)((g->expires_ms - now + 999) / 1000), false);
+			       (uint32_t)((g->expires_ms - now + 999) / 1000), false, 0);
 		s->direct[w++] = *g;
 	}
 	s->ndirect = w;

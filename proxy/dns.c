@@ -52,7 +52,19 @@ struct dns_job {
 	bool via_tcp;    /* the upstream is asked over TCP (its UDP answer was truncated) */
 	bool from_cache; /* the answer being filtered came from the DNS cache, not the upstream */
 	TAILQ_ENTRY(dns_job) tcp_entry;
+	/* direct mode: the answer, held until the parent has put the grants it taught in place */
+	uint8_t *held;          /* owned: the answer to send; NULL when not held */
+	size_t heldlen;
+	uint32_t hold_seq;      /* the direct_notify events' seq */
+	unsigned hold_pending;  /* events the parent has not dealt with yet */
+	struct event *hold_ev;  /* owned: PROXY_DIRECT_HOLD_MS, then the answer goes anyway */
+	TAILQ_ENTRY(dns_job) hold_entry;
 };
+
+/* Answers held for direct-mode grants, of every engine in the process (each is single-threaded, and a
+ * process runs one engine outside unit tests); seqs are unique across them. */
+static TAILQ_HEAD(, dns_job) held_jobs = TAILQ_HEAD_INITIALIZER(held_jobs);
+static uint32_t last_hold_seq;
 
 /* A DNS-over-TCP client connection. */
 struct dns_tcp {
@@ -213,6 +225,12 @@ static void answer_rcode(struct dns_job *j, int rcode)
 
 static void job_free(struct dns_job *j)
 {
+	if (j->held) { /* its session ended while the answer waited: it is not sent */
+		TAILQ_REMOVE(&held_jobs, j, hold_entry);
+		free(j->held);
+	}
+	if (j->hold_ev)
+		event_free(j->hold_ev);
 	job_audit(j);
 	if (j->rq)
 		dns_relay_cancel(j->rq);
@@ -239,6 +257,56 @@ static bool keep_addr(const struct sockaddr *sa, void *arg)
 	struct policy_decision d;
 	policy_decide_addr(j->s->policy, sa, 0, true, &d);
 	return d.verdict == POLICY_ALLOW;
+}
+
+/* Sends a held answer and ends its job. */
+static void release_answer(struct dns_job *j)
+{
+	uint8_t *msg = j->held;
+
+	TAILQ_REMOVE(&held_jobs, j, hold_entry);
+	j->held = NULL;
+	send_answer(j, msg, j->heldlen);
+	free(msg);
+	proxy_dns_udp_flush(); /* outside the UDP read callback, which would flush it */
+	job_free(j);
+}
+
+static void hold_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct dns_job *j = arg;
+	(void)fd;
+	(void)what;
+	log_debug("session %s: the answer for %s went without waiting longer for its direct grants", j->s->id,
+	          j->host);
+	release_answer(j);
+}
+
+/* Holds the answer (takes ownership of msg on success) until `pending` events of seq are done. */
+static int hold_answer(struct dns_job *j, uint8_t *msg, size_t len, uint32_t seq, unsigned pending)
+{
+	struct timeval tv = {0, PROXY_DIRECT_HOLD_MS * 1000};
+
+	j->hold_ev = evtimer_new(j->s->engine->base, hold_timeout_cb, j);
+	if (!j->hold_ev || evtimer_add(j->hold_ev, &tv) < 0)
+		return -ENOMEM; /* (job_free frees the event) */
+	j->held = msg;
+	j->heldlen = len;
+	j->hold_seq = seq;
+	j->hold_pending = pending;
+	TAILQ_INSERT_TAIL(&held_jobs, j, hold_entry);
+	return 0;
+}
+
+void proxy_engine_direct_done(struct proxy_engine *e, uint32_t seq)
+{
+	struct dns_job *j;
+
+	TAILQ_FOREACH(j, &held_jobs, hold_entry)
+		if (j->hold_seq == seq && j->s->engine == e)
+			break;
+	if (j && --j->hold_pending == 0)
+		release_answer(j);
 }
 
 static bool relayed(const uint8_t *ans, size_t len, void *arg)
@@ -287,9 +355,14 @@ static bool relayed(const uint8_t *ans, size_t len, void *arg)
 	if (fr.stripped)
 		snprintf(j->reason, sizeof j->reason,
 		         "%u address record(s) in forbidden ranges removed from the answer", fr.stripped);
-	/* direct mode: before the client has the addresses, so that its first packet finds the flow open
-	 * (the parent adds the element while the answer is on its way) */
-	proxy_direct_learn(j->s, j->host, &fr);
+	/* direct mode: the grants go to the parent before the client has the addresses, and the answer waits
+	 * (at most PROXY_DIRECT_HOLD_MS) until the parent has them in place, so that the client's first
+	 * packet (a TCP SYN, or a UDP datagram nobody may send again) finds the flow open */
+	if (++last_hold_seq == 0)
+		last_hold_seq = 1;
+	unsigned pending = proxy_direct_learn(j->s, j->host, &fr, last_hold_seq);
+	if (pending && hold_answer(j, out, outlen, last_hold_seq, pending) == 0)
+		return true; /* the job owns out now */
 	send_answer(j, out, outlen);
 	free(out);
 	job_free(j);

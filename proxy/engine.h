@@ -55,10 +55,15 @@ struct proxy_direct_event {
 	size_t nports;
 	uint32_t ttl_s;
 	bool revoke;
+	/* Nonzero: the DNS answer that taught the grant waits until the parent calls
+	 * proxy_engine_direct_done(e, seq) once for each event with this seq (the grant is in place, or was
+	 * refused), or PROXY_DIRECT_HOLD_MS passed, so that the client's first packet finds the flow open. */
+	uint32_t seq;
 };
 typedef void (*proxy_direct_notify_fn)(const struct proxy_direct_event *ev, void *arg);
 #define PROXY_DIRECT_TTL_MIN         5    /* s: a TTL-0 answer still leaves the client time to connect */
 #define PROXY_DIRECT_TTL_MAX         3600 /* s */
+#define PROXY_DIRECT_HOLD_MS         250  /* longest a DNS answer waits for its direct grants */
 #define PROXY_DIRECT_MAX_PER_SESSION 1024 /* (address, protocol, port) grants remembered per session */
 
 struct proxy_config {
@@ -152,6 +157,10 @@ int proxy_engine_replace_log_fd(struct proxy_engine *e, int fd);
  * host:port for the rest of the session. -ENOENT when no such ask is pending (it timed out, or its
  * requests went away). */
 int proxy_engine_ask_decide(struct proxy_engine *e, const char *ask_id, bool allow, uid_t by);
+/* Direct mode: the parent has dealt with the direct_notify event(s) of `seq` (put the grant in place, or
+ * refused it): the DNS answer held for them goes out once all have been dealt with. Unknown or late
+ * seqs (the answer went at PROXY_DIRECT_HOLD_MS, or its session ended) are ignored. */
+void proxy_engine_direct_done(struct proxy_engine *e, uint32_t seq);
 /* A verdict given earlier (by uid `by`) on host:port of session id, restored after an engine restart:
  * it applies as if it had been given in this engine's life. -ENOENT for an unknown session. */
 int proxy_engine_session_grant(struct proxy_engine *e, const char *id, const char *host, uint16_t port, bool allow,

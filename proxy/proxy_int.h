@@ -269,8 +269,11 @@ void tunnel_bytes(const struct tunnel *t, uint64_t *a_to_b, uint64_t *b_to_a);
 struct dns_filter_result;
 /* The DNS proxy answered the allowed name host (canonical) with fr's addresses: grants the session
  * direct TCP or UDP flows to them on the (protocol, port) pairs the policy allows for host, for their TTL (clamped), through
- * the engine's direct_notify; one "direct" audit line per address. No-op without the option. */
-void proxy_direct_learn(struct proxy_session *s, const char *host, const struct dns_filter_result *fr);
+ * the engine's direct_notify, one event per address and protocol, each carrying seq (0: nobody waits);
+ * one "direct" audit line per address, protocol and port. Returns how many events were sent (0 without
+ * the option). */
+unsigned proxy_direct_learn(struct proxy_session *s, const char *host, const struct dns_filter_result *fr,
+                            uint32_t seq);
 /* After s->policy changed: revokes grants the new policy does not allow, offers the others again. */
 void proxy_direct_policy_changed(struct proxy_session *s);
 void proxy_direct_session_free(struct proxy_session *s);

@@ -5,7 +5,8 @@
 # nftables sets as TCP (keyed by protocol). Everything else over UDP stays dropped and audited: before the
 # name was resolved, a denied name, another UDP port of the allowed name, a name allowed for TCP only, a
 # name the organisation's ceiling caps to TCP, new flows after the TTL; a policy change revokes the grant and
-# ends the live UDP flow.
+# ends the live UDP flow. sluiced runs with a test hook that makes it put grants in place 150 ms late: the
+# engine holds a DNS answer until its grants are in, so a datagram sent the moment the answer arrives passes.
 . "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
 . "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
 lab_enter "$@"
@@ -115,11 +116,26 @@ live() {
 		print(first, one())
 	PY
 }
+# first NS: resolves allowed.test and at once sends a datagram to the answer's first address on 7; prints
+# "echo" or "timeout"
+first() {
+	lab_exec "$1" "$LAB_PYTHON" - "$GW4" <<-'PY'
+		import random, socket, struct, sys
+		q = struct.pack(">HHHHHH", random.randrange(65536), 0x0100, 1, 0, 0, 0)
+		q += b"\x07allowed\x04test\x00" + struct.pack(">HH", 1, 1)
+		d = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); d.settimeout(3)
+		d.sendto(q, (sys.argv[1], 53)); a = d.recv(4096)
+		s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1)
+		s.sendto(b"first", (socket.inet_ntoa(a[-4:]), 7))
+		try: print("echo" if s.recv(16) == b"first" else "other")
+		except socket.timeout: print("timeout")
+	PY
+}
 has_elem() { nft list set inet sluice direct4 2>&1 | grep -q "\"sl-$1\" . $2 . $3 . $4"; }
 
 check_eq "the lab's UDP echo answers on allowed.test:9 from the host (the server is up)" echo \
 	"$(udp host "$LAB_ALLOWED4" 9)"
-check "sluiced starts" start_sluiced
+check "sluiced starts (putting direct grants in place 150 ms late)" start_sluiced SLUICED_TEST_DIRECT_DELAY_MS=150
 check "a direct-mode session whose policy allows allowed.test:7/udp opens" session u1 "$UPOL" "$NPOL"
 check "a direct-mode session whose policy allows allowed.test:7 (TCP only) opens" session t1 "$TPOL"
 U1=$(reply u1 id) T1=$(reply t1 id)
@@ -133,6 +149,10 @@ check_match "... with the answer's TTL as its timeout" "\"sl-$U1\" . $LAB_ALLOWE
 	"$(nft list set inet sluice direct4)"
 check_not "... and no TCP element for port 7" has_elem "$U1" "$LAB_ALLOWED4" tcp 7
 check_eq "a UDP datagram to allowed.test:7 gets its echo, without the proxy" echo "$(udp u1 "$LAB_ALLOWED4" 7)"
+nft delete element inet sluice direct4 "{ \"sl-$U1\" . $LAB_ALLOWED4 . udp . 7 }"
+check_not "(the element is removed by hand)" has_elem "$U1" "$LAB_ALLOWED4" udp 7
+check_eq "a datagram sent the moment a new answer arrives gets its echo (the answer waited for the grant)" echo \
+	"$(first u1)"
 check "the grant is audited as protocol direct, method udp" eventually audit_has \
 	"\"session\":\"$U1\".*\"protocol\":\"direct\",\"host\":\"allowed.test\",\"port\":7,\"method\":\"udp\",\"decision\":\"allow\""
 check_eq "TCP to allowed.test:7 (the rule names UDP) is dropped" timeout "$(tcp u1 "$LAB_ALLOWED4" 7)"

@@ -424,6 +424,12 @@ static void test_direct_messages(void **state)
 	assert_int_equal(check_one(&netd_engine_proto, &b, NETD_ES_PARENT), -EBADMSG);
 	put_direct(&b, 1, true, true); /* never towards the engine */
 	assert_int_equal(check_one(&netd_engine_proto, &b, NETD_ES_RUN), -EPERM);
+	/* DIRECT_DONE (the grants of a held DNS answer are in place) only towards a running engine */
+	for (int st = 0; st < 3; st++) {
+		static const unsigned states[] = {NETD_ES_RUN, NETD_ES_INIT, NETD_ES_PARENT};
+		assert_int_equal(ipc_buf_init(&b, NETD_ENG_DIRECT_DONE, 7), 0);
+		assert_int_equal(check_one(&netd_engine_proto, &b, states[st]), st == 0 ? 0 : -EPERM);
+	}
 	assert_int_equal(ipc_buf_init(&b, NETD_ENG_DIRECT_REVOKE, 1), 0);
 	ipc_buf_put_str(&b, NETD_A_ID, "0123456789");
 	ipc_buf_put_str(&b, NETD_A_DST, "2001:db8::7");
