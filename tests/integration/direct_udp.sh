@@ -49,13 +49,14 @@ chmod 0644 "$UPOL" "$TPOL" "$NPOL"
 . "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh" # start_sluiced, eventually, session, reply
 audit_has() { grep -q -- "$1" "$AUDIT"; }
 
-# dnsq NS NAME: asks the session's gateway for NAME's A records; prints the addresses, or "rcode=N"
+# dnsq NS NAME [AAAA]: asks the session's gateway for NAME's A (or AAAA) records; prints the addresses, or
+# "rcode=N"
 dnsq() {
-	lab_exec "$1" "$LAB_PYTHON" - "$GW4" "$2" <<-'PY'
+	lab_exec "$1" "$LAB_PYTHON" - "$GW4" "$2" "${3:-A}" <<-'PY'
 		import random, socket, struct, sys
-		gw, name = sys.argv[1], sys.argv[2]
+		gw, name, qt = sys.argv[1], sys.argv[2], 28 if sys.argv[3] == "AAAA" else 1
 		q = struct.pack(">HHHHHH", random.randrange(65536), 0x0100, 1, 0, 0, 0)
-		q += b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\0" + struct.pack(">HH", 1, 1)
+		q += b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\0" + struct.pack(">HH", qt, 1)
 		s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(5)
 		s.sendto(q, (gw, 53)); a = s.recv(4096)
 		rcode, an = a[3] & 15, struct.unpack(">H", a[6:8])[0]
@@ -69,6 +70,7 @@ dnsq() {
 		for _ in range(an):
 		    p = skip(p); t, c, ttl, ln = struct.unpack(">HHIH", a[p:p + 10]); p += 10
 		    if t == 1: out.append(socket.inet_ntoa(a[p:p + 4]))
+		    if t == 28: out.append(socket.inet_ntop(socket.AF_INET6, a[p:p + 16]))
 		    p += ln
 		print(" ".join(out) if rcode == 0 and out else "rcode=%d" % rcode)
 	PY
@@ -77,7 +79,8 @@ dnsq() {
 udp() {
 	lab_exec "$1" "$LAB_PYTHON" - "$2" "$3" <<-'PY'
 		import socket, sys
-		s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1.5)
+		s = socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET, socket.SOCK_DGRAM)
+		s.settimeout(1)
 		try:
 		    s.sendto(b"sluice-udp", (sys.argv[1], int(sys.argv[2])))
 		    print("echo" if s.recv(64) == b"sluice-udp" else "other")
@@ -92,7 +95,7 @@ tcp() {
 	lab_exec "$1" "$LAB_PYTHON" - "$2" "$3" <<-'PY'
 		import socket, sys
 		try:
-		    s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=1.5)
+		    s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=1)
 		    s.sendall(b"sluice-tcp"); print("echo" if s.recv(64) == b"sluice-tcp" else "other")
 		except OSError:
 		    print("timeout")
@@ -105,7 +108,7 @@ live() {
 	lab_exec "$2" "$LAB_PYTHON" - "$3" "$4" "$LAB_DIR/tmp/$1" >"$LAB_DIR/tmp/$1.out" 2>&1 <<-'PY' &
 		import os, socket, sys, time
 		a, f = (sys.argv[1], int(sys.argv[2])), sys.argv[3]
-		s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1.5)
+		s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1)
 		def one():
 		    try:
 		        s.sendto(b"sluice-live", a); return "echo" if s.recv(64) == b"sluice-live" else "other"
@@ -133,8 +136,9 @@ first() {
 }
 has_elem() { nft list set inet sluice direct4 2>&1 | grep -q "\"sl-$1\" . $2 . $3 . $4"; }
 
-check_eq "the lab's UDP echo answers on allowed.test:9 from the host (the server is up)" echo \
-	"$(udp host "$LAB_ALLOWED4" 9)"
+udp_echoes() { [ "$(udp "$@")" = echo ]; }
+check "the lab's UDP echo answers on allowed.test:9 from the host (the server is up)" \
+	eventually udp_echoes host "$LAB_ALLOWED4" 9
 check "sluiced starts (putting direct grants in place 150 ms late)" start_sluiced SLUICED_TEST_DIRECT_DELAY_MS=150
 check "a direct-mode session whose policy allows allowed.test:7/udp opens" session u1 "$UPOL" "$NPOL"
 check "a direct-mode session whose policy allows allowed.test:7 (TCP only) opens" session t1 "$TPOL"
@@ -155,6 +159,11 @@ check_eq "a datagram sent the moment a new answer arrives gets its echo (the ans
 	"$(first u1)"
 check "the grant is audited as protocol direct, method udp" eventually audit_has \
 	"\"session\":\"$U1\".*\"protocol\":\"direct\",\"host\":\"allowed.test\",\"port\":7,\"method\":\"udp\",\"decision\":\"allow\""
+check_eq "over IPv6: allowed.test's AAAA record resolves" "$LAB_ALLOWED6" "$(dnsq u1 allowed.test AAAA)"
+check "... and opens its IPv6 address on UDP 7" eventually sh -c \
+	"nft list set inet sluice direct6 | grep -q '\"sl-$U1\" . $LAB_ALLOWED6 . udp . 7'"
+check_eq "a UDP datagram to [allowed.test]:7 over IPv6 gets its echo" echo "$(udp u1 "$LAB_ALLOWED6" 7)"
+check_eq "... and to evil.test's IPv6 address on 7 is dropped" timeout "$(udp u1 "$LAB_EVIL6" 7)"
 check_eq "TCP to allowed.test:7 (the rule names UDP) is dropped" timeout "$(tcp u1 "$LAB_ALLOWED4" 7)"
 check_eq "UDP to allowed.test on a port no rule names (9, which answers) is dropped" timeout \
 	"$(udp u1 "$LAB_ALLOWED4" 9)"
