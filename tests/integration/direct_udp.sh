@@ -221,5 +221,32 @@ check_eq "... and UDP to allowed.test:7 is dropped" timeout "$(udp u1 "$LAB_ALLO
 kill -TERM "${HOLD[u1]}" "${HOLD[t1]}"
 check "when the sessions end, their elements are removed" eventually sh -c \
 	"! nft list set inet sluice direct4 | grep -q -e 'sl-$U1' -e 'sl-$T1'"
+wait "${HOLD[u1]}" "${HOLD[t1]}" 2>/dev/null
+unset "HOLD[u1]" "HOLD[t1]"
+
+# A sluiced slower than the engine waits (1 s against PROXY_DIRECT_HOLD_MS, 250 ms): the answer is not
+# stuck, it goes at the hold's end; the datagram sent at once is dropped, one sent after the grant passes.
+lab_stop sluiced
+check "sluiced starts again, putting grants in place 1 s late" start_sluiced SLUICED_TEST_DIRECT_DELAY_MS=1000
+check "a direct-mode session opens" session u2 "$UPOL"
+out=$(lab_exec u2 "$LAB_PYTHON" - "$GW4" <<-'PY'
+	import random, socket, struct, sys, time
+	q = struct.pack(">HHHHHH", random.randrange(65536), 0x0100, 1, 0, 0, 0)
+	q += b"\x07allowed\x04test\x00" + struct.pack(">HH", 1, 1)
+	d = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); d.settimeout(3)
+	t0 = time.monotonic(); d.sendto(q, (sys.argv[1], 53)); a = d.recv(4096); ms = (time.monotonic() - t0) * 1000
+	s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(0.5)
+	def one():
+	    s.sendto(b"x", (socket.inet_ntoa(a[-4:]), 7))
+	    try: s.recv(16); return "echo"
+	    except socket.timeout: return "timeout"
+	first = one()
+	later = next((x for x in (one() for _ in range(8)) if x == "echo"), "timeout")
+	print("held" if 200 <= ms < 900 else "answered after %.0f ms" % ms, first, later)
+	PY
+)
+check_eq "the answer went after the hold (250 ms), before the grant; the first datagram was early, the retry passed" \
+	"held timeout echo" "$out"
+kill -TERM "${HOLD[u2]}"
 
 done_testing
