@@ -5,9 +5,10 @@
  * policy_decide_proto like any request, so deny rules, the organisation ceiling (which caps UDP only
  * where a ceiling rule names it) and method-restricted rules (a direct flow has no method: it matches
  * only rules without one) apply exactly as for the proxy. TCP 80 and 443 are never direct: they go
- * through the proxy (or transparent mode); nor are UDP 53 (the DNS proxy filters names: a resolver
- * reached directly would answer any name), 80 and 443 (QUIC: it falls back to TCP and the proxy). The
- * parser refuses allow rules that name those UDP ports; this is the second check. */
+ * through the proxy (or transparent mode); nor is port 53 over either protocol (the DNS proxy filters
+ * names: a resolver reached directly would answer any name, and carry data out in them; a TCP rule for
+ * 53 still serves CONNECT through the proxy), nor UDP 80 and 443 (QUIC: it falls back to TCP and the
+ * proxy). The parser refuses allow rules that name those UDP ports; this is the second check. */
 #include "policy_int.h"
 
 #include <string.h>
@@ -19,9 +20,8 @@ struct ports_ctx {
 
 static bool never_direct(enum policy_proto proto, uint16_t port)
 {
-	if (port == 0 || port == 80 || port == 443)
-		return true;
-	return proto == POLICY_PROTO_UDP && port == 53;
+	(void)proto; /* the same ports for both: DNS over TCP would bypass the DNS proxy just as well */
+	return port == 0 || port == 53 || port == 80 || port == 443;
 }
 
 static void add_cand(struct ports_ctx *c, enum policy_proto proto, uint16_t port)

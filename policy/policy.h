@@ -223,8 +223,8 @@ void policy_decide_addr_proto(const struct policy *p, const struct sockaddr *sa,
 /* Direct mode: the (protocol, port) pairs on which addresses that DNS answered for canon_host may be
  * reached without the proxy. Empty unless the policy has the `direct` option. Only ports an allow rule
  * for the name lists singly (no range, no "*", no method list), for each protocol the rule names (TCP
- * unless it says "udp"), other than TCP 80 and 443 (the proxy's) and UDP 53, 80 and 443 (the DNS proxy's;
- * QUIC falls back to TCP), each pair allowed by policy_decide_proto (method unknown). Writes at most max
+ * unless it says "udp"), other than port 53 (the DNS proxy's), TCP 80 and 443 (the proxy's) and UDP 80
+ * and 443 (QUIC falls back to TCP), each pair allowed by policy_decide_proto (method unknown). Writes at most max
  * (<= POLICY_DIRECT_PORTS_MAX) pairs to out, TCP first, ports ascending; returns how many. */
 #define POLICY_DIRECT_PORTS_MAX 16
 struct policy_direct_port {

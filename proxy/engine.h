@@ -41,8 +41,8 @@ typedef void (*proxy_ask_notify_fn)(const struct proxy_ask_event *ev, void *arg)
 #define PROXY_ASK_MAX_PER_SESSION 16 /* held host:port pairs per session; more are denied */
 
 /* Direct mode (policy option "direct", docs/proxy.md): the DNS proxy learned that `addr` answers the
- * allowed name `host`, and the policy allows `proto` (TCP or UDP) to that name on `ports` (never TCP
- * 80/443, never UDP 53/80/443): the parent may let the session open such flows without the proxy for
+ * allowed name `host`, and the policy allows `proto` (TCP or UDP) to that name on `ports` (never 53, never
+ * 80/443): the parent may let the session open such flows without the proxy for
  * ttl_s seconds. With `revoke` (the session's policy changed), flows of the session to addr on proto
  * ports[0] must end. All pointers borrowed for the
  * call. The parent must check everything again: the engine is less trusted than it. */

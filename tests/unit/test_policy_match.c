@@ -509,6 +509,13 @@ static void test_direct_udp_ports(void **state)
 	                 "\"protocol\": \"udp\"}]}", user);
 	assert_int_equal(dports(p, "game.example.org", got, sizeof got), 3);
 	policy_unref(p);
+	/* DNS never goes direct, over TCP either (a TCP rule for 53 still serves CONNECT through the proxy) */
+	p = compile_json(NULL, "{\"options\": {\"direct\": true}, \"allow\": [\"dns.example.org:53,853\"]}");
+	assert_int_equal(dports(p, "dns.example.org", got, sizeof got), 1);
+	assert_string_equal(got, "tcp/853");
+	policy_decide(p, "dns.example.org", 53, POLICY_M_CONNECT, &d);
+	assert_int_equal(d.verdict, POLICY_ALLOW);
+	policy_unref(p);
 	/* UDP rules need the direct option like TCP ones */
 	p = compile_json(NULL, "{\"allow\": [\"game.example.org:7777/udp\"]}");
 	assert_int_equal(dports(p, "game.example.org", got, sizeof got), 0);
