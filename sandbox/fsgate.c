@@ -517,13 +517,20 @@ static void cmdline_of(const struct gate *g, pid_t pid, char *out, size_t len)
 	out[n] = '\0';
 }
 
-/* A copy of s fit for a terminal (control bytes as '?'): host file names are not trusted to be. */
-static const char *tty_safe(const char *s, char *buf, size_t len)
+#define GATE_PROMPT_CMD 48 /* bytes of the command line the prompt shows */
+
+/* The command line for the prompt: printable ASCII, at most GATE_PROMPT_CMD bytes (then "..."). The
+ * sandbox writes its own argv, so it must neither carry terminal controls nor be long enough to push
+ * the path out of the approver's sight (a command line that reads "wants to read /harmless" and then
+ * pads the real path onto a later line). */
+static const char *prompt_cmd(const char *cmd, char *buf, size_t len)
 {
-	size_t o = 0;
-	for (; s && *s && o + 1 < len; s++)
-		buf[o++] = ((unsigned char)*s < 0x20 || *s == 0x7f) ? '?' : *s;
-	buf[o] = '\0';
+	util_printable(buf, len, cmd);
+	for (char *q = buf; *q; q++)
+		if (*q == '"')
+			*q = '\''; /* the quotes around it are the prompt's */
+	if (strlen(buf) > GATE_PROMPT_CMD && len > GATE_PROMPT_CMD + 3)
+		memcpy(buf + GATE_PROMPT_CMD, "...", 4);
 	return buf;
 }
 
@@ -598,11 +605,13 @@ static void ask_wait(struct gate *g, fuse_req_t req, enum gate_op op, struct gat
 		g->asks = a;
 		g->nasks++;
 		if (!g->s->cfg->quiet) {
-			char safe[PATH_MAX];
+			/* the host path first, before anything the sandbox wrote (its command line) */
+			char safe[PATH_MAX], cmd[FSASK_COMMAND_MAX + 1];
 			fprintf(stderr,
-			        "sluice: %s wants to read %s; waiting: sluicectl approve %s [--subtree] | sluicectl "
-			        "deny %s (denied in %u s)\n",
-			        a->cmd, tty_safe(a->path, safe, sizeof safe), a->id, a->id, g->wait_s);
+			        "sluice: a read of %s is held (asked by \"%s\"); waiting: sluicectl approve %s "
+			        "[--subtree] | sluicectl deny %s (denied in %u s)\n",
+			        util_printable(safe, sizeof safe, a->path), prompt_cmd(a->cmd, cmd, sizeof cmd), a->id,
+			        a->id, g->wait_s);
 		}
 	}
 	w->next = a->waiters;
@@ -1143,7 +1152,7 @@ static __attribute__((noreturn)) void gate_main(struct gate *g)
 				if (!c->quiet) {
 					char safe[PATH_MAX];
 					fprintf(stderr, "sluice: %s: nobody decided in %u s; %s is denied\n", a->id,
-					        g->wait_s, tty_safe(a->path, safe, sizeof safe));
+					        g->wait_s, util_printable(safe, sizeof safe, a->path));
 				}
 				ask_finish(g, a, false);
 				continue;
