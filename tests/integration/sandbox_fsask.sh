@@ -271,4 +271,49 @@ check "peercred: and approves it" q as root "$CTL" approve "$id"
 wait "$pid"
 check_eq "peercred: root's approval opened the user's file" "useronly" "$(cat "$SB_T/out-u")"
 
+# --- squatted gate names: abstract names belong to whoever binds them first. A user binds one under
+# root's uid (it must not be talked to) and one under its own that never answers (it must not hold
+# root's sluicectl) ---
+SQ=$(newdir user)
+# squat DIR NAME: as the user, listens on the abstract NAME, never answers, and makes DIR/told when a
+# client sends anything
+squat() {
+	( bg_exec user python3 -c '
+import socket, select, sys
+d, name = sys.argv[1], sys.argv[2]
+l = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+l.bind(b"\0" + name.encode())
+l.listen(8)
+open(d + "/ready", "w").close()
+conns = []
+while True:
+    r, _, _ = select.select([l] + conns, [], [])
+    for s in r:
+        if s is l:
+            conns.append(l.accept()[0])
+        elif s.recv(65536):
+            open(d + "/told", "w").close()
+        else:
+            conns.remove(s)
+            s.close()
+' "$1" "$2" ) &
+	sqpid=$!
+	for _ in $(seq 50); do [ -e "$1/ready" ] && break; sleep 0.1; done
+}
+squat "$SQ" "sluice-fs/0/squatted00000000"
+timeout 30 env -i PATH=/usr/bin:/bin "$CTL" asks --json >/dev/null 2>&1
+check_not "squat: root's sluicectl tells nothing to a socket that claims root's uid but is the user's" test -e "$SQ/told"
+kill "$sqpid" 2>/dev/null
+wait "$sqpid" 2>/dev/null
+rm -f "$SQ/ready" "$SQ/told"
+squat "$SQ" "sluice-fs/$TU_UID/silent0000000000"
+t0=$(date +%s%N)
+timeout 30 env -i PATH=/usr/bin:/bin "$CTL" asks --json >/dev/null 2>&1
+st=$?
+t1=$(date +%s%N)
+check "squat: root's sluicectl asks is not held by a gate of a user's that never answers" test "$st" -ne 124 -a $(((t1 - t0) / 1000000)) -lt 10000
+check "squat: ... which it did ask (a user's own gate is talked to)" test -e "$SQ/told"
+kill "$sqpid" 2>/dev/null
+wait "$sqpid" 2>/dev/null
+
 done_testing
