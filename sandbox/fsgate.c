@@ -59,6 +59,8 @@
 #define GATE_IDS_SLOTS    32768 /* their hash table (open addressing, at most half full) */
 #define GATE_SCAN_DEPTH   8
 #define GATE_SCAN_MAX     200000 /* directory entries read for identities, in all */
+#define GATE_QUIET_SLOTS  64 /* masked paths whose repeated refusals are counted, not each recorded */
+#define GATE_QUIET_S      10
 
 struct gate_node {
 	struct gate_node *hnext;  /* hash chain on (parent, name) */
@@ -125,6 +127,13 @@ struct gate {
 	} ids[GATE_IDS_SLOTS];
 	size_t nids;
 	size_t scanned; /* entries id_scan visited, in all (bounded) */
+	/* The masked paths recorded lately (audit_masked): a refusal repeated within GATE_QUIET_S is
+	 * counted, not written again. */
+	struct gate_quiet {
+		char path[PATH_MAX]; /* "" = free */
+		time_t last;         /* CLOCK_MONOTONIC seconds of its last record */
+		unsigned long repeated;
+	} quiet[GATE_QUIET_SLOTS];
 	unsigned wait_s;
 };
 
@@ -326,8 +335,8 @@ static void json_str(char *out, size_t len, const char *s)
 
 /* One record per decision: event asked|approved|denied|timed-out|masked; decision ask|allow|deny.
  * Returns 0 or -errno: a decision that cannot be recorded is not made (the callers fail closed). */
-static int audit(struct gate *g, const char *event, const char *decision, const char *path, const char *cmd,
-                 const char *id, long long by)
+static int audit_n(struct gate *g, const char *event, const char *decision, const char *path, const char *cmd,
+                   const char *id, long long by, unsigned long repeated)
 {
 	char line[3 * PATH_MAX], p[2 * PATH_MAX], c[2 * FSASK_COMMAND_MAX], t[40];
 	struct timespec ts;
@@ -348,6 +357,8 @@ static int audit(struct gate *g, const char *event, const char *decision, const 
 	             id ? ",\"ask\":\"" : "", id ? id : "", id ? "\"" : "");
 	if (n > 0 && (size_t)n < sizeof line - 32 && by >= 0)
 		n += snprintf(line + n, sizeof line - (size_t)n, ",\"by\":%lld", by);
+	if (n > 0 && (size_t)n < sizeof line - 32 && repeated > 0)
+		n += snprintf(line + n, sizeof line - (size_t)n, ",\"repeated\":%lu", repeated);
 	if (n <= 0 || (size_t)n >= sizeof line - 2)
 		return -ENAMETOOLONG;
 	line[n++] = '}';
@@ -357,6 +368,43 @@ static int audit(struct gate *g, const char *event, const char *decision, const 
 		return -EIO;
 	}
 	return 0;
+}
+
+static int audit(struct gate *g, const char *event, const char *decision, const char *path, const char *cmd,
+                 const char *id, long long by)
+{
+	return audit_n(g, event, decision, path, cmd, id, by, 0);
+}
+
+/* A refusal of a masked path. The sandbox can repeat one as fast as it can call stat(2) (about 12,000
+ * a second from one Python loop, each a record in the user's own state directory, outside --disk):
+ * the first refusal of a path is recorded, the ones within GATE_QUIET_S after it only counted, and the
+ * count goes with its next record ("repeated"), or is written when its slot is needed for another path.
+ * A denial needs no record to stand (fail closed); the count keeps the log's account whole. */
+static void audit_masked(struct gate *g, const char *path)
+{
+	struct timespec now;
+	uint64_t h = 1469598103934665603ull;
+	struct gate_quiet *q;
+
+	for (const char *p = path; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	q = &g->quiet[h % GATE_QUIET_SLOTS];
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (strcmp(q->path, path) == 0) {
+		if (now.tv_sec - q->last < GATE_QUIET_S) {
+			q->repeated++;
+			return;
+		}
+		audit_n(g, "masked", "deny", path, NULL, NULL, -1, q->repeated);
+	} else {
+		if (q->path[0] && q->repeated)
+			audit_n(g, "masked", "deny", q->path, NULL, NULL, -1, q->repeated);
+		audit(g, "masked", "deny", path, NULL, NULL, -1);
+		util_strlcpy(q->path, path, sizeof q->path);
+	}
+	q->last = now.tv_sec;
+	q->repeated = 0;
 }
 
 /* ---- nodes ---- */
@@ -412,7 +460,7 @@ static void lookup_real(struct gate *g, fuse_req_t req, struct gate_node *parent
 	if (masked(g, path, st.st_dev, st.st_ino, true)) {
 		close(fd);
 		if (!g->setup)
-			audit(g, "masked", "deny", path, NULL, NULL, -1);
+			audit_masked(g, path);
 		fuse_reply_err(req, EACCES);
 		return;
 	}
@@ -686,7 +734,7 @@ static void gate_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	case V_ALLOW: lookup_real(g, req, p, name); return;
 	case V_MASKED:
 		if (!g->setup)
-			audit(g, "masked", "deny", path, NULL, NULL, -1);
+			audit_masked(g, path);
 		fuse_reply_err(req, EACCES);
 		return;
 	case V_DENY: fuse_reply_err(req, EACCES); return;
@@ -762,7 +810,7 @@ static void gate_open_common(fuse_req_t req, fuse_ino_t ino, struct fuse_file_in
 	switch (v) {
 	case V_ALLOW: open_real(g, req, n, fi, dir); return;
 	case V_MASKED:
-		audit(g, "masked", "deny", n->path, NULL, NULL, -1);
+		audit_masked(g, n->path);
 		fuse_reply_err(req, EACCES);
 		return;
 	case V_DENY: fuse_reply_err(req, EACCES); return;

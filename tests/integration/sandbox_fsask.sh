@@ -100,6 +100,18 @@ for m in $MODES; do
 	check_not "$m: ... nor asked about" grep -q "is held (asked by" <<<"$o"
 	check "$m: ... and refused at once" test $(((t1 - t0) / 1000000)) -lt 5000
 
+	# --- a masked path refused in a loop does not fill the user's disk with records ---
+	before=$(grep -c '"event":"masked"' "$LOG")
+	run -- python3 -c '
+import os, sys
+for _ in range(3000):
+    try:
+        os.stat(sys.argv[1])
+    except OSError:
+        pass' "$H/.ssh/id_test" >/dev/null 2>&1
+	after=$(grep -c '"event":"masked"' "$LOG")
+	check "$m: 3000 refusals of a masked path in a loop: at most 2 records (were one each)" test $((after - before)) -ge 1 -a $((after - before)) -le 2
+
 	# --- a secret created on the host during the session: refused at once too ---
 	rm -rf "$H/.aws"
 	mkfifo "$SB_T/fifo-$m"
