@@ -563,8 +563,7 @@ void sb_container_main(struct sb_session *s)
 	    (r = volume_mounts(s, dir, err, sizeof err)) < 0 ||
 	    (s->cfg->ctr.dockerfile &&
 	     (r = checked_dockerfile(s, dir, dockerfile, sizeof dockerfile, err, sizeof err)) < 0) ||
-	    (r = sb_scratch_send(s, err, sizeof err)) < 0 ||
-	    (r = sb_close_fds_above(2, err, sizeof err)) < 0) {
+	    (r = sb_scratch_send(s, err, sizeof err)) < 0 || (r = sb_close_fds_above(2, err, sizeof err)) < 0) {
 		fprintf(stderr, "sluice: container: %s\n", err[0] ? err : strerror(-r));
 		_exit(SB_EXIT_FAIL);
 	}

@@ -579,8 +579,7 @@ static const char *skip_blanks(const char *p, const char *end)
 }
 
 /* Checks one logical line (continuations joined) of a Dockerfile: a RUN (or ONBUILD RUN) with flags. */
-static int dockerfile_line(const char *name, unsigned lineno, const char *p, const char *end, char *err,
-                           size_t errlen)
+static int dockerfile_line(const char *name, unsigned lineno, const char *p, const char *end, char *err, size_t errlen)
 {
 	const char *w;
 

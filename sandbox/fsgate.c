@@ -59,7 +59,7 @@
 #define GATE_IDS_SLOTS    32768 /* their hash table (open addressing, at most half full) */
 #define GATE_SCAN_DEPTH   8
 #define GATE_SCAN_MAX     200000 /* directory entries read for identities, in all */
-#define GATE_QUIET_SLOTS  64 /* masked paths whose repeated refusals are counted, not each recorded */
+#define GATE_QUIET_SLOTS  64     /* masked paths whose repeated refusals are counted, not each recorded */
 #define GATE_QUIET_S      10
 
 struct gate_node {
