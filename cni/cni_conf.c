@@ -393,3 +393,38 @@ void cni_args_clear(struct cni_args *a)
 		free(a->deny[i]);
 	memset(a, 0, sizeof *a);
 }
+
+int cni_pick_policy(const struct cni_conf *c, const struct cni_args *a, struct cni_policy_src *out, struct cni_err *e)
+{
+	const char *picked = c->rt_policy ? c->rt_policy : a->policy[0] ? a->policy : NULL, *held = NULL, *name;
+	struct json_object *v;
+	char where[128];
+
+	memset(out, 0, sizeof *out);
+	if (c->rt_policy && a->policy[0] && strcmp(c->rt_policy, a->policy) != 0)
+		return cni_fail(e, CNI_E_CONFIG, "runtimeConfig asks policy \"%s\", CNI_ARGS SLUICE_POLICY \"%s\": pick one",
+				c->rt_policy, a->policy);
+	if (a->pod_namespace[0] && c->namespaces && json_object_object_get_ex(c->namespaces, a->pod_namespace, &v))
+		held = json_object_get_string(v);
+	/* The administrator's assignment of a namespace holds: a pod's own pick (its annotations) may name
+	 * that policy, never another one, which could be wider. */
+	if (held && picked && strcmp(held, picked) != 0)
+		return cni_fail(e, CNI_E_CONFIG,
+				"pod namespace \"%s\" is held to policy \"%s\" by the network's \"namespaces\"; a "
+				"container of it cannot pick \"%s\" (drop the pick, or change \"namespaces\")",
+				a->pod_namespace, held, picked);
+	name = picked ? picked : held;
+	if (!name) {
+		if (c->policy.kind == CNI_POLICY_NONE)
+			return cni_fail(e, CNI_E_CONFIG, "network \"%s\": no \"policy\" (a preset like \"registries\", a "
+					"file path, or a policy object)", c->name);
+		out->kind = c->policy.kind;
+		out->text = strdup(c->policy.text);
+		return out->text ? 0 : cni_fail(e, CNI_E_IO, "out of memory");
+	}
+	if (!c->policies || !json_object_object_get_ex(c->policies, name, &v))
+		return cni_fail(e, CNI_E_CONFIG, "network \"%s\" has no policy named \"%s\" (see its \"policies\")",
+				c->name, name);
+	snprintf(where, sizeof where, "network configuration \"policies\".%s", name);
+	return cni_policy_src_parse(v, where, out, e);
+}

@@ -2,7 +2,8 @@
  * stdin (JSON) and CNI_ARGS ("K=V;K=V"). Pure parsing, no file or socket access, so it can be fuzzed
  * (tests/fuzz/fuzz_cni_conf.c). Trust boundary: the configuration is written by the administrator but
  * runtimeConfig and CNI_ARGS carry per-container values (e.g. from a pod's annotations), which may only
- * pick one of the network's named policies and add deny rules: they never widen anything.
+ * pick one of the network's named policies (not another than the one "namespaces" holds the pod's
+ * namespace to) and add deny rules: they never widen what the administrator assigned.
  *
  * Errors carry a CNI error code (the spec's well-known codes, below) and a one-line message. */
 #pragma once
@@ -82,6 +83,12 @@ void cni_conf_clear(struct cni_conf *c);
 /* Reads one policy source value (a string or an object) as "policy" does; where names the field. */
 int cni_policy_src_parse(struct json_object *v, const char *where, struct cni_policy_src *out, struct cni_err *e);
 
+/* The policy source a container gets (a copy, owned by the caller in *out): the network's policy named by
+ * its pod namespace in "namespaces", else a named one it picked (runtimeConfig or CNI_ARGS; both must
+ * agree), else the network's "policy". A pod of a namespace that "namespaces" lists may pick only that
+ * namespace's policy (the pick comes from the pod's own spec; the mapping is the administrator's). 0, or
+ * -1 with e (CNI_E_CONFIG). */
+int cni_pick_policy(const struct cni_conf *c, const struct cni_args *a, struct cni_policy_src *out, struct cni_err *e);
 /* Parses CNI_ARGS (NULL or "" is no arguments). 0, or -1 with e (CNI_E_ENV). Always cni_args_clear(). */
 int cni_args_parse(const char *s, struct cni_args *a, struct cni_err *e);
 void cni_args_clear(struct cni_args *a);

@@ -64,37 +64,6 @@ static int print_json(struct json_object *o)
 	return printf("%s\n", s) < 0 || fflush(stdout) != 0 ? -1 : 0;
 }
 
-/* The policy source the container gets: a named one it picked (runtimeConfig or CNI_ARGS; both must
- * agree), else the one the network's "namespaces" maps its pod namespace to, else the network's. Returns
- * a copy owned by the caller in *out. */
-static int pick_policy(const struct cni_conf *c, const struct cni_args *a, struct cni_policy_src *out,
-		       struct cni_err *e)
-{
-	const char *name = c->rt_policy ? c->rt_policy : a->policy[0] ? a->policy : NULL;
-	struct json_object *v;
-	char where[128];
-
-	if (!name && a->pod_namespace[0] && c->namespaces && json_object_object_get_ex(c->namespaces, a->pod_namespace, &v))
-		name = json_object_get_string(v);
-
-	if (c->rt_policy && a->policy[0] && strcmp(c->rt_policy, a->policy) != 0)
-		return cni_fail(e, CNI_E_CONFIG, "runtimeConfig asks policy \"%s\", CNI_ARGS SLUICE_POLICY \"%s\": pick one",
-				c->rt_policy, a->policy);
-	if (!name) {
-		if (c->policy.kind == CNI_POLICY_NONE)
-			return cni_fail(e, CNI_E_CONFIG, "network \"%s\": no \"policy\" (a preset like \"registries\", a "
-					"file path, or a policy object)", c->name);
-		out->kind = c->policy.kind;
-		out->text = strdup(c->policy.text);
-		return out->text ? 0 : cni_fail(e, CNI_E_IO, "out of memory");
-	}
-	if (!c->policies || !json_object_object_get_ex(c->policies, name, &v))
-		return cni_fail(e, CNI_E_CONFIG, "network \"%s\" has no policy named \"%s\" (see its \"policies\")",
-				c->name, name);
-	snprintf(where, sizeof where, "network configuration \"policies\".%s", name);
-	return cni_policy_src_parse(v, where, out, e);
-}
-
 /* Builds the session's policy: the source at the user layer (sluiced loads it there too, under its own
  * organisation layer), the container's deny rules on top. Returns policy_serialize() output. */
 static char *build_policy(const struct cni_conf *c, const struct cni_args *a, struct cni_err *e)
@@ -111,7 +80,7 @@ static char *build_policy(const struct cni_conf *c, const struct cni_args *a, st
 		cni_fail(e, CNI_E_IO, "out of memory");
 		return NULL;
 	}
-	if (pick_policy(c, a, &src, e) < 0)
+	if (cni_pick_policy(c, a, &src, e) < 0)
 		goto out;
 	switch (src.kind) {
 	case CNI_POLICY_PRESET:

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -75,17 +76,31 @@ bool fsask_is_id(const char *id)
 	return id && strncmp(id, "fs-", 3) == 0 && strlen(id) <= FSASK_ID_MAX;
 }
 
+#define GATE_ANSWER_S 3 /* a gate answers from its poll loop at once; one that does not is skipped */
+
 /* Connects to the abstract socket name (without the leading NUL) and checks that the gate behind it
- * belongs to the caller (root: anyone). Returns the fd or -errno. */
+ * belongs to the caller (root: anyone). Returns the fd or -errno. Abstract names belong to whoever binds
+ * them first: the process behind "sluice-fs/UID/..." must be UID's (or root's), else any user could show
+ * root made-up opens under another user's name, or hold root's sluicectl forever with a silent socket
+ * (hence also the timeouts). */
 static int gate_connect(const char *name)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct timeval tv = {.tv_sec = GATE_ANSWER_S};
 	size_t n = strlen(name);
+	unsigned long owner;
+	char *end;
 	uid_t peer;
 	int fd;
 
 	if (n + 1 > sizeof sa.sun_path)
 		return -ENAMETOOLONG;
+	if (strncmp(name, FSASK_SOCK_PREFIX, strlen(FSASK_SOCK_PREFIX)) != 0)
+		return -EINVAL;
+	errno = 0;
+	owner = strtoul(name + strlen(FSASK_SOCK_PREFIX), &end, 10);
+	if (errno || *end != '/' || end == name + strlen(FSASK_SOCK_PREFIX) || owner > (uid_t)-2)
+		return -EINVAL;
 	memcpy(sa.sun_path + 1, name, n);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -96,9 +111,15 @@ static int gate_connect(const char *name)
 		close(fd);
 		return e;
 	}
-	if (getuid() != 0 && peer != getuid() && peer != 0) {
+	if ((peer != (uid_t)owner && peer != 0) || (getuid() != 0 && (uid_t)owner != getuid())) {
 		close(fd);
 		return -EPERM;
+	}
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0) {
+		int e = -errno;
+		close(fd);
+		return e;
 	}
 	return fd;
 }

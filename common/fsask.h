@@ -3,8 +3,9 @@
  * the host's network namespace (a sandbox, in its own network namespace, cannot reach it), named
  * "@sluice-fs/UID/SESSION" with UID the launching user. Messages are common/ipc.h records checked
  * against fsask_proto. Trust: the gate answers only peers whose SO_PEERCRED uid is 0 or UID; a
- * client talks only to gates whose peer uid is its own (root: any), so a name squatted by another
- * user is neither listed nor told a verdict. */
+ * client talks only to gates whose peer uid is the UID of their name (or 0), a user only to its own
+ * UID's, so a name squatted by another user is neither listed nor told a verdict; a gate that does not
+ * answer within 3 s is skipped. */
 #pragma once
 
 #include <stdbool.h>

@@ -54,3 +54,16 @@ static inline size_t util_strlcpy(char *dst, const char *src, size_t size)
 	}
 	return n;
 }
+
+/* Copies s (NULL: "") into dst (size > 0 bytes, always terminated) with every byte outside printable
+ * ASCII as '?': text from an untrusted source (a sandbox's command line, a host file name) shown on a
+ * terminal can then carry no control byte, no C1 control in any encoding (0x9b is CSI on some
+ * terminals, U+009B on others) and no bidirectional override. Returns dst. */
+static inline char *util_printable(char *dst, size_t size, const char *s)
+{
+	size_t o = 0;
+	for (; s && *s && o + 1 < size; s++)
+		dst[o++] = ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f) ? '?' : *s;
+	dst[o] = '\0';
+	return dst;
+}

@@ -24,6 +24,8 @@
 #define CONTROL_MAX_CONNS 4096
 #define CONTROL_MAX_CONNS_PER_UID 256 /* for unprivileged users: one user cannot starve the others */
 
+#define CONN_NETS_MAX 32 /* ancestors of a peer whose network namespace is recorded */
+
 struct netd_conn {
 	struct netd_conn *next, *prev;
 	struct netd *d;        /* borrowed */
@@ -31,6 +33,15 @@ struct netd_conn {
 	struct event *ev;      /* owned */
 	uid_t uid;
 	pid_t pid;
+	/* The network namespaces of the peer and its ancestors when it connected (peer_in_session): read
+	 * at accept, while the connecting process is still there, so a pid reused later cannot lend the
+	 * connection another process's namespace. nets_unknown: the peer's own could not be read. */
+	struct conn_net {
+		dev_t dev;
+		ino_t ino;
+	} nets[CONN_NETS_MAX];
+	unsigned nnets;
+	bool nets_unknown;
 	uint32_t state;        /* NETD_CS_* */
 	bool embedded;         /* the one connection of an embedded helper: closing it stops the loop */
 	char watch[NETD_ID_BUF]; /* WATCH: the session whose held requests are announced here ("" = none) */
@@ -322,20 +333,67 @@ void netd_conn_policy_done(struct netd *d, struct netd_sess *s, int err, const c
 		ipc_send_empty(c->fd, NETD_MSG_OK, seq);
 }
 
-/* Whether the peer of c runs inside session s's network namespace: the sandboxed command (or anything it
- * started) must not widen its own session or approve its own requests, even where it can reach this
- * socket (--sandbox-type none). A peer whose namespace cannot be read counts as inside (fail closed). */
+/* The parent of pid (from /proc/PID/stat, after the command name's last ')'), or -1. */
+static pid_t parent_of(pid_t pid)
+{
+	char path[64], buf[512], *p;
+	ssize_t n;
+	int fd, ppid;
+
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 1, " %*c %d", &ppid) != 1)
+		return -1;
+	return ppid;
+}
+
+/* Records the network namespaces of the peer (pid) and of its ancestors up to pid 1 (CONN_NETS_MAX of
+ * them at most). A process that left the session's namespace (unshare -n, which a process with
+ * capabilities can do: a root command under --sandbox-type firejail) still descends from one inside it. */
+static void conn_record_nets(struct netd_conn *c)
+{
+	pid_t p = c->pid;
+
+	c->nets_unknown = true;
+	for (unsigned depth = 0; p > 0 && depth < CONN_NETS_MAX; depth++) {
+		char path[64];
+		struct stat st;
+		bool seen = false;
+
+		snprintf(path, sizeof path, "/proc/%d/ns/net", (int)p);
+		if (stat(path, &st) != 0)
+			return; /* the peer's own unreadable: unknown (inside); an ancestor's: the walk ends */
+		c->nets_unknown = false;
+		for (unsigned i = 0; i < c->nnets; i++)
+			seen |= c->nets[i].dev == st.st_dev && c->nets[i].ino == st.st_ino;
+		if (!seen)
+			c->nets[c->nnets++] = (struct conn_net){st.st_dev, st.st_ino};
+		if (p == 1)
+			return;
+		p = parent_of(p);
+	}
+}
+
+/* Whether the peer of c runs inside session s's network namespace, or descends from a process that
+ * does: the sandboxed command (or anything it started) must not widen its own session or approve its
+ * own requests, even where it can reach this socket (--sandbox-type firejail, whose command is root),
+ * whatever its uid. A peer whose namespace could not be read counts as inside (fail closed). */
 static bool peer_in_session(const struct netd_conn *c, const struct netd_sess *s)
 {
-	char path[64];
-	struct stat st;
-
-	if (c->pid <= 0)
+	if (c->pid <= 0 || c->nets_unknown)
 		return true;
-	snprintf(path, sizeof path, "/proc/%d/ns/net", (int)c->pid);
-	if (stat(path, &st) != 0)
-		return true;
-	return st.st_dev == s->ns_dev && st.st_ino == s->ns_ino;
+	for (unsigned i = 0; i < c->nnets; i++)
+		if (c->nets[i].dev == s->ns_dev && c->nets[i].ino == s->ns_ino)
+			return true;
+	return false;
 }
 
 #define LIVE_RULES_MAX 1024 /* allow/deny patterns added to one session with `sluicectl session policy` */
@@ -429,7 +487,7 @@ static void handle_policy(struct netd *d, struct netd_conn *c, struct ipc_msg *m
 		netd_send_error(c->fd, m->seq, ENOENT, "no such session of yours");
 		return;
 	}
-	if (c->uid != 0 && s->owner != c && peer_in_session(c, s)) {
+	if (s->owner != c && peer_in_session(c, s)) {
 		netd_send_error(c->fd, m->seq, EPERM,
 				"a process inside the session cannot change its policy (its user can, from outside it)");
 		return;
@@ -697,7 +755,7 @@ static void handle_decide(struct netd *d, struct netd_conn *c, struct ipc_msg *m
 				"no such held request of yours (it may have been decided or timed out: `sluicectl asks`)");
 		return;
 	}
-	if (c->uid != 0 && peer_in_session(c, s)) {
+	if (peer_in_session(c, s)) {
 		netd_send_error(c->fd, m->seq, EPERM, "a process inside the session cannot decide its own requests");
 		return;
 	}
@@ -833,6 +891,7 @@ static int conn_add(struct netd *d, int fd, uid_t uid, pid_t pid, bool embedded)
 	c->fd = fd;
 	c->uid = uid;
 	c->pid = pid;
+	conn_record_nets(c);
 	c->state = NETD_CS_OPEN;
 	c->embedded = embedded;
 	c->ev = event_new(d->base, fd, EV_READ | EV_PERSIST, conn_cb, c);

@@ -396,9 +396,52 @@ static int run_argv(const struct sb_session *s, const struct sb_go *go, const ch
 struct ctr_exec {
 	struct sb_session *s;
 	const struct sb_go *go;
-	const char *dir;    /* SESSION/ctr */
-	const char *podman; /* its path */
+	const char *dir;        /* SESSION/ctr */
+	const char *podman;     /* its path */
+	const char *dockerfile; /* the checked copy of build.dockerfile (SESSION/ctr/Dockerfile), or NULL */
 };
+
+/* build.dockerfile comes from the repository and the build runs as root on the host's file system:
+ * read it once beneath the project (no symlink followed), check it (sb_dockerfile_check) and write the
+ * checked bytes to dir/Dockerfile, which is what Podman reads: a file changed after the check (another
+ * session writing the project) is never built. out: that path. */
+static int checked_dockerfile(const struct sb_session *s, const char *dir, char *out, size_t outlen, char *err,
+                              size_t errlen)
+{
+	const struct sb_config *c = s->cfg;
+	const char *df = c->ctr.dockerfile, *shown = c->ctr.source ? c->ctr.source : df;
+	size_t pl = c->project_dir ? strlen(c->project_dir) : 0;
+	cleanup_free char *text = NULL;
+	struct stat st;
+	ssize_t n;
+	int r;
+
+	if (!pl || strncmp(df, c->project_dir, pl) != 0 || df[pl] != '/')
+		return sb_errc(err, errlen, EPERM, "%s: the Dockerfile %s is not inside the project", shown, df);
+	cleanup_fd int proj = open(c->project_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (proj < 0)
+		return sb_err(err, errlen, "cannot open the project %s: %s", c->project_dir, strerror(errno));
+	cleanup_fd int fd = sb_open_beneath(proj, df + pl, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, err, errlen);
+	if (fd < 0)
+		return err[0] ? fd : sb_errc(err, errlen, -fd, "%s: %s", df, strerror(-fd));
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > SB_DOCKERFILE_MAX_BYTES)
+		return sb_errc(err, errlen, EINVAL, "%s: not a regular file of at most %d bytes", df,
+		               SB_DOCKERFILE_MAX_BYTES);
+	if (!(text = malloc((size_t)st.st_size + 1)))
+		return -ENOMEM;
+	n = read(fd, text, (size_t)st.st_size + 1);
+	if (n < 0 || n > st.st_size)
+		return sb_errc(err, errlen, EIO, "%s: %s", df, n < 0 ? strerror(errno) : "changed while read");
+	if ((r = sb_dockerfile_check(df, text, (size_t)n, err, errlen)) < 0)
+		return r;
+	text[n] = '\0';
+	if ((size_t)snprintf(out, outlen, "%s/Dockerfile", dir) >= outlen)
+		return sb_errc(err, errlen, ENAMETOOLONG, "session directory path too long");
+	cleanup_fd int wfd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (wfd < 0 || write(wfd, text, (size_t)n) != n)
+		return sb_err(err, errlen, "cannot write %s: %s", out, strerror(errno ? errno : EIO));
+	return 0;
+}
 
 /* The environment Podman itself runs with: its configuration and directories in the session. */
 static char **podman_env(const char *dir)
@@ -462,7 +505,7 @@ static void exec_podman(void *p)
 		r |= sb_strv_add(&b, "--network=host");
 		r |= sb_strv_add(&b, "--quiet");
 		r |= sb_strv_add(&b, "--layers=false");
-		r |= argv_addf(&b, "--file=%s", spec->dockerfile);
+		r |= argv_addf(&b, "--file=%s", x->dockerfile);
 		r |= argv_addf(&b, "--tag=%s", image);
 		r |= sb_strv_add(&b, spec->context);
 		if (r)
@@ -503,7 +546,7 @@ static void exec_podman(void *p)
 
 void sb_container_main(struct sb_session *s)
 {
-	char err[SB_ERR_MAX] = "", dir[PATH_MAX];
+	char err[SB_ERR_MAX] = "", dir[PATH_MAX], dockerfile[PATH_MAX];
 	struct ctr_store st;
 	struct sb_go go;
 	int r;
@@ -517,12 +560,14 @@ void sb_container_main(struct sb_session *s)
 	/* the launcher keeps the scratch space (sb_scratch_send) to report on it and save from it */
 	if ((r = user_store(&st, err, sizeof err)) < 0 || (r = ns_mounts(s, &go, err, sizeof err)) < 0 ||
 	    (r = podman_files(s, &st, dir, sizeof dir, err, sizeof err)) < 0 ||
-	    (r = volume_mounts(s, dir, err, sizeof err)) < 0 || (r = sb_scratch_send(s, err, sizeof err)) < 0 ||
-	    (r = sb_close_fds_above(2, err, sizeof err)) < 0) {
+	    (r = volume_mounts(s, dir, err, sizeof err)) < 0 ||
+	    (s->cfg->ctr.dockerfile &&
+	     (r = checked_dockerfile(s, dir, dockerfile, sizeof dockerfile, err, sizeof err)) < 0) ||
+	    (r = sb_scratch_send(s, err, sizeof err)) < 0 || (r = sb_close_fds_above(2, err, sizeof err)) < 0) {
 		fprintf(stderr, "sluice: container: %s\n", err[0] ? err : strerror(-r));
 		_exit(SB_EXIT_FAIL);
 	}
 	s->sync_fd = -1; /* closed with the others */
-	struct ctr_exec x = {s, &go, dir, podman};
+	struct ctr_exec x = {s, &go, dir, podman, s->cfg->ctr.dockerfile ? dockerfile : NULL};
 	_exit(sb_init_run(exec_podman, &x, &s->saved_mask));
 }

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -551,6 +552,125 @@ out:
 		snprintf(err, errlen, "%s: %s", name, strerror(-r));
 	json_object_put(root);
 	return r;
+}
+
+/* ---- the build's Dockerfile ---- */
+
+/* Blanks between words: every byte that is not printable ASCII, so that no other spacing a builder may
+ * read as one (\v, \f, U+00A0) hides a flag from this check (reading too many is refused, not passed). */
+static bool blank(char c)
+{
+	return (unsigned char)c <= ' ' || (unsigned char)c >= 0x7f;
+}
+
+/* The end of the word at p. */
+static const char *word_end(const char *p, const char *end)
+{
+	while (p < end && !blank(*p))
+		p++;
+	return p;
+}
+
+static const char *skip_blanks(const char *p, const char *end)
+{
+	while (p < end && blank(*p))
+		p++;
+	return p;
+}
+
+/* Checks one logical line (continuations joined) of a Dockerfile: a RUN (or ONBUILD RUN) with flags. */
+static int dockerfile_line(const char *name, unsigned lineno, const char *p, const char *end, char *err, size_t errlen)
+{
+	const char *w;
+
+	p = skip_blanks(p, end);
+	if (p == end || *p == '#')
+		return 0;
+	w = word_end(p, end);
+	if ((size_t)(w - p) == 7 && strncasecmp(p, "ONBUILD", 7) == 0) {
+		p = skip_blanks(w, end);
+		w = word_end(p, end);
+	}
+	if ((size_t)(w - p) != 3 || strncasecmp(p, "RUN", 3) != 0)
+		return 0;
+	p = skip_blanks(w, end);
+	if (end - p >= 2 && p[0] == '-' && p[1] == '-')
+		return sb_errc(err, errlen, EPERM,
+		               "%s:%u: RUN %.*s: flags of RUN (--mount, --network, --security) are refused: the build "
+		               "runs as root on the host's file system, where they act (a cache mount's id reaches "
+		               "any host path: CVE-2024-9675 in the Podman of Debian 12); drop the flag, or build "
+		               "the image yourself and name it in \"image\"",
+		               name, lineno, (int)(word_end(p, end) - p > 64 ? 64 : word_end(p, end) - p), p);
+	return 0;
+}
+
+/* One reading of the file with esc as the continuation character. */
+static int dockerfile_read(const char *name, const char *text, size_t len, char esc, char *err, size_t errlen)
+{
+	const char *p = text, *end = text + len;
+	char *logical = NULL;
+	size_t cap = 0, n = 0;
+	unsigned lineno = 0, first = 0;
+	int r = 0;
+
+	while (p < end && r == 0) {
+		const char *eol = memchr(p, '\n', (size_t)(end - p));
+		if (!eol)
+			eol = end;
+		lineno++;
+		const char *t = skip_blanks(p, eol);
+		/* a comment or blank line: nothing (inside a continuation, it does not end it either; a
+		 * comment never continues) */
+		if (t == eol || *t == '#') {
+			p = eol + 1;
+			continue;
+		}
+		const char *tail = eol;
+		while (tail > p && (tail[-1] == ' ' || tail[-1] == '\t' || tail[-1] == '\r'))
+			tail--;
+		bool cont = tail > p && tail[-1] == esc;
+		size_t add = (size_t)((cont ? tail - 1 : eol) - p);
+		if (n == 0)
+			first = lineno;
+		if (n + add + 1 > cap) {
+			size_t ncap = (n + add + 1) * 2;
+			char *nl = realloc(logical, ncap);
+			if (!nl) {
+				r = sb_errc(err, errlen, ENOMEM, "%s: out of memory", name);
+				break;
+			}
+			logical = nl;
+			cap = ncap;
+		}
+		memcpy(logical + n, p, add);
+		n += add;
+		logical[n++] = ' '; /* a continuation joins words apart */
+		if (!cont) {
+			r = dockerfile_line(name, first, logical, logical + n, err, errlen);
+			n = 0;
+		}
+		p = eol + 1;
+	}
+	if (r == 0 && n > 0)
+		r = dockerfile_line(name, first, logical, logical + n, err, errlen);
+	free(logical);
+	return r;
+}
+
+int sb_dockerfile_check(const char *name, const char *text, size_t len, char *err, size_t errlen)
+{
+	int r;
+
+	err[0] = '\0';
+	if (len > SB_DOCKERFILE_MAX_BYTES)
+		return sb_errc(err, errlen, EFBIG, "%s: over %d bytes", name, SB_DOCKERFILE_MAX_BYTES);
+	if (memchr(text, '\0', len))
+		return sb_errc(err, errlen, EINVAL, "%s: a NUL byte (not a Dockerfile)", name);
+	/* Read with both continuation characters ("# escape=`" chooses the other one): a directive this
+	 * check read otherwise than the builder cannot hide a flag on a continued line. */
+	if ((r = dockerfile_read(name, text, len, '\\', err, errlen)) < 0)
+		return r;
+	return dockerfile_read(name, text, len, '`', err, errlen);
 }
 
 /* Reads the file NAME of the project's directory SUB ("" for the project itself) with no symlink

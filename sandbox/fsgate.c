@@ -59,6 +59,8 @@
 #define GATE_IDS_SLOTS    32768 /* their hash table (open addressing, at most half full) */
 #define GATE_SCAN_DEPTH   8
 #define GATE_SCAN_MAX     200000 /* directory entries read for identities, in all */
+#define GATE_QUIET_SLOTS  64     /* masked paths whose repeated refusals are counted, not each recorded */
+#define GATE_QUIET_S      10
 
 struct gate_node {
 	struct gate_node *hnext;  /* hash chain on (parent, name) */
@@ -125,6 +127,13 @@ struct gate {
 	} ids[GATE_IDS_SLOTS];
 	size_t nids;
 	size_t scanned; /* entries id_scan visited, in all (bounded) */
+	/* The masked paths recorded lately (audit_masked): a refusal repeated within GATE_QUIET_S is
+	 * counted, not written again. */
+	struct gate_quiet {
+		char path[PATH_MAX]; /* "" = free */
+		time_t last;         /* CLOCK_MONOTONIC seconds of its last record */
+		unsigned long repeated;
+	} quiet[GATE_QUIET_SLOTS];
 	unsigned wait_s;
 };
 
@@ -326,8 +335,8 @@ static void json_str(char *out, size_t len, const char *s)
 
 /* One record per decision: event asked|approved|denied|timed-out|masked; decision ask|allow|deny.
  * Returns 0 or -errno: a decision that cannot be recorded is not made (the callers fail closed). */
-static int audit(struct gate *g, const char *event, const char *decision, const char *path, const char *cmd,
-                 const char *id, long long by)
+static int audit_n(struct gate *g, const char *event, const char *decision, const char *path, const char *cmd,
+                   const char *id, long long by, unsigned long repeated)
 {
 	char line[3 * PATH_MAX], p[2 * PATH_MAX], c[2 * FSASK_COMMAND_MAX], t[40];
 	struct timespec ts;
@@ -348,6 +357,8 @@ static int audit(struct gate *g, const char *event, const char *decision, const 
 	             id ? ",\"ask\":\"" : "", id ? id : "", id ? "\"" : "");
 	if (n > 0 && (size_t)n < sizeof line - 32 && by >= 0)
 		n += snprintf(line + n, sizeof line - (size_t)n, ",\"by\":%lld", by);
+	if (n > 0 && (size_t)n < sizeof line - 32 && repeated > 0)
+		n += snprintf(line + n, sizeof line - (size_t)n, ",\"repeated\":%lu", repeated);
 	if (n <= 0 || (size_t)n >= sizeof line - 2)
 		return -ENAMETOOLONG;
 	line[n++] = '}';
@@ -357,6 +368,43 @@ static int audit(struct gate *g, const char *event, const char *decision, const 
 		return -EIO;
 	}
 	return 0;
+}
+
+static int audit(struct gate *g, const char *event, const char *decision, const char *path, const char *cmd,
+                 const char *id, long long by)
+{
+	return audit_n(g, event, decision, path, cmd, id, by, 0);
+}
+
+/* A refusal of a masked path. The sandbox can repeat one as fast as it can call stat(2) (about 12,000
+ * a second from one Python loop, each a record in the user's own state directory, outside --disk):
+ * the first refusal of a path is recorded, the ones within GATE_QUIET_S after it only counted, and the
+ * count goes with its next record ("repeated"), or is written when its slot is needed for another path.
+ * A denial needs no record to stand (fail closed); the count keeps the log's account whole. */
+static void audit_masked(struct gate *g, const char *path)
+{
+	struct timespec now;
+	uint64_t h = 1469598103934665603ull;
+	struct gate_quiet *q;
+
+	for (const char *p = path; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	q = &g->quiet[h % GATE_QUIET_SLOTS];
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (strcmp(q->path, path) == 0) {
+		if (now.tv_sec - q->last < GATE_QUIET_S) {
+			q->repeated++;
+			return;
+		}
+		audit_n(g, "masked", "deny", path, NULL, NULL, -1, q->repeated);
+	} else {
+		if (q->path[0] && q->repeated)
+			audit_n(g, "masked", "deny", q->path, NULL, NULL, -1, q->repeated);
+		audit(g, "masked", "deny", path, NULL, NULL, -1);
+		util_strlcpy(q->path, path, sizeof q->path);
+	}
+	q->last = now.tv_sec;
+	q->repeated = 0;
 }
 
 /* ---- nodes ---- */
@@ -412,7 +460,7 @@ static void lookup_real(struct gate *g, fuse_req_t req, struct gate_node *parent
 	if (masked(g, path, st.st_dev, st.st_ino, true)) {
 		close(fd);
 		if (!g->setup)
-			audit(g, "masked", "deny", path, NULL, NULL, -1);
+			audit_masked(g, path);
 		fuse_reply_err(req, EACCES);
 		return;
 	}
@@ -517,13 +565,20 @@ static void cmdline_of(const struct gate *g, pid_t pid, char *out, size_t len)
 	out[n] = '\0';
 }
 
-/* A copy of s fit for a terminal (control bytes as '?'): host file names are not trusted to be. */
-static const char *tty_safe(const char *s, char *buf, size_t len)
+#define GATE_PROMPT_CMD 48 /* bytes of the command line the prompt shows */
+
+/* The command line for the prompt: printable ASCII, at most GATE_PROMPT_CMD bytes (then "..."). The
+ * sandbox writes its own argv, so it must neither carry terminal controls nor be long enough to push
+ * the path out of the approver's sight (a command line that reads "wants to read /harmless" and then
+ * pads the real path onto a later line). */
+static const char *prompt_cmd(const char *cmd, char *buf, size_t len)
 {
-	size_t o = 0;
-	for (; s && *s && o + 1 < len; s++)
-		buf[o++] = ((unsigned char)*s < 0x20 || *s == 0x7f) ? '?' : *s;
-	buf[o] = '\0';
+	util_printable(buf, len, cmd);
+	for (char *q = buf; *q; q++)
+		if (*q == '"')
+			*q = '\''; /* the quotes around it are the prompt's */
+	if (strlen(buf) > GATE_PROMPT_CMD && len > GATE_PROMPT_CMD + 3)
+		memcpy(buf + GATE_PROMPT_CMD, "...", 4);
 	return buf;
 }
 
@@ -598,11 +653,13 @@ static void ask_wait(struct gate *g, fuse_req_t req, enum gate_op op, struct gat
 		g->asks = a;
 		g->nasks++;
 		if (!g->s->cfg->quiet) {
-			char safe[PATH_MAX];
+			/* the host path first, before anything the sandbox wrote (its command line) */
+			char safe[PATH_MAX], cmd[FSASK_COMMAND_MAX + 1];
 			fprintf(stderr,
-			        "sluice: %s wants to read %s; waiting: sluicectl approve %s [--subtree] | sluicectl "
-			        "deny %s (denied in %u s)\n",
-			        a->cmd, tty_safe(a->path, safe, sizeof safe), a->id, a->id, g->wait_s);
+			        "sluice: a read of %s is held (asked by \"%s\"); waiting: sluicectl approve %s "
+			        "[--subtree] | sluicectl deny %s (denied in %u s)\n",
+			        util_printable(safe, sizeof safe, a->path), prompt_cmd(a->cmd, cmd, sizeof cmd), a->id,
+			        a->id, g->wait_s);
 		}
 	}
 	w->next = a->waiters;
@@ -677,7 +734,7 @@ static void gate_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	case V_ALLOW: lookup_real(g, req, p, name); return;
 	case V_MASKED:
 		if (!g->setup)
-			audit(g, "masked", "deny", path, NULL, NULL, -1);
+			audit_masked(g, path);
 		fuse_reply_err(req, EACCES);
 		return;
 	case V_DENY: fuse_reply_err(req, EACCES); return;
@@ -753,7 +810,7 @@ static void gate_open_common(fuse_req_t req, fuse_ino_t ino, struct fuse_file_in
 	switch (v) {
 	case V_ALLOW: open_real(g, req, n, fi, dir); return;
 	case V_MASKED:
-		audit(g, "masked", "deny", n->path, NULL, NULL, -1);
+		audit_masked(g, n->path);
 		fuse_reply_err(req, EACCES);
 		return;
 	case V_DENY: fuse_reply_err(req, EACCES); return;
@@ -1143,7 +1200,7 @@ static __attribute__((noreturn)) void gate_main(struct gate *g)
 				if (!c->quiet) {
 					char safe[PATH_MAX];
 					fprintf(stderr, "sluice: %s: nobody decided in %u s; %s is denied\n", a->id,
-					        g->wait_s, tty_safe(a->path, safe, sizeof safe));
+					        g->wait_s, util_printable(safe, sizeof safe, a->path));
 				}
 				ask_finish(g, a, false);
 				continue;

@@ -296,6 +296,12 @@ int sb_devcontainer_load(struct sb_config *c, char *err, size_t errlen);
  * entry point). Fills spec and adds read-only binds to c. */
 int sb_devcontainer_parse(struct sb_config *c, const char *name, const char *text, size_t len, char *err,
                           size_t errlen);
+#define SB_DOCKERFILE_MAX_BYTES (1024 * 1024)
+/* Checks the text of a devcontainer's build.dockerfile (name: for messages) before a rootful build: no
+ * RUN (nor ONBUILD RUN) may carry flags (--mount, --network, --security), which the build would apply
+ * on the host. Continuations and the escape directive are read as the builder reads them. 0, or -errno
+ * with "file:line: ..." in err (the fuzzed entry point). */
+int sb_dockerfile_check(const char *name, const char *text, size_t len, char *err, size_t errlen);
 
 /* ---- summary.c ---- */
 /* The size of the audit log now (where this session's records will start), 0 when unreadable. */

@@ -176,6 +176,19 @@ check_eq "devcontainer with build.dockerfile: built and run (as the one mapped u
 check_eq "... into the session's store: the user's store did not get it" 0 \
 	"$(podman images --format '{{.Repository}}' 2>/dev/null | grep -c sluice-build)"
 
+# 8b. A hostile Dockerfile: the rootful build must not reach the host's files through a RUN flag (a cache
+# mount's id walks out of the cache directory: CVE-2024-9675 in Debian 12's Podman).
+mkdir -p "$LAB_DIR/outside" && echo host-secret >"$LAB_DIR/outside/existing"
+cat >"$P/.devcontainer/Containerfile" <<EOF
+FROM $CTR_IMAGE
+RUN --mount=type=cache,id=../../../../../../../../../../..$LAB_DIR/outside,target=/h sh -c 'cat /h/existing >&2; echo from-build >/h/planted'
+EOF
+out=$(dc -- true 2>&1)
+check_eq "a RUN flag in build.dockerfile is refused (125)" 125 "$?"
+check_match "... with file:line and why" 'Containerfile:2: RUN --mount=.*refused' "$out"
+check_not "... and the build wrote nothing on the host" test -e "$LAB_DIR/outside/planted"
+check_not "... nor read the host's file" grep -q host-secret <<<"$out"
+
 # 9. Bad devcontainer files: file:line and 125.
 printf '{\n  "image": "x",\n  "mounts": [ "source=/etc,target=/e,type=bind" ]\n}\n' >"$P/.devcontainer/devcontainer.json"
 out=$(dc -- true 2>&1)

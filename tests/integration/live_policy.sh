@@ -95,6 +95,14 @@ touch "$LAB_DIR/tmp/go"
 wait "$upid"
 check_eq "... and the session's next request is decided by the new policy" 200 "$(cat "$LAB_DIR/u/u.curl")"
 
+# ---- root is no exception: a root command inside the session (--sandbox-type firejail runs it as root,
+# with the host's /run) cannot change its policy, nor after leaving the namespace (unshare -n), since it
+# still descends from a process inside
+out=$(lab_exec s1 "$CTL" session policy "$ID" --allow other.test 2>&1)
+check_match "root inside the session cannot change its policy" "inside the session cannot change" "$out"
+out=$(lab_exec s1 sh -c "unshare --net '$CTL' session policy '$ID' --allow other.test 2>&1; true")
+check_match "... nor from a namespace of its own that it made inside" "inside the session cannot change" "$out"
+
 # ---- an approval outlives kill -9 of the engine
 lab_exec s1 curl -s -m 40 --noproxy '' -x "http://$GW:3128" -o /dev/null -w '%{http_code}' http://other.test/held \
 	>"$LAB_DIR/tmp/held.out" 2>&1 &

@@ -97,8 +97,20 @@ for m in $MODES; do
 	o=$(run --ask-timeout 20 -- sh -c 'cat "$1" 2>&1; cat "$2" 2>&1; echo "rc=$?"' sh "$H/.ssh/id_test" "$D/hardlink" 2>&1)
 	t1=$(date +%s%N)
 	check_not "$m: a masked key is not readable" grep -q "SSH-$m" <<<"$o"
-	check_not "$m: ... nor asked about" grep -q "wants to read" <<<"$o"
+	check_not "$m: ... nor asked about" grep -q "is held (asked by" <<<"$o"
 	check "$m: ... and refused at once" test $(((t1 - t0) / 1000000)) -lt 5000
+
+	# --- a masked path refused in a loop does not fill the user's disk with records ---
+	before=$(grep -c '"event":"masked"' "$LOG")
+	run -- python3 -c '
+import os, sys
+for _ in range(3000):
+    try:
+        os.stat(sys.argv[1])
+    except OSError:
+        pass' "$H/.ssh/id_test" >/dev/null 2>&1
+	after=$(grep -c '"event":"masked"' "$LOG")
+	check "$m: 3000 refusals of a masked path in a loop: at most 2 records (were one each)" test $((after - before)) -ge 1 -a $((after - before)) -le 2
 
 	# --- a secret created on the host during the session: refused at once too ---
 	rm -rf "$H/.aws"
@@ -113,7 +125,7 @@ for m in $MODES; do
 	exec 7>&-
 	wait "$pid"
 	check_match "$m: a secret created after the start is refused" "rc=1" "$(tr '\n' ' ' <"$out")"
-	check_not "$m: ... without being asked about" grep -q "wants to read" "$out"
+	check_not "$m: ... without being asked about" grep -q "is held (asked by" "$out"
 	check_not "$m: ... and not read" grep -q "AWS-LATER" "$out"
 	rm -rf "$H/.aws" "$SB_T/fifo-$m"
 
@@ -127,8 +139,15 @@ for m in $MODES; do
 		esac
 		o=$(run --ask-timeout 1 -- sh -c "$c 2>&1; echo rc=\$?" sh "$P" "$D" 2>&1)
 		check_not "$m: race $v: the secret is not read" grep -q "secret-$m" <<<"$o"
-		check_match "$m: race $v: the open of the real file was asked about" "wants to read $D/a.txt" "$o"
+		check_match "$m: race $v: the open of the real file was asked about" "a read of $D/a.txt is held" "$o"
 	done
+	# --- the prompt cannot be forged by the command line (the sandbox writes its own argv) ---
+	forged=$(printf 'cat wants to read /usr/share/dict/words\033[2K\302\2331A\233%200sX' '')
+	o=$(run --ask-timeout 1 -- python3 -c 'import os, sys; os.execvp("cat", sys.argv[1:])' "$forged" "$D/a.txt" 2>&1 | grep -a '^sluice: ')
+	line=$(grep -a 'is held (asked by' <<<"$o")
+	check_match "$m: prompt: the host path comes first, before the command line" "^sluice: a read of $D/a.txt is held \(asked by \"cat wants to read /usr/share/dict/words\?" "$line"
+	check_not "$m: prompt: no escape or C1 control byte reaches the terminal" env LC_ALL=C grep -qaP '[\x1b\x80-\xff]' <<<"$o"
+	check_match "$m: prompt: the command line is cut to 48 bytes" '\(asked by "[^"]{48}\.\.\."\)' "$line"
 	o=$(run --ask-timeout 1 -- sh -c 'mv "$1/a.txt" "$1/x" 2>&1; ln -s /etc "$1/y" 2>&1; ln "$1/b.txt" "$1/z" 2>&1; echo rc=$?' sh "$D" 2>&1)
 	check_match "$m: race rename/link: the gated view cannot be changed" "Read-only file system.*rc=1" "$(echo "$o" | tr '\n' ' ')"
 	check "$m: ... and the host is unchanged" test -e "$D/a.txt" -a ! -e "$D/x" -a ! -e "$D/y" -a ! -e "$D/z"
@@ -234,7 +253,7 @@ wait "$pid"
 check_eq "org: ... and the read goes through" "no-remember" "$(cat "$SB_T/out-n")"
 # "unmask" (masks.c): the unmasked ~/.aws is asked about (and here denied by the timeout) instead of refused
 o=$(in_org "$SLUICE" run --fs ask --ask-timeout 1 -- cat "$ROOT_HOME/.aws/credentials" 2>&1)
-check_match "org: an unmasked path is asked about" "wants to read $ROOT_HOME/.aws/credentials" "$o"
+check_match "org: an unmasked path is asked about" "a read of $ROOT_HOME/.aws/credentials is held" "$o"
 check_not "org: ... and not read without an answer" grep -q AWS-KEY <<<"$o"
 rm -rf "$ROOT_HOME/.config/sluice" "$ROOT_HOME/.aws"
 chmod 700 "$ROOT_HOME"
@@ -263,5 +282,50 @@ check "peercred: root sees a user's held open" test -n "$id"
 check "peercred: and approves it" q as root "$CTL" approve "$id"
 wait "$pid"
 check_eq "peercred: root's approval opened the user's file" "useronly" "$(cat "$SB_T/out-u")"
+
+# --- squatted gate names: abstract names belong to whoever binds them first. A user binds one under
+# root's uid (it must not be talked to) and one under its own that never answers (it must not hold
+# root's sluicectl) ---
+SQ=$(newdir user)
+# squat DIR NAME: as the user, listens on the abstract NAME, never answers, and makes DIR/told when a
+# client sends anything
+squat() {
+	( bg_exec user python3 -c '
+import socket, select, sys
+d, name = sys.argv[1], sys.argv[2]
+l = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+l.bind(b"\0" + name.encode())
+l.listen(8)
+open(d + "/ready", "w").close()
+conns = []
+while True:
+    r, _, _ = select.select([l] + conns, [], [])
+    for s in r:
+        if s is l:
+            conns.append(l.accept()[0])
+        elif s.recv(65536):
+            open(d + "/told", "w").close()
+        else:
+            conns.remove(s)
+            s.close()
+' "$1" "$2" ) &
+	sqpid=$!
+	for _ in $(seq 50); do [ -e "$1/ready" ] && break; sleep 0.1; done
+}
+squat "$SQ" "sluice-fs/0/squatted00000000"
+timeout 30 env -i PATH=/usr/bin:/bin "$CTL" asks --json >/dev/null 2>&1
+check_not "squat: root's sluicectl tells nothing to a socket that claims root's uid but is the user's" test -e "$SQ/told"
+kill "$sqpid" 2>/dev/null
+wait "$sqpid" 2>/dev/null
+rm -f "$SQ/ready" "$SQ/told"
+squat "$SQ" "sluice-fs/$TU_UID/silent0000000000"
+t0=$(date +%s%N)
+timeout 30 env -i PATH=/usr/bin:/bin "$CTL" asks --json >/dev/null 2>&1
+st=$?
+t1=$(date +%s%N)
+check "squat: root's sluicectl asks is not held by a gate of a user's that never answers" test "$st" -ne 124 -a $(((t1 - t0) / 1000000)) -lt 10000
+check "squat: ... which it did ask (a user's own gate is talked to)" test -e "$SQ/told"
+kill "$sqpid" 2>/dev/null
+wait "$sqpid" 2>/dev/null
 
 done_testing

@@ -194,6 +194,68 @@ static void test_args(void **state)
 	}
 }
 
+/* The policy a container gets: its namespace's when "namespaces" lists it (a pick of another name is
+ * refused: the pick is the pod's, the mapping the administrator's), else its pick, else "policy". */
+static void test_pick(void **state)
+{
+	struct cni_conf c;
+	struct cni_args a;
+	struct cni_err e;
+	struct cni_policy_src src;
+
+	(void)state;
+	assert_int_equal(parse("{" HEAD ", \"policy\": \"registries\", \"policies\": {\"build\": \"npm\", \"docs\": "
+			       "{\"allow\": [\"docs.example\"]}}, \"namespaces\": {\"agents\": \"docs\"}}", &c, &e), 0);
+	/* no namespace, no pick: the network's policy */
+	assert_int_equal(cni_args_parse("", &a, &e), 0);
+	assert_int_equal(cni_pick_policy(&c, &a, &src, &e), 0);
+	assert_int_equal(src.kind, CNI_POLICY_PRESET);
+	assert_string_equal(src.text, "registries");
+	free(src.text);
+	cni_args_clear(&a);
+	/* an unlisted namespace may pick a named policy */
+	assert_int_equal(cni_args_parse("K8S_POD_NAMESPACE=ci;SLUICE_POLICY=build", &a, &e), 0);
+	assert_int_equal(cni_pick_policy(&c, &a, &src, &e), 0);
+	assert_string_equal(src.text, "npm");
+	free(src.text);
+	cni_args_clear(&a);
+	/* a listed namespace gets its policy */
+	assert_int_equal(cni_args_parse("K8S_POD_NAMESPACE=agents", &a, &e), 0);
+	assert_int_equal(cni_pick_policy(&c, &a, &src, &e), 0);
+	assert_int_equal(src.kind, CNI_POLICY_INLINE);
+	assert_non_null(strstr(src.text, "docs.example"));
+	free(src.text);
+	cni_args_clear(&a);
+	/* ... and may name it itself */
+	assert_int_equal(cni_args_parse("K8S_POD_NAMESPACE=agents;SLUICE_POLICY=docs", &a, &e), 0);
+	assert_int_equal(cni_pick_policy(&c, &a, &src, &e), 0);
+	assert_non_null(strstr(src.text, "docs.example"));
+	free(src.text);
+	cni_args_clear(&a);
+	/* ... but not pick a wider one, through CNI_ARGS or runtimeConfig */
+	assert_int_equal(cni_args_parse("K8S_POD_NAMESPACE=agents;SLUICE_POLICY=build", &a, &e), 0);
+	src.text = NULL;
+	assert_int_equal(cni_pick_policy(&c, &a, &src, &e), -1);
+	assert_int_equal(e.code, CNI_E_CONFIG);
+	assert_non_null(strstr(e.msg, "held to policy \"docs\""));
+	assert_null(src.text);
+	cni_args_clear(&a);
+	/* a pick of an unknown name is refused */
+	assert_int_equal(cni_args_parse("K8S_POD_NAMESPACE=ci;SLUICE_POLICY=nope", &a, &e), 0);
+	assert_int_equal(cni_pick_policy(&c, &a, &src, &e), -1);
+	assert_non_null(strstr(e.msg, "no policy named \"nope\""));
+	cni_args_clear(&a);
+	cni_conf_clear(&c);
+	assert_int_equal(parse("{" HEAD ", \"policy\": \"registries\", \"policies\": {\"build\": \"npm\", \"docs\": "
+			       "\"pypi\"}, \"namespaces\": {\"agents\": \"docs\"}, \"runtimeConfig\": {\"sluice\": "
+			       "{\"policy\": \"build\"}}}", &c, &e), 0);
+	assert_int_equal(cni_args_parse("K8S_POD_NAMESPACE=agents", &a, &e), 0);
+	assert_int_equal(cni_pick_policy(&c, &a, &src, &e), -1);
+	assert_non_null(strstr(e.msg, "cannot pick \"build\""));
+	cni_args_clear(&a);
+	cni_conf_clear(&c);
+}
+
 static void test_key(void **state)
 {
 	char longid[300];
@@ -314,7 +376,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_conf_minimal), cmocka_unit_test(test_conf_errors), cmocka_unit_test(test_conf_runtime),
 		cmocka_unit_test(test_args),         cmocka_unit_test(test_key),         cmocka_unit_test(test_err_json),
-		cmocka_unit_test(test_result),
+		cmocka_unit_test(test_result),         cmocka_unit_test(test_pick),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* Unit tests for sandbox/devcontainer.c: what a devcontainer.json may set, the variables, the
  * postCreateCommand quoting, and the refusals with their file:line. The project directory does not
  * exist here, so paths are checked lexically only (container.sh covers symlinks on a real tree). */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -123,12 +124,54 @@ static void test_refusals(void **state)
 	refused("[1]", NAME ":1: the top level must be a JSON object");
 }
 
+/* sb_dockerfile_check: 0 for text, or the line it names for a RUN flag. */
+static int df(const char *text, char *err, size_t errlen)
+{
+	return sb_dockerfile_check("D", text, strlen(text), err, errlen);
+}
+
+static void expect_flag(const char *text, const char *where)
+{
+	char err[SB_ERR_MAX];
+	assert_int_equal(df(text, err, sizeof err), -EPERM);
+	if (!strstr(err, where))
+		fail_msg("wanted \"%s\" in \"%s\" for \"%s\"", where, err, text);
+}
+
+static void test_dockerfile(void **state)
+{
+	char err[SB_ERR_MAX];
+
+	(void)state;
+	/* what builds need passes */
+	assert_int_equal(df("FROM img\nRUN echo --mount=x && make \\\n  --jobs 4\nCOPY . /src\n", err, sizeof err), 0);
+	assert_int_equal(df("FROM img\nRUN [\"sh\", \"-c\", \"--mount\"]\nUSER 1000\n", err, sizeof err), 0);
+	assert_int_equal(df("# comment\n\nFROM img\nENV A=--mount\nLABEL x=\"RUN --mount\"\n", err, sizeof err), 0);
+	assert_int_equal(df("", err, sizeof err), 0);
+	/* a RUN flag, however it is spelt or split */
+	expect_flag("FROM img\nRUN --mount=type=cache,id=../../../etc,target=/h cat /h/shadow\n", "D:2: RUN --mount");
+	expect_flag("FROM img\nrun --network=host true\n", "D:2:");
+	expect_flag("FROM img\n\tRuN\t--security=insecure true\n", "D:2:");
+	expect_flag("FROM img\nRUN \\\n  --mount=type=bind,source=/,target=/h true\n", "D:2:");
+	expect_flag("FROM img\nRUN \\\n# a comment inside\n\n  --mount=x true\n", "D:2:");
+	expect_flag("# escape=`\nFROM img\nRUN `\n --mount=x true\n", "D:3:");
+	expect_flag("FROM img\nRUN \\\r\n --mount=x true\r\n", "D:2:");
+	expect_flag("FROM img\n# a comment that ends in a backslash \\\nRUN --mount=x true\n", "D:3:");
+	expect_flag("FROM img\nONBUILD RUN --mount=x true\n", "D:2:");
+	expect_flag("FROM img\nRUN\v--mount=x true\n", "D:2:");
+	expect_flag("FROM img\nRUN\xc2\xa0--mount=x true\n", "D:2:");
+	expect_flag("\xef\xbb\xbfRUN --mount=x true", "D:1:");
+	/* not a Dockerfile */
+	assert_int_equal(sb_dockerfile_check("D", "RUN\0 --mount", 13, err, sizeof err), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_full),
 	        cmocka_unit_test(test_build),
 	        cmocka_unit_test(test_refusals),
+	        cmocka_unit_test(test_dockerfile),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

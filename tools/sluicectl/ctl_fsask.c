@@ -71,8 +71,14 @@ int ctl_fsask_list(void *arr, unsigned *count, char *err, size_t errlen)
 static void decided_cb(const struct fsask_entry *e, void *arg)
 {
 	bool allow = *(bool *)arg;
-	printf("%s %s: read %s%s%s (session %s)\n", allow ? "approved" : "denied", e->id, e->path,
-	       e->subtree ? " and everything beneath it" : "", e->dir && !e->subtree ? "/" : "", e->session);
+	/* the gate's strings are host file names: printable only, like the table */
+	printf("%s ", allow ? "approved" : "denied");
+	ctl_print_plain(e->id, 0);
+	printf(": read ");
+	ctl_print_plain(e->path, 0);
+	printf("%s%s (session ", e->subtree ? " and everything beneath it" : "", e->dir && !e->subtree ? "/" : "");
+	ctl_print_plain(e->session, 0);
+	printf(")\n");
 }
 
 struct found {
