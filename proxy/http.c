@@ -14,6 +14,7 @@
 
 #include "http_conn.h"
 #include "log.h"
+#include "parent.h"
 #include "splice_pump.h"
 
 /* ---- our own responses ---- */
@@ -380,6 +381,17 @@ static void handle_request(struct http_conn *c, const struct http_request *req, 
 		evbuffer_drain(in, head_len);
 		proxy_relay_deny(&c->r, 403, msg);
 		return;
+	}
+	if ((v == POLICY_ALLOW || v == POLICY_ASK) && !c->inspect && http_token_eq(req->method, req->method_len, "TRACE")) {
+		/* TRACE to a parent proxy that holds sluice's credentials: with Max-Forwards: 0 the parent answers
+		 * itself, echoing the request, Proxy-Authorization included unless it redacts it */
+		const struct proxy_parent *parent = proxy_parent_for(c->r.e, &c->r.t);
+		if (parent && parent->auth[0]) {
+			evbuffer_drain(in, head_len);
+			proxy_relay_deny(&c->r, 405, "TRACE is not sent through the parent proxy: the parent could echo the "
+			                 "credentials sluice adds for it");
+			return;
+		}
 	}
 	if (v == POLICY_ALLOW && c->inspect && !inspect_request(c, req, head_len))
 		return;

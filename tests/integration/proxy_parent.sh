@@ -118,6 +118,11 @@ r=$(audit_find 'r["host"]=="allowed.test" and r.get("status")==200 and r["protoc
 check_eq "audit: the chained tunnel's address is the parent's" "$LAB_INET4:3128" "$(jget "$r" address)"
 check_eq "the parent's password is not in the audit log" 0 "$(grep -c 's3cr3t-parent-pw\|Y29ycDpzM2NyM3Qt' "$PROXY_AUDIT")"
 check_eq "the origin never saw Proxy-Authorization" 0 "$(lab_http_requests inet | grep -ci 'proxy-authorization')"
+# TRACE with Max-Forwards: 0 is answered by the parent itself, echoing the request it got: sluice's credentials
+out=$("${CURL[@]}" -X TRACE -H 'Max-Forwards: 0' -w '\n%{http_code}' http://allowed.test/trace 2>&1)
+check_match "TRACE through the credentialed parent is refused (405)" '405$' "$out"
+check_not "... and no credential came back" grep -qi 's3cr3t-parent-pw\|Y29ycDpzM2NyM3Qt\|Proxy-Authorization' <<<"$out"
+check_eq "... and Squid never saw it" 0 "$(squid_saw 'TRACE')"
 
 # ---- failures: wrong credentials, none, the parent down
 lab_stop proxy
