@@ -45,7 +45,8 @@ struct dns_job {
 	char reason[POLICY_ERR_MAX];
 	char addr[64];
 	const char *decision;
-	const char *error;
+	const char *error; /* static, or error_buf */
+	char error_buf[160];
 	int rcode;
 	size_t qlen, alen;
 	bool audited;
@@ -316,6 +317,7 @@ static bool relayed(const uint8_t *ans, size_t len, void *arg)
 	uint8_t *out = NULL;
 	size_t outlen = 0;
 	size_t maxlen;
+	int r;
 
 	if (!ans) {
 		j->rq = NULL;
@@ -345,7 +347,17 @@ static bool relayed(const uint8_t *ans, size_t len, void *arg)
 	maxlen = j->tcp ? DNS_MSG_MAX
 	                : (j->q.edns ? (j->q.edns_size < DNS_EDNS_SIZE ? j->q.edns_size : DNS_EDNS_SIZE)
 	                             : DNS_UDP_PLAIN);
-	if (dns_msg_filter_answer(ans, len, &j->q, keep_addr, j, maxlen, &out, &outlen, &fr) != 0)
+	r = dns_msg_filter_answer(ans, len, &j->q, keep_addr, j, maxlen, &out, &outlen, &fr);
+	if (r == -EBADMSG) {
+		/* the answer to this question, but malformed: nothing of it reaches the client */
+		j->rq = NULL;
+		snprintf(j->error_buf, sizeof j->error_buf, "the upstream resolver's answer is malformed: %s", fr.bad);
+		j->error = j->error_buf;
+		answer_rcode(j, DNS_RC_SERVFAIL);
+		job_free(j);
+		return true;
+	}
+	if (r != 0)
 		return false; /* not the answer to this question: keep waiting (spoofing, or garbage) */
 	j->rq = NULL;
 	j->rcode = fr.rcode;

@@ -27,7 +27,7 @@ struct dns_cache_entry {
 	uint8_t key[DNS_CACHE_KEY_MAX];
 	uint64_t stored_ms, expires_ms;
 	size_t len;
-	uint8_t msg[]; /* the upstream's answer, as it came (already checked by dns_msg_filter_answer) */
+	uint8_t msg[]; /* the upstream's answer as ldns re-encoded it (checked by dns_msg_filter_answer first) */
 };
 
 struct dns_cache {

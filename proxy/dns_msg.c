@@ -9,24 +9,126 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ---- the section walker: one reading of a message's records, the one ldns has too ----
+ *
+ * Trust boundary: the upstream resolver's bytes. A record's extent is its RDLENGTH to a strict client
+ * (and to the walker below), while ldns reads rdata field by field by type and goes on from wherever the
+ * last field ended: a name in rdata read past RDLENGTH, or an A record with RDLENGTH 8 (ldns reads 4),
+ * and the two see other records after it. The filter checks what ldns sees, the client reads what RDLENGTH
+ * says, so every record's rdata must end exactly at its RDLENGTH the way ldns reads it, or the message is
+ * refused before ldns reads it (ldns 1.8.3 also leaked on some such messages). For the types below the
+ * walker checks the layout itself (cheap, no allocation); for any other type it asks ldns to read that one
+ * record (ldns_wire2rr) and compares where it stopped. */
+
+/* rdata layouts, as ldns reads them (its descriptors: ldns_rr_descript) and the RFCs define them: a string
+ * of steps. 'N' a name (labels up to a zero octet or a compression pointer, all inside the rdata), 's' a
+ * character-string, 'S' character-strings up to the end, 'R' the rest (anything, possibly nothing), a
+ * byte 1..31 that many fixed octets. After the last step the rdata must be used up. */
+static const char *const rd_layout[] = {
+        [LDNS_RR_TYPE_A] = "\x04",         [LDNS_RR_TYPE_NS] = "N",         [LDNS_RR_TYPE_MD] = "N",
+        [LDNS_RR_TYPE_MF] = "N",           [LDNS_RR_TYPE_CNAME] = "N",      [LDNS_RR_TYPE_SOA] = "NN\x14",
+        [LDNS_RR_TYPE_MB] = "N",           [LDNS_RR_TYPE_MG] = "N",         [LDNS_RR_TYPE_MR] = "N",
+        [LDNS_RR_TYPE_PTR] = "N",          [LDNS_RR_TYPE_MINFO] = "NN",     [LDNS_RR_TYPE_MX] = "\x02N",
+        [LDNS_RR_TYPE_TXT] = "S",          [LDNS_RR_TYPE_RP] = "NN",        [LDNS_RR_TYPE_AFSDB] = "\x02N",
+        [LDNS_RR_TYPE_RT] = "\x02N",       [LDNS_RR_TYPE_SIG] = "\x12NR",   [LDNS_RR_TYPE_PX] = "\x02NN",
+        [LDNS_RR_TYPE_AAAA] = "\x10",      [LDNS_RR_TYPE_NXT] = "NR",       [LDNS_RR_TYPE_SRV] = "\x06N",
+        [LDNS_RR_TYPE_NAPTR] = "\x04sssN", [LDNS_RR_TYPE_KX] = "\x02N",     [LDNS_RR_TYPE_DNAME] = "N",
+        [LDNS_RR_TYPE_OPT] = "R",          [LDNS_RR_TYPE_RRSIG] = "\x12NR", [LDNS_RR_TYPE_NSEC] = "NR",
+        [LDNS_RR_TYPE_TALINK] = "NN",      [LDNS_RR_TYPE_SVCB] = "\x02NR",  [LDNS_RR_TYPE_HTTPS] = "\x02NR",
+        [LDNS_RR_TYPE_SPF] = "S",          [LDNS_RR_TYPE_LP] = "\x02N",
+};
+
+/* NULL when w[p, end) (end <= the message's length) is laid out as `lay` says, else why not. */
+static const char *rdata_check(const uint8_t *w, size_t p, size_t end, const char *lay)
+{
+	for (; *lay; lay++) {
+		switch (*lay) {
+		case 'N':
+			for (;;) {
+				if (p >= end)
+					return "a name in its rdata runs past its RDLENGTH";
+				if ((w[p] & 0xc0) == 0xc0) {
+					if (end - p < 2)
+						return "a name in its rdata runs past its RDLENGTH";
+					p += 2;
+					break;
+				}
+				if (w[p] & 0xc0)
+					return "a name in its rdata has a bad label type";
+				if (w[p] == 0) {
+					p++;
+					break;
+				}
+				p += 1 + (size_t)w[p];
+			}
+			break;
+		case 's':
+			if (p >= end || end - p < 1 + (size_t)w[p])
+				return "a string in its rdata runs past its RDLENGTH";
+			p += 1 + (size_t)w[p];
+			break;
+		case 'S':
+			while (p < end) {
+				if (end - p < 1 + (size_t)w[p])
+					return "a string in its rdata runs past its RDLENGTH";
+				p += 1 + (size_t)w[p];
+			}
+			break;
+		case 'R': p = end; break;
+		default:
+			if (end - p < (size_t)*lay)
+				return "its rdata is shorter than its type's fixed fields";
+			p += (size_t)*lay;
+			break;
+		}
+	}
+	return p == end ? NULL : "its rdata goes on after its type's fields";
+}
+
+/* For a type without a layout above: NULL when ldns reads the record at w[start...] to exactly end. */
+static const char *ldns_reads_to(const uint8_t *w, size_t len, size_t start, size_t end, int sec)
+{
+	ldns_rr *rr = NULL;
+	size_t p = start;
+	ldns_status st = ldns_wire2rr(&rr, w, len, &p, (ldns_pkt_section)sec);
+
+	ldns_rr_free(rr);
+	if (st != LDNS_STATUS_OK)
+		return "ldns cannot read it";
+	return p == end ? NULL : "ldns reads its rdata to another end than its RDLENGTH";
+}
+
+/* Why a walk failed, for the audit record (what, and the record type when one is to blame). */
+struct walk_fail {
+	const char *why; /* static */
+	int type;        /* -1: not one record's fault */
+};
+
 /* A bounded walk over every record of a message: visit(w, pos, sec, arg) is called with pos at each
  * record's TYPE field (questions: sec 0; then answer 1, authority 2, additional 3; for sections 1-3 the
- * TTL, RDLENGTH and RDATA are known to lie within len). Returns -1 when a section overruns the message
- * or visit returns nonzero, 0 when the walk ended. */
+ * TTL, RDLENGTH and RDATA are known to lie within len, and the RDATA to read the same to ldns, see
+ * above). Returns where the last record ends (bytes after it belong to no record), or -1 when a section
+ * overruns the message, a record's rdata does not end where ldns's reading does, or visit returns
+ * nonzero (fail, when not NULL, says why). */
 typedef int (*rr_visit_fn)(const uint8_t *w, size_t pos, int sec, void *arg);
 
-static int rr_walk(const uint8_t *w, size_t len, rr_visit_fn visit, void *arg)
+static long rr_walk(const uint8_t *w, size_t len, rr_visit_fn visit, void *arg, struct walk_fail *fail)
 {
 	size_t pos = 12;
 	unsigned counts[4];
+	struct walk_fail dummy;
 
+	if (!fail)
+		fail = &dummy;
+	fail->why = "a section runs past the end of the message";
+	fail->type = -1;
 	if (len < 12)
 		return -1;
 	for (int i = 0; i < 4; i++)
 		counts[i] = (unsigned)(w[4 + 2 * i] << 8 | w[5 + 2 * i]);
 	for (int sec = 0; sec < 4; sec++) {
 		for (unsigned k = 0; k < counts[sec]; k++) {
-			size_t tpos;
+			size_t start = pos, tpos;
 			/* the owner name: labels, ending in a zero byte or a compression pointer */
 			for (;;) {
 				if (pos >= len)
@@ -48,17 +150,30 @@ static int rr_walk(const uint8_t *w, size_t len, rr_visit_fn visit, void *arg)
 			tpos = pos;
 			pos += 4;
 			if (sec > 0) {
+				uint16_t type = (uint16_t)(w[tpos] << 8 | w[tpos + 1]);
+				const char *lay =
+				        type < sizeof rd_layout / sizeof rd_layout[0] ? rd_layout[type] : NULL;
+				size_t rd;
 				if (pos + 6 > len)
 					return -1;
-				pos += 6 + (size_t)(w[pos + 4] << 8 | w[pos + 5]);
+				rd = pos + 6;
+				pos = rd + (size_t)(w[pos + 4] << 8 | w[pos + 5]);
 				if (pos > len)
 					return -1;
+				fail->why = lay ? rdata_check(w, rd, pos, lay) : ldns_reads_to(w, len, start, pos, sec);
+				if (fail->why) {
+					fail->type = type;
+					return -1;
+				}
 			}
-			if (visit && visit(w, tpos, sec, arg) != 0)
+			if (visit && visit(w, tpos, sec, arg) != 0) {
+				fail->why = "a record that is not allowed there";
+				fail->type = (int)(w[tpos] << 8 | w[tpos + 1]);
 				return -1;
+			}
 		}
 	}
-	return 0;
+	return (long)pos;
 }
 
 static int prescan_visit(const uint8_t *w, size_t pos, int sec, void *arg)
@@ -68,13 +183,14 @@ static int prescan_visit(const uint8_t *w, size_t pos, int sec, void *arg)
 	return sec > 0 && (type == LDNS_RR_TYPE_TSIG || (type == LDNS_RR_TYPE_OPT && ++*opt > 1));
 }
 
-/* Before ldns (or our query reader) sees a message: rejects messages whose sections overrun it, and any
- * TSIG record or more than one OPT record (ldns 1.8 keeps only the last of either and leaks the others;
- * we never use TSIG, and a message with two OPTs is malformed). */
-static int prescan(const uint8_t *w, size_t len)
+/* Before ldns (or our query reader) sees a message: rejects messages whose sections overrun it or whose
+ * records ldns would read with other boundaries (rr_walk), and any TSIG record or more than one OPT record
+ * (ldns 1.8 keeps only the last of either and leaks the others; we never use TSIG, and a message with two
+ * OPTs is malformed). Returns where the last record ends, or -1. */
+static long prescan(const uint8_t *w, size_t len, struct walk_fail *fail)
 {
 	unsigned opt = 0;
-	return rr_walk(w, len, prescan_visit, &opt);
+	return rr_walk(w, len, prescan_visit, &opt, fail);
 }
 
 /* a wire name of at most 255 bytes is at most 253 dotted characters */
@@ -111,7 +227,7 @@ int dns_msg_parse_query(const uint8_t *wire, size_t len, struct dns_query *q, co
 		*why = "opcode is not QUERY";
 		return DNS_RC_REFUSED;
 	}
-	if (prescan(wire, len) != 0) {
+	if (prescan(wire, len, NULL) < 0) {
 		*why = "malformed DNS message";
 		return DNS_RC_FORMERR;
 	}
@@ -391,13 +507,25 @@ static bool bare_error(ldns_pkt *pkt)
 	       (rc == DNS_RC_FORMERR || rc == DNS_RC_SERVFAIL || rc == DNS_RC_NOTIMP || rc == DNS_RC_REFUSED);
 }
 
+/* For an answer ldns is not given (it failed the walk) or cannot read: true when its own bytes say it is a
+ * response to exactly q's question (one question, the name letter case aside, type, class). */
+static bool raw_answers(const uint8_t *w, size_t len, const struct dns_query *q)
+{
+	size_t n = q->qname_wire_len;
+
+	return n > 0 && n <= sizeof q->qname_wire && len >= 12 + n + 4 && (w[2] & 0x80) &&
+	       ((w[2] >> 3) & 0x0f) == LDNS_PACKET_QUERY && get16(w + 4) == 1 &&
+	       wire_name_equal(w + 12, q->qname_wire, n) && get16(w + 12 + n) == q->qtype &&
+	       get16(w + 14 + n) == q->qclass;
+}
+
 bool dns_msg_answer_matches(const uint8_t *ans, size_t len, const struct dns_query *q)
 {
 	ldns_pkt *pkt = NULL;
 	bool ok;
 
-	if (prescan(ans, len) != 0 || ldns_wire2pkt(&pkt, ans, len) != LDNS_STATUS_OK)
-		return false;
+	if (prescan(ans, len, NULL) < 0 || ldns_wire2pkt(&pkt, ans, len) != LDNS_STATUS_OK)
+		return raw_answers(ans, len, q);
 	ok = ldns_pkt_qr(pkt) && question_matches(pkt, q);
 	ldns_pkt_free(pkt);
 	return ok;
@@ -584,11 +712,30 @@ int dns_msg_filter_answer(const uint8_t *ans, size_t len, const struct dns_query
 	ldns_rr_list *lists[3] = {NULL, NULL, NULL};
 	ldns_rr *qrr;
 	int r = -EINVAL;
+	struct walk_fail wf;
+	long end;
 
 	memset(res, 0, sizeof *res);
 	*out = NULL;
-	if (prescan(ans, len) != 0 || ldns_wire2pkt(&in, ans, len) != LDNS_STATUS_OK)
-		return -EINVAL;
+	end = prescan(ans, len, &wf);
+	if (end < 0 || ldns_wire2pkt(&in, ans, len) != LDNS_STATUS_OK) {
+		/* Garbage that does not even repeat the question is ignored, as any stray datagram (the relay
+		 * waits on for the real answer). One that answers the question but cannot be read one way
+		 * only (or at all) is the upstream's answer and is refused: the client gets SERVFAIL now. A
+		 * spoofer able to send this could as well send a bare REFUSED, which is taken. */
+		if (!raw_answers(ans, len, q))
+			return -EINVAL;
+		if (end >= 0)
+			snprintf(res->bad, sizeof res->bad, "ldns cannot read it");
+		else if (wf.type >= 0) {
+			char tn[16];
+			snprintf(res->bad, sizeof res->bad, "a %s record: %s",
+			         dns_msg_type_name((uint16_t)wf.type, tn, sizeof tn), wf.why);
+		} else
+			snprintf(res->bad, sizeof res->bad, "%s", wf.why);
+		res->rcode = DNS_RC_SERVFAIL;
+		return -EBADMSG;
+	}
 	if (!ldns_pkt_qr(in) || ldns_pkt_get_opcode(in) != LDNS_PACKET_QUERY)
 		goto out;
 	res->rcode = ldns_pkt_get_rcode(in);
@@ -598,9 +745,11 @@ int dns_msg_filter_answer(const uint8_t *ans, size_t len, const struct dns_query
 	}
 	if (!question_matches(in, q))
 		goto out;
-	if (answer_passes(in, q, keep, arg, len, maxlen, res)) {
-		/* Nothing to remove or rewrite: the upstream's bytes (checked by ldns above) with the
-		 * client's id. */
+	if ((size_t)end == len && answer_passes(in, q, keep, arg, len, maxlen, res)) {
+		/* Nothing to remove or rewrite: the upstream's bytes with the client's id. Safe because
+		 * prescan proved that every record ends where ldns's reading of it ends, so a client that
+		 * reads these bytes by RDLENGTH reads exactly the records ldns read and answer_passes
+		 * checked; bytes after the last record (end < len) would be nobody's: rebuilt then. */
 		*out = malloc(len);
 		if (!*out) {
 			r = -ENOMEM;
@@ -736,7 +885,7 @@ int dns_msg_answer_ttl(const uint8_t *ans, size_t len, uint32_t *ttl)
 		return -EINVAL; /* not a response, truncated, or not one question */
 	rcode = ans[3] & 0x0f;
 	an = get16(ans + 6);
-	if ((rcode != DNS_RC_NOERROR && rcode != DNS_RC_NXDOMAIN) || rr_walk(ans, len, ttl_visit, &t) != 0)
+	if ((rcode != DNS_RC_NOERROR && rcode != DNS_RC_NXDOMAIN) || rr_walk(ans, len, ttl_visit, &t, NULL) < 0)
 		return -EINVAL;
 	if (!t.any || ((rcode == DNS_RC_NXDOMAIN || an == 0) && !t.soa))
 		return -EINVAL; /* nothing says how long it holds */
@@ -769,7 +918,7 @@ static int age_visit(const uint8_t *w, size_t pos, int sec, void *arg)
 int dns_msg_age_answer(uint8_t *ans, size_t len, uint32_t age)
 {
 	struct age_scan a = {ans, age};
-	return rr_walk(ans, len, age_visit, &a) == 0 ? 0 : -EINVAL;
+	return rr_walk(ans, len, age_visit, &a, NULL) < 0 ? -EINVAL : 0;
 }
 
 int dns_msg_reencode(const uint8_t *ans, size_t len, uint8_t **out, size_t *outlen)
@@ -779,7 +928,7 @@ int dns_msg_reencode(const uint8_t *ans, size_t len, uint8_t **out, size_t *outl
 
 	*out = NULL;
 	*outlen = 0;
-	if (prescan(ans, len) != 0 || ldns_wire2pkt(&p, ans, len) != LDNS_STATUS_OK)
+	if (prescan(ans, len, NULL) < 0 || ldns_wire2pkt(&p, ans, len) != LDNS_STATUS_OK)
 		return -EINVAL;
 	r = ldns_pkt2wire(out, p, outlen) == LDNS_STATUS_OK ? 0 : -ENOMEM;
 	ldns_pkt_free(p);

@@ -63,7 +63,8 @@ int dns_msg_query_init(struct dns_query *q, const char *name, uint16_t qtype);
  * fresh one). */
 int dns_msg_build_upstream(const struct dns_query *q, uint8_t **out, size_t *outlen);
 
-/* True when the answer's question is exactly the query's (name case-insensitively, type, class). */
+/* True when the answer's question is exactly the query's (name case-insensitively, type, class), read from
+ * its own bytes when it is malformed. */
 bool dns_msg_answer_matches(const uint8_t *ans, size_t len, const struct dns_query *q);
 
 typedef bool (*dns_addr_keep_fn)(const struct sockaddr *sa, void *arg);
@@ -86,14 +87,20 @@ struct dns_filter_result {
 	 * not count). Direct mode (docs/proxy.md) learns these. Empty when the reply was truncated. */
 	struct dns_answer_addr addrs[DNS_ANSWER_ADDRS_MAX];
 	unsigned naddrs;
+	char bad[96]; /* -EBADMSG: what is wrong with the answer (for the audit record's error) */
 };
 
 /* Rewrites an upstream answer for the client: its id, its question as the client spelt it, only A/AAAA
  * records for which keep() says true, EDNS as the client asked, truncated (TC, no records) above maxlen.
  * An error answer (FORMERR, SERVFAIL, NOTIMP, REFUSED) without a question and without records is taken
  * as the answer to q (some servers send a bare header; the id on the relay's socket matched it, and it
- * carries nothing but its rcode). Returns 0 and a malloced message, or -EINVAL for an answer that is
- * malformed or does not match q. */
+ * carries nothing but its rcode). The message sent is either the upstream's bytes (only when every record
+ * of them ends where ldns's reading of it ends, so a client reads exactly the records checked) or ldns's
+ * encoding of what was checked. Returns 0 and a malloced message; -EBADMSG for an answer to q's question
+ * that is malformed (a section or an rdata name running past its end, rdata that ldns reads with other
+ * boundaries than its RDLENGTH, a TSIG, a second OPT, or anything ldns cannot read): res->rcode is SERVFAIL
+ * and res->bad says why, the caller answers SERVFAIL; -EINVAL for anything that does not answer q (not a
+ * response, another question, too short to tell), which the caller ignores. */
 int dns_msg_filter_answer(const uint8_t *ans, size_t len, const struct dns_query *q, dns_addr_keep_fn keep, void *arg,
                           size_t maxlen, uint8_t **out, size_t *outlen, struct dns_filter_result *res);
 

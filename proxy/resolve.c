@@ -111,6 +111,7 @@ static bool answered(const uint8_t *ans, size_t len, void *arg)
 	uint8_t *out = NULL;
 	size_t outlen = 0;
 	int want = f->q.qtype == DNS_TYPE_A ? AF_INET : AF_INET6;
+	int r;
 
 	if (!ans) {
 		f->rq = NULL;
@@ -129,7 +130,16 @@ static bool answered(const uint8_t *ans, size_t len, void *arg)
 		}
 		return true;
 	}
-	if (dns_msg_filter_answer(ans, len, &f->q, keep_all, NULL, DNS_MSG_MAX, &out, &outlen, &fr) != 0)
+	r = dns_msg_filter_answer(ans, len, &f->q, keep_all, NULL, DNS_MSG_MAX, &out, &outlen, &fr);
+	if (r == -EBADMSG) {
+		/* the answer to this question, but malformed (dns_msg.h): none of its addresses is used */
+		f->rq = NULL;
+		f->done = true;
+		f->err = PROXY_RESOLVE_BADANSWER;
+		maybe_finish(f->r);
+		return true;
+	}
+	if (r != 0)
 		return false; /* not the answer to this question: keep waiting */
 	free(out);
 	f->rq = NULL;

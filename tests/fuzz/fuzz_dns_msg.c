@@ -3,7 +3,15 @@
  * answer to a fixed query and filtered (forbidden addresses removed, truncated to a small size), and as
  * the name of a query of the engine's own resolver (dns_msg_query_init); an answer that filters is put into
  * the DNS cache and read back aged (dns_cache.c), and the aged copy must filter again (the cache keeps
- * answers re-encoded by ldns: an upstream's pointer into a TTL made an aged copy read differently). */
+ * answers re-encoded by ldns: an upstream's pointer into a TTL made an aged copy read differently).
+ *
+ * The invariant of the filter (check_forwarded): what goes to the client reads the same record by record
+ * to a strict reader (RDLENGTH) and to ldns, and every A/AAAA record in it is one keep() took: an upstream
+ * answer whose records read differently by RDLENGTH and field by field (an rdata name running past
+ * RDLENGTH) once passed a forbidden address to the client that the filter never saw. A refused answer
+ * (-EBADMSG) answers the question, gets SERVFAIL and says why. */
+#include <ldns/ldns.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -21,6 +29,74 @@ static bool keep_odd(const struct sockaddr *sa, void *arg)
 	if (sa->sa_family == AF_INET)
 		return (((const struct sockaddr_in *)sa)->sin_addr.s_addr & 1) != 0;
 	return true;
+}
+
+/* The message the client gets, read here by RDLENGTH as a strict client does (independently of
+ * dns_msg.c's walker): each record must read to the same end with ldns, and each A/AAAA record must hold
+ * an address of its family's size that keep() takes; their number must be what the filter kept. */
+static void check_forwarded(const uint8_t *m, size_t len, const struct dns_filter_result *fr)
+{
+	size_t pos = 12;
+	unsigned addrs = 0;
+
+	if (len < 12)
+		abort();
+	for (int sec = 0; sec < 4; sec++) {
+		unsigned n = (unsigned)(m[4 + 2 * sec] << 8 | m[5 + 2 * sec]);
+		for (unsigned k = 0; k < n; k++) {
+			size_t start = pos, rdlen, p;
+			uint16_t type;
+			ldns_rr *rr = NULL;
+			for (;;) { /* the owner name */
+				if (pos >= len)
+					abort();
+				if ((m[pos] & 0xc0) == 0xc0) {
+					pos += 2;
+					break;
+				}
+				if (m[pos] & 0xc0)
+					abort();
+				if (m[pos] == 0) {
+					pos++;
+					break;
+				}
+				pos += 1 + (size_t)m[pos];
+			}
+			if (pos + (sec ? 10 : 4) > len)
+				abort();
+			type = (uint16_t)(m[pos] << 8 | m[pos + 1]);
+			if (sec == 0) {
+				pos += 4;
+				continue;
+			}
+			rdlen = (size_t)(m[pos + 8] << 8 | m[pos + 9]);
+			pos += 10 + rdlen;
+			if (pos > len)
+				abort();
+			p = start;
+			if (ldns_wire2rr(&rr, m, len, &p, (ldns_pkt_section)sec) != LDNS_STATUS_OK || p != pos)
+				abort(); /* ldns reads another record here than a strict client */
+			ldns_rr_free(rr);
+			if (type == DNS_TYPE_A || type == DNS_TYPE_AAAA) {
+				struct sockaddr_storage ss;
+				memset(&ss, 0, sizeof ss);
+				if (rdlen != (type == DNS_TYPE_A ? 4u : 16u))
+					abort();
+				if (type == DNS_TYPE_A) {
+					ss.ss_family = AF_INET;
+					memcpy(&((struct sockaddr_in *)&ss)->sin_addr, m + pos - 4, 4);
+				} else {
+					ss.ss_family = AF_INET6;
+					memcpy(&((struct sockaddr_in6 *)&ss)->sin6_addr, m + pos - 16, 16);
+				}
+				if (!keep_odd((const struct sockaddr *)&ss, NULL))
+					abort(); /* an address the filter did not take */
+				addrs++;
+			}
+		}
+	}
+	if (addrs != (fr->truncated ? 0 : fr->kept))
+		abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -57,10 +133,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (dns_msg_parse_query(query, sizeof query, &fixed, &why) != 0)
 		abort();
-	(void)dns_msg_answer_matches(data, size, &fixed);
-	if (dns_msg_filter_answer(data, size, &fixed, keep_odd, NULL, size % 2 ? 512 : 64, &out, &outlen, &fr) == 0) {
+	bool matches = dns_msg_answer_matches(data, size, &fixed);
+	int r = dns_msg_filter_answer(data, size, &fixed, keep_odd, NULL, size % 2 ? 512 : 64, &out, &outlen, &fr);
+	if (r == -EBADMSG && (out || fr.rcode != DNS_RC_SERVFAIL || !fr.bad[0] || !matches))
+		abort(); /* refused: nothing to send, SERVFAIL, a reason, and only for an answer to the question */
+	if (r == 0) {
 		if (!out || outlen < 12 || fr.naddrs > DNS_ANSWER_ADDRS_MAX || (fr.truncated && fr.naddrs))
 			abort();
+		check_forwarded(out, outlen, &fr);
 		for (unsigned i = 0; i < fr.naddrs; i++) /* direct mode learns only addresses keep() took */
 			if ((fr.addrs[i].addr.ss_family != AF_INET && fr.addrs[i].addr.ss_family != AF_INET6) ||
 			    !keep_odd((const struct sockaddr *)&fr.addrs[i].addr, NULL))
@@ -82,11 +162,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				/* the cache keeps (and times) the answer as ldns re-encodes it: an upstream's bytes can
 				 * read as other records to the section walker than to ldns (an rdata name running past
 				 * its RDLENGTH), so the TTL that counts is the re-encoded one's */
-				if (dns_msg_reencode(data, size, &enc, &elen) != 0 || dns_msg_answer_ttl(enc, elen, &ttl) != 0 ||
-				    ttl <= 7 ||
+				if (dns_msg_reencode(data, size, &enc, &elen) != 0 ||
+				    dns_msg_answer_ttl(enc, elen, &ttl) != 0 || ttl <= 7 ||
 				    dns_msg_filter_answer(aged, n, &fixed, keep_odd, NULL, 512, &out, &outlen, &fr) !=
 				            0)
 					abort();
+				check_forwarded(out, outlen, &fr);
 				free(out);
 			}
 			free(enc);

@@ -3,7 +3,9 @@
 # proxy's relay) against an upstream resolver that answers every AAAA query with an error, as some corporate
 # resolvers do (REFUSED with the question, REFUSED as a bare header, NOTIMP). Such an answer is the answer to
 # that one question: under load, every A lookup of every other name still succeeds, requests are served on
-# their IPv4 address, and the error comes straight back to the DNS client (issue 22, item 7).
+# their IPv4 address, and the error comes straight back to the DNS client (issue 22, item 7). The same
+# resolver turns hostile for names starting with "smuggle": an answer whose records read differently by
+# RDLENGTH (A 127.0.0.1) and field by field as ldns reads them (A 9.9.9.9); nothing of it may reach a client.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
 . "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
@@ -29,6 +31,20 @@ check_eq "relay: AAAA refused upstream (with the question): REFUSED" "REFUSED id
 check_eq "relay: AAAA refused upstream (a bare header): REFUSED" "REFUSED id-ok" "$(dns_ask s1 bare1.allowed.test AAAA)"
 check_eq "relay: AAAA not implemented upstream: NOTIMP" "NOTIMP id-ok" "$(dns_ask s1 notimp1.allowed.test AAAA)"
 check_eq "relay: A of the same names still answered" "NOERROR id-ok $LAB_ALLOWED4" "$(dns_ask s1 bare1.allowed.test A)"
+# The hostile answer (docs/proxy.md, "DNS"): by RDLENGTH its second record is A 127.0.0.1, which the policy
+# forbids; the filter reads it as ldns does, as A 9.9.9.9. Before the fix the client got the upstream's
+# bytes unchanged: "NOERROR id-ok 127.0.0.1". Now SERVFAIL at once (the answer to the question, not a stray
+# datagram to wait past), with the reason in the audit record; the engine's resolver uses none of it.
+t0=$(_lab_now_ms)
+check_eq "relay: an answer that reads two ways is refused with SERVFAIL, none of its records sent" \
+	"SERVFAIL id-ok" "$(dns_ask s1 smuggle1.allowed.test A)"
+dt=$(($(_lab_now_ms) - t0))
+check "relay: at once, not after the relay's 4 s timeout (${dt} ms)" test "$dt" -lt 1500
+check_eq "relay: the same over TCP" "SERVFAIL id-ok" "$(dns_ask s1 smuggle2.allowed.test A tcp)"
+body=$("${CURL[@]}" -m 20 -w ' %{http_code}' "http://smuggle3.allowed.test/" 2>/dev/null | tr '\n' ' ')
+check_eq "resolver: a request to the name gets 502" 502 "${body##* }"
+check "resolver: saying the resolver's answer was malformed ($body)" grep -q "answer was malformed" <<<"$body"
+
 for v in one bare2 notimp2 MiXeD3; do
 	t0=$(_lab_now_ms)
 	code=$("${CURL[@]}" -m 20 -o /dev/null -w '%{http_code}' "http://$v.allowed.test/" 2>/dev/null)
@@ -57,6 +73,10 @@ sleep 0.3
 r=$(audit_find 'r["protocol"]=="dns" and r["host"]=="bare1.allowed.test" and r["method"]=="AAAA"')
 check_eq "audit: the refused AAAA is logged as allowed" allow "$(jget "$r" decision)"
 check_eq "audit: with the upstream's rcode (REFUSED)" 5 "$(jget "$r" status)"
+r=$(audit_find 'r["protocol"]=="dns" and r["host"]=="smuggle1.allowed.test"')
+check_eq "audit: the refused answer's query is logged with SERVFAIL" 2 "$(jget "$r" status)"
+check "audit: with why: $(jget "$r" error)" grep -q "malformed: a CNAME record: a name in its rdata runs past its RDLENGTH" \
+	<<<"$(jget "$r" error)"
 lab_stop proxy
 check_eq "the proxy exits cleanly" 0 "$LAB_STOP_STATUS"
 done_testing

@@ -12,7 +12,10 @@ addresses it is given. One asyncio process holds thousands of sockets. Results g
   refusedns ADDR UPSTREAM         a resolver on ADDR:53 (UDP) that relays to UPSTREAM but answers every AAAA
                                   query itself with an error, as some corporate resolvers do: NOTIMP for names
                                   whose first label starts with "notimp", REFUSED without the question (a bare
-                                  header) for "bare", REFUSED with the question for all others
+                                  header) for "bare", REFUSED with the question for all others; and, a
+                                  hostile resolver, A queries for names starting with "smuggle" with an
+                                  answer whose records read differently by RDLENGTH (A 127.0.0.1) and field
+                                  by field as ldns reads them (A 9.9.9.9) (dns_smuggle_reply)
   tunnels SESSIONS N TARGET...    opens N CONNECT tunnels (round-robin over the sessions, echo-checked), prints
                                   {"ok","fail","errors","setup_s"}, then holds them until stdin has a line
                                   (or closes), checks every one echoes again, prints {"alive"} and closes
@@ -189,6 +192,20 @@ def dns_error_reply(query, rcode, with_question):
     return query[:2] + struct.pack("!HHHHH", flags, qd, 0, 0, 0) + (query[12:end] if qd else b"")
 
 
+def dns_smuggle_reply(query, end):
+    """An answer to QUERY (its question ends at END) whose two records read differently to a client that
+    goes by RDLENGTH and to one that reads rdata field by field and goes on where the last field ended (ldns
+    1.8): a CNAME whose rdata name is, by its RDLENGTH of 1, only a label's length byte. By RDLENGTH the
+    second record is "A 127.0.0.1"; field by field the label swallows those 16 bytes and the second record is
+    "A 9.9.9.9"."""
+    flags = (struct.unpack("!H", query[2:4])[0] & 0x7900) | 0x8080
+    cname = b"\xc0\x0c" + struct.pack("!HHIH", 5, 1, 60, 1) + bytes([16])
+    strict_a = b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, 60, 4) + bytes([127, 0, 0, 1])
+    ldns_a = b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, 60, 4) + bytes([9, 9, 9, 9])
+    return (query[:2] + struct.pack("!HHHHH", flags, 1, 2, 0, 0) + query[12:end] + cname + strict_a + b"\0"
+            + ldns_a)
+
+
 async def dns_relay(addr, upstream, local_answer):
     """A UDP resolver on ADDR:53 that relays to UPSTREAM (ip:port), except for queries local_answer(query)
     answers itself (bytes) or drops (False). Replies are matched by id and question, so that clients whose ids
@@ -237,9 +254,12 @@ async def slow_dns(addr, upstream):
 async def refuse_dns(addr, upstream):
     """A resolver that relays to UPSTREAM but answers AAAA queries with an error itself (see the docstring)."""
     def local(q, end):
-        if struct.unpack("!H", q[end - 4:end - 2])[0] != 28:
-            return None
         label = q[13:13 + q[12]].lower()
+        qtype = struct.unpack("!H", q[end - 4:end - 2])[0]
+        if qtype == 1 and label.startswith(b"smuggle"):
+            return dns_smuggle_reply(q, end)
+        if qtype != 28:
+            return None
         if label.startswith(b"notimp"):
             return dns_error_reply(q, 4, True)
         return dns_error_reply(q, 5, not label.startswith(b"bare"))

@@ -414,12 +414,237 @@ static void test_cache(void **state)
 	dns_cache_free(NULL);
 }
 
+/* ---- answers that read differently by RDLENGTH and field by field ---- */
+
+/* An answer to "q.test A" (id 0x1111, RD RA, no EDNS) with an answer records, the records' bytes as given
+ * (owner names 0xc00c point at the question). */
+static uint8_t *raw_answer(const uint8_t *recs, size_t rlen, unsigned an, size_t *len)
+{
+	static const uint8_t head[] = {0x11, 0x11, 0x81, 0x80, 0,   1,   0,   0, 0, 0, 0, 0,
+	                               1,    'q',  4,    't',  'e', 's', 't', 0, 0, 1, 0, 1};
+	uint8_t *w = malloc(sizeof head + rlen);
+	assert_non_null(w);
+	memcpy(w, head, sizeof head);
+	w[7] = (uint8_t)an;
+	memcpy(w + sizeof head, recs, rlen);
+	*len = sizeof head + rlen;
+	return w;
+}
+
+/* What a strict client reads (every record by its RDLENGTH, as tests/lib/proxy-lab.sh's dns_ask does):
+ * true when some A record of the message holds addr (dotted). */
+static bool strict_has_a(const uint8_t *d, size_t len, const char *addr)
+{
+	size_t i = 12;
+	unsigned qd = (unsigned)(d[4] << 8 | d[5]),
+	         n = (unsigned)(d[6] << 8 | d[7]) + (unsigned)(d[8] << 8 | d[9]) + (unsigned)(d[10] << 8 | d[11]);
+	struct in_addr want;
+	assert_int_equal(inet_pton(AF_INET, addr, &want), 1);
+	for (unsigned k = 0; k < qd + n; k++) {
+		while (i < len && d[i] != 0 && (d[i] & 0xc0) != 0xc0)
+			i += 1u + d[i];
+		i += i < len && d[i] == 0 ? 1 : 2;
+		if (k < qd) {
+			i += 4;
+			continue;
+		}
+		if (i + 10 > len)
+			return false;
+		size_t rdl = (size_t)(d[i + 8] << 8 | d[i + 9]);
+		if (d[i] == 0 && d[i + 1] == 1 && rdl == 4 && i + 14 <= len && memcmp(d + i + 10, &want, 4) == 0)
+			return true;
+		i += 10 + rdl;
+	}
+	return false;
+}
+
+/* The finding of docs/testing.md (2026-11-27): a CNAME whose rdata name runs past its RDLENGTH. By
+ * RDLENGTH the answer is a CNAME and "A 127.0.0.1"; ldns reads the CNAME's name on through those bytes and
+ * then "A 9.9.9.9", which the filter let through, so the upstream's bytes went to the client unchanged. */
+static void test_rdata_smuggling(void **state)
+{
+	static const uint8_t recs[] = {
+	        /* CNAME, RDLENGTH 1: a label of 16 bytes, by RDLENGTH only its length byte */
+	        0xc0, 0x0c, 0, 5, 0, 1, 0, 0, 0, 60, 0, 1, 16,
+	        /* what a strict client reads as the second record (ldns: the label's 16 bytes) */
+	        0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 127, 0, 0, 1,
+	        /* ldns: the end of the CNAME's name, then its second record */
+	        0, 0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 9, 9, 9, 9};
+	struct dns_query q;
+	struct dns_filter_result fr;
+	size_t alen, olen = 0;
+	uint8_t *ans, *out = NULL;
+	int r;
+	(void)state;
+
+	assert_int_equal(dns_msg_query_init(&q, "q.test", DNS_TYPE_A), 0);
+	q.id = 0x2222;
+	q.edns = false; /* a client without EDNS, as the answer: nothing to rewrite, the fast path */
+	ans = raw_answer(recs, sizeof recs, 2, &alen);
+	assert_true(strict_has_a(ans, alen, "127.0.0.1"));
+	r = dns_msg_filter_answer(ans, alen, &q, keep_public, NULL, 512, &out, &olen, &fr);
+	if (r == 0) /* what the client would get must not hold the address keep_public forbids */
+		assert_false(strict_has_a(out, olen, "127.0.0.1"));
+	free(out);
+	/* it answers the question, so it is not ignored as a spoof: SERVFAIL, with the reason */
+	assert_int_equal(r, -EBADMSG);
+	assert_int_equal(fr.rcode, DNS_RC_SERVFAIL);
+	assert_non_null(strstr(fr.bad, "CNAME"));
+	assert_true(dns_msg_answer_matches(ans, alen, &q)); /* with TC set it would be asked again over TCP */
+	/* the same bytes answering another question are ignored like any other stray answer */
+	assert_int_equal(dns_msg_query_init(&q, "other.test", DNS_TYPE_A), 0);
+	assert_int_equal(dns_msg_filter_answer(ans, alen, &q, keep_public, NULL, 512, &out, &olen, &fr), -EINVAL);
+	assert_false(dns_msg_answer_matches(ans, alen, &q));
+	free(ans);
+}
+
+/* Every record's rdata must end exactly at its RDLENGTH as its type lays it out: names inside it, and
+ * fixed fields (A 4, AAAA 16, MX's preference, SOA's 20 octets after its names, SRV's 6 before its
+ * target); a type without a layout here is read by ldns and must end there too. Each record comes once
+ * well-formed (the answer is taken) and once broken (SERVFAIL). In the broken ones the bytes after
+ * RDLENGTH are where ldns's reading went on, so the message is otherwise whole. */
+static void test_rdata_layouts(void **state)
+{
+	struct rdcase {
+		const char *what;
+		uint16_t type;
+		uint8_t rdlen; /* as declared */
+		uint8_t n;     /* bytes that follow (rdata and what ldns reads past it) */
+		uint8_t rd[40];
+		bool ok;
+	};
+	static const struct rdcase cases[] = {
+	        {"A", 1, 4, 4, {1, 2, 3, 4}, true},
+	        {"A", 1, 8, 8, {1, 2, 3, 4, 5, 6, 7, 8}, false},
+	        {"A", 1, 3, 4, {1, 2, 3, 4}, false},
+	        {"A", 1, 0, 0, {0}, false},
+	        {"AAAA", 28, 16, 16, {0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}, true},
+	        {"AAAA", 28, 15, 16, {0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}, false},
+	        {"CNAME", 5, 5, 5, {3, 'a', 'b', 'c', 0}, true},
+	        {"CNAME", 5, 4, 5, {3, 'a', 'b', 'c', 0}, false},
+	        {"CNAME", 5, 2, 2, {0xc0, 0x0c}, true},
+	        {"CNAME", 5, 1, 2, {0xc0, 0x0c}, false},
+	        {"CNAME", 5, 3, 3, {0xc0, 0x0c, 0}, false}, /* a byte after the name */
+	        {"NS", 2, 3, 5, {3, 'a', 'b', 'c', 0}, false},
+	        {"PTR", 12, 2, 5, {3, 'a', 'b', 'c', 0}, false},
+	        {"DNAME", 39, 4, 5, {3, 'a', 'b', 'c', 0}, false},
+	        {"MB", 7, 4, 5, {3, 'a', 'b', 'c', 0}, false},
+	        {"MX", 15, 4, 4, {0, 10, 0xc0, 0x0c}, true},
+	        {"MX", 15, 3, 4, {0, 10, 0xc0, 0x0c}, false},
+	        {"MX", 15, 1, 1, {0}, false},
+	        {"AFSDB", 18, 3, 4, {0, 1, 0xc0, 0x0c}, false},
+	        {"RT", 21, 3, 4, {0, 1, 0xc0, 0x0c}, false},
+	        {"KX", 36, 3, 4, {0, 1, 0xc0, 0x0c}, false},
+	        {"PX", 26, 6, 6, {0, 1, 0xc0, 0x0c, 0xc0, 0x0c}, true},
+	        {"PX", 26, 5, 6, {0, 1, 0xc0, 0x0c, 0xc0, 0x0c}, false},
+	        {"RP", 17, 4, 4, {0xc0, 0x0c, 0xc0, 0x0c}, true},
+	        {"RP", 17, 3, 4, {0xc0, 0x0c, 0xc0, 0x0c}, false},
+	        {"MINFO", 14, 3, 4, {0xc0, 0x0c, 0xc0, 0x0c}, false},
+	        {"SOA",
+	         6,
+	         24,
+	         24,
+	         {0xc0, 0x0c, 0xc0, 0x0c, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0, 5},
+	         true},
+	        {"SOA",
+	         6,
+	         23,
+	         24,
+	         {0xc0, 0x0c, 0xc0, 0x0c, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0, 5},
+	         false},
+	        {"SOA",
+	         6,
+	         3,
+	         24,
+	         {0xc0, 0x0c, 0xc0, 0x0c, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0, 5},
+	         false},
+	        {"SRV", 33, 8, 8, {0, 1, 0, 2, 0, 80, 0xc0, 0x0c}, true},
+	        {"SRV", 33, 7, 8, {0, 1, 0, 2, 0, 80, 0xc0, 0x0c}, false},
+	        {"SRV", 33, 5, 5, {0, 1, 0, 2, 0}, false},
+	        {"NAPTR", 35, 9, 9, {0, 1, 0, 2, 0, 0, 0, 0xc0, 0x0c}, true},
+	        {"NAPTR", 35, 8, 9, {0, 1, 0, 2, 0, 0, 0, 0xc0, 0x0c}, false},
+	        {"NAPTR", 35, 6, 9, {0, 1, 0, 2, 0, 5, 0, 0xc0, 0x0c}, false}, /* a string past RDLENGTH */
+	        {"HTTPS", 65, 4, 4, {0, 1, 0xc0, 0x0c}, true},
+	        {"HTTPS", 65, 8, 8, {0, 1, 0, 0, 1, 0, 0, 0}, true}, /* "." and a parameter */
+	        {"HTTPS", 65, 3, 4, {0, 1, 0xc0, 0x0c}, false},
+	        {"SVCB", 64, 4, 5, {0, 1, 3, 'a', 'b'}, false},
+	        {"RRSIG",
+	         46,
+	         22,
+	         22,
+	         {0, 1, 8, 2, 0, 0, 0, 60, 0, 0, 0, 2, 0, 0, 0, 1, 0, 7, 0xc0, 0x0c, 0xaa, 0xbb},
+	         true},
+	        {"RRSIG", 46, 19, 20, {0, 1, 8, 2, 0, 0, 0, 60, 0, 0, 0, 2, 0, 0, 0, 1, 0, 7, 0xc0, 0x0c}, false},
+	        {"NSEC", 47, 6, 6, {0xc0, 0x0c, 0, 1, 0x40, 0}, true},
+	        {"NSEC", 47, 1, 2, {0xc0, 0x0c}, false},
+	        {"TXT", 16, 6, 6, {2, 'h', 'i', 2, 'y', 'o'}, true},
+	        {"TXT", 16, 5, 6, {2, 'h', 'i', 2, 'y', 'o'}, false},
+	        /* no layout here: ldns's reading is compared (HINFO: two strings, then ldns stops) */
+	        {"HINFO", 13, 4, 4, {1, 'a', 1, 'b'}, true},
+	        {"HINFO", 13, 6, 6, {1, 'a', 1, 'b', 1, 'c'}, false},
+	        {"TYPE4242", 4242, 3, 3, {1, 2, 3}, true},
+	};
+	struct dns_query q;
+	(void)state;
+
+	assert_int_equal(dns_msg_query_init(&q, "q.test", DNS_TYPE_A), 0);
+	q.edns = false; /* nothing to rewrite: a taken answer would be passed on as it came */
+	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+		const struct rdcase *k = &cases[c];
+		uint8_t rec[12 + 40];
+		struct dns_filter_result fr;
+		size_t alen, olen;
+		uint8_t *ans, *out = NULL;
+		int r;
+		const uint8_t fixed[] = {0xc0, 0x0c,    (uint8_t)(k->type >> 8), (uint8_t)k->type, 0, 1, 0, 0, 0, 60,
+		                         0,    k->rdlen};
+		memcpy(rec, fixed, sizeof fixed);
+		memcpy(rec + sizeof fixed, k->rd, k->n);
+		ans = raw_answer(rec, sizeof fixed + k->n, 1, &alen);
+		r = dns_msg_filter_answer(ans, alen, &q, keep_public, NULL, 512, &out, &olen, &fr);
+		if (r != (k->ok ? 0 : -EBADMSG))
+			fail_msg("case %zu (%s, RDLENGTH %u): %d, want %d", c, k->what, k->rdlen, r,
+			         k->ok ? 0 : -EBADMSG);
+		if (!k->ok && !strstr(fr.bad, k->what))
+			fail_msg("case %zu (%s): the reason \"%s\" does not name the type", c, k->what, fr.bad);
+		if (k->ok) {
+			ldns_pkt *p = NULL;
+			assert_int_equal(ldns_wire2pkt(&p, out, olen), LDNS_STATUS_OK);
+			assert_int_equal(ldns_pkt_ancount(p), 1);
+			ldns_pkt_free(p);
+		}
+		free(out);
+		free(ans);
+	}
+}
+
+/* Bytes after the last record are nobody's: the answer is rebuilt without them rather than passed on. */
+static void test_trailing_bytes(void **state)
+{
+	static const uint8_t recs[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 9, 9, 9, 9, 0xc0, 0x0c, 0, 1, 0, 1};
+	struct dns_query q;
+	struct dns_filter_result fr;
+	size_t alen, olen;
+	uint8_t *ans, *out = NULL;
+	(void)state;
+
+	assert_int_equal(dns_msg_query_init(&q, "q.test", DNS_TYPE_A), 0);
+	q.edns = false;
+	ans = raw_answer(recs, sizeof recs, 1, &alen);
+	assert_int_equal(dns_msg_filter_answer(ans, alen, &q, keep_public, NULL, 512, &out, &olen, &fr), 0);
+	assert_int_equal(olen, alen - 6);
+	assert_true(strict_has_a(out, olen, "9.9.9.9"));
+	free(out);
+	free(ans);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_query_checks), cmocka_unit_test(test_upstream_and_filter),
-	        cmocka_unit_test(test_answer_addrs), cmocka_unit_test(test_case_and_bare_errors),
-	        cmocka_unit_test(test_cache),
+	        cmocka_unit_test(test_query_checks),  cmocka_unit_test(test_upstream_and_filter),
+	        cmocka_unit_test(test_answer_addrs),  cmocka_unit_test(test_case_and_bare_errors),
+	        cmocka_unit_test(test_cache),         cmocka_unit_test(test_rdata_smuggling),
+	        cmocka_unit_test(test_rdata_layouts), cmocka_unit_test(test_trailing_bytes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
