@@ -38,9 +38,42 @@ static const char *const rd_layout[] = {
         [LDNS_RR_TYPE_SPF] = "S",          [LDNS_RR_TYPE_LP] = "\x02N",
 };
 
-/* NULL when w[p, end) (end <= the message's length) is laid out as `lay` says, else why not. */
-static const char *rdata_check(const uint8_t *w, size_t p, size_t end, const char *lay)
+#define POINTER_HOPS_MAX 64
+
+/* The compression pointer at w[at], w[at + 1] (both within len): NULL when it and every pointer of the
+ * name it leads to aim backwards and past the header at labels inside the message, else why not. A name
+ * read through the header would read otherwise once the client's id is written there (the fast path of
+ * dns_msg_filter_answer); the header holds no names, and no server writes forward pointers. */
+static const char *pointer_check(const uint8_t *w, size_t len, size_t at)
 {
+	for (unsigned hops = 0; hops < POINTER_HOPS_MAX; hops++) {
+		size_t to = (size_t)(w[at] & 0x3f) << 8 | w[at + 1];
+		if (to < 12 || to >= at)
+			return "a compression pointer aims into the header or forwards";
+		for (;;) {
+			if ((w[to] & 0xc0) == 0xc0) {
+				if (len - to < 2)
+					return "a name runs past the end of the message";
+				at = to;
+				break;
+			}
+			if (w[to] & 0xc0)
+				return "a name has a bad label type";
+			if (w[to] == 0)
+				return NULL;
+			to += 1 + (size_t)w[to];
+			if (to >= len)
+				return "a name runs past the end of the message";
+		}
+	}
+	return "a name has too many compression pointers";
+}
+
+/* NULL when w[p, end) (end <= len, the message's length) is laid out as `lay` says, else why not. */
+static const char *rdata_check(const uint8_t *w, size_t len, size_t p, size_t end, const char *lay)
+{
+	const char *why;
+
 	for (; *lay; lay++) {
 		switch (*lay) {
 		case 'N':
@@ -50,6 +83,8 @@ static const char *rdata_check(const uint8_t *w, size_t p, size_t end, const cha
 				if ((w[p] & 0xc0) == 0xc0) {
 					if (end - p < 2)
 						return "a name in its rdata runs past its RDLENGTH";
+					if ((why = pointer_check(w, len, p)) != NULL)
+						return why;
 					p += 2;
 					break;
 				}
@@ -98,30 +133,34 @@ static const char *ldns_reads_to(const uint8_t *w, size_t len, size_t start, siz
 	return p == end ? NULL : "ldns reads its rdata to another end than its RDLENGTH";
 }
 
-/* Why a walk failed, for the audit record (what, and the record type when one is to blame). */
-struct walk_fail {
+/* What a walk found: why it failed, for the audit record (what, and the record type when one is to
+ * blame); whether a record of a type without a layout was read by ldns alone. */
+struct walk_info {
 	const char *why; /* static */
 	int type;        /* -1: not one record's fault */
+	bool opaque;     /* a record without a layout: its names were not followed (see pointer_check) */
 };
 
 /* A bounded walk over every record of a message: visit(w, pos, sec, arg) is called with pos at each
  * record's TYPE field (questions: sec 0; then answer 1, authority 2, additional 3; for sections 1-3 the
  * TTL, RDLENGTH and RDATA are known to lie within len, and the RDATA to read the same to ldns, see
  * above). Returns where the last record ends (bytes after it belong to no record), or -1 when a section
- * overruns the message, a record's rdata does not end where ldns's reading does, or visit returns
- * nonzero (fail, when not NULL, says why). */
+ * overruns the message, a record's rdata does not end where ldns's reading does, a compression pointer
+ * aims anywhere but backwards past the header (pointer_check), or visit returns nonzero (info, when not
+ * NULL, says why). */
 typedef int (*rr_visit_fn)(const uint8_t *w, size_t pos, int sec, void *arg);
 
-static long rr_walk(const uint8_t *w, size_t len, rr_visit_fn visit, void *arg, struct walk_fail *fail)
+static long rr_walk(const uint8_t *w, size_t len, rr_visit_fn visit, void *arg, struct walk_info *fail)
 {
 	size_t pos = 12;
 	unsigned counts[4];
-	struct walk_fail dummy;
+	struct walk_info dummy;
 
 	if (!fail)
 		fail = &dummy;
 	fail->why = "a section runs past the end of the message";
 	fail->type = -1;
+	fail->opaque = false;
 	if (len < 12)
 		return -1;
 	for (int i = 0; i < 4; i++)
@@ -134,6 +173,10 @@ static long rr_walk(const uint8_t *w, size_t len, rr_visit_fn visit, void *arg, 
 				if (pos >= len)
 					return -1;
 				if ((w[pos] & 0xc0) == 0xc0) {
+					if (pos + 2 > len)
+						return -1;
+					if ((fail->why = pointer_check(w, len, pos)) != NULL)
+						return -1;
 					pos += 2;
 					break;
 				}
@@ -145,6 +188,7 @@ static long rr_walk(const uint8_t *w, size_t len, rr_visit_fn visit, void *arg, 
 				}
 				pos += 1 + w[pos];
 			}
+			fail->why = "a section runs past the end of the message";
 			if (pos + 4 > len)
 				return -1;
 			tpos = pos;
@@ -160,7 +204,9 @@ static long rr_walk(const uint8_t *w, size_t len, rr_visit_fn visit, void *arg, 
 				pos = rd + (size_t)(w[pos + 4] << 8 | w[pos + 5]);
 				if (pos > len)
 					return -1;
-				fail->why = lay ? rdata_check(w, rd, pos, lay) : ldns_reads_to(w, len, start, pos, sec);
+				fail->why = lay ? rdata_check(w, len, rd, pos, lay)
+				                : ldns_reads_to(w, len, start, pos, sec);
+				fail->opaque |= !lay;
 				if (fail->why) {
 					fail->type = type;
 					return -1;
@@ -187,7 +233,7 @@ static int prescan_visit(const uint8_t *w, size_t pos, int sec, void *arg)
  * records ldns would read with other boundaries (rr_walk), and any TSIG record or more than one OPT record
  * (ldns 1.8 keeps only the last of either and leaks the others; we never use TSIG, and a message with two
  * OPTs is malformed). Returns where the last record ends, or -1. */
-static long prescan(const uint8_t *w, size_t len, struct walk_fail *fail)
+static long prescan(const uint8_t *w, size_t len, struct walk_info *fail)
 {
 	unsigned opt = 0;
 	return rr_walk(w, len, prescan_visit, &opt, fail);
@@ -227,10 +273,8 @@ int dns_msg_parse_query(const uint8_t *wire, size_t len, struct dns_query *q, co
 		*why = "opcode is not QUERY";
 		return DNS_RC_REFUSED;
 	}
-	if (prescan(wire, len, NULL) < 0) {
-		*why = "malformed DNS message";
-		return DNS_RC_FORMERR;
-	}
+	/* the counts first: the walk then reads one question and at most one record (a client cannot make it
+	 * ask ldns about thousands of records) */
 	qd = get16(wire + 4);
 	an = get16(wire + 6);
 	ns = get16(wire + 8);
@@ -241,6 +285,14 @@ int dns_msg_parse_query(const uint8_t *wire, size_t len, struct dns_query *q, co
 	}
 	if (an || ns || (wire[2] & 0x02) || (wire[2] & 0x04)) {
 		*why = "query with answer/authority records or TC/AA flags";
+		return DNS_RC_FORMERR;
+	}
+	if (ar > 1) {
+		*why = "additional records other than one EDNS OPT";
+		return DNS_RC_FORMERR;
+	}
+	if (prescan(wire, len, NULL) < 0) {
+		*why = "malformed DNS message";
 		return DNS_RC_FORMERR;
 	}
 	/* the question name: plain labels (prescan bounded them), at most 255 bytes */
@@ -263,10 +315,6 @@ int dns_msg_parse_query(const uint8_t *wire, size_t len, struct dns_query *q, co
 	q->qname_wire_len = pos - nstart;
 	q->have_question = true;
 	pos += 4;
-	if (ar > 1) {
-		*why = "additional records other than one EDNS OPT";
-		return DNS_RC_FORMERR;
-	}
 	if (ar == 1) {
 		/* prescan checked that the record lies within len: owner, type, class, ttl, rdlength, rdata */
 		if (wire[pos] != 0 || get16(wire + pos + 1) != LDNS_RR_TYPE_OPT) {
@@ -712,7 +760,7 @@ int dns_msg_filter_answer(const uint8_t *ans, size_t len, const struct dns_query
 	ldns_rr_list *lists[3] = {NULL, NULL, NULL};
 	ldns_rr *qrr;
 	int r = -EINVAL;
-	struct walk_fail wf;
+	struct walk_info wf;
 	long end;
 
 	memset(res, 0, sizeof *res);
@@ -745,11 +793,13 @@ int dns_msg_filter_answer(const uint8_t *ans, size_t len, const struct dns_query
 	}
 	if (!question_matches(in, q))
 		goto out;
-	if ((size_t)end == len && answer_passes(in, q, keep, arg, len, maxlen, res)) {
+	if ((size_t)end == len && !wf.opaque && answer_passes(in, q, keep, arg, len, maxlen, res)) {
 		/* Nothing to remove or rewrite: the upstream's bytes with the client's id. Safe because
 		 * prescan proved that every record ends where ldns's reading of it ends, so a client that
 		 * reads these bytes by RDLENGTH reads exactly the records ldns read and answer_passes
-		 * checked; bytes after the last record (end < len) would be nobody's: rebuilt then. */
+		 * checked, and that no name reads through the header, where the id changes. Rebuilt
+		 * instead: bytes after the last record (end < len: nobody's), or a record of a type
+		 * without a layout (ldns alone read it, its names were not followed). */
 		*out = malloc(len);
 		if (!*out) {
 			r = -ENOMEM;

@@ -99,6 +99,78 @@ static void check_forwarded(const uint8_t *m, size_t len, const struct dns_filte
 		abort();
 }
 
+/* Two records read by ldns are the same (names without regard to letter case: the fast path spells the
+ * question, which names may point at, as the client did). */
+static bool rr_same(const ldns_rr *a, const ldns_rr *b)
+{
+	if (ldns_rr_get_type(a) != ldns_rr_get_type(b) || ldns_rr_get_class(a) != ldns_rr_get_class(b) ||
+	    ldns_rr_ttl(a) != ldns_rr_ttl(b) || ldns_dname_compare(ldns_rr_owner(a), ldns_rr_owner(b)) != 0 ||
+	    ldns_rr_rd_count(a) != ldns_rr_rd_count(b))
+		return false;
+	for (size_t i = 0; i < ldns_rr_rd_count(a); i++) {
+		const ldns_rdf *x = ldns_rr_rdf(a, i), *y = ldns_rr_rdf(b, i);
+		if (ldns_rdf_get_type(x) != ldns_rdf_get_type(y))
+			return false;
+		if (ldns_rdf_get_type(x) == LDNS_RDF_TYPE_DNAME ? ldns_dname_compare(x, y) != 0
+		                                                : ldns_rdf_compare(x, y) != 0)
+			return false;
+	}
+	return true;
+}
+
+static bool refused_addr(const ldns_rr *rr)
+{
+	ldns_rr_type t = ldns_rr_get_type(rr);
+	const ldns_rdf *rd = ldns_rr_rd_count(rr) == 1 ? ldns_rr_rdf(rr, 0) : NULL;
+	struct sockaddr_storage ss;
+
+	if ((t != LDNS_RR_TYPE_A && t != LDNS_RR_TYPE_AAAA) || !rd)
+		return false;
+	memset(&ss, 0, sizeof ss);
+	if (t == LDNS_RR_TYPE_A && ldns_rdf_size(rd) == 4) {
+		ss.ss_family = AF_INET;
+		memcpy(&((struct sockaddr_in *)&ss)->sin_addr, ldns_rdf_data(rd), 4);
+	} else if (t == LDNS_RR_TYPE_AAAA && ldns_rdf_size(rd) == 16) {
+		ss.ss_family = AF_INET6;
+		memcpy(&((struct sockaddr_in6 *)&ss)->sin6_addr, ldns_rdf_data(rd), 16);
+	} else {
+		return false;
+	}
+	return !keep_odd((const struct sockaddr *)&ss, NULL);
+}
+
+/* The records sent are the records the filter checked: as ldns reads the upstream's answer, in order, less
+ * the addresses keep() refused (all of them when the reply was truncated). */
+static void check_same_records(const uint8_t *in, size_t inlen, const uint8_t *out, size_t outlen, bool truncated)
+{
+	ldns_pkt *a = NULL, *b = NULL;
+
+	if (ldns_wire2pkt(&a, in, inlen) != LDNS_STATUS_OK || ldns_wire2pkt(&b, out, outlen) != LDNS_STATUS_OK)
+		abort();
+	for (int sec = 0; sec < 3; sec++) {
+		const ldns_rr_list *la = sec == 0   ? ldns_pkt_answer(a)
+		                         : sec == 1 ? ldns_pkt_authority(a)
+		                                    : ldns_pkt_additional(a);
+		const ldns_rr_list *lb = sec == 0   ? ldns_pkt_answer(b)
+		                         : sec == 1 ? ldns_pkt_authority(b)
+		                                    : ldns_pkt_additional(b);
+		size_t na = ldns_rr_list_rr_count(la), nb = ldns_rr_list_rr_count(lb), i = 0;
+		if (truncated && nb)
+			abort();
+		for (size_t k = 0; k < nb; k++, i++) {
+			while (i < na && refused_addr(ldns_rr_list_rr(la, i)))
+				i++;
+			if (i == na || !rr_same(ldns_rr_list_rr(la, i), ldns_rr_list_rr(lb, k)))
+				abort(); /* a record the filter did not check, or not as it checked it */
+		}
+		for (; !truncated && i < na; i++)
+			if (!refused_addr(ldns_rr_list_rr(la, i)))
+				abort(); /* a record checked and kept, but not sent */
+	}
+	ldns_pkt_free(a);
+	ldns_pkt_free(b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct dns_query q, fixed;
@@ -141,6 +213,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (!out || outlen < 12 || fr.naddrs > DNS_ANSWER_ADDRS_MAX || (fr.truncated && fr.naddrs))
 			abort();
 		check_forwarded(out, outlen, &fr);
+		check_same_records(data, size, out, outlen, fr.truncated);
 		for (unsigned i = 0; i < fr.naddrs; i++) /* direct mode learns only addresses keep() took */
 			if ((fr.addrs[i].addr.ss_family != AF_INET && fr.addrs[i].addr.ss_family != AF_INET6) ||
 			    !keep_odd((const struct sockaddr *)&fr.addrs[i].addr, NULL))

@@ -6,7 +6,5 @@ target=$1 corpus=$2
 secs=${SLUICE_FUZZ_SECONDS:-10}
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-# known third-party leaks only (each entry says why): tests/fuzz/lsan.supp
-export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$(dirname "$0")/lsan.supp"
 exec "$target" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
 	-artifact_prefix="$(dirname "$target")/" "$scratch" "$corpus"

@@ -496,6 +496,17 @@ static void test_rdata_smuggling(void **state)
 	assert_int_equal(dns_msg_filter_answer(ans, alen, &q, keep_public, NULL, 512, &out, &olen, &fr), -EINVAL);
 	assert_false(dns_msg_answer_matches(ans, alen, &q));
 	free(ans);
+	{
+		/* an owner name read through the header: the client's id, written there, would change it */
+		static const uint8_t viaid[] = {0xc0, 0x01, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 9, 9, 9, 9};
+		assert_int_equal(dns_msg_query_init(&q, "q.test", DNS_TYPE_A), 0);
+		q.edns = false;
+		ans = raw_answer(viaid, sizeof viaid, 1, &alen);
+		assert_int_equal(dns_msg_filter_answer(ans, alen, &q, keep_public, NULL, 512, &out, &olen, &fr),
+		                 -EBADMSG);
+		assert_non_null(strstr(fr.bad, "into the header"));
+		free(ans);
+	}
 }
 
 /* Every record's rdata must end exactly at its RDLENGTH as its type lays it out: names inside it, and
@@ -525,6 +536,10 @@ static void test_rdata_layouts(void **state)
 	        {"CNAME", 5, 2, 2, {0xc0, 0x0c}, true},
 	        {"CNAME", 5, 1, 2, {0xc0, 0x0c}, false},
 	        {"CNAME", 5, 3, 3, {0xc0, 0x0c, 0}, false}, /* a byte after the name */
+	        /* a pointer into the header (where the client's id is written) or forwards */
+	        {"CNAME", 5, 2, 2, {0xc0, 0x01}, false},
+	        {"CNAME", 5, 2, 2, {0xc0, 0x30}, false},
+	        {"CNAME", 5, 4, 4, {1, 'x', 0xc0, 0x0c}, true},
 	        {"NS", 2, 3, 5, {3, 'a', 'b', 'c', 0}, false},
 	        {"PTR", 12, 2, 5, {3, 'a', 'b', 'c', 0}, false},
 	        {"DNAME", 39, 4, 5, {3, 'a', 'b', 'c', 0}, false},
