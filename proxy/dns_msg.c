@@ -180,8 +180,10 @@ static long rr_walk(const uint8_t *w, size_t len, rr_visit_fn visit, void *arg, 
 					pos += 2;
 					break;
 				}
-				if (w[pos] & 0xc0)
+				if (w[pos] & 0xc0) {
+					fail->why = "a name has a bad label type";
 					return -1;
+				}
 				if (w[pos] == 0) {
 					pos++;
 					break;
