@@ -154,11 +154,23 @@ static void allowed(struct proxy_relay *r)
 {
 	struct http_conn *c = (struct http_conn *)r;
 
-	if (r->up && strcmp(c->up_host, r->t.host) == 0 && c->up_port == r->t.port) {
+	if (r->up && strcmp(c->up_host, r->t.host) == 0 && c->up_port == r->t.port &&
+	    (!c->up_plain || evbuffer_get_length(bufferevent_get_input(r->up)) == 0)) {
+		snprintf(r->address, sizeof r->address, "%s", c->up_address);
+		if (c->up_plain) {
+			/* the inspected CONNECT's own connection: its TLS now (verified), then the request */
+			c->up_plain = false;
+			c->state = ST_DIAL;
+			bufferevent_disable(r->client, EV_READ);
+			event_del(c->timer);
+			http_inspect_upstream(c);
+			return;
+		}
 		c->up_reused = true;
 		http_forward_start(c);
 		return;
 	}
+	c->up_plain = false;
 	c->state = ST_DIAL;
 	bufferevent_disable(r->client, EV_READ);
 	event_del(c->timer);
@@ -179,6 +191,7 @@ static void connected(struct proxy_relay *r)
 {
 	struct http_conn *c = (struct http_conn *)r;
 
+	snprintf(c->up_address, sizeof c->up_address, "%s", r->address);
 	if (c->inspect) {
 		http_inspect_upstream(c); /* TLS first; it goes on with http_forward_start */
 		return;
@@ -186,6 +199,7 @@ static void connected(struct proxy_relay *r)
 	c->up_reused = false;
 	snprintf(c->up_host, sizeof c->up_host, "%s", r->t.host);
 	c->up_port = r->t.port;
+	snprintf(c->up_address, sizeof c->up_address, "%s", r->address);
 	http_forward_start(c);
 }
 
@@ -552,17 +566,48 @@ void proxy_http_accept_transparent(struct proxy_session *s, int fd, uint16_t ori
 	(void)conn_start(c, s, client, &http_ops, orig_port);
 }
 
-void proxy_http_accept_inspected(struct proxy_session *s, struct bufferevent *tls, const char *host, uint16_t port)
+/* The CONNECT's connection while no request took it: an upstream that speaks first or goes away is
+ * not kept (the next request dials). */
+static void plain_up_read_cb(struct bufferevent *bev, void *arg)
+{
+	(void)bev;
+	proxy_relay_drop_upstream(&((struct http_conn *)arg)->r);
+}
+
+static void plain_up_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	(void)bev;
+	(void)what;
+	proxy_relay_drop_upstream(&((struct http_conn *)arg)->r);
+}
+
+void proxy_http_accept_inspected(struct proxy_session *s, struct bufferevent *tls, const char *host, uint16_t port,
+                                 struct bufferevent *up, const char *address)
 {
 	struct http_conn *c = calloc(1, sizeof *c);
 
 	if (!c) {
 		bufferevent_free(tls);
+		if (up)
+			bufferevent_free(up);
 		return;
 	}
 	c->inspect = true;
 	c->r.upstream_tls = true; /* TLS to the origin: through a parent proxy, a CONNECT tunnel */
 	snprintf(c->inspect_host, sizeof c->inspect_host, "%s", host);
 	c->inspect_port = port;
-	(void)conn_start(c, s, tls, &https_ops, 0);
+	if (!conn_start(c, s, tls, &https_ops, 0)) {
+		if (up)
+			bufferevent_free(up);
+		return;
+	}
+	if (up) {
+		c->r.up = up;
+		c->up_plain = true;
+		snprintf(c->up_host, sizeof c->up_host, "%s", host);
+		c->up_port = port;
+		snprintf(c->up_address, sizeof c->up_address, "%s", address);
+		bufferevent_setcb(up, plain_up_read_cb, NULL, plain_up_event_cb, c);
+		bufferevent_enable(up, EV_READ);
+	}
 }

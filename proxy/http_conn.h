@@ -31,6 +31,8 @@ struct http_conn {
 	char up_host[POLICY_HOST_MAX + 1];
 	uint16_t up_port;
 	bool up_reused;
+	bool up_plain;                          /* inspected: r.up is the CONNECT's connection, TLS not started yet */
+	char up_address[PROXY_ADDRSTR_MAX];     /* where r.up is connected (the audit records of reuses) */
 	/* the current request */
 	bool head_request, client_keep, client_http10;
 	enum http_body_kind req_body;

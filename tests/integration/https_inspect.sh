@@ -78,6 +78,28 @@ check_match "... a denial names its HTTP rule" "\"path\":\"/pub/secret/z\",\"dec
 check_match "the CONNECT's own record says it was inspected" 'inspected \(requests are decided one by one\)' \
 	"$(jq -c 'select(.protocol=="connect" and .host=="allowed.test")' "$AUDIT")"
 
+# 1b. One upstream connection per inspected tunnel: its first allowed request uses the connection the CONNECT
+# dialled (TLS started on it then), the next ones keep it. The inet namespace counts the SYNs to allowed.test:443.
+lab_exec inet nft -f - <<EOF || lab_bail "cannot install the SYN counter in the inet namespace"
+table inet lab_syns {
+	counter allowed443 { }
+	chain input {
+		type filter hook input priority 0; policy accept;
+		ip daddr $LAB_ALLOWED4 tcp dport 443 tcp flags & (syn | ack) == syn counter name allowed443
+		ip6 daddr $LAB_ALLOWED6 tcp dport 443 tcp flags & (syn | ack) == syn counter name allowed443
+	}
+}
+EOF
+syns() { lab_exec inet nft -j list counter inet lab_syns allowed443 | jq '.nftables[] | select(.counter) | .counter.packets'; }
+s0=$(syns)
+out=$(sb --policy "$LAB_DIR/pol.json" -- sh -c "$GET -o /dev/null https://allowed.test/pub/one https://allowed.test/pub/two" 2>&1)
+check_eq "two requests in one inspected tunnel: both allowed" "200 200" "$(echo $out)"
+check_eq "... over one upstream TCP connection (the CONNECT's own)" 1 $(($(syns) - s0))
+s0=$(syns)
+out=$(sb --policy "$LAB_DIR/pol.json" -- sh -c "$GET -o /dev/null https://allowed.test/other https://allowed.test/pub/three" 2>/dev/null)
+check_eq "a refused request, then an allowed one, in one tunnel" "403 200" "$(echo $out)"
+check_eq "... one upstream connection too" 1 $(($(syns) - s0))
+
 # 2. git over inspected HTTPS: clone works; push is refused (both the ref advertisement and the pack).
 out=$(sb --policy "$LAB_DIR/pol.json" -- sh -c '
 	cd /tmp && git clone -q https://git.other.test:9444/repo.git c && cat c/README &&
