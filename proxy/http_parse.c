@@ -600,6 +600,16 @@ int http_parse_request(const char *buf, size_t len, unsigned flags, struct http_
 		return 400;
 	}
 	apply_connection(req->headers, req->nheaders, &saw_close, &saw_keepalive);
+	for (unsigned i = 0; i < req->nheaders; i++) {
+		const struct http_header *h = &req->headers[i];
+		/* A framing field named by Connection would be dropped while its body is forwarded: the
+		 * upstream would read the body as the next request (smuggling). */
+		if (h->hop && (http_token_eq(h->name, h->name_len, "content-length") ||
+		               http_token_eq(h->name, h->name_len, "transfer-encoding"))) {
+			*why = "Connection names a framing header (Content-Length or Transfer-Encoding)";
+			return 400;
+		}
+	}
 	req->keep_alive = req->version_minor == 1 ? !saw_close : (saw_keepalive && !saw_close);
 	return 0;
 }

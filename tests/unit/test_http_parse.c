@@ -114,6 +114,12 @@ static void test_bad_requests(void **state)
 	        {"POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: "
 	         "chunked\r\n\r\n",
 	         400},
+	        /* a framing field named by Connection (it would be dropped while its body goes on) */
+	        {"POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5\r\nConnection: content-length\r\n\r\n",
+	         400},
+	        {"POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nConnection: close, Transfer-Encoding\r\n"
+	         "Transfer-Encoding: chunked\r\n\r\n",
+	         400},
 	};
 	struct http_request *req = malloc(sizeof *req);
 	(void)state;
