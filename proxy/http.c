@@ -248,7 +248,8 @@ static const struct proxy_relay_ops https_ops = {
 /* A request whose head carries the placeholder of a credential that is not the destination's own
  * (or any placeholder on a host that has none) is an attempt to send it elsewhere: true, with the
  * denial set up (rule: the credential's entry). Inspected requests and plain HTTP ones are checked;
- * the head and the body bytes already read are searched. */
+ * the head and the body bytes already read are searched here, before anything is sent; the rest of
+ * the body is searched as it goes upstream (http_forward.c, ph_scan). */
 static bool placeholder_leak(struct http_conn *c, const char *host, const char *head, size_t head_len)
 {
 	const struct policy *p = c->r.s->policy;
@@ -259,8 +260,10 @@ static bool placeholder_leak(struct http_conn *c, const char *host, const char *
 	if (!policy_credential_count(p))
 		return false;
 	own = c->inspect ? policy_credential_for(p, host) : NULL;
-	found = policy_credential_find_placeholder(p, head, head_len);
-	if (!found || found == own) {
+	c->ph_scan = true;
+	http_ph_scan_init(&c->ph, p, own);
+	found = policy_credential_find_placeholder(p, own, head, head_len);
+	if (!found) {
 		/* the start of a body that came with the head */
 		char body[16384];
 		struct evbuffer_ptr at;
@@ -270,9 +273,9 @@ static bool placeholder_leak(struct http_conn *c, const char *host, const char *
 		/* copied out: a pullup could move the head that req points into */
 		if (more && evbuffer_ptr_set(in, &at, head_len, EVBUFFER_PTR_SET) == 0 &&
 		    evbuffer_copyout_from(in, &at, body, more) == (ev_ssize_t)more)
-			found = policy_credential_find_placeholder(p, body, more);
+			found = policy_credential_find_placeholder(p, own, body, more);
 	}
-	if (!found || found == own)
+	if (!found)
 		return false;
 	snprintf(c->r.rule, sizeof c->r.rule, "%s", found->where);
 	log_warnx("session %s: the placeholder of $%s (credential of %s) was sent to %s: refused", c->r.s->id,
@@ -384,6 +387,7 @@ static void handle_request(struct http_conn *c, const struct http_request *req, 
 	c->req_left = req->content_length > 0 ? (uint64_t)req->content_length : 0;
 	c->req_done = c->req_body == HTTP_BODY_NONE;
 	http_chunked_init(&c->req_ch);
+	c->ph_scan = false; /* placeholder_leak turns it on when the policy has credentials */
 
 	v = proxy_relay_decide(&c->r, auth.host, auth.host_len, auth.bracketed, auth.port, req->method_bit, 0);
 	if ((v == POLICY_ALLOW || v == POLICY_ASK) &&

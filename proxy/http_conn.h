@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "http_parse.h"
+#include "http_rewrite.h"
 #include "relay.h"
 
 struct evbuffer;
@@ -37,6 +38,8 @@ struct http_conn {
 	bool head_request, client_keep, client_http10;
 	enum http_body_kind req_body;
 	uint64_t req_left;
+	bool ph_scan;           /* the policy has credentials: the body is searched for placeholders */
+	struct http_ph_scan ph; /* the search (http_rewrite.h) */
 	struct http_chunked req_ch;
 	bool req_done;
 	struct http_scanner rscan;

