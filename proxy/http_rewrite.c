@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-
 static void put_str(void (*put)(void *, const void *, size_t), void *ctx, const char *s)
 {
 	put(ctx, s, strlen(s));

@@ -12,7 +12,7 @@
 #include "policy.h"
 
 struct http_rewrite {
-	const char *host;                     /* borrowed: the decided destination (canonical name or literal) */
+	const char *host; /* borrowed: the decided destination (canonical name or literal) */
 	uint16_t port;
 	bool v6;                              /* host is an IPv6 literal: bracketed in Host and the target */
 	bool tls;                             /* the origin speaks TLS (HTTPS inspection): Host's default port is 443 */

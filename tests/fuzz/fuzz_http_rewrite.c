@@ -36,12 +36,12 @@ static const struct policy *policy_get(void)
 {
 	static struct policy *p;
 	static const char json[] =
-		"{\"allow\": [\"a.test\", \"b.test\", \"c.test\", \"d.test\"], \"inspect\": ["
-		"{\"host\": \"a.test\", \"credential\": {\"header\": \"Authorization: Bearer {secret}\", "
-		"\"secret_env\": \"SLUICE_FUZZ_SECRET_A\"}},"
-		"{\"host\": \"b.test\", \"credential\": {\"header\": \"X-Api-Key: k={secret};\", "
-		"\"secret_env\": \"SLUICE_FUZZ_SECRET_B\"}},"
-		"{\"host\": \"c.test\"}]}";
+	        "{\"allow\": [\"a.test\", \"b.test\", \"c.test\", \"d.test\"], \"inspect\": ["
+	        "{\"host\": \"a.test\", \"credential\": {\"header\": \"Authorization: Bearer {secret}\", "
+	        "\"secret_env\": \"SLUICE_FUZZ_SECRET_A\"}},"
+	        "{\"host\": \"b.test\", \"credential\": {\"header\": \"X-Api-Key: k={secret};\", "
+	        "\"secret_env\": \"SLUICE_FUZZ_SECRET_B\"}},"
+	        "{\"host\": \"c.test\"}]}";
 	if (!p) {
 		struct policy_builder *b = policy_builder_new();
 		struct policy_error err;
@@ -108,8 +108,7 @@ static bool ref_leak(const struct policy *p, const struct policy_credential *own
 	return false;
 }
 
-static void check_rewrite(const struct http_request *req, const struct http_rewrite *rw,
-                          const char *in, size_t in_len)
+static void check_rewrite(const struct http_request *req, const struct http_rewrite *rw, const char *in, size_t in_len)
 {
 	static struct out o;
 	static struct http_request back;
@@ -151,7 +150,8 @@ static void check_rewrite(const struct http_request *req, const struct http_rewr
 		abort();
 	if (back.chunked != req->chunked || back.content_length != req->content_length ||
 	    fields(&back, "content-length") != fields(req, "content-length") ||
-	    fields(&back, "transfer-encoding") != fields(req, "transfer-encoding") || back.version_minor != req->version_minor)
+	    fields(&back, "transfer-encoding") != fields(req, "transfer-encoding") ||
+	    back.version_minor != req->version_minor)
 		abort();
 	/* one Host, the destination's */
 	if (!back.has_host_header || fields(&back, "host") != 1)
@@ -182,7 +182,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static char in[IN_MAX];
 	static struct http_request req;
 	const struct policy *p = policy_get();
-	const struct policy_credential *pa = policy_credential_for(p, "a.test"), *pb = policy_credential_for(p, "b.test");
+	const struct policy_credential *pa = policy_credential_for(p, "a.test"),
+	                               *pb = policy_credential_for(p, "b.test");
 	size_t len = 0;
 	const char *why, *end;
 
@@ -191,7 +192,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint8_t flags = data[0], pieces = data[1];
 	/* the input, with the placeholders in place of @A@ and @B@ */
 	for (size_t i = 2; i < size;) {
-		if (size - i >= 3 && data[i] == '@' && (data[i + 1] == 'A' || data[i + 1] == 'B') && data[i + 2] == '@') {
+		if (size - i >= 3 && data[i] == '@' && (data[i + 1] == 'A' || data[i + 1] == 'B') &&
+		    data[i + 2] == '@') {
 			const char *ph = data[i + 1] == 'A' ? pa->placeholder : pb->placeholder;
 			memcpy(in + len, ph, strlen(ph));
 			len += strlen(ph);
@@ -226,7 +228,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct http_ph_scan scan;
 	http_ph_scan_init(&scan, p, own);
 	got = NULL;
-	for (size_t off = 0, step = 1 + (pieces & 63); off < body_len && !got; off += step, step = 1 + ((step * 7 + pieces) & 127)) {
+	for (size_t off = 0, step = 1 + (pieces & 63); off < body_len && !got;
+	     off += step, step = 1 + ((step * 7 + pieces) & 127)) {
 		size_t n = body_len - off < step ? body_len - off : step;
 		got = http_ph_scan_feed(&scan, body + off, n);
 	}
