@@ -187,7 +187,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t len = 0;
 	const char *why, *end;
 
-	if (size < 2 || size > IN_MAX / 8)
+	if (size < 2 || size > HTTP_HEAD_MAX + 16384)
 		return 0;
 	uint8_t flags = data[0], pieces = data[1];
 	/* the input, with the placeholders in place of @A@ and @B@ */
@@ -195,10 +195,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (size - i >= 3 && data[i] == '@' && (data[i + 1] == 'A' || data[i + 1] == 'B') &&
 		    data[i + 2] == '@') {
 			const char *ph = data[i + 1] == 'A' ? pa->placeholder : pb->placeholder;
+			if (strlen(ph) > sizeof in - len)
+				return 0;
 			memcpy(in + len, ph, strlen(ph));
 			len += strlen(ph);
 			i += 3;
 		} else {
+			if (len == sizeof in)
+				return 0;
 			in[len++] = (char)data[i++];
 		}
 	}
