@@ -199,7 +199,6 @@ static void connected(struct proxy_relay *r)
 	c->up_reused = false;
 	snprintf(c->up_host, sizeof c->up_host, "%s", r->t.host);
 	c->up_port = r->t.port;
-	snprintf(c->up_address, sizeof c->up_address, "%s", r->address);
 	http_forward_start(c);
 }
 
