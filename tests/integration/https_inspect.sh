@@ -169,7 +169,8 @@ out=$(sb --policy "$LAB_DIR/pol.json" -- "$LAB_PYTHON" -c '
 import urllib.request
 print(urllib.request.urlopen("https://allowed.test/pub/py", timeout=10).status)' 2>&1)
 check_eq "python urllib through the inspecting proxy" 200 "$out"
-# pip with the PIP_CERT sluice sets (pip has its own CA bundle otherwise), from the lab's PyPI simple index
+# pip from the lab's PyPI simple index, with the PIP_CERT sluice sets (a pip from PyPI has its own CA bundle
+# otherwise; Debian's reads the system bundle, which is the merged one inside too)
 PIP="$LAB_PYTHON -m pip --no-cache-dir --disable-pip-version-check --no-input --timeout 10"
 out=$(sb --policy "$LAB_DIR/pol.json" -- sh -c "
 	$PIP install -q --no-deps --target /tmp/site --index-url https://registry.test/simple/ sluice-demo &&
