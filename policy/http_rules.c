@@ -454,8 +454,9 @@ const struct policy_credential *policy_credential_at(const struct policy *p, siz
 	return NULL;
 }
 
-const struct policy_credential *policy_credential_find_placeholder(const struct policy *p, const void *data,
-								   size_t len)
+const struct policy_credential *policy_credential_find_placeholder(const struct policy *p,
+								   const struct policy_credential *own,
+								   const void *data, size_t len)
 {
 	static const char pre[] = POLICY_PLACEHOLDER_PREFIX;
 	const char *d = data, *hit;
@@ -465,7 +466,7 @@ const struct policy_credential *policy_credential_find_placeholder(const struct 
 		size_t at = (size_t)(hit - d);
 		for (size_t i = 0; i < p->ninspects; i++) {
 			const char *ph = p->inspects[i].cred.placeholder;
-			if (ph && len - at >= strlen(ph) && memcmp(hit, ph, strlen(ph)) == 0)
+			if (ph && &p->inspects[i].cred != own && len - at >= strlen(ph) && memcmp(hit, ph, strlen(ph)) == 0)
 				return &p->inspects[i].cred;
 		}
 		off = at + 1;
@@ -745,7 +746,7 @@ static int load_credential(const struct jctx *c, const char *path, json_object *
 				    "the sandbox sees the placeholder in");
 	if (!is_env_name(phe) || strlen(phe) > 128)
 		return policy_jfail(c, sub, "\"placeholder_env\" is an environment variable name");
-	char phbuf[sizeof POLICY_PLACEHOLDER_PREFIX + 32];
+	char phbuf[POLICY_PLACEHOLDER_LEN + 1];
 	if (ph) {
 		const char *s = json_object_get_string(ph);
 		if (strlen(s) != sizeof phbuf - 1 || strncmp(s, POLICY_PLACEHOLDER_PREFIX, sizeof POLICY_PLACEHOLDER_PREFIX - 1) != 0 ||

@@ -337,6 +337,7 @@ void policy_decide_http(const struct policy *p, const char *canon_host, const ch
 
 /* A credential the proxy adds to requests to one host after inspection (never shown to the sandbox). */
 #define POLICY_PLACEHOLDER_PREFIX "SLUICE-PLACEHOLDER-"
+#define POLICY_PLACEHOLDER_LEN    (sizeof POLICY_PLACEHOLDER_PREFIX - 1 + 32) /* every placeholder's length */
 struct policy_credential {
 	const char *header;          /* field name ("Authorization"); NULL: no credential */
 	const char *value;           /* field value with the secret in it (secret; never log it) */
@@ -349,6 +350,8 @@ const struct policy_credential *policy_credential_for(const struct policy *p, co
 /* All credentials, for the launcher (placeholders into the environment) and the exfiltration check. */
 size_t policy_credential_count(const struct policy *p);
 const struct policy_credential *policy_credential_at(const struct policy *p, size_t i);
-/* The credential whose placeholder appears in data (len bytes), or NULL. */
-const struct policy_credential *policy_credential_find_placeholder(const struct policy *p, const void *data,
-								   size_t len);
+/* A credential other than own (NULL: any) whose placeholder appears in data (len bytes), or NULL: every
+ * occurrence is looked at, so own's placeholder cannot hide another one after it. */
+const struct policy_credential *policy_credential_find_placeholder(const struct policy *p,
+								   const struct policy_credential *own,
+								   const void *data, size_t len);

@@ -155,11 +155,23 @@ static void allowed(struct proxy_relay *r)
 {
 	struct http_conn *c = (struct http_conn *)r;
 
-	if (r->up && strcmp(c->up_host, r->t.host) == 0 && c->up_port == r->t.port) {
+	if (r->up && strcmp(c->up_host, r->t.host) == 0 && c->up_port == r->t.port &&
+	    (!c->up_plain || evbuffer_get_length(bufferevent_get_input(r->up)) == 0)) {
+		snprintf(r->address, sizeof r->address, "%s", c->up_address);
+		if (c->up_plain) {
+			/* the inspected CONNECT's own connection: its TLS now (verified), then the request */
+			c->up_plain = false;
+			c->state = ST_DIAL;
+			bufferevent_disable(r->client, EV_READ);
+			event_del(c->timer);
+			http_inspect_upstream(c);
+			return;
+		}
 		c->up_reused = true;
 		http_forward_start(c);
 		return;
 	}
+	c->up_plain = false;
 	c->state = ST_DIAL;
 	bufferevent_disable(r->client, EV_READ);
 	event_del(c->timer);
@@ -180,6 +192,7 @@ static void connected(struct proxy_relay *r)
 {
 	struct http_conn *c = (struct http_conn *)r;
 
+	snprintf(c->up_address, sizeof c->up_address, "%s", r->address);
 	if (c->inspect) {
 		http_inspect_upstream(c); /* TLS first; it goes on with http_forward_start */
 		return;
@@ -235,7 +248,8 @@ static const struct proxy_relay_ops https_ops = {
 /* A request whose head carries the placeholder of a credential that is not the destination's own
  * (or any placeholder on a host that has none) is an attempt to send it elsewhere: true, with the
  * denial set up (rule: the credential's entry). Inspected requests and plain HTTP ones are checked;
- * the head and the body bytes already read are searched. */
+ * the head and the body bytes already read are searched here, before anything is sent; the rest of
+ * the body is searched as it goes upstream (http_forward.c, ph_scan). */
 static bool placeholder_leak(struct http_conn *c, const char *host, const char *head, size_t head_len)
 {
 	const struct policy *p = c->r.s->policy;
@@ -246,8 +260,10 @@ static bool placeholder_leak(struct http_conn *c, const char *host, const char *
 	if (!policy_credential_count(p))
 		return false;
 	own = c->inspect ? policy_credential_for(p, host) : NULL;
-	found = policy_credential_find_placeholder(p, head, head_len);
-	if (!found || found == own) {
+	c->ph_scan = true;
+	http_ph_scan_init(&c->ph, p, own);
+	found = policy_credential_find_placeholder(p, own, head, head_len);
+	if (!found) {
 		/* the start of a body that came with the head */
 		char body[16384];
 		struct evbuffer_ptr at;
@@ -257,9 +273,9 @@ static bool placeholder_leak(struct http_conn *c, const char *host, const char *
 		/* copied out: a pullup could move the head that req points into */
 		if (more && evbuffer_ptr_set(in, &at, head_len, EVBUFFER_PTR_SET) == 0 &&
 		    evbuffer_copyout_from(in, &at, body, more) == (ev_ssize_t)more)
-			found = policy_credential_find_placeholder(p, body, more);
+			found = policy_credential_find_placeholder(p, own, body, more);
 	}
-	if (!found || found == own)
+	if (!found)
 		return false;
 	snprintf(c->r.rule, sizeof c->r.rule, "%s", found->where);
 	log_warnx("session %s: the placeholder of $%s (credential of %s) was sent to %s: refused", c->r.s->id,
@@ -371,6 +387,7 @@ static void handle_request(struct http_conn *c, const struct http_request *req, 
 	c->req_left = req->content_length > 0 ? (uint64_t)req->content_length : 0;
 	c->req_done = c->req_body == HTTP_BODY_NONE;
 	http_chunked_init(&c->req_ch);
+	c->ph_scan = false; /* placeholder_leak turns it on when the policy has credentials */
 
 	v = proxy_relay_decide(&c->r, auth.host, auth.host_len, auth.bracketed, auth.port, req->method_bit, 0);
 	if ((v == POLICY_ALLOW || v == POLICY_ASK) &&
@@ -564,17 +581,48 @@ void proxy_http_accept_transparent(struct proxy_session *s, int fd, uint16_t ori
 	(void)conn_start(c, s, client, &http_ops, orig_port);
 }
 
-void proxy_http_accept_inspected(struct proxy_session *s, struct bufferevent *tls, const char *host, uint16_t port)
+/* The CONNECT's connection while no request took it: an upstream that speaks first or goes away is
+ * not kept (the next request dials). */
+static void plain_up_read_cb(struct bufferevent *bev, void *arg)
+{
+	(void)bev;
+	proxy_relay_drop_upstream(&((struct http_conn *)arg)->r);
+}
+
+static void plain_up_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	(void)bev;
+	(void)what;
+	proxy_relay_drop_upstream(&((struct http_conn *)arg)->r);
+}
+
+void proxy_http_accept_inspected(struct proxy_session *s, struct bufferevent *tls, const char *host, uint16_t port,
+                                 struct bufferevent *up, const char *address)
 {
 	struct http_conn *c = calloc(1, sizeof *c);
 
 	if (!c) {
 		bufferevent_free(tls);
+		if (up)
+			bufferevent_free(up);
 		return;
 	}
 	c->inspect = true;
 	c->r.upstream_tls = true; /* TLS to the origin: through a parent proxy, a CONNECT tunnel */
 	snprintf(c->inspect_host, sizeof c->inspect_host, "%s", host);
 	c->inspect_port = port;
-	(void)conn_start(c, s, tls, &https_ops, 0);
+	if (!conn_start(c, s, tls, &https_ops, 0)) {
+		if (up)
+			bufferevent_free(up);
+		return;
+	}
+	if (up) {
+		c->r.up = up;
+		c->up_plain = true;
+		snprintf(c->up_host, sizeof c->up_host, "%s", host);
+		c->up_port = port;
+		snprintf(c->up_address, sizeof c->up_address, "%s", address);
+		bufferevent_setcb(up, plain_up_read_cb, NULL, plain_up_event_cb, c);
+		bufferevent_enable(up, EV_READ);
+	}
 }

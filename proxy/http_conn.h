@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "http_parse.h"
+#include "http_rewrite.h"
 #include "relay.h"
 
 struct evbuffer;
@@ -31,10 +32,14 @@ struct http_conn {
 	char up_host[POLICY_HOST_MAX + 1];
 	uint16_t up_port;
 	bool up_reused;
+	bool up_plain;                          /* inspected: r.up is the CONNECT's connection, TLS not started yet */
+	char up_address[PROXY_ADDRSTR_MAX];     /* where r.up is connected (the audit records of reuses) */
 	/* the current request */
 	bool head_request, client_keep, client_http10;
 	enum http_body_kind req_body;
 	uint64_t req_left;
+	bool ph_scan;           /* the policy has credentials: the body is searched for placeholders */
+	struct http_ph_scan ph; /* the search (http_rewrite.h) */
 	struct http_chunked req_ch;
 	bool req_done;
 	struct http_scanner rscan;

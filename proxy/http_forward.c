@@ -53,6 +53,54 @@ static void maybe_finish(struct http_conn *c)
 
 /* ---- request body: client -> upstream ---- */
 
+/* The next n bytes of the client's input are request body about to go upstream: with credentials in
+ * the policy, they are searched for a placeholder that does not belong to the destination (the bytes
+ * that came with the head were searched before the head went: http.c). Found: nothing more is sent, the
+ * upstream is dropped (it has an incomplete request) and the request is refused as exfiltration;
+ * returns false. The literal placeholder is looked for, as the client's bytes carry it (a placeholder
+ * encoded, compressed or split by chunk framing is not seen: it is a tripwire, and not the secret). */
+static bool body_scan_ok(struct http_conn *c, struct evbuffer *in, size_t n)
+{
+	const struct policy_credential *found = NULL;
+	struct evbuffer_iovec v[16];
+	struct evbuffer_ptr at;
+	size_t done = 0;
+	char body[800];
+
+	if (!c->ph_scan)
+		return true;
+	while (done < n && !found) {
+		int nv;
+		if (evbuffer_ptr_set(in, &at, done, EVBUFFER_PTR_SET) != 0 ||
+		    (nv = evbuffer_peek(in, (ev_ssize_t)(n - done), &at, v, 16)) <= 0)
+			break;
+		for (int i = 0; i < nv && i < 16 && done < n && !found; i++) {
+			size_t len = v[i].iov_len < n - done ? v[i].iov_len : n - done;
+			found = http_ph_scan_feed(&c->ph, v[i].iov_base, len);
+			done += len;
+		}
+	}
+	if (!found)
+		return true;
+	snprintf(c->r.rule, sizeof c->r.rule, "%s", found->where);
+	log_warnx("session %s: the placeholder of $%s (credential of %s) was sent to %s in a request body: refused",
+	          c->r.s->id, found->placeholder_env, found->where, c->r.t.host);
+	proxy_relay_drop_upstream(&c->r); /* what it did not take yet goes nowhere */
+	c->r.decision = "deny";
+	snprintf(c->r.reason, sizeof c->r.reason,
+	         "exfiltration: this request's body carries the placeholder of a credential that belongs to another "
+	         "host (policy %s); it was cut off before it",
+	         found->where);
+	if (c->resp_started) {
+		http_close_after_flush(c);
+		return false;
+	}
+	snprintf(body, sizeof body, "sluice: 403 %s\n%s\n", proxy_http_status_text(403), c->r.reason);
+	c->client_keep = false;
+	http_respond(c, 403, "deny", body);
+	return false;
+}
+
 void http_forward_client_read(struct http_conn *c)
 {
 	struct evbuffer *in = bufferevent_get_input(c->r.client);
@@ -74,6 +122,8 @@ void http_forward_client_read(struct http_conn *c)
 				n = (size_t)c->req_left;
 			if (n > PROXY_BUF_HIGH)
 				n = PROXY_BUF_HIGH;
+			if (!body_scan_ok(c, in, n))
+				return;
 			evbuffer_remove_buffer(in, out, n);
 			c->req_left -= n;
 			c->r.bytes_out += n;
@@ -86,6 +136,8 @@ void http_forward_client_read(struct http_conn *c)
 			if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
 				break;
 			r = http_chunked_feed(&c->req_ch, v.iov_base, v.iov_len, &used);
+			if (!body_scan_ok(c, in, used))
+				return;
 			evbuffer_remove_buffer(in, out, used);
 			c->r.bytes_out += used;
 			if (r == HTTP_CHUNK_ERROR) {
@@ -125,12 +177,11 @@ static void send_now(struct bufferevent *bev, struct evbuffer *data)
 
 /* ---- response: upstream -> client ---- */
 
-/* The end-to-end header fields of a head (hop-by-hop ones, and those Connection names, stay here);
- * skip: a field name left out too (NULL: none). */
-static void put_headers(struct evbuffer *o, const struct http_header *hs, unsigned n, const char *skip)
+/* The end-to-end header fields of a response head (hop-by-hop ones, and those Connection names, stay here). */
+static void put_headers(struct evbuffer *o, const struct http_header *hs, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
-		if (hs[i].hop || (skip && http_token_eq(hs[i].name, hs[i].name_len, skip)))
+		if (hs[i].hop)
 			continue;
 		evbuffer_add(o, hs[i].name, hs[i].name_len);
 		evbuffer_add(o, ": ", 2);
@@ -146,7 +197,7 @@ static void write_response_head(struct http_conn *c, const struct http_response 
 	bool keep = c->client_keep && r->body != HTTP_BODY_CLOSE;
 
 	evbuffer_add_printf(o, "HTTP/1.1 %u %.*s\r\n", r->status, (int)r->reason_len, r->reason);
-	put_headers(o, r->headers, r->nheaders, NULL);
+	put_headers(o, r->headers, r->nheaders);
 	evbuffer_add(o, "Via: 1.1 sluice\r\n", 17);
 	if (final && !keep)
 		evbuffer_add(o, "Connection: close\r\n", 19);
@@ -523,42 +574,26 @@ void http_forward_start(struct http_conn *c)
 		http_forward_client_read(c);
 }
 
+static void put_evbuffer(void *ctx, const void *data, size_t len)
+{
+	evbuffer_add(ctx, data, len);
+}
+
 void http_forward_build_head(struct http_conn *c, const struct http_request *req)
 {
-	struct evbuffer *o = c->head_out;
-	const char *slash = (req->path_len == 0 || req->path[0] != '/') ? "/" : "";
-
 	/* inside an inspected tunnel the origin gets origin form over TLS (a parent, if any, only tunnels) */
 	const struct proxy_parent *parent = c->inspect ? NULL : proxy_parent_for(c->r.e, &c->r.t);
-	bool v6 = c->r.t.literal && c->r.t.addr.ss_family == AF_INET6;
+	struct http_rewrite rw = {
+	        .host = c->r.t.host,
+	        .port = c->r.t.port,
+	        .v6 = c->r.t.literal && c->r.t.addr.ss_family == AF_INET6,
+	        .tls = c->inspect,
+	        .absolute = parent != NULL,
+	        .proxy_auth = parent ? parent->auth : NULL,
+	        /* HTTPS inspection's credential: on requests to its host only, after inspection; never logged */
+	        .cred = c->inspect ? policy_credential_for(c->r.s->policy, c->r.t.host) : NULL,
+	};
 
-	evbuffer_drain(o, evbuffer_get_length(o));
-	evbuffer_add(o, req->method, req->method_len);
-	if (parent) {
-		/* to the parent proxy: absolute form, from the decided host and port (never the client's bytes) */
-		evbuffer_add_printf(o, " http://%s%s%s", v6 ? "[" : "", c->r.t.host, v6 ? "]" : "");
-		if (c->r.t.port != 80)
-			evbuffer_add_printf(o, ":%u", c->r.t.port);
-		evbuffer_add_printf(o, "%s", slash);
-	} else {
-		evbuffer_add_printf(o, " %s", slash);
-	}
-	evbuffer_add(o, req->path, req->path_len);
-	evbuffer_add_printf(o, " HTTP/1.%u\r\n", req->version_minor);
-	if (parent && parent->auth[0])
-		evbuffer_add_printf(o, "Proxy-Authorization: %s\r\n", parent->auth);
-	if (v6)
-		evbuffer_add_printf(o, "Host: [%s]", c->r.t.host);
-	else
-		evbuffer_add_printf(o, "Host: %s", c->r.t.host);
-	if (c->r.t.port != (c->inspect ? 443 : 80))
-		evbuffer_add_printf(o, ":%u", c->r.t.port);
-	evbuffer_add(o, "\r\n", 2);
-	/* HTTPS inspection's credential: set by us on requests to its host only, whatever the client sent
-	 * in that field (the placeholder, say); never logged */
-	const struct policy_credential *cred = c->inspect ? policy_credential_for(c->r.s->policy, c->r.t.host) : NULL;
-	put_headers(o, req->headers, req->nheaders, cred ? cred->header : NULL);
-	if (cred)
-		evbuffer_add_printf(o, "%s: %s\r\n", cred->header, cred->value);
-	evbuffer_add(o, "Via: 1.1 sluice\r\n\r\n", 19);
+	evbuffer_drain(c->head_out, evbuffer_get_length(c->head_out));
+	http_rewrite_head(req, &rw, put_evbuffer, c->head_out);
 }

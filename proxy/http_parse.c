@@ -400,6 +400,17 @@ static void apply_connection(struct http_header *hs, unsigned n, bool *saw_close
 	}
 }
 
+/* Whether Connection named a framing field (apply_connection marked it hop-by-hop): it would be dropped
+ * while its body is forwarded, and the next hop would read the body as the next message (smuggling). */
+static bool names_framing(const struct http_header *hs, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (hs[i].hop && (http_token_eq(hs[i].name, hs[i].name_len, "content-length") ||
+		                  http_token_eq(hs[i].name, hs[i].name_len, "transfer-encoding")))
+			return true;
+	return false;
+}
+
 static bool same_host(const struct http_authority *a, const struct http_authority *b)
 {
 	size_t la = a->host_len, lb = b->host_len;
@@ -600,6 +611,10 @@ int http_parse_request(const char *buf, size_t len, unsigned flags, struct http_
 		return 400;
 	}
 	apply_connection(req->headers, req->nheaders, &saw_close, &saw_keepalive);
+	if (names_framing(req->headers, req->nheaders)) {
+		*why = "Connection names a framing header (Content-Length or Transfer-Encoding)";
+		return 400;
+	}
 	req->keep_alive = req->version_minor == 1 ? !saw_close : (saw_keepalive && !saw_close);
 	return 0;
 }
@@ -676,6 +691,10 @@ int http_parse_response(const char *buf, size_t len, bool head_request, struct h
 		return -EINVAL;
 	}
 	apply_connection(resp->headers, resp->nheaders, &saw_close, &saw_keepalive);
+	if (names_framing(resp->headers, resp->nheaders)) {
+		*why = "Connection names a framing header (Content-Length or Transfer-Encoding) in the response";
+		return -EINVAL;
+	}
 	resp->keep_alive = resp->version_minor == 1 ? !saw_close : (saw_keepalive && !saw_close);
 	if (head_request || resp->status < 200 || resp->status == 204 || resp->status == 304)
 		resp->body = HTTP_BODY_NONE;

@@ -61,8 +61,9 @@ static SSL_CTX *up_ctx(struct proxy_engine *e, char *err, size_t errlen)
 void proxy_inspect_begin(struct proxy_relay *r)
 {
 	struct proxy_session *s = r->s;
-	char err[300], host[POLICY_HOST_MAX + 1];
+	char err[300], host[POLICY_HOST_MAX + 1], address[PROXY_ADDRSTR_MAX];
 	uint16_t port = r->t.port;
+	struct bufferevent *up;
 	SSL_CTX *ctx = s->ca ? proxy_mitm_ca_server_ctx(s->ca, r->t.host, err, sizeof err) : NULL;
 	SSL *ssl = ctx ? SSL_new(ctx) : NULL;
 	struct bufferevent *cl, *tls;
@@ -76,11 +77,21 @@ void proxy_inspect_begin(struct proxy_relay *r)
 		return;
 	}
 	snprintf(host, sizeof host, "%s", r->t.host);
-	/* The CONNECT's own exchange ends here (its close record says the tunnel was inspected); the
-	 * upstream it dialled is not used: each request is dialled (and verified) on its own terms. */
+	snprintf(address, sizeof address, "%s", r->address);
+	/* The CONNECT's own exchange ends here (its close record says the tunnel was inspected). The
+	 * upstream it dialled (directly, or a parent's CONNECT tunnel) goes to the inspected connection,
+	 * still without TLS: its first allowed request starts the verified TLS on it rather than dialling
+	 * again; a request refused by the HTTP rules never gets it. */
 	snprintf(r->reason, sizeof r->reason, "%s; inspected (requests are decided one by one)",
 	         r->t.reason[0] ? r->t.reason : "allowed");
-	proxy_relay_drop_upstream(r);
+	up = r->up;
+	r->up = NULL;
+	if (up)
+		bufferevent_setcb(up, NULL, NULL, NULL, NULL); /* (its callbacks had r, freed below) */
+	if (up && evbuffer_get_length(bufferevent_get_input(up)) > 0) {
+		bufferevent_free(up); /* the server spoke before the ClientHello: not a TLS server to reuse */
+		up = NULL;
+	}
 	proxy_relay_finish(r);
 	cl = r->client;
 	r->client = NULL;
@@ -93,10 +104,12 @@ void proxy_inspect_begin(struct proxy_relay *r)
 	if (!tls) {
 		SSL_free(ssl);
 		bufferevent_free(cl);
+		if (up)
+			bufferevent_free(up);
 		return;
 	}
 	bufferevent_openssl_set_allow_dirty_shutdown(tls, 1);
-	proxy_http_accept_inspected(s, tls, host, port);
+	proxy_http_accept_inspected(s, tls, host, port, up, address);
 }
 
 /* ---- upstream side ---- */

@@ -244,8 +244,12 @@ void proxy_socks5_accept(struct proxy_session *s, int fd);
  * its exchange ends (close record) and its client becomes a TLS server connection with a leaf of the
  * session's CA, whose requests http.c reads and decides one by one (proxy_http_accept_inspected). */
 void proxy_inspect_begin(struct proxy_relay *r);
-/* Takes over tls (the client's TLS server bufferevent, owned from now) for inspected requests to host:port. */
-void proxy_http_accept_inspected(struct proxy_session *s, struct bufferevent *tls, const char *host, uint16_t port);
+/* Takes over tls (the client's TLS server bufferevent, owned from now) for inspected requests to host:port.
+ * up (owned from now, or NULL): the connection the CONNECT dialled to host:port (at address, its audit
+ * form), still without TLS: the first allowed request starts its verified TLS on it instead of dialling
+ * again. */
+void proxy_http_accept_inspected(struct proxy_session *s, struct bufferevent *tls, const char *host, uint16_t port,
+                                 struct bufferevent *up, const char *address);
 void proxy_inspect_engine_free(struct proxy_engine *e);
 
 /* ---- our own HTTP responses (http.c) ---- */

@@ -10,9 +10,15 @@ if [ "${1:-}" = "--bench" ]; then groups='build|test|bench'; shift; fi
 mapfile -t want < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$here/debian-packages.txt" |
 	awk -v g="^($groups)\$" '$1 == "@group" { on = ($2 ~ g); next } on { print $1 }')
 [ "$#" -gt 0 ] && want+=("$@")
+# What installed packages provide counts as installed (nodesource's nodejs provides npm, and conflicts
+# with Debian's npm package).
+provided=" $(dpkg-query -W -f='${db:Status-Abbrev}|${Provides}\n' 2>/dev/null | awk -F'|' '$1 ~ /^ii/ { print $2 }' |
+	tr ',' '\n' | sed -e 's/([^)]*)//g' -e 's/[[:space:]]//g' | sort -u | tr '\n' ' ') "
 missing=()
 for p in "${want[@]}"; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' && continue
+	case $provided in *" $p "*) continue ;; esac
+	missing+=("$p")
 done
 [ "${#missing[@]}" -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then

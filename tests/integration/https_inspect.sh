@@ -4,7 +4,7 @@
 # allow and deny per request; git clone works and git push is refused with a clear message; a credential
 # reaches its host without being readable inside the sandbox, and its placeholder sent elsewhere is refused;
 # an upstream whose certificate is not trusted is refused; the session CA's key is nowhere inside; real
-# clients (curl, git, python, node) use the sandbox's CA bundle.
+# clients (curl, git, python urllib and pip, node, npm) use the sandbox's CA bundle.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
 . "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
@@ -48,7 +48,7 @@ cat >"$LAB_DIR/pol.json" <<JSON
     {"host": "allowed.test",
      "allow": ["GET,HEAD /pub/**", "GET /status/**", "POST /upload/*", "GET /headers"],
      "deny": ["GET /pub/secret/**"]},
-    {"host": "registry.test",
+    {"host": "registry.test", "deny": ["GET /simple/sluice-forbidden/**"],
      "credential": {"header": "Authorization: Bearer {secret}", "secret_file": "$H/api-token",
                     "placeholder_env": "API_TOKEN"}},
     {"host": "evil.test"},
@@ -77,6 +77,28 @@ check_match "... the allowed ones with status and bytes" '"method":"POST","path"
 check_match "... a denial names its HTTP rule" "\"path\":\"/pub/secret/z\",\"decision\":\"deny\",\"rule\":\"$LAB_DIR/pol.json:6:15\"" "$recs"
 check_match "the CONNECT's own record says it was inspected" 'inspected \(requests are decided one by one\)' \
 	"$(jq -c 'select(.protocol=="connect" and .host=="allowed.test")' "$AUDIT")"
+
+# 1b. One upstream connection per inspected tunnel: its first allowed request uses the connection the CONNECT
+# dialled (TLS started on it then), the next ones keep it. The inet namespace counts the SYNs to allowed.test:443.
+lab_exec inet nft -f - <<EOF || lab_bail "cannot install the SYN counter in the inet namespace"
+table inet lab_syns {
+	counter allowed443 { }
+	chain input {
+		type filter hook input priority 0; policy accept;
+		ip daddr $LAB_ALLOWED4 tcp dport 443 tcp flags & (syn | ack) == syn counter name allowed443
+		ip6 daddr $LAB_ALLOWED6 tcp dport 443 tcp flags & (syn | ack) == syn counter name allowed443
+	}
+}
+EOF
+syns() { lab_exec inet nft -j list counter inet lab_syns allowed443 | jq '.nftables[] | select(.counter) | .counter.packets'; }
+s0=$(syns)
+out=$(sb --policy "$LAB_DIR/pol.json" -- sh -c "$GET -o /dev/null https://allowed.test/pub/one https://allowed.test/pub/two" 2>&1)
+check_eq "two requests in one inspected tunnel: both allowed" "200 200" "$(echo $out)"
+check_eq "... over one upstream TCP connection (the CONNECT's own)" 1 $(($(syns) - s0))
+s0=$(syns)
+out=$(sb --policy "$LAB_DIR/pol.json" -- sh -c "$GET -o /dev/null https://allowed.test/other https://allowed.test/pub/three" 2>/dev/null)
+check_eq "a refused request, then an allowed one, in one tunnel" "403 200" "$(echo $out)"
+check_eq "... one upstream connection too" 1 $(($(syns) - s0))
 
 # 2. git over inspected HTTPS: clone works; push is refused (both the ref advertisement and the pack).
 out=$(sb --policy "$LAB_DIR/pol.json" -- sh -c '
@@ -111,6 +133,19 @@ check_eq "the placeholder to other hosts: refused in a header, a query and a bod
 check_eq "... three exfiltration records" 3 \
 	"$(jq -c 'select(.decision=="deny" and (.reason // "" | test("exfiltration")))' "$AUDIT" | wc -l)"
 
+# ... also deep in a body that arrives after its head (the whole body is searched as it goes upstream): the
+# request is cut off before the placeholder, the origin never gets a complete request.
+out=$(sb --policy "$LAB_DIR/pol.json" -- sh -c '
+	head -c 300000 /dev/zero | tr "\0" a >/tmp/big && printf "&key=%s" "$API_TOKEN" >>/tmp/big
+	curl -sS -m 10 -o /dev/null -w "%{http_code}" -H "Expect:" --data-binary @/tmp/big https://allowed.test/upload/big
+	echo " status $?"' 2>/dev/null)
+check_not "a placeholder after 300 kB of body: the upload does not succeed" grep -q '^200' <<<"$out"
+diag "curl: $out"
+check_match "... refused as exfiltration, with the credential's rule" \
+	"\"path\":\"/upload/big\",\"decision\":\"deny\",\"rule\":\"$LAB_DIR/pol.json:[0-9]+:[0-9]+\".*exfiltration: this request's body" \
+	"$(jq -c 'select(.protocol=="https")' "$AUDIT")"
+check_not "... and the origin never got the request" grep -q '/upload/big' <<<"$(lab_http_requests)"
+
 # 5. An upstream whose certificate is not trusted: a clear 502, audited.
 out=$(sb --policy "$LAB_DIR/pol.json" -- sh -c 'curl -sS -m 10 https://evil.test:9443/; echo "status $?"' 2>&1)
 check_match "an untrusted upstream certificate: 502 with the reason" 'not trusted: self-signed certificate' "$out"
@@ -129,13 +164,34 @@ check_match "the variables name it" "^vars:( /etc/ssl/certs/ca-certificates.crt)
 out=$(sb -- sh -c 'echo "vars: ${SSL_CERT_FILE:-none}"; grep -c "BEGIN CERTIFICATE" /etc/ssl/certs/ca-certificates.crt' 2>&1)
 check_eq "a session that inspects nothing gets neither" "vars: none $(grep -c 'BEGIN CERTIFICATE' /etc/ssl/certs/ca-certificates.crt)" "$(echo $out)"
 
-# 7. Real clients with the sandbox's trust: python (urllib), node (its own TLS), npm.
+# 7. Real clients with the sandbox's trust: python (urllib, pip), node (its own TLS), npm.
 out=$(sb --policy "$LAB_DIR/pol.json" -- "$LAB_PYTHON" -c '
 import urllib.request
 print(urllib.request.urlopen("https://allowed.test/pub/py", timeout=10).status)' 2>&1)
 check_eq "python urllib through the inspecting proxy" 200 "$out"
-if command -v node >/dev/null; then
-	cat >"$P/client.js" <<'JS'
+# pip from the lab's PyPI simple index, with the PIP_CERT sluice sets (a pip from PyPI has its own CA bundle
+# otherwise; Debian's reads the system bundle, which is the merged one inside too)
+PIP="$LAB_PYTHON -m pip --no-cache-dir --disable-pip-version-check --no-input --timeout 10"
+out=$(sb --policy "$LAB_DIR/pol.json" -- sh -c "
+	$PIP install -q --no-deps --target /tmp/site --index-url https://registry.test/simple/ sluice-demo &&
+	PYTHONPATH=/tmp/site $LAB_PYTHON -c 'import sluice_demo; print(sluice_demo.VALUE)'" 2>&1)
+check_match "pip installs a wheel from the index through the inspecting proxy" '^sluice-demo from the sluice lab$' "$out"
+diag "$(tail -n 3 <<<"$out")"
+check_eq "... (the index page and the wheel, inspected)" '"/simple/sluice-demo/" 200 "/packages/sluice_demo-1.0.0-py3-none-any.whl" 200' \
+	"$(jq -r 'select(.protocol=="https" and .host=="registry.test" and .event!="decision" and (.path|test("sluice.demo"))) |
+		"\"\(.path)\" \(.status)"' "$AUDIT" | tr '\n' ' ' | sed 's/ $//')"
+out=$(sb --policy "$LAB_DIR/pol.json" -- sh -c "
+	$PIP download -d /tmp/dl --no-deps --index-url https://registry.test/simple/ sluice-forbidden; echo \"pip status \$?\"" 2>&1)
+check_match "pip of a project the HTTP rules refuse fails" 'pip status [1-9]' "$out"
+check_match "... finding nothing (pip keeps an index page's 403 to its debug log)" 'No matching distribution found for sluice-forbidden' "$out"
+check_match "... refused by sluice with 403, audited with the rule" \
+	"\"path\":\"/simple/sluice-forbidden/\",\"decision\":\"deny\",\"rule\":\"$LAB_DIR/pol.json:7:[0-9]+\".*\"status\":403" \
+	"$(jq -c 'select(.protocol=="https" and .host=="registry.test")' "$AUDIT")"
+check_match "... and the denial summary names the rule" "GET /simple/sluice-forbidden/ on registry\.test: denied by $LAB_DIR/pol\.json:7:" "$out"
+check_not "... the index page of it never reached the registry" grep -q '/simple/sluice-forbidden' <<<"$(lab_http_requests)"
+command -v node >/dev/null || lab_bail "node is not installed (tools/debian-packages.txt: nodejs)"
+command -v npm >/dev/null || lab_bail "npm is not installed (tools/debian-packages.txt: npm)"
+cat >"$P/client.js" <<'JS'
 // CONNECT through $HTTPS_PROXY, then node's own TLS (NODE_EXTRA_CA_CERTS is the sandbox's bundle)
 const http = require("http"), tls = require("tls"), u = new URL(process.env.HTTPS_PROXY);
 http.request({host: u.hostname, port: u.port, method: "CONNECT", path: "allowed.test:443",
@@ -148,13 +204,8 @@ http.request({host: u.hostname, port: u.port, method: "CONNECT", path: "allowed.
   t.on("error", (e) => console.log("error " + e.message));
 }).end();
 JS
-	out=$(sb --policy "$LAB_DIR/pol.json" -- timeout 20 node "$P/client.js" 2>&1)
-	check_eq "node (its own TLS stack) trusts the session CA" "HTTP/1.1 200 OK" "$out"
-	if command -v npm >/dev/null; then # (as in demo.sh: npm comes with some nodejs builds, not with Debian's)
-		out=$(sb --policy "$LAB_DIR/pol.json" -- timeout 60 npm view sluice-demo version --registry https://registry.test/ \
-			--cache /tmp/npm-cache 2>&1)
-		check_match "npm through the inspecting proxy" '^1\.0\.0$' "$out"
-	fi
-else
-	check "node is installed (tools/debian-packages.txt: nodejs)" false
-fi
+out=$(sb --policy "$LAB_DIR/pol.json" -- timeout 20 node "$P/client.js" 2>&1)
+check_eq "node (its own TLS stack) trusts the session CA" "HTTP/1.1 200 OK" "$out"
+out=$(sb --policy "$LAB_DIR/pol.json" -- timeout 60 npm view sluice-demo version --registry https://registry.test/ \
+	--cache /tmp/npm-cache 2>&1)
+check_match "npm through the inspecting proxy" '^1\.0\.0$' "$out"

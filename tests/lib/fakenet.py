@@ -9,6 +9,9 @@ One process serves, on the wildcard address (IPv4 and IPv6):
   - a tiny npm registry for the host named by --npm-host (selected by the Host header): GET /<pkg> returns a
     packument, GET /<pkg>/-/<name>-1.0.0.tgz a real tarball whose dist.shasum (sha1) and dist.integrity
     (sha512) match.
+  - on the same host, a PyPI simple index (PEP 503) of the --pypi-package names: GET /simple/ lists them,
+    GET /simple/<name>/ links /packages/<wheel>#sha256=..., a real wheel (py3-none-any: a module, METADATA,
+    WHEEL, RECORD) made here with zipfile, which pip downloads and installs.
   - TCP echo (--tcp-echo PORT) and UDP echo (--udp-echo PORT).
 Every HTTP request is logged as one JSON line to --access-log *before* its reply is sent, so a test that got a
 reply can read the log without racing, and a test can prove a request never reached the origin.
@@ -23,6 +26,7 @@ import io
 import json
 import os
 import random
+import re
 import signal
 import socket
 import socketserver
@@ -33,6 +37,7 @@ import tarfile
 import threading
 import time
 import urllib.parse
+import zipfile
 
 BLOCK = random.Random(0x51_1CE).randbytes(1 << 20)  # /bytes content: this 1 MiB block, repeated
 MAX_BYTES = 1 << 40
@@ -121,6 +126,42 @@ class NpmPackage:
             "time": {"created": stamp, "modified": stamp, NPM_VERSION: stamp},
             "license": "MIT",
         }
+
+
+# ---------------------------------------------------------------------------------------------- PyPI index
+
+def pypi_normalize(name):
+    """PEP 503: the index's name of a project."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+class PypiPackage:
+    def __init__(self, name):
+        self.name = name
+        self.norm = pypi_normalize(name)
+        dist = re.sub(r"[-_.]+", "_", name)
+        self.module = dist.lower()
+        self.filename = "%s-%s-py3-none-any.whl" % (dist, NPM_VERSION)
+        info = "%s-%s.dist-info" % (dist, NPM_VERSION)
+        files = [
+            ("%s/__init__.py" % self.module, ("VALUE = %r\n" % (name + " from the sluice lab")).encode()),
+            ("%s/METADATA" % info, ("Metadata-Version: 2.1\nName: %s\nVersion: %s\nSummary: %s: a package "
+                                    "served by the sluice test lab\n" % (name, NPM_VERSION, name)).encode()),
+            ("%s/WHEEL" % info, b"Wheel-Version: 1.0\nGenerator: sluice-lab\nRoot-Is-Purelib: true\n"
+                                b"Tag: py3-none-any\n"),
+        ]
+        record = "".join("%s,sha256=%s,%d\n" % (path, base64.urlsafe_b64encode(hashlib.sha256(data).digest())
+                                                 .rstrip(b"=").decode(), len(data)) for path, data in files)
+        files.append(("%s/RECORD" % info, (record + "%s/RECORD,,\n" % info).encode()))
+        raw = io.BytesIO()
+        with zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zf:
+            for path, data in files:
+                zi = zipfile.ZipInfo(path, date_time=(1985, 10, 26, 8, 15, 0))
+                zi.compress_type = zipfile.ZIP_DEFLATED
+                zi.external_attr = 0o644 << 16
+                zf.writestr(zi, data)
+        self.whl = raw.getvalue()
+        self.sha256 = hashlib.sha256(self.whl).hexdigest()
 
 
 # ------------------------------------------------------------------------------------------------ HTTP echo
@@ -282,6 +323,10 @@ class EchoHandler(http.server.BaseHTTPRequestHandler):
         path = info["path"]
         host = self.host_header()
         npm = self.server.lab_npm
+        if self.server.lab_pypi and host == self.server.lab_npm_host and self.command in ("GET", "HEAD") and \
+                (path.startswith("/simple/") or path.startswith("/packages/")):
+            self.serve_pypi(info, path, self.server.lab_pypi)
+            return
         if npm and host == self.server.lab_npm_host and self.command in ("GET", "HEAD", "POST"):
             if self.serve_npm(info, path, npm):
                 return
@@ -399,13 +444,41 @@ class EchoHandler(http.server.BaseHTTPRequestHandler):
         return True
 
 
+    def serve_pypi(self, info, path, pypi):
+        """The simple index (HTML, PEP 503) and the wheels."""
+        if path.startswith("/packages/"):
+            fname = path[len("/packages/"):]
+            pkg = next((p for p in pypi.values() if p.filename == fname), None)
+            if pkg is None:
+                self.log_access(info, 404, "pypi-wheel")
+                self.send_json(404, {"error": "Not found"})
+                return
+            self.log_access(info, 200, "pypi-wheel")
+            self.send_body(200, pkg.whl, ctype="application/octet-stream")
+            return
+        name = path[len("/simple/"):].strip("/")
+        if not name:
+            links = "".join('<a href="/simple/%s/">%s</a>\n' % (p.norm, p.name) for p in pypi.values())
+        else:
+            pkg = pypi.get(pypi_normalize(name))
+            if pkg is None:
+                self.log_access(info, 404, "pypi-index")
+                self.send_json(404, {"error": "Not found"})
+                return
+            links = '<a href="/packages/%s#sha256=%s">%s</a>\n' % (pkg.filename, pkg.sha256, pkg.filename)
+        self.log_access(info, 200, "pypi-index")
+        page = "<!DOCTYPE html>\n<html><body>\n%s</body></html>\n" % links
+        self.send_body(200, page.encode(), ctype="text/html")
+
+
 class LabHTTPServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 1024
 
-    def __init__(self, family, addr, name, tls_ctx, npm_host, npm):
+    def __init__(self, family, addr, name, tls_ctx, npm_host, npm, pypi=None):
         self.address_family = family
+        self.lab_pypi = pypi or {}
         self.lab_name = name
         self.lab_tls = tls_ctx is not None
         self.lab_ctx = tls_ctx
@@ -532,6 +605,8 @@ def main():
     ap.add_argument("--npm-host", help="Host header value that selects the npm registry")
     ap.add_argument("--npm-package", action="append", default=[], metavar="NAME")
     ap.add_argument("--npm-dump", metavar="DIR", help="also write each tarball as DIR/<file>.tgz")
+    ap.add_argument("--pypi-package", action="append", default=[], metavar="NAME",
+                    help="a project of the PyPI simple index on the --npm-host host")
     ap.add_argument("--access-log", metavar="FILE")
     ap.add_argument("--ready", metavar="FILE", help="created once every port is listening")
     ap.add_argument("--ipv4-only", action="store_true", help="bind 0.0.0.0 instead of dual-stack ::")
@@ -561,11 +636,16 @@ def main():
             with open(os.path.join(args.npm_dump, npm[name].filename), "wb") as f:
                 f.write(npm[name].tgz)
 
+    pypi = {}
+    for name in args.pypi_package:
+        pkg = PypiPackage(name)
+        pypi[pkg.norm] = pkg
+
     servers = []
     for port in args.http:
-        servers.append(LabHTTPServer(family, (wildcard, port), args.name, None, args.npm_host, npm))
+        servers.append(LabHTTPServer(family, (wildcard, port), args.name, None, args.npm_host, npm, pypi))
     for port in args.https:
-        servers.append(LabHTTPServer(family, (wildcard, port), args.name, tls_ctx, args.npm_host, npm))
+        servers.append(LabHTTPServer(family, (wildcard, port), args.name, tls_ctx, args.npm_host, npm, pypi))
     for port in args.tcp_echo:
         servers.append(LabTCPServer(family, (wildcard, port)))
     threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in servers]

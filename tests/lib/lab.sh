@@ -8,8 +8,9 @@
 #                         ends, however it ends, the kernel removes every namespace, process and mount it made.
 #                         skip_all when not root or namespaces are unavailable.
 # lab_internet_up         netns "inet" on a veth: DNS (dnsmasq) on $LAB_DNS, HTTP echo on 80/8080, HTTPS on
-#                         443/8443 (CA in $LAB_CA), TCP echo on 22 and 7, UDP echo on 7, an npm registry at
-#                         registry.test. The host gets routes to the internet prefixes only.
+#                         443/8443 (CA in $LAB_CA), TCP echo on 22 and 7, UDP echo on 7, an npm registry and a
+#                         PyPI simple index (/simple/, wheels under /packages/) at registry.test. The host gets
+#                         routes to the internet prefixes only.
 # lab_lan_up              netns "lan", a host on the host's LAN (192.0.2.0/24): HTTP echo on 80, TCP echo on 22.
 # lab_session NAME [ADDR4[/LEN] GW4]
 #                         netns NAME wired to the host by a veth (host side sess<N>, session side eth0) with
@@ -48,7 +49,7 @@
 #
 # Variables: LAB_DIR (private, removed with the lab), LAB_ID, LAB_CA, LAB_DNS, LAB_DNS6, LAB_HOST4/6 and
 # LAB_INET4/6 (the host<->internet link), LAB_REGISTRY4/6, LAB_ALLOWED4/6, LAB_OTHER4/6, LAB_EVIL4/6,
-# LAB_PRIVATE4, LAB_META4, LAB_LAN_HOST4/6 and LAB_LAN4/6, LAB_NPM_PACKAGES, LAB_PYTHON.
+# LAB_PRIVATE4, LAB_META4, LAB_LAN_HOST4/6 and LAB_LAN4/6, LAB_NPM_PACKAGES, LAB_PYPI_PACKAGES, LAB_PYTHON.
 #
 # Safety: nothing here runs before lab_enter has moved the script into its own namespaces; there is no default
 # route in any lab namespace, so no packet can leave the machine; every name (netns, interface, /run path) is
@@ -74,7 +75,8 @@ LAB_LAN_HOST4=192.0.2.1 LAB_LAN_HOST6=2001:db8:2::1
 LAB_LAN4=192.0.2.2 LAB_LAN6=2001:db8:2::2
 LAB_SESSION_POOL4=100.64.0.0/10 LAB_SESSION_POOL6=2001:db8:100::/40
 LAB_NPM_PACKAGES="sluice-demo left-pad @sluice/scoped"
-export LAB_HOST4 LAB_HOST6 LAB_INET4 LAB_INET6 LAB_DNS LAB_DNS6 LAB_REGISTRY4 LAB_REGISTRY6 LAB_ALLOWED4 \
+LAB_PYPI_PACKAGES="sluice-demo sluice-forbidden"
+export LAB_PYPI_PACKAGES LAB_HOST4 LAB_HOST6 LAB_INET4 LAB_INET6 LAB_DNS LAB_DNS6 LAB_REGISTRY4 LAB_REGISTRY6 LAB_ALLOWED4 \
 	LAB_ALLOWED6 LAB_OTHER4 LAB_OTHER6 LAB_EVIL4 LAB_EVIL6 LAB_PRIVATE4 LAB_META4 LAB_LAN_HOST4 LAB_LAN_HOST6 \
 	LAB_LAN4 LAB_LAN6 LAB_NPM_PACKAGES LAB_PYTHON
 
@@ -513,6 +515,7 @@ lab_internet_up() {
 	_lab_dns_files
 	_lab_dnsmasq_start
 	for p in $LAB_NPM_PACKAGES; do pkgs+=(--npm-package "$p"); done
+	for p in $LAB_PYPI_PACKAGES; do pkgs+=(--pypi-package "$p"); done
 	lab_bg fakenet-inet -n inet "$LAB_PYTHON" "$LAB_LIB_DIR/fakenet.py" --name inet \
 		--http 80 --http 8080 --https 443 --https 8443 --tcp-echo 22 --tcp-echo 7 --udp-echo 7 \
 		--cert "$LAB_DIR/tls/server.pem" --key "$LAB_DIR/tls/server.key" \

@@ -114,6 +114,12 @@ static void test_bad_requests(void **state)
 	        {"POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: "
 	         "chunked\r\n\r\n",
 	         400},
+	        /* a framing field named by Connection (it would be dropped while its body goes on) */
+	        {"POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5\r\nConnection: content-length\r\n\r\n",
+	         400},
+	        {"POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nConnection: close, Transfer-Encoding\r\n"
+	         "Transfer-Encoding: chunked\r\n\r\n",
+	         400},
 	};
 	struct http_request *req = malloc(sizeof *req);
 	(void)state;
@@ -237,6 +243,12 @@ static void test_response(void **state)
 	assert_int_equal(r->status, 302);
 	assert_int_equal(RESP("HTTP/1.1 100 Continue\r\n\r\n", false), 0);
 	assert_int_equal(r->body, HTTP_BODY_NONE);
+	/* a framing field named by Connection (it would be dropped while the body goes on) */
+	assert_int_equal(RESP("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: content-length\r\n\r\n", false),
+	                 -EINVAL);
+	assert_int_equal(RESP("HTTP/1.1 200 OK\r\nConnection: Transfer-Encoding\r\nTransfer-Encoding: chunked\r\n\r\n",
+	                      false),
+	                 -EINVAL);
 	assert_int_equal(RESP("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", false),
 	                 -EINVAL);
 	assert_int_equal(RESP("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", false), -EINVAL);

@@ -269,8 +269,9 @@ static void test_credential_roundtrip(void **state)
 	assert_int_equal(strlen(c->placeholder), strlen(POLICY_PLACEHOLDER_PREFIX) + 32);
 	char body[200];
 	snprintf(body, sizeof body, "token=%s&x=1", c->placeholder);
-	assert_ptr_equal(policy_credential_find_placeholder(p, body, strlen(body)), c);
-	assert_null(policy_credential_find_placeholder(p, body, strlen(body) - 8)); /* cut: not the placeholder */
+	assert_ptr_equal(policy_credential_find_placeholder(p, NULL, body, strlen(body)), c);
+	assert_null(policy_credential_find_placeholder(p, NULL, body, strlen(body) - 8)); /* cut: not the placeholder */
+	assert_null(policy_credential_find_placeholder(p, c, body, strlen(body))); /* its own host may get it */
 	/* the serialised form (what sluiced and the engine get) keeps rules, places and the credential */
 	json = policy_serialize(p);
 	assert_non_null(json);
