@@ -27,8 +27,8 @@ sb() { (cd "$P" && exec env -i HOME="$H" PATH=/usr/bin:/bin SLUICE_RUN_DIR=$RUN 
 CODE='curl -s -m 40 -o /dev/null -w %{http_code}'
 
 # A throwaway unprivileged user (removed on exit), to show it cannot decide root's requests.
-TU="askt$$"
-useradd -M -d "$LAB_DIR/tu-home" -s /bin/sh "$TU" >/dev/null 2>&1 || skip_all "useradd failed"
+TU=$(test_user_name askt)
+test_useradd "$TU" "$LAB_DIR/tu-home" || lab_bail "useradd $TU failed (10 s)"
 lab_defer "userdel $TU >/dev/null 2>&1"
 TU_UID=$(id -u "$TU")
 mkdir -p "$LAB_DIR/tu-home" "$LAB_DIR/tu-proj"

@@ -85,8 +85,8 @@ for _ in $(seq 50); do [ -z "$(leftovers | grep -v '^dir ')" ] && break; sleep 0
 check_eq "after kill -9 of the launcher no process, link or mount is left" "" "$(leftovers | grep -v '^dir ')"
 
 # 4. An unprivileged user: rootless Podman inside its sandbox too, with its network through sluiced.
-TU=nest$$
-useradd -M -d "$LAB_DIR/uhome" -s /bin/sh "$TU" >/dev/null 2>&1 || lab_bail "useradd failed"
+TU=$(test_user_name nest)
+test_useradd "$TU" "$LAB_DIR/uhome" || lab_bail "useradd $TU failed (10 s)"
 lab_defer "userdel $TU >/dev/null 2>&1; rm -rf /var/tmp/sluice-$(id -u "$TU")"
 mkdir -p "$LAB_DIR/uhome" "$LAB_DIR/uproj"
 cp -a "$P/rootfs.tar" "$P/Containerfile" "$LAB_DIR/uproj/"

@@ -163,8 +163,8 @@ check "... (and the namespace is deleted)" "$CTL" netns delete big1
 
 # ---- an unprivileged user's `sluice run --allow-network` through sluiced (user namespaces; the user's
 # own session directory; sluiced wires the namespace the user made and enforces the same policy)
-TU="slct$$"
-useradd -M -d "$LAB_DIR/tu-home" -s /bin/sh "$TU" >/dev/null 2>&1
+TU=$(test_user_name slct)
+test_useradd "$TU" "$LAB_DIR/tu-home"
 lab_defer "userdel $TU >/dev/null 2>&1"
 TU_UID=$(id -u "$TU")
 check "a test user exists" test -n "$TU_UID"

@@ -10,7 +10,7 @@ command -v setpriv >/dev/null || skip_all "setpriv (util-linux) missing"
 # Not under /tmp: the sandbox replaces /tmp, and the unsafe profile must see the fake homes.
 SB_T=$(mktemp -d "${SLUICE_SBTEST_DIR:-/var/lib}/sluice-sbtest.XXXXXX")
 chmod 755 "$SB_T"
-TU="sbt$$"
+TU=$(test_user_name sbt)
 TU_HOME="$SB_T/home-user"
 ROOT_HOME="$SB_T/home-root"
 # root's session directories go under this private XDG_RUNTIME_DIR, not the machine's shared
@@ -18,7 +18,7 @@ ROOT_HOME="$SB_T/home-root"
 ROOT_RT="$SB_T/rt-root"
 mkdir -p "$TU_HOME" "$ROOT_HOME" "$ROOT_RT"
 chmod 700 "$ROOT_RT"
-useradd -M -d "$TU_HOME" -s /bin/sh "$TU" >/dev/null 2>&1 || skip_all "useradd failed"
+test_useradd "$TU" "$TU_HOME" || { echo "Bail out! useradd $TU failed (10 s)"; exit 1; }
 chown "$TU:$TU" "$TU_HOME"
 chmod 700 "$TU_HOME" "$ROOT_HOME"
 TU_UID=$(id -u "$TU")

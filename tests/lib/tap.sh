@@ -86,3 +86,20 @@ done_testing() {
 # Paths for tests: the build dir holds the binaries, the source dir the data.
 : "${SLUICE_BUILD_DIR:?run through meson test}"
 : "${SLUICE_SOURCE_DIR:?run through meson test}"
+
+# test_user_name PREFIX: a user name no other run uses ($$ is 1 inside a lab's pid namespace, so a run
+# killed before its cleanup would leave a user the next run's name collides with).
+test_user_name() {
+	printf '%s%04x%04x\n' "$1" "$RANDOM" "$RANDOM"
+}
+
+# test_useradd NAME HOME: a throw-away user for a test (no home made). useradd fails while another
+# process holds /etc/passwd's lock (another test, a package install): tried again for up to ~10 s.
+test_useradd() {
+	local i
+	for i in $(seq 40); do
+		useradd -M -d "$2" -s /bin/sh "$1" >/dev/null 2>&1 && return 0
+		sleep 0.25
+	done
+	return 1
+}
