@@ -43,8 +43,11 @@ static void test_one_line(void **state)
 	capture("test\nsluiced: session forged: uid 0\r\x1b[2J\x7f", out, sizeof out);
 	assert_string_equal(out, "sluiced: session x: test\\x0asluiced: session forged: uid 0\\x0d\\x1b[2J\\x7f\n");
 	/* UTF-8 passes, its C1 controls (U+009B is a CSI to many terminals) do not */
-	capture("caf\xc3\xa9 \xc2\x9b" "2J \xc2\xa0", out, sizeof out);
-	assert_string_equal(out, "sluiced: session x: caf\xc3\xa9 \\xc2\\x9b" "2J \xc2\xa0\n");
+	capture("caf\xc3\xa9 \xc2\x9b"
+	        "2J \xc2\xa0",
+	        out, sizeof out);
+	assert_string_equal(out, "sluiced: session x: caf\xc3\xa9 \\xc2\\x9b"
+	                         "2J \xc2\xa0\n");
 	/* a message at the size limit (1023 control bytes) is escaped whole, still one line */
 	char big[1100];
 	memset(big, '\n', sizeof big - 1);
