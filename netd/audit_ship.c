@@ -114,11 +114,18 @@ static int send_syslog(struct netd_ship *s, const struct audit_entry *e)
 	return 0;
 }
 
+/* Trust boundary: values are the record's decoded strings, and some are chosen by others (a session's
+ * command line is whatever its client sent to control.sock): C0 controls and DEL become '?', as in the
+ * syslog form (the exact value is in MESSAGE, where the record escapes it). A value with a newline used
+ * to be refused, and with it every record of such a session. */
 static void field(struct iovec *iov, size_t *n, char (*bufs)[320], const char *name, const char *v)
 {
 	if (!v)
 		return;
 	snprintf(bufs[*n], sizeof bufs[0], "%s=%s", name, v);
+	for (char *c = bufs[*n] + strlen(name) + 1; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
 	iov[*n].iov_base = bufs[*n];
 	iov[*n].iov_len = strlen(bufs[*n]);
 	(*n)++;
@@ -165,10 +172,9 @@ static int send_journald(struct netd_ship *s, const struct audit_entry *e)
 	field_num(iov, &n, bufs, "SLUICE_STATUS", e->status);
 	field_num(iov, &n, bufs, "SLUICE_BYTES_OUT", e->bytes_out);
 	field_num(iov, &n, bufs, "SLUICE_BYTES_IN", e->bytes_in);
-	/* a value with a newline would need the binary form: records escape control bytes, so none has */
-	for (size_t i = 0; i < n; i++)
-		if (memchr(iov[i].iov_base, '\n', iov[i].iov_len))
-			return -EINVAL;
+	/* MESSAGE is the line as the file has it: control bytes escaped, so never a newline */
+	if (memchr(msg, '\n', iov[0].iov_len))
+		return -EINVAL;
 	r = sd_journal_sendv(iov, (int)n);
 	return r < 0 ? r : 0;
 }

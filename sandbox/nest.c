@@ -88,17 +88,19 @@ static int bind_dev(int rootfd, const char *path, char *err, size_t errlen)
 
 /* /sys, read-only, as a container sees it: crun binds it into containers that share the session's
  * network namespace (a fresh sysfs needs a network namespace of one's own) and reads the cgroup
- * layout from it. /sys/fs/cgroup is an empty read-only tmpfs: the session cgroup holds the nested
- * containers (Podman runs with cgroups disabled), and crun refuses a hybrid layout. */
+ * layout from it. It is a sysfs of its own, made here in the session's network namespace: a bind of
+ * the host's /sys showed the host's interfaces under /sys/class/net (their addresses, and the traffic
+ * counters of the machine and of every other session's sl-* link) and the file systems mounted in it
+ * (debugfs, tracefs, bpf, securityfs). /sys/fs/cgroup is an empty read-only tmpfs: the session cgroup
+ * holds the nested containers (Podman runs with cgroups disabled), and crun refuses a hybrid layout. */
 static int sys_tree(int rootfd, char *err, size_t errlen)
 {
 	int r;
-	cleanup_fd int tree = open_tree(AT_FDCWD, "/sys", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+	cleanup_fd int tree =
+	        sb_new_fs("sysfs", NULL, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+	                  err, errlen);
 	if (tree < 0)
-		return sb_err(err, errlen, "cannot bind /sys: %s", strerror(errno));
-	if ((r = sb_set_attr(tree, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, true,
-	                     "/sys", err, errlen)) < 0)
-		return r;
+		return tree;
 	cleanup_fd int target = sb_mkpath(rootfd, "/sys", true, err, errlen);
 	if (target < 0)
 		return target;

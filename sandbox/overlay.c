@@ -525,8 +525,14 @@ static void list_protected(const struct sb_strv *prot, const char *what)
 	        "sluice: %zu protected change%s %s (they can widen the next session or run code outside "
 	        "the sandbox):\n",
 	        prot->n, prot->n == 1 ? "" : "s", what);
-	for (size_t i = 0; i < prot->n; i++)
-		fprintf(stderr, "  %s\n", prot->v[i]);
+	/* the names are the sandboxed command's: control bytes are shown as '?' (--apply lists before
+	 * write_patch refuses such names) */
+	for (size_t i = 0; i < prot->n; i++) {
+		fputs("  ", stderr);
+		for (const char *p = prot->v[i]; *p; p++)
+			fputc((unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p, stderr);
+		fputc('\n', stderr);
+	}
 }
 
 /* SESSION/project: where `sluicectl session save ID` applies changes.patch. */

@@ -108,6 +108,28 @@ for e in ents:
 assert any(e["SLUICE_HOST"] == "evil.test" and e["SLUICE_DECISION"] == "deny" for e in ents)' "$AUDIT" "$JOUT" "$AUDIT.before"
 check "the hash chain of the file verifies" "$CTL" log verify "$AUDIT"
 
+# A session's command is its client's choice (control.sock is open to every local user): a newline in it
+# must neither keep the session's records out of journald (their fields carried it raw, and the shipper
+# refused every one of them) nor forge a line of sluiced's own log (stderr, which the journal splits).
+FORGED=$'test s3\nsluiced: session forged: uid 0, sl-forged, approved \e[2J \302\233A'
+SESSION_COMMAND=$FORGED check "a session whose command holds a newline and an escape opens" session s3
+traffic s3 nl1
+check "its records reach journald" eventually py '
+import json, sys
+ents = [json.loads(l)["fields"] for l in open(sys.argv[1])]
+mine = [e for e in ents if e.get("SLUICE_COMMAND", "").startswith("test s3")]
+assert any(e["SLUICE_HOST"] == "evil.test" for e in mine), len(mine)
+assert all("\n" not in v and "\x1b" not in v for e in mine for v in e.values()), mine' "$JOUT"
+check_not "sluiced's log has no line the command forged" grep -q '^sluiced: session forged' "$LAB_DIR/log/sluiced.log"
+check "... but shows the command, escaped" grep -qF 'test s3\x0asluiced: session forged' "$LAB_DIR/log/sluiced.log"
+json=$("$CTL" sessions --json)
+check "sessions --json gives root's terminal no raw control byte (the C1 CSI escaped too)" sh -c \
+	"printf '%s' \"\$1\" | LC_ALL=C grep -q \"\$(printf '[\\001-\\037\\177]\\|\\302[\\200-\\237]')\" && exit 1 || exit 0" - "$json"
+check "... and is still the same JSON value" py '
+import json, sys
+sys.exit(0 if any(s["command"] == sys.argv[2] for s in json.loads(sys.argv[1])) else 1)' "$json" "$FORGED"
+check "no record of the session failed to ship" sh -c "[ \"\$('$CTL' metrics | awk '\$1 == \"sluice_audit_ship_errors_total\" {print \$2}')\" = 0 ]"
+
 # rotation (logrotate renames the file, sluiced reopens it on SIGHUP): shipping follows the new file
 mv "$AUDIT" "$AUDIT.1"
 kill -HUP "$(lab_pid sluiced)"

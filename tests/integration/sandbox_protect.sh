@@ -104,6 +104,9 @@ for m in $MODES; do
 		"$(grep -o evil .sluice/policy.json | head -1) $(test -e .git/hooks/pre-commit && echo present) $(wc -l <Makefile)"
 	check_eq "$m: --apply --apply-protected: no session directory left" 0 "$(session_dirs "$m")"
 	check_eq "$m: --apply-protected without --apply is refused (125)" 125 "$(rc sb "$m" --apply-protected -- true)"
+	# the listing names what the command made: an escape sequence in a name must not erase lines above it
+	out=$(sb "$m" --apply --apply-protected -- sh -c 'mkdir -p .git/hooks && echo x >"$(printf ".git/hooks/a\033[1A\033[2Kb")"' 2>&1)
+	check_match "$m: --apply: a protected change's name is listed with its control bytes as ?" '^  \.git/hooks/a\?\[1A\?\[2Kb$' "$out"
 	cd / || exit 1
 
 	# the configuration adds to the set (user layer); the defaults stay

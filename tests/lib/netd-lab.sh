@@ -38,11 +38,12 @@ eventually() {
 declare -A HOLD
 # session NAME [POLICY [NEW_POLICY]]: a netns NAME attached through the client, which holds it until it
 # gets SIGTERM (HOLD[NAME] is its pid; lab_down ends it); its reply goes to $LAB_DIR/state/NAME.reply.
-# NEW_POLICY: the client replaces the session's policy with it on SIGUSR2.
+# NEW_POLICY: the client replaces the session's policy with it on SIGUSR2. Its command is "test NAME", or
+# $SESSION_COMMAND when set (a client chooses it freely).
 session() {
 	local name=$1 out=$LAB_DIR/state/$1.reply i
 	ip netns add "$name" || return 1
-	"$CLIENT" attach "/run/netns/$name" "${2:-$POLICY}" "test $name" "${3:-}" </dev/null >"$out" 2>&1 &
+	"$CLIENT" attach "/run/netns/$name" "${2:-$POLICY}" "${SESSION_COMMAND:-test $name}" "${3:-}" </dev/null >"$out" 2>&1 &
 	HOLD[$name]=$!
 	lab_defer "kill -TERM ${HOLD[$name]} 2>/dev/null; wait ${HOLD[$name]} 2>/dev/null"
 	for i in $(seq 100); do grep -q '^proxy_port=' "$out" && return 0; sleep 0.05; done

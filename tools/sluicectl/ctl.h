@@ -6,6 +6,7 @@
 /* Prints s with every control or non-ASCII byte as '?' (names and paths come from sessions, whose bytes
  * must not drive the terminal), padded with spaces to width (0: none). */
 void ctl_print_plain(const char *s, int width);
+void ctl_print_json(const char *line, size_t len); /* one line of JSON, control bytes as \uXXXX */
 int ctl_policy(int argc, char **argv);
 int ctl_log(int argc, char **argv);
 int ctl_session(int argc, char **argv); /* `sessions` and `session end|save|discard` */

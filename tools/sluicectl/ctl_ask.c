@@ -90,9 +90,10 @@ static int list_asks(bool json)
 		return 1;
 	}
 	a.n += nfs;
-	if (a.arr)
-		printf("%s\n", json_object_to_json_string_ext(a.arr, JSON_C_TO_STRING_PLAIN));
-	else if (a.n == 0)
+	if (a.arr) {
+		const char *js = json_object_to_json_string_ext(a.arr, JSON_C_TO_STRING_PLAIN);
+		ctl_print_json(js, strlen(js));
+	} else if (a.n == 0)
 		printf("no requests are waiting for approval\n");
 	json_object_put(a.arr);
 	return 0;

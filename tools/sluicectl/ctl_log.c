@@ -45,25 +45,6 @@ struct log_filter {
 	bool json;
 };
 
-/* Prints a record line for --json: the bytes as written, except control bytes (C0, DEL, UTF-8 C1),
- * which a record may only carry inside strings and which are written there as \uXXXX (still the same
- * JSON value, but nothing a terminal acts on). */
-static void print_json_line(const char *line, size_t len)
-{
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)line[i];
-		if (c < 0x20 || c == 0x7f) {
-			printf("\\u%04x", c);
-		} else if (c == 0xc2 && i + 1 < len && (unsigned char)line[i + 1] >= 0x80 &&
-			   (unsigned char)line[i + 1] <= 0x9f) {
-			printf("\\u%04x", (unsigned char)line[++i]);
-		} else {
-			putchar(c);
-		}
-	}
-	putchar('\n');
-}
-
 /* Prints one record unless the filter drops it. A decision record shows what was decided (its status
  * and bytes are not known yet); its close record shows how the exchange ended. */
 static void show_entry(const struct log_filter *f, const struct audit_entry *e)
@@ -73,7 +54,7 @@ static void show_entry(const struct log_filter *f, const struct audit_entry *e)
 	if (f->denied_only && (!e->decision || strcmp(e->decision, "allow") == 0))
 		return;
 	if (f->json) {
-		print_json_line(e->line, e->len);
+		ctl_print_json(e->line, e->len);
 		return;
 	}
 	if (e->host && e->port > 0)

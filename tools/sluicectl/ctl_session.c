@@ -98,9 +98,10 @@ static int ctl_sessions(int argc, char **argv)
 		json_object_put(a.arr);
 		return 1;
 	}
-	if (a.arr)
-		printf("%s\n", json_object_to_json_string_ext(a.arr, JSON_C_TO_STRING_PLAIN));
-	else if (a.n == 0)
+	if (a.arr) {
+		const char *js = json_object_to_json_string_ext(a.arr, JSON_C_TO_STRING_PLAIN);
+		ctl_print_json(js, strlen(js));
+	} else if (a.n == 0)
 		printf("no live sessions\n");
 	json_object_put(a.arr);
 	return 0;
@@ -180,15 +181,43 @@ static int remove_dir(const char *dir)
 	return run_wait(argv, -1) == 0 ? 0 : -EIO;
 }
 
-/* Copies fd to stdout; 0 or -1. */
-static int cat_fd(int fd)
+/* Copies fd to stdout; 0 or -1. Trust boundary: the patch holds bytes the sandboxed command wrote, and
+ * on a terminal a carriage return or an escape sequence in them can hide a hunk (or forge the protected
+ * section's header) from the person who reviews it before applying: visible is set when stdout is a
+ * terminal, and then C0 controls other than tab and newline are shown as ^X, DEL as ^?, and the UTF-8
+ * C1 controls as \u00XX. Into a pipe or a file the patch goes as it is (it must still apply). */
+static int cat_fd(int fd, bool visible)
 {
 	char buf[65536];
+	bool c2 = false; /* the previous byte was 0xc2 (held back) */
 	ssize_t n;
-	while ((n = read(fd, buf, sizeof buf)) > 0)
-		if (fwrite(buf, 1, (size_t)n, stdout) != (size_t)n)
-			return -1;
-	return n < 0 ? -1 : 0;
+	while ((n = read(fd, buf, sizeof buf)) > 0) {
+		if (!visible) {
+			if (fwrite(buf, 1, (size_t)n, stdout) != (size_t)n)
+				return -1;
+			continue;
+		}
+		for (ssize_t i = 0; i < n; i++) {
+			unsigned char c = (unsigned char)buf[i];
+			if (c2) {
+				c2 = false;
+				if (c >= 0x80 && c <= 0x9f) {
+					printf("\\u%04x", c);
+					continue;
+				}
+				putchar(0xc2);
+			}
+			if (c == 0xc2)
+				c2 = true;
+			else if ((c < 0x20 && c != '\t' && c != '\n') || c == 0x7f)
+				printf("^%c", c == 0x7f ? '?' : c + 0x40);
+			else
+				putchar(c);
+		}
+	}
+	if (c2)
+		putchar(0xc2);
+	return n < 0 || ferror(stdout) ? -1 : 0;
 }
 
 /* Whether the file fd is empty (or unreadable). */
@@ -281,13 +310,14 @@ static int session_saved(const char *verb, int argc, char **argv)
 	cleanup_fd int prot = openat(dfd, "protected.patch", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	bool has_prot = !fd_empty(prot);
 	if (print_patch) {
-		if (cat_fd(pfd) < 0)
+		bool tty = isatty(STDOUT_FILENO);
+		if (cat_fd(pfd, tty) < 0)
 			return 1;
 		if (has_prot) {
 			printf("# ---- protected changes (sluicectl session save --protected %s applies them too) "
 			       "----\n",
 			       id);
-			if (cat_fd(prot) < 0)
+			if (cat_fd(prot, tty) < 0)
 				return 1;
 		}
 		return 0;

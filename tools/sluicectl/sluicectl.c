@@ -42,6 +42,25 @@ void ctl_print_plain(const char *s, int width)
 		putchar(' ');
 }
 
+/* Prints a line of JSON (an audit record, a --json listing): the bytes as written, except control bytes
+ * (C0, DEL, UTF-8 C1), which valid JSON may only carry inside strings and which are written there as
+ * \uXXXX (still the same JSON value, but nothing a terminal acts on: json-c leaves DEL and C1 raw). */
+void ctl_print_json(const char *line, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)line[i];
+		if (c < 0x20 || c == 0x7f) {
+			printf("\\u%04x", c);
+		} else if (c == 0xc2 && i + 1 < len && (unsigned char)line[i + 1] >= 0x80 &&
+		           (unsigned char)line[i + 1] <= 0x9f) {
+			printf("\\u%04x", (unsigned char)line[++i]);
+		} else {
+			putchar(c);
+		}
+	}
+	putchar('\n');
+}
+
 int main(int argc, char **argv)
 {
 	log_init("sluicectl", LOG_LEVEL_WARN);
