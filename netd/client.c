@@ -284,10 +284,20 @@ void netd_session_close(struct netd_session *s)
 {
 	if (!s)
 		return;
-	close(s->fd); /* the daemon (or helper) tears the session down on EOF */
-	if (s->pid > 0)
-		while (waitpid(s->pid, NULL, 0) < 0 && errno == EINTR)
+	if (s->pid > 0) {
+		/* An embedded helper tears the session down on our end of file and closes its end once
+		 * the audit log is complete (embedded.c); its kernel clean-up after that does not hold
+		 * us up. The helper is reaped here if it is done already, else by whoever inherits it. */
+		char buf[256];
+		ssize_t n;
+		shutdown(s->fd, SHUT_WR);
+		while ((n = recv(s->fd, buf, sizeof buf, 0)) > 0 || (n < 0 && errno == EINTR))
 			;
+		close(s->fd);
+		waitpid(s->pid, NULL, WNOHANG);
+	} else {
+		close(s->fd); /* the daemon tears the session down on EOF */
+	}
 	free(s);
 }
 

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/random.h>
@@ -450,6 +451,16 @@ int netd_new(struct netd **out, const struct netd_config *cfg, bool reconcile, c
 		snprintf(err, errlen, "opening netfilter netlink: %s", strerror(-r));
 		goto fail;
 	}
+	/* Instances in one network namespace share the nftables table: the last to go deletes it
+	 * (netd_free). A lock on the namespace itself (its nsfs inode, flock) orders that check and
+	 * delete against a starting instance's lease and table set-up, so a table being set up (or
+	 * already holding a session's rules) is never deleted under it. An embedded helper finishes
+	 * that clean-up after its launcher has gone, so a new helper may well start meanwhile. */
+	if (flock(d->host_netns_fd, LOCK_EX) < 0) {
+		r = -errno;
+		snprintf(err, errlen, "locking the network namespace's nftables state: %s", strerror(-r));
+		goto fail;
+	}
 	/* the gateway lease: slot 1 is sluiced's (and proves it is the only one); an embedded helper
 	 * takes any free slot for its own gateway */
 	if (!cfg->embedded) {
@@ -482,6 +493,7 @@ int netd_new(struct netd **out, const struct netd_config *cfg, bool reconcile, c
 	r = netd_nft_setup(d->nft, cfg->nflog_group, &d->gw4, cfg->v6 ? &d->gw6 : NULL, err, errlen);
 	if (r < 0)
 		goto fail;
+	flock(d->host_netns_fd, LOCK_UN); /* our lease and our gateway in the table keep the table */
 	if ((r = open_listeners(d, err, errlen)) < 0)
 		goto fail;
 	if ((r = netd_engine_start(d, err, errlen)) < 0)
@@ -497,6 +509,15 @@ int netd_new(struct netd **out, const struct netd_config *cfg, bool reconcile, c
 fail:
 	netd_free(d);
 	return r;
+}
+
+void netd_audit_close(struct netd *d)
+{
+	netd_nflog_free(d->nflog);
+	d->nflog = NULL;
+	netd_engine_free(d->engine);
+	netd_ship_free(d->ship); /* after the engine: what it wrote last is shipped too */
+	d->ship = NULL;
 }
 
 /* True when another instance (an embedded helper) still holds a lease. */
@@ -520,10 +541,7 @@ void netd_free(struct netd *d)
 	netd_compiler_free(d);
 	netd_reaper_free(d->reaper); /* every link of an ended session is gone after this */
 	d->reaper = NULL;
-	netd_nflog_free(d->nflog);
-	netd_engine_free(d->engine);
-	netd_ship_free(d->ship); /* after the engine: what it wrote last is shipped too */
-	d->ship = NULL;
+	netd_audit_close(d);
 	netd_asks_drop_session(d, NULL);
 	for (int i = 0; i < NETD_LISTENERS; i++) {
 		if (d->listen_fds[i] >= 0)
@@ -532,6 +550,9 @@ void netd_free(struct netd *d)
 			close(d->listen_fds6[i]);
 	}
 	if (d->nft && d->gw_lease_fd >= 0) {
+		/* netd_new's lock (a failed netd_new holds it already; flock converts it) */
+		if (flock(d->host_netns_fd, LOCK_EX) < 0)
+			log_warnx("locking the network namespace's nftables state: %s", strerror(errno));
 		netd_lease_release(d->lease_dir, d->gw_slot, d->gw_lease_fd);
 		d->gw_lease_fd = -1;
 		netd_lease_scan(d->lease_dir, NULL, count_live, &others);
@@ -556,6 +577,7 @@ void netd_free(struct netd *d)
 			}
 			rmdir(d->lease_dir);
 		}
+		flock(d->host_netns_fd, LOCK_UN);
 	}
 	if (d->gw_lease_fd >= 0)
 		close(d->gw_lease_fd);

@@ -349,7 +349,7 @@ void sb_net_close(struct sb_session *s)
 	/* Before the connection closes: the command has ended, and sluiced hands over its records. */
 	records_fd = fetch_records(s, s->net);
 #if SB_HAVE_NETD
-	/* Closing waits for an embedded helper, which flushes the log before it exits. */
+	/* Closing waits until an embedded helper has written the log (netd/embedded.c). */
 	netd_session_close(s->net->ns);
 	s->net->ns = NULL;
 #endif
