@@ -411,6 +411,17 @@ int netd_new(struct netd **out, const struct netd_config *cfg, bool reconcile, c
 	}
 	d->host_ns_dev = st.st_dev;
 	d->host_ns_ino = st.st_ino;
+	/* Instances in one network namespace share the nftables table and, with one run directory, the
+	 * lease directory: the last to go deletes both (netd_free). A lock on the namespace itself (its
+	 * nsfs inode, flock) orders that check and delete against a starting instance's directories, lease
+	 * and table set-up, so nothing is deleted under an instance that is starting (or already holds a
+	 * session). An embedded helper finishes that clean-up after its launcher has gone, so a new helper
+	 * may well start meanwhile. */
+	if (flock(d->host_netns_fd, LOCK_EX) < 0) {
+		r = -errno;
+		snprintf(err, errlen, "locking the network namespace's sluice state: %s", strerror(-r));
+		goto fail;
+	}
 	{
 		/* a parent proxy the organisation configured: checked now so a mistake stops sluiced with the
 		 * file's name; the engine loads it again before it drops privileges (its auth_file is root's) */
@@ -449,16 +460,6 @@ int netd_new(struct netd **out, const struct netd_config *cfg, bool reconcile, c
 	if (!d->nft) {
 		r = e;
 		snprintf(err, errlen, "opening netfilter netlink: %s", strerror(-r));
-		goto fail;
-	}
-	/* Instances in one network namespace share the nftables table: the last to go deletes it
-	 * (netd_free). A lock on the namespace itself (its nsfs inode, flock) orders that check and
-	 * delete against a starting instance's lease and table set-up, so a table being set up (or
-	 * already holding a session's rules) is never deleted under it. An embedded helper finishes
-	 * that clean-up after its launcher has gone, so a new helper may well start meanwhile. */
-	if (flock(d->host_netns_fd, LOCK_EX) < 0) {
-		r = -errno;
-		snprintf(err, errlen, "locking the network namespace's nftables state: %s", strerror(-r));
 		goto fail;
 	}
 	/* the gateway lease: slot 1 is sluiced's (and proves it is the only one); an embedded helper
