@@ -11,10 +11,13 @@
 #                            build (say, of main), to measure a change before and after in the same run
 #
 # Two phases, each ROUNDS rounds; a round is one hyperfine run of every row of its phase, in an order
-# that rotates from round to round (hyperfine runs one row's runs back to back, so load from other
-# work on the machine lands on one row more than another: only ratios within a round are compared,
-# and the summary takes the median of the rounds). The 1-minute load average is recorded before and
-# after each round.
+# that rotates from round to round, then an interleaved pass: RUNS iterations, each running every row
+# once in a shuffled order, timed by the script (wall clock, and user+system CPU from wait4). hyperfine
+# runs one row's runs back to back, so on a shared machine load from other work lands on one row more
+# than another (on the 2-core development VM at a load average of 10, a round's sluice/bwrap ratio went
+# from 0.7 to 2.9); the interleaved pass pairs each iteration's rows under the same load, and the goals
+# are judged on the median of its per-iteration ratios (then the median of the rounds). The 1-minute load
+# average is recorded before and after each round.
 #  - host: sluice run, bwrap, firejail (and the slow rows below), in the invoking namespaces;
 #  - lab (root): the script again as pid 1 of a lab (tests/lib/lab.sh: fresh network, mount and pid
 #    namespaces, no route out) with sluiced started there: sluice run and bwrap again (the baseline of
@@ -47,7 +50,7 @@
 # SLUICE_BENCH_CONTAINERS=1 (root, podman) adds the container types (issue 18) as slow rows, with the test
 # image (tests/lib/ctr-image.sh, built once under BUILD/tests/ctr-image): `--sandbox-type container`,
 # `--sandbox-type devcontainer` (a devcontainer.json naming that image), and `--allow-containers` as a fast
-# row.
+# row; in the lab phase `--sandbox-type container --allow-network` through sluiced.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 self=$src/tools/$(basename "$0")
@@ -94,11 +97,37 @@ run_rounds() {
 		local before
 		before=$(loadavg)
 		hyperfine -N --warmup 10 --runs "$runs" --export-json "$work/$prefix$r.json" "${args[@]}"
+		echo "interleaved: $runs iterations of every row in a shuffled order"
+		printf '%s\n' "${names[@]}" >"$work/names"
+		printf '%s\n' "${cmds[@]}" >"$work/cmds"
+		python3 - "$work/names" "$work/cmds" "$runs" "$work/${prefix}i$r.json" <<'PY'
+import json, os, random, shlex, sys, time
+names = open(sys.argv[1]).read().splitlines()
+cmds = [shlex.split(c) for c in open(sys.argv[2]).read().splitlines()]
+runs, out = int(sys.argv[3]), sys.argv[4]
+res = {n: {"wall_ms": [], "cpu_ms": []} for n in names}
+devnull = os.open(os.devnull, os.O_RDWR)
+for it in range(runs + 3):  # the first 3 iterations warm up
+    order = list(range(len(names)))
+    random.shuffle(order)
+    for i in order:
+        t0 = time.perf_counter()
+        pid = os.posix_spawnp(cmds[i][0], cmds[i], os.environ,
+                              file_actions=[(os.POSIX_SPAWN_DUP2, devnull, fd) for fd in (0, 1, 2)])
+        _, st, ru = os.wait4(pid, 0)
+        wall = (time.perf_counter() - t0) * 1e3
+        if os.waitstatus_to_exitcode(st) != 0:
+            sys.exit(f"bench-sandbox: {names[i]} failed (status {os.waitstatus_to_exitcode(st)})")
+        if it >= 3:
+            res[names[i]]["wall_ms"].append(wall)
+            res[names[i]]["cpu_ms"].append((ru.ru_utime + ru.ru_stime) * 1e3)
+json.dump(res, open(out, "w"))
+PY
 		echo "$before $(loadavg)" >"$work/$prefix$r.load"
-		if [ "$prefix" = h ] && [ "${#slow_cmds[@]}" -gt 0 ]; then
+		if [ "${#slow_cmds[@]}" -gt 0 ]; then
 			args=()
 			for i in "${!slow_cmds[@]}"; do args+=(-n "${slow_names[$i]}" "${slow_cmds[$i]}"); done
-			hyperfine -N --warmup 2 --runs "$slow_runs" --export-json "$work/s$r.json" "${args[@]}"
+			hyperfine -N --warmup 2 --runs "$slow_runs" --export-json "$work/${prefix}s$r.json" "${args[@]}"
 		fi
 	done
 }
@@ -133,7 +162,14 @@ if [ "$phase" = lab ]; then
 		names+=("sluice run (baseline)" "sluice run --allow-network (embedded) (baseline)")
 		cmds+=("$baseline run -- true" "env SLUICE_RUN_DIR=$work/no-daemon $baseline run --allow-network -- true")
 	fi
-	slow_cmds=()
+	slow_cmds=() slow_names=()
+	if [ -n "${SLUICE_BENCH_CONTAINERS:-}" ]; then
+		. "$src/tests/lib/ctr-image.sh"
+		ctr_image_ensure
+		slow_cmds+=("env SLUICE_RUN_DIR=/run/sluice $sluice run --sandbox-type container --image $CTR_IMAGE --allow-network -- true")
+		slow_names+=("sluice run --sandbox-type container --allow-network (sluiced)")
+	fi
+	for i in "${!slow_names[@]}"; do printf 'lab\t%s\t%s\n' "${slow_names[$i]}" "${slow_cmds[$i]}"; done >"$work/commands-lab.tsv"
 	run_rounds l
 	# the "(sluiced)" row must really have gone through the daemon, not fallen back to the embedded helper
 	served=$(grep -cE 'session [0-9a-f]+: uid' "$(lab_log sluiced)" || true)
@@ -220,9 +256,11 @@ python3 - "$work" "$rounds" "$runs" "$json" "$sluice" "$work/no-daemon" <<'PY'
 import json, os, platform, statistics, sys, time
 work, rounds, runs, out, sluice, nodaemon = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
 commands = {"host": {}, "lab": {}}
-for line in open(f"{work}/commands.tsv"):
-    ph, name, cmd = line.rstrip("\n").split("\t")
-    commands[ph][name] = cmd
+for tsv in ("commands.tsv", "commands-lab.tsv"):
+    if os.path.exists(f"{work}/{tsv}"):
+        for line in open(f"{work}/{tsv}"):
+            ph, name, cmd = line.rstrip("\n").split("\t")
+            commands[ph][name] = cmd
 phases = {}
 for ph, prefix in (("host", "h"), ("lab", "l")):
     rs = []
@@ -231,8 +269,8 @@ for ph, prefix in (("host", "h"), ("lab", "l")):
         if not os.path.exists(f):
             continue
         res = {x["command"]: x for x in json.load(open(f))["results"]}
-        if ph == "host" and os.path.exists(f"{work}/s{r}.json"):
-            res.update({x["command"]: x for x in json.load(open(f"{work}/s{r}.json"))["results"]})
+        if os.path.exists(f"{work}/{prefix}s{r}.json"):
+            res.update({x["command"]: x for x in json.load(open(f"{work}/{prefix}s{r}.json"))["results"]})
         before, after = open(f"{work}/{prefix}{r}.load").read().split()
         rs.append({"round": r, "load_before": float(before), "load_after": float(after),
                    "results": {n: {"median_ms": x["median"] * 1e3, "mean_ms": x["mean"] * 1e3,
@@ -242,13 +280,28 @@ for ph, prefix in (("host", "h"), ("lab", "l")):
     if rs:
         phases[ph] = rs
 if "lab" in phases:
-    commands["lab"] = {n: commands["host"].get(n, "") for n in ("sluice run", "bwrap")}
+    commands["lab"].update({n: commands["host"].get(n, "") for n in ("sluice run", "bwrap")})
     commands["lab"]["sluice run --allow-network (sluiced)"] = f"env SLUICE_RUN_DIR=/run/sluice {sluice} run --allow-network -- true"
     commands["lab"]["sluice run --allow-network (embedded)"] = f"env SLUICE_RUN_DIR=(a directory without sluiced) {sluice} run --allow-network -- true"
     if "sluice run (baseline)" in commands["host"]:
         b = commands["host"]["sluice run (baseline)"].split(" run ")[0]
         commands["lab"]["sluice run (baseline)"] = f"{b} run -- true"
         commands["lab"]["sluice run --allow-network (embedded) (baseline)"] = f"env SLUICE_RUN_DIR=(the same) {b} run --allow-network -- true"
+
+inter = {}
+for ph, prefix in (("host", "h"), ("lab", "l")):
+    for r in range(1, rounds + 1):
+        f = f"{work}/{prefix}i{r}.json"
+        if os.path.exists(f):
+            inter.setdefault(ph, []).append(json.load(open(f)))
+
+def paired(ph, a, b, key="wall_ms"):
+    """per round: the median over iterations of a's time / b's time in the same iteration"""
+    out = []
+    for rd in inter.get(ph, []):
+        if a in rd and b in rd:
+            out.append(statistics.median(x / y for x, y in zip(rd[a][key], rd[b][key])))
+    return out
 
 def per_round(ph, f):
     return [f(r["results"]) for r in phases.get(ph, []) if f(r["results"]) is not None]
@@ -271,10 +324,33 @@ def add_ratio(key, ph, a, b, goal=None, kind="<="):
         m = statistics.median(v)
         goals.append({"measure": key, "value": round(m, 3), "goal": f"{kind} {goal}",
                       "met": m <= goal if kind == "<=" else m >= goal})
-add_ratio("sluice run / bwrap", "host", "sluice run", "bwrap", 1.1)
+def add_paired(key, ph, a, b, goal=None):
+    v = paired(ph, a, b)
+    if not v:
+        return
+    c = paired(ph, a, b, "cpu_ms")
+    ratios[key + " [interleaved]"] = {"per_round": v, "median": statistics.median(v),
+                                      "cpu_per_round": c, "cpu_median": statistics.median(c)}
+    if goal is not None:
+        m = statistics.median(v)
+        goals.append({"measure": key + " [interleaved, paired per iteration]", "value": round(m, 3),
+                      "goal": f"<= {goal}", "met": m <= goal})
+add_paired("sluice run / bwrap", "host", "sluice run", "bwrap", 1.1)
+add_paired("sluice run / firejail", "host", "sluice run", "firejail")
+add_paired("sluice run / bwrap (lab)", "lab", "sluice run", "bwrap")
+add_paired("--allow-network through sluiced / sluice run (lab)", "lab", "sluice run --allow-network (sluiced)",
+           "sluice run", 1.2)
+add_paired("sluice run / sluice run (baseline)", "host", "sluice run", "sluice run (baseline)")
+add_paired("--allow-network embedded / embedded (baseline) (lab)", "lab", "sluice run --allow-network (embedded)",
+           "sluice run --allow-network (embedded) (baseline)")
+inter_med = {ph: {n: statistics.median(statistics.median(rd[n]["wall_ms"]) for rd in inter[ph])
+                  for n in inter[ph][0]} for ph in inter}
+inter_cpu = {ph: {n: statistics.median(statistics.median(rd[n]["cpu_ms"]) for rd in inter[ph])
+                  for n in inter[ph][0]} for ph in inter}
+add_ratio("sluice run / bwrap", "host", "sluice run", "bwrap")
 add_ratio("sluice run / firejail", "host", "sluice run", "firejail")
 add_ratio("sluice run / bwrap (lab)", "lab", "sluice run", "bwrap")
-add_ratio("--allow-network through sluiced / sluice run (lab)", "lab", "sluice run --allow-network (sluiced)", "sluice run", 1.2)
+add_ratio("--allow-network through sluiced / sluice run (lab)", "lab", "sluice run --allow-network (sluiced)", "sluice run")
 add_ratio("--allow-network embedded / sluice run (lab)", "lab", "sluice run --allow-network (embedded)", "sluice run")
 add_ratio("sluice run (baseline) / bwrap", "host", "sluice run (baseline)", "bwrap")
 add_ratio("sluice run / sluice run (baseline)", "host", "sluice run", "sluice run (baseline)")
@@ -282,10 +358,10 @@ add_ratio("--allow-network embedded / embedded (baseline) (lab)", "lab", "sluice
           "sluice run --allow-network (embedded) (baseline)")
 for slow in ("srt (sandbox-runtime)", "node + bwrap"):
     add_ratio(f"{slow} / sluice run", "host", slow, "sluice run", 20 if slow.startswith("srt") else None, ">=")
-emb = med("lab", "sluice run --allow-network (embedded)")
+emb = inter_med.get("lab", {}).get("sluice run --allow-network (embedded)")
 if emb is not None:
-    goals.append({"measure": "--allow-network embedded, ms (median of round medians)", "value": round(emb, 2),
-                  "goal": "<= 30", "met": emb <= 30})
+    goals.append({"measure": "--allow-network embedded, ms [interleaved: median of round medians]",
+                  "value": round(emb, 2), "goal": "<= 30", "met": emb <= 30})
 
 for ph in phases:
     print(f"-- {ph} phase: median per round (ms), load average before-after")
@@ -293,13 +369,18 @@ for ph in phases:
         vals = ", ".join(f"{r['results'][n]['median_ms']:7.2f}" for r in phases[ph] if n in r["results"])
         print(f"   {n:40s} {vals}   median {medians[ph][n]:7.2f}")
     print("   load average: " + ", ".join(f"{r['load_before']:.2f}-{r['load_after']:.2f}" for r in phases[ph]))
+for ph in inter_med:
+    print(f"-- {ph} phase, interleaved: median of round medians (ms), wall / CPU (user+system, what wait4 counts)")
+    for n in inter_med[ph]:
+        print(f"   {n:40s} {inter_med[ph][n]:7.2f} / {inter_cpu[ph][n]:6.2f}")
 for k, v in ratios.items():
     print(f"{k}: " + ", ".join(f"{x:.2f}" for x in v["per_round"]) + f" (median {v['median']:.2f})")
 for g in goals:
     print(f"goal: {g['measure']} = {g['value']} (want {g['goal']}): {'met' if g['met'] else 'NOT met'}")
 doc = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "kernel": platform.release(),
        "cpus": os.cpu_count(), "runs": runs, "rounds": rounds, "commands": commands, "phases": phases,
-       "medians_ms": medians, "ratios": ratios, "goals": goals}
+       "medians_ms": medians, "interleaved": inter, "interleaved_medians_ms": inter_med,
+       "interleaved_cpu_ms": inter_cpu, "ratios": ratios, "goals": goals}
 with open(out, "w") as f:
     json.dump(doc, f, indent=1)
 print(f"JSON: {out}")
