@@ -210,6 +210,51 @@ static void policy_send_error(int r, const char *policy_json, const char *what, 
 		snprintf(err, errlen, "%s: %s", what, strerror(-r));
 }
 
+/* netd_session_prepare's connection, for the next netd_session_open (the launcher is single-threaded
+ * around it). */
+static struct {
+	int fd;          /* owned, or -1 */
+	pid_t pid;       /* its embedded helper, or -1 */
+	char *audit_log; /* owned: the audit log the helper was given, or NULL */
+} prepared = {-1, -1, NULL};
+
+static bool same_log(const char *a, const char *b)
+{
+	return a && b ? strcmp(a, b) == 0 : a == b;
+}
+
+void netd_session_prepare(const char *audit_log)
+{
+	char err[512];
+	pid_t pid = -1;
+	int fd;
+
+	if (prepared.fd >= 0)
+		return;
+	fd = daemon_connect(err, sizeof err);
+	if ((fd == -ENOENT || fd == -ECONNREFUSED) && geteuid() == 0)
+		fd = embedded_spawn(audit_log, &pid, err, sizeof err);
+	if (fd < 0)
+		return;
+	if (audit_log && !(prepared.audit_log = strdup(audit_log))) {
+		close(fd); /* a helper exits on its end of file */
+		return;
+	}
+	prepared.fd = fd;
+	prepared.pid = pid;
+}
+
+void netd_session_unprepare(void)
+{
+	if (prepared.fd >= 0)
+		close(prepared.fd);
+	if (prepared.pid > 0)
+		waitpid(prepared.pid, NULL, WNOHANG); /* else reaped by whoever inherits it */
+	prepared.fd = prepared.pid = -1;
+	free(prepared.audit_log);
+	prepared.audit_log = NULL;
+}
+
 struct netd_session *netd_session_open(const struct netd_session_request *req, struct netd_session_reply *reply,
 				       char *err, size_t errlen)
 {
@@ -224,8 +269,17 @@ struct netd_session *netd_session_open(const struct netd_session_request *req, s
 		snprintf(err, errlen, "netd_session_open: missing netns fd, command or policy");
 		return NULL;
 	}
-	fd = daemon_connect(err, errlen);
-	if (fd == -ENOENT || fd == -ECONNREFUSED) {
+	if (prepared.fd >= 0 && same_log(prepared.audit_log, req->audit_log)) {
+		fd = prepared.fd;
+		pid = prepared.pid;
+		embedded = pid > 0;
+		prepared.fd = prepared.pid = -1;
+		netd_session_unprepare(); /* frees the rest */
+	} else {
+		netd_session_unprepare();
+		fd = daemon_connect(err, errlen);
+	}
+	if (!embedded && (fd == -ENOENT || fd == -ECONNREFUSED)) {
 		if (geteuid() != 0) {
 			snprintf(err, errlen,
 				 "--allow-network needs the sluice network daemon, and it is not running (no %s/control.sock): "

@@ -337,10 +337,23 @@ static int fetch_records(const struct sb_session *s, struct sb_netsess *n)
 #endif
 }
 
+void sb_net_prepare(const struct sb_session *s)
+{
+#if SB_HAVE_NETD && SB_HAVE_POLICY
+	if (s->cfg->allow_network && !s->cfg->org_forbid_network)
+		netd_session_prepare(s->cfg->audit_log);
+#else
+	(void)s;
+#endif
+}
+
 void sb_net_close(struct sb_session *s)
 {
 	int records_fd;
 
+#if SB_HAVE_NETD && SB_HAVE_POLICY
+	netd_session_unprepare(); /* a prepared connection no session took */
+#endif
 	if (!s->net)
 		return;
 #if SB_HAVE_NETD

@@ -252,6 +252,8 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 	if ((r = sb_session_dir_create(&s, err, sizeof err)) < 0)
 		goto fail;
 	log_info("launcher: session directory %s: %ld us", s.dir, lap_us());
+	/* the embedded network helper starts now, alongside the steps below (docs/sandbox.md) */
+	sb_net_prepare(&s);
 	/* A root launch runs the command as an unprivileged uid of its own (ns.c, docs/sandbox.md). */
 	s.host_uid = s.userns ? cfg->uid : cfg->keep_root_uid ? 0 : sb_ns_pick_uid(cfg, s.id);
 	sb_ulimits_compute(&s.ulimits, cfg->allow_containers);
