@@ -96,7 +96,9 @@ run_rounds() {
 		echo "== $phase phase, round $r of $rounds (load average $(loadavg))"
 		local before
 		before=$(loadavg)
-		hyperfine -N --warmup 10 --runs "$runs" --export-json "$work/$prefix$r.json" "${args[@]}"
+		# with a baseline, its failed launches must not end the run (the interleaved pass below still
+		# fails on any failure of the current build)
+		hyperfine -N ${baseline:+-i} --warmup 10 --runs "$runs" --export-json "$work/$prefix$r.json" "${args[@]}"
 		echo "interleaved: $runs iterations of every row in a shuffled order"
 		printf '%s\n' "${names[@]}" >"$work/names"
 		printf '%s\n' "${cmds[@]}" >"$work/cmds"
@@ -116,11 +118,14 @@ for it in range(runs + 3):  # the first 3 iterations warm up
                               file_actions=[(os.POSIX_SPAWN_DUP2, devnull, fd) for fd in (0, 1, 2)])
         _, st, ru = os.wait4(pid, 0)
         wall = (time.perf_counter() - t0) * 1e3
-        if os.waitstatus_to_exitcode(st) != 0:
+        ok = os.waitstatus_to_exitcode(st) == 0
+        if not ok and not names[i].endswith("(baseline)"):
             sys.exit(f"bench-sandbox: {names[i]} failed (status {os.waitstatus_to_exitcode(st)})")
         if it >= 3:
-            res[names[i]]["wall_ms"].append(wall)
-            res[names[i]]["cpu_ms"].append((ru.ru_utime + ru.ru_stime) * 1e3)
+            # a failed baseline launch (its own bugs) is counted and left out of the pairs
+            res[names[i]]["wall_ms"].append(wall if ok else None)
+            res[names[i]]["cpu_ms"].append((ru.ru_utime + ru.ru_stime) * 1e3 if ok else None)
+            res[names[i]]["failed"] = res[names[i]].get("failed", 0) + (not ok)
 json.dump(res, open(out, "w"))
 PY
 		echo "$before $(loadavg)" >"$work/$prefix$r.load"
@@ -160,7 +165,10 @@ if [ "$phase" = lab ]; then
 		"env SLUICE_RUN_DIR=$work/no-daemon $sluice run --allow-network -- true")
 	if [ -n "$baseline" ]; then
 		names+=("sluice run (baseline)" "sluice run --allow-network (embedded) (baseline)")
-		cmds+=("$baseline run -- true" "env SLUICE_RUN_DIR=$work/no-daemon $baseline run --allow-network -- true")
+		# its own run directory: the baseline's helpers do not take the namespace lock (netd/core.c) and
+		# would race the current ones' clean-up over a shared lease directory
+		mkdir -p "$work/no-daemon-baseline"
+		cmds+=("$baseline run -- true" "env SLUICE_RUN_DIR=$work/no-daemon-baseline $baseline run --allow-network -- true")
 	fi
 	slow_cmds=() slow_names=()
 	if [ -n "${SLUICE_BENCH_CONTAINERS:-}" ]; then
@@ -300,7 +308,7 @@ def paired(ph, a, b, key="wall_ms"):
     out = []
     for rd in inter.get(ph, []):
         if a in rd and b in rd:
-            out.append(statistics.median(x / y for x, y in zip(rd[a][key], rd[b][key])))
+            out.append(statistics.median(x / y for x, y in zip(rd[a][key], rd[b][key]) if x and y))
     return out
 
 def per_round(ph, f):
@@ -343,10 +351,11 @@ add_paired("--allow-network through sluiced / sluice run (lab)", "lab", "sluice 
 add_paired("sluice run / sluice run (baseline)", "host", "sluice run", "sluice run (baseline)")
 add_paired("--allow-network embedded / embedded (baseline) (lab)", "lab", "sluice run --allow-network (embedded)",
            "sluice run --allow-network (embedded) (baseline)")
-inter_med = {ph: {n: statistics.median(statistics.median(rd[n]["wall_ms"]) for rd in inter[ph])
-                  for n in inter[ph][0]} for ph in inter}
-inter_cpu = {ph: {n: statistics.median(statistics.median(rd[n]["cpu_ms"]) for rd in inter[ph])
-                  for n in inter[ph][0]} for ph in inter}
+def mm(ph, n, key):
+    return statistics.median(statistics.median(x for x in rd[n][key] if x is not None) for rd in inter[ph])
+inter_med = {ph: {n: mm(ph, n, "wall_ms") for n in inter[ph][0]} for ph in inter}
+inter_cpu = {ph: {n: mm(ph, n, "cpu_ms") for n in inter[ph][0]} for ph in inter}
+inter_failed = {ph: {n: sum(rd[n].get("failed", 0) for rd in inter[ph]) for n in inter[ph][0]} for ph in inter}
 add_ratio("sluice run / bwrap", "host", "sluice run", "bwrap")
 add_ratio("sluice run / firejail", "host", "sluice run", "firejail")
 add_ratio("sluice run / bwrap (lab)", "lab", "sluice run", "bwrap")
@@ -372,7 +381,8 @@ for ph in phases:
 for ph in inter_med:
     print(f"-- {ph} phase, interleaved: median of round medians (ms), wall / CPU (user+system, what wait4 counts)")
     for n in inter_med[ph]:
-        print(f"   {n:40s} {inter_med[ph][n]:7.2f} / {inter_cpu[ph][n]:6.2f}")
+        f = inter_failed[ph][n]
+        print(f"   {n:40s} {inter_med[ph][n]:7.2f} / {inter_cpu[ph][n]:6.2f}" + (f"   ({f} launches failed)" if f else ""))
 for k, v in ratios.items():
     print(f"{k}: " + ", ".join(f"{x:.2f}" for x in v["per_round"]) + f" (median {v['median']:.2f})")
 for g in goals:
@@ -380,7 +390,7 @@ for g in goals:
 doc = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "kernel": platform.release(),
        "cpus": os.cpu_count(), "runs": runs, "rounds": rounds, "commands": commands, "phases": phases,
        "medians_ms": medians, "interleaved": inter, "interleaved_medians_ms": inter_med,
-       "interleaved_cpu_ms": inter_cpu, "ratios": ratios, "goals": goals}
+       "interleaved_cpu_ms": inter_cpu, "interleaved_failed": inter_failed, "ratios": ratios, "goals": goals}
 with open(out, "w") as f:
     json.dump(doc, f, indent=1)
 print(f"JSON: {out}")
