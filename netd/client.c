@@ -323,10 +323,12 @@ struct netd_session *netd_session_open(const struct netd_session_request *req, s
 	}
 	ipc_msg_clear(&m);
 	if (r < 0) {
+		/* An embedded helper exits once every copy of its socket is closed: not waited for here, as
+		 * a copy may live on in a child the caller forked since netd_session_prepare (the sandbox's
+		 * pid 1, which the caller ends after this failure). */
 		close(fd);
 		if (pid > 0)
-			while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-				;
+			waitpid(pid, NULL, WNOHANG);
 		return NULL;
 	}
 	s->fd = fd;
