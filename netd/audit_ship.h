@@ -1,7 +1,8 @@
 /* Shipping the audit log to the host's log pipeline (`sluiced --audit-ship syslog|journald`): a thread
  * of sluiced follows the hash-chained audit file the engine writes (common/audit_read.h, rotation
  * included) and sends each new record on, as RFC 5424 syslog to a Unix datagram socket (default /dev/log)
- * or to journald with structured fields (libsystemd's sd_journal_sendv). The file stays the record of
+ * or to journald with structured fields (its native protocol, as sd_journal_sendv sends it, without
+ * linking libsystemd). The file stays the record of
  * truth: shipping reads it after it was written, never holds up the engine or sluiced's loop (a slow or
  * absent receiver only costs the thread), and what cannot be sent is counted, not retried. */
 #pragma once
@@ -20,7 +21,7 @@ struct netd_ship;
 /* Parses "syslog" / "journald"; -EINVAL otherwise. */
 int netd_ship_kind_parse(const char *s, enum netd_ship_kind *out);
 /* Starts following log_path from its current end. socket_path: the syslog socket (NULL = /dev/log; not
- * used for journald, which libsystemd always finds at /run/systemd/journal/socket). 0 or -errno with
+ * used for journald, which is always at /run/systemd/journal/socket). 0 or -errno with
  * a one-line message in err. */
 int netd_ship_start(struct netd_ship **out, enum netd_ship_kind kind, const char *log_path,
 		    const char *socket_path, char *err, size_t errlen);

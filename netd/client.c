@@ -210,6 +210,51 @@ static void policy_send_error(int r, const char *policy_json, const char *what, 
 		snprintf(err, errlen, "%s: %s", what, strerror(-r));
 }
 
+/* netd_session_prepare's connection, for the next netd_session_open (the launcher is single-threaded
+ * around it). */
+static struct {
+	int fd;          /* owned, or -1 */
+	pid_t pid;       /* its embedded helper, or -1 */
+	char *audit_log; /* owned: the audit log the helper was given, or NULL */
+} prepared = {-1, -1, NULL};
+
+static bool same_log(const char *a, const char *b)
+{
+	return a && b ? strcmp(a, b) == 0 : a == b;
+}
+
+void netd_session_prepare(const char *audit_log)
+{
+	char err[512];
+	pid_t pid = -1;
+	int fd;
+
+	if (prepared.fd >= 0)
+		return;
+	fd = daemon_connect(err, sizeof err);
+	if ((fd == -ENOENT || fd == -ECONNREFUSED) && geteuid() == 0)
+		fd = embedded_spawn(audit_log, &pid, err, sizeof err);
+	if (fd < 0)
+		return;
+	if (audit_log && !(prepared.audit_log = strdup(audit_log))) {
+		close(fd); /* a helper exits on its end of file */
+		return;
+	}
+	prepared.fd = fd;
+	prepared.pid = pid;
+}
+
+void netd_session_unprepare(void)
+{
+	if (prepared.fd >= 0)
+		close(prepared.fd);
+	if (prepared.pid > 0)
+		waitpid(prepared.pid, NULL, WNOHANG); /* else reaped by whoever inherits it */
+	prepared.fd = prepared.pid = -1;
+	free(prepared.audit_log);
+	prepared.audit_log = NULL;
+}
+
 struct netd_session *netd_session_open(const struct netd_session_request *req, struct netd_session_reply *reply,
 				       char *err, size_t errlen)
 {
@@ -224,8 +269,17 @@ struct netd_session *netd_session_open(const struct netd_session_request *req, s
 		snprintf(err, errlen, "netd_session_open: missing netns fd, command or policy");
 		return NULL;
 	}
-	fd = daemon_connect(err, errlen);
-	if (fd == -ENOENT || fd == -ECONNREFUSED) {
+	if (prepared.fd >= 0 && same_log(prepared.audit_log, req->audit_log)) {
+		fd = prepared.fd;
+		pid = prepared.pid;
+		embedded = pid > 0;
+		prepared.fd = prepared.pid = -1;
+		netd_session_unprepare(); /* frees the rest */
+	} else {
+		netd_session_unprepare();
+		fd = daemon_connect(err, errlen);
+	}
+	if (!embedded && (fd == -ENOENT || fd == -ECONNREFUSED)) {
 		if (geteuid() != 0) {
 			snprintf(err, errlen,
 				 "--allow-network needs the sluice network daemon, and it is not running (no %s/control.sock): "
@@ -269,10 +323,12 @@ struct netd_session *netd_session_open(const struct netd_session_request *req, s
 	}
 	ipc_msg_clear(&m);
 	if (r < 0) {
+		/* An embedded helper exits once every copy of its socket is closed: not waited for here, as
+		 * a copy may live on in a child the caller forked since netd_session_prepare (the sandbox's
+		 * pid 1, which the caller ends after this failure). */
 		close(fd);
 		if (pid > 0)
-			while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-				;
+			waitpid(pid, NULL, WNOHANG);
 		return NULL;
 	}
 	s->fd = fd;
@@ -284,10 +340,20 @@ void netd_session_close(struct netd_session *s)
 {
 	if (!s)
 		return;
-	close(s->fd); /* the daemon (or helper) tears the session down on EOF */
-	if (s->pid > 0)
-		while (waitpid(s->pid, NULL, 0) < 0 && errno == EINTR)
+	if (s->pid > 0) {
+		/* An embedded helper tears the session down on our end of file and closes its end once
+		 * the audit log is complete (embedded.c); its kernel clean-up after that does not hold
+		 * us up. The helper is reaped here if it is done already, else by whoever inherits it. */
+		char buf[256];
+		ssize_t n;
+		shutdown(s->fd, SHUT_WR);
+		while ((n = recv(s->fd, buf, sizeof buf, 0)) > 0 || (n < 0 && errno == EINTR))
 			;
+		close(s->fd);
+		waitpid(s->pid, NULL, WNOHANG);
+	} else {
+		close(s->fd); /* the daemon tears the session down on EOF */
+	}
 	free(s);
 }
 

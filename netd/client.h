@@ -33,7 +33,14 @@ struct netd_session_reply {
  * CLOEXEC fd; keep it open for the life of the session (across fork, not across exec). */
 struct netd_session *netd_session_open(const struct netd_session_request *req, struct netd_session_reply *reply,
 				       char *err, size_t errlen);
-void netd_session_close(struct netd_session *s); /* NULL no-op; waits for an embedded helper to finish */
+void netd_session_close(struct netd_session *s); /* NULL no-op; waits for an embedded helper's audit log */
+/* Optional, before netd_session_open: makes the connection now (to sluiced, or, root without sluiced,
+ * by starting the embedded helper, with audit_log as in the request), so that the helper's start (exec,
+ * its netd and engine) overlaps the caller's own set-up. The next netd_session_open of the process uses
+ * it; netd_session_unprepare ends one that no session took (the helper exits on its end of file).
+ * Failing is not an error: netd_session_open then tries again and says why. */
+void netd_session_prepare(const char *audit_log);
+void netd_session_unprepare(void);
 /* Whether the session is served by an embedded helper (true) or by sluiced (false); only an
  * embedded session honours netd_session_request.audit_log. */
 bool netd_session_is_embedded(const struct netd_session *s);

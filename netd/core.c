@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/random.h>
@@ -410,6 +411,17 @@ int netd_new(struct netd **out, const struct netd_config *cfg, bool reconcile, c
 	}
 	d->host_ns_dev = st.st_dev;
 	d->host_ns_ino = st.st_ino;
+	/* Instances in one network namespace share the nftables table and, with one run directory, the
+	 * lease directory: the last to go deletes both (netd_free). A lock on the namespace itself (its
+	 * nsfs inode, flock) orders that check and delete against a starting instance's directories, lease
+	 * and table set-up, so nothing is deleted under an instance that is starting (or already holds a
+	 * session). An embedded helper finishes that clean-up after its launcher has gone, so a new helper
+	 * may well start meanwhile. */
+	if (flock(d->host_netns_fd, LOCK_EX) < 0) {
+		r = -errno;
+		snprintf(err, errlen, "locking the network namespace's sluice state: %s", strerror(-r));
+		goto fail;
+	}
 	{
 		/* a parent proxy the organisation configured: checked now so a mistake stops sluiced with the
 		 * file's name; the engine loads it again before it drops privileges (its auth_file is root's) */
@@ -476,6 +488,7 @@ int netd_new(struct netd **out, const struct netd_config *cfg, bool reconcile, c
 	r = netd_nft_setup(d->nft, cfg->nflog_group, &d->gw4, cfg->v6 ? &d->gw6 : NULL, err, errlen);
 	if (r < 0)
 		goto fail;
+	flock(d->host_netns_fd, LOCK_UN); /* our lease and our gateway in the table keep the table */
 	if ((r = open_listeners(d, err, errlen)) < 0)
 		goto fail;
 	if ((r = netd_engine_start(d, err, errlen)) < 0)
@@ -500,6 +513,15 @@ fail:
 	return r;
 }
 
+void netd_audit_close(struct netd *d)
+{
+	netd_nflog_free(d->nflog);
+	d->nflog = NULL;
+	netd_engine_free(d->engine);
+	netd_ship_free(d->ship); /* after the engine: what it wrote last is shipped too */
+	d->ship = NULL;
+}
+
 /* True when another instance (an embedded helper) still holds a lease. */
 static void count_live(unsigned slot, const char *rec, void *arg)
 {
@@ -521,10 +543,7 @@ void netd_free(struct netd *d)
 	netd_compiler_free(d);
 	netd_reaper_free(d->reaper); /* every link of an ended session is gone after this */
 	d->reaper = NULL;
-	netd_nflog_free(d->nflog);
-	netd_engine_free(d->engine);
-	netd_ship_free(d->ship); /* after the engine: what it wrote last is shipped too */
-	d->ship = NULL;
+	netd_audit_close(d);
 	netd_asks_drop_session(d, NULL);
 	for (int i = 0; i < NETD_LISTENERS; i++) {
 		if (d->listen_fds[i] >= 0)
@@ -533,6 +552,9 @@ void netd_free(struct netd *d)
 			close(d->listen_fds6[i]);
 	}
 	if (d->nft && d->gw_lease_fd >= 0) {
+		/* netd_new's lock (a failed netd_new holds it already; flock converts it) */
+		if (flock(d->host_netns_fd, LOCK_EX) < 0)
+			log_warnx("locking the network namespace's nftables state: %s", strerror(errno));
 		netd_lease_release(d->lease_dir, d->gw_slot, d->gw_lease_fd);
 		d->gw_lease_fd = -1;
 		netd_lease_scan(d->lease_dir, NULL, count_live, &others);
@@ -557,6 +579,7 @@ void netd_free(struct netd *d)
 			}
 			rmdir(d->lease_dir);
 		}
+		flock(d->host_netns_fd, LOCK_UN);
 	}
 	if (d->gw_lease_fd >= 0)
 		close(d->gw_lease_fd);

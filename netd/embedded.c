@@ -1,12 +1,20 @@
 /* Embedded mode: the helper process a root launcher forks when no sluiced runs. It runs the same
  * core for one launcher, which is connected over a socketpair and pre-authenticated (the launcher
  * is its parent). When the launcher's end closes (it exited or was killed), the helper tears the
- * session down and exits. It does not reconcile: other embedded helpers may be live. */
+ * session down and exits. It does not reconcile: other embedded helpers may be live.
+ *
+ * Teardown in two parts: first the session's filter state goes and everything that writes the audit
+ * log stops (netd_audit_close), then the helper closes its last copy of the launcher's socket: the
+ * launcher, which waits for that end-of-file, returns with the log complete. The kernel clean-up
+ * (the link's deletion costs RCU grace periods, the nftables table) follows on its own, ignoring the
+ * launcher's going away, and takes its namespace lock against a helper starting meanwhile (core.c). */
 #include <event2/event.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -40,7 +48,11 @@ int netd_embedded_main(int sock, const char *audit_log)
 		close(sock);
 		return 1;
 	}
+	/* the launcher's end of file: this copy, closed once the audit log is complete */
+	int release = fcntl(sock, F_DUPFD_CLOEXEC, 3);
 	if (netd_control_adopt(d, sock, getuid(), getppid()) < 0) {
+		if (release >= 0)
+			close(release);
 		netd_free(d);
 		return 1;
 	}
@@ -48,8 +60,14 @@ int netd_embedded_main(int sock, const char *audit_log)
 	if (term)
 		event_add(term, NULL);
 	event_base_dispatch(d->base);
+	/* the clean-up finishes even when the launcher, released below, is gone (its death signal) */
+	prctl(PR_SET_PDEATHSIG, 0);
 	if (term)
-		event_free(term);
+		event_free(term); /* restores SIGTERM's default action: ignored from here on */
+	signal(SIGTERM, SIG_IGN);
+	netd_audit_close(d);
+	if (release >= 0)
+		close(release);
 	netd_free(d);
 	return 0;
 }

@@ -9,6 +9,7 @@
 #include <event2/event.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -388,7 +390,8 @@ static void engine_ask(struct netd *d, const struct ipc_msg *m)
 	netd_control_ask_held(d, a);
 }
 
-static void engine_reap(struct netd_engine *e)
+/* Stops listening to the engine and closes its socket (for the engine: the end of file that stops it). */
+static void engine_disconnect(struct netd_engine *e)
 {
 	if (e->ev) {
 		event_free(e->ev);
@@ -398,6 +401,11 @@ static void engine_reap(struct netd_engine *e)
 		close(e->sock);
 		e->sock = -1;
 	}
+}
+
+static void engine_reap(struct netd_engine *e)
+{
+	engine_disconnect(e);
 	if (e->pid > 0) {
 		kill(e->pid, SIGKILL);
 		while (waitpid(e->pid, NULL, 0) < 0 && errno == EINTR)
@@ -694,11 +702,29 @@ int netd_engine_start(struct netd *d, char *err, size_t errlen)
 	return engine_spawn(d, err, errlen);
 }
 
+/* The engine's socket closing is its signal to stop (engine_child.c): it frees its sessions, writes
+ * what its audit log still buffers and exits. Waited for up to 2 s (a pidfd, no polling loop), then
+ * killed as engine_reap does. A SIGKILL straight away could lose the last records of a session that
+ * just ended, an embedded helper's in particular, which stops the engine right after the session. */
+#define ENGINE_STOP_MS 2000
+
 void netd_engine_free(struct netd_engine *e)
 {
 	if (!e)
 		return;
-	engine_reap(e);
+	if (e->pid > 0) {
+		int pfd = (int)syscall(SYS_pidfd_open, e->pid, 0);
+
+		engine_disconnect(e);
+		if (pfd >= 0) {
+			struct pollfd p = {.fd = pfd, .events = POLLIN};
+
+			while (poll(&p, 1, ENGINE_STOP_MS) < 0 && errno == EINTR)
+				;
+			close(pfd);
+		}
+	}
+	engine_reap(e); /* kills it if it is still there, and reaps it */
 	if (e->restart_ev)
 		event_free(e->restart_ev);
 	if (e->d)

@@ -183,6 +183,10 @@ struct netd {
 int netd_new(struct netd **out, const struct netd_config *cfg, bool reconcile, char *err, size_t errlen);
 /* Ends every session, stops the engine, removes sluice's nft state if no other instance is live. */
 void netd_free(struct netd *d);
+/* Stops what writes the audit log (NFLOG, the engine, the shipper): once it returns, every record of
+ * the instance's ended sessions is written. An embedded helper lets its launcher go here, before
+ * netd_free's slower kernel clean-up (link deletion, the nftables table). */
+void netd_audit_close(struct netd *d);
 
 /* A client's policy compiled under the organisation layer (compile.c). */
 struct netd_compiled {

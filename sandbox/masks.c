@@ -150,8 +150,11 @@ static int add_mask(struct sb_session *s, const char *spelled, size_t *cap, char
 	if (!sb_strv_contains(&s->mask_paths, path) && sb_strv_add(&s->mask_paths, path) < 0)
 		return sb_errc(err, errlen, ENOMEM, "out of memory");
 	/* The host path is resolved (a ~/.ssh that is a symlink to ~/dotfiles/ssh masks the real
-	 * directory as well); a path missing on the host is still hidden by the views. */
-	if (!realpath(path, real) || stat(real, &st) < 0) {
+	 * directory as well); a path missing on the host is still hidden by the views. Most masks are
+	 * absent: one lstat tells so (realpath would fail on it too) without realpath's readlink of every
+	 * component. */
+	if ((lstat(path, &st) < 0 && (errno == ENOENT || errno == ENOTDIR)) || !realpath(path, real) ||
+	    stat(real, &st) < 0) {
 		log_info("masked: %s (absent now)", path);
 		return 0;
 	}

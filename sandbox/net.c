@@ -337,10 +337,23 @@ static int fetch_records(const struct sb_session *s, struct sb_netsess *n)
 #endif
 }
 
+void sb_net_prepare(const struct sb_session *s)
+{
+#if SB_HAVE_NETD && SB_HAVE_POLICY
+	if (s->cfg->allow_network && !s->cfg->org_forbid_network)
+		netd_session_prepare(s->cfg->audit_log);
+#else
+	(void)s;
+#endif
+}
+
 void sb_net_close(struct sb_session *s)
 {
 	int records_fd;
 
+#if SB_HAVE_NETD && SB_HAVE_POLICY
+	netd_session_unprepare(); /* a prepared connection no session took */
+#endif
 	if (!s->net)
 		return;
 #if SB_HAVE_NETD
@@ -349,7 +362,7 @@ void sb_net_close(struct sb_session *s)
 	/* Before the connection closes: the command has ended, and sluiced hands over its records. */
 	records_fd = fetch_records(s, s->net);
 #if SB_HAVE_NETD
-	/* Closing waits for an embedded helper, which flushes the log before it exits. */
+	/* Closing waits until an embedded helper has written the log (netd/embedded.c). */
 	netd_session_close(s->net->ns);
 	s->net->ns = NULL;
 #endif

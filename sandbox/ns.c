@@ -18,6 +18,7 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -86,58 +87,76 @@ int sb_ns_write_idmaps(pid_t pid, uid_t in_uid, uid_t out_uid, gid_t in_gid, gid
  * runs in, through every level up to the host's, so it must not be root's (nor the user's: see
  * docs/sandbox.md). A child becomes that uid (keeping its capabilities for this one call with
  * SECBIT_NO_SETUID_FIXUP, as some distributions let only privileged callers make user namespaces),
- * makes the namespace and sets its per-user maxima (ulimits.c), and the launcher maps 0 inside to
- * it and keeps a descriptor of it; the child is gone before the call returns. */
+ * makes the namespace, sets its per-user maxima (ulimits.c) and exits; the launcher then opens the
+ * namespace and writes its maps (0 inside to the uid) through the child's /proc entry, which stays
+ * until the child is reaped (a process's user namespace is held by its credentials, which an exited,
+ * unreaped child keeps), and reaps it before the call returns.
+ * The child is vfork'd: no copy of the launcher's page tables, and the launcher runs again only once
+ * the child is gone, one wake-up instead of a ping-pong over a socketpair (docs/sandbox.md has the
+ * start-up profile). It shares the launcher's memory, so it only makes system calls (the credential
+ * ones raw, so glibc's all-threads set*id broadcast is not involved) and reports into `res`. */
+struct userns_res {
+	int err;
+	const char *step;
+};
+
+static _Noreturn void userns_child(volatile struct userns_res *res, uid_t uid, const struct sb_ulimits *u)
+{
+	char e2[SB_ERR_MAX];
+	const char *step = NULL;
+
+	if (syscall(SYS_setgroups, 0, NULL) < 0)
+		step = "setgroups";
+	else if (prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, 0, 0, 0) < 0)
+		step = "securebits";
+	else if (syscall(SYS_setresgid, uid, uid, uid) < 0 || syscall(SYS_setresuid, uid, uid, uid) < 0)
+		step = "setresuid";
+	else if (unshare(CLONE_NEWUSER) < 0)
+		step = "unshare";
+	/* root of the new namespace (until the child is reaped): its per-user maxima */
+	else if (sb_ulimits_apply_ns(u, e2, sizeof e2) < 0)
+		step = "per-user limits";
+	if (step) {
+		res->err = errno ? errno : EPERM;
+		res->step = step;
+	} else {
+		res->err = 0;
+	}
+	_exit(step ? 1 : 0);
+}
+
 int sb_ns_make_userns(uid_t uid, const struct sb_ulimits *u, char *err, size_t errlen)
 {
-	char path[64], b = 0;
-	int sv[2], r, fd = -1;
+	volatile struct userns_res res = {EPIPE, "the child"};
+	char path[64];
+	int r;
 
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-		return sb_err(err, errlen, "socketpair: %s", strerror(errno));
-	pid_t c = fork();
-	if (c < 0) {
-		r = sb_err(err, errlen, "fork: %s", strerror(errno));
-		close(sv[0]);
-		close(sv[1]);
-		return r;
-	}
-	if (c == 0) {
-		close(sv[0]);
-		if (setgroups(0, NULL) < 0 || prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, 0, 0, 0) < 0 ||
-		    setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0 || unshare(CLONE_NEWUSER) < 0) {
-			int e = errno;
-			(void)!write(sv[1], &e, sizeof e);
-			_exit(1);
-		}
-		/* root of the new namespace (until the child exits): its per-user maxima */
-		char e2[SB_ERR_MAX];
-		if (sb_ulimits_apply_ns(u, e2, sizeof e2) < 0) {
-			int e = errno ? errno : EPERM;
-			(void)!write(sv[1], &e, sizeof e);
-			_exit(1);
-		}
-		int ok = 0;
-		(void)!write(sv[1], &ok, sizeof ok);
-		/* until the launcher has written the maps and holds the namespace */
-		(void)!read(sv[1], &b, 1);
-		_exit(0);
-	}
-	close(sv[1]);
-	int e = EPIPE;
-	if (read(sv[0], &e, sizeof e) == (ssize_t)sizeof e && e == 0) {
+	/* the child's uid change marks the memory it shares with us not dumpable: restored below */
+	int dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+	pid_t c = vfork();
+	if (c == 0)
+		userns_child(&res, uid, u);
+	int e = errno;
+	if (dumpable >= 0)
+		prctl(PR_SET_DUMPABLE, dumpable, 0, 0, 0);
+	if (c < 0)
+		return sb_errc(err, errlen, e, "vfork: %s", strerror(e));
+	int fd = -1;
+	if (res.err == 0) {
 		snprintf(path, sizeof path, "/proc/%d/ns/user", (int)c);
 		fd = open(path, O_RDONLY | O_CLOEXEC);
-		e = fd < 0 ? errno : 0;
+		if (fd < 0) {
+			res.err = errno;
+			res.step = "opening its namespace";
+		}
 	}
 	if (fd < 0)
-		r = sb_errc(err, errlen, e,
-		            "cannot create a user namespace for uid %u (the session's unprivileged uid): %s; "
+		r = sb_errc(err, errlen, res.err,
+		            "cannot create a user namespace for uid %u (the session's unprivileged uid): %s: %s; "
 		            "--keep-root-uid runs the command as uid 0 instead",
-		            (unsigned)uid, strerror(e));
+		            (unsigned)uid, res.step, strerror(res.err));
 	else
 		r = sb_ns_write_idmaps(c, 0, uid, 0, uid, err, errlen);
-	close(sv[0]); /* the child exits */
 	while (waitpid(c, NULL, 0) < 0 && errno == EINTR)
 		;
 	if (r < 0) {

@@ -176,6 +176,12 @@ int sb_seccomp_build(scmp_filter_ctx *out, bool nested, char *err, size_t errlen
 	what = "architecture setup";
 	if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS)) < 0)
 		goto fail;
+	/* A binary tree of syscall numbers instead of a list: the same rules, fewer instructions on every
+	 * system call's path, and a cheaper load (the kernel runs the program once per syscall number to
+	 * build its allow cache; docs/sandbox.md, start-up profile). */
+	what = "filter optimisation";
+	if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2)) < 0)
+		goto fail;
 #if defined(__x86_64__)
 	if ((r = seccomp_arch_add(ctx, SCMP_ARCH_X86)) < 0 && r != -EEXIST)
 		goto fail;

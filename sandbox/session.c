@@ -241,6 +241,9 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 
 	memset(&go, 0, sizeof go);
 	lap_us();
+	/* The launcher waits for its children (and reads an exited one's /proc entry, ns.c): an ignored
+	 * SIGCHLD inherited from whoever started us would have the kernel reap them first. */
+	signal(SIGCHLD, SIG_DFL);
 	s.started_ns = sb_writes_now(true);
 	s.userns = geteuid() != 0;
 	s.cwd = getcwd(NULL, 0);
@@ -249,6 +252,8 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 	if ((r = sb_session_dir_create(&s, err, sizeof err)) < 0)
 		goto fail;
 	log_info("launcher: session directory %s: %ld us", s.dir, lap_us());
+	/* the embedded network helper starts now, alongside the steps below (docs/sandbox.md) */
+	sb_net_prepare(&s);
 	/* A root launch runs the command as an unprivileged uid of its own (ns.c, docs/sandbox.md). */
 	s.host_uid = s.userns ? cfg->uid : cfg->keep_root_uid ? 0 : sb_ns_pick_uid(cfg, s.id);
 	sb_ulimits_compute(&s.ulimits, cfg->allow_containers);
@@ -258,9 +263,12 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 		log_info("launcher: the command runs as host uid %u (uid 0 in its user namespace): %ld us",
 		         (unsigned)s.host_uid, lap_us());
 	}
-	if ((r = sb_protect_rw_begin(&s, err, sizeof err)) < 0 || (r = sb_masks_resolve(&s, err, sizeof err)) < 0 ||
-	    (r = sb_sources_init(&s, err, sizeof err)) < 0)
+	if ((r = sb_protect_rw_begin(&s, err, sizeof err)) < 0 || (r = sb_masks_resolve(&s, err, sizeof err)) < 0)
 		goto fail;
+	log_info("launcher: masks: %ld us", lap_us());
+	if ((r = sb_sources_init(&s, err, sizeof err)) < 0)
+		goto fail;
+	log_info("launcher: sources: %ld us", lap_us());
 	if ((r = sb_cgroup_new(&cfg->limits, s.id, !s.userns, &s.cg, err, sizeof err)) < 0)
 		goto fail;
 	if (cfg->fs_mode == SB_FS_ASK && (r = sb_fsgate_start(&s, err, sizeof err)) < 0)

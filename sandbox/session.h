@@ -407,4 +407,7 @@ void sb_forward_sigset(sigset_t *set);
 /* The --allow-network step: wires the session's netns (netns_fd, borrowed) through netd, writes
  * SESSION/resolv.conf and fills go->proxy_url. Without --allow-network: nothing. */
 int sb_net_open(struct sb_session *s, int netns_fd, struct sb_go *go, char *err, size_t errlen);
+/* With --allow-network: connects to netd now (starting the embedded helper when there is no sluiced), so
+ * that the helper's start overlaps the launcher's own set-up; sb_net_open uses the connection. */
+void sb_net_prepare(const struct sb_session *s);
 void sb_net_close(struct sb_session *s);

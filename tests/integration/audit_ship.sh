@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # sluiced --audit-ship (docs/operations.md, "Shipping the audit log"): every audit record also goes to
 # syslog as RFC 5424 (to a Unix datagram socket, here a listener of the test) or to journald with
-# structured fields (libsystemd, which only knows /run/systemd/journal/socket: in the lab a listener binds
+# structured fields (its native protocol, at /run/systemd/journal/socket as libsystemd has it: in the lab a listener binds
 # it on a tmpfs over /run/systemd, so the host's is untouched). The file stays the record of truth: each
 # shipped message carries the file's line as it is, the hash chain verifies, and a receiver that is gone
 # costs nothing but a counted error.
@@ -82,7 +82,7 @@ kill -TERM "${HOLD[s1]}" && wait "${HOLD[s1]}" 2>/dev/null
 unset "HOLD[s1]"
 lab_stop sluiced
 
-# ---- journald (sd_journal_sendv: structured fields) ----
+# ---- journald (the native protocol sd_journal_sendv speaks: structured fields) ----
 mkdir -p /run/systemd && mount -n -t tmpfs -o mode=0755 lab-systemd /run/systemd && mkdir -p /run/systemd/journal ||
 	lab_bail "cannot put a tmpfs over /run/systemd in the lab"
 JOUT=$LAB_DIR/journal.jsonl

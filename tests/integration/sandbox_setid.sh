@@ -121,6 +121,11 @@ check_eq "root: --keep-root-uid still refuses set-id bits" 1 \
 	"$(sb root --keep-root-uid --project-mode rw -- sh -c 'touch k; chmod u+s k' >/dev/null 2>&1; echo $?)"
 check_eq "root: ... and none reached the host" "" "$(setid_on_host "$P")"
 check_eq "unprivileged: --keep-root-uid is refused (it is for root launches)" 125 "$(rc sb user --keep-root-uid -- true)"
+# the launcher reads its exited user-namespace child's /proc entry before reaping it (ns.c): an ignored
+# SIGCHLD inherited from the caller (the kernel would reap the child at once) must not break the launch
+check_eq "root: a launch whose caller ignores SIGCHLD still runs the command as the unprivileged uid" "0 ok" \
+	"$(as root python3 -c 'import os, signal, sys; signal.signal(signal.SIGCHLD, signal.SIG_IGN); os.execv(sys.argv[1], sys.argv[1:])' \
+		"$SLUICE" run -- sh -c 'echo $(id -u) $(test "$(cat /proc/self/uid_map | tr -s " " | cut -d" " -f3)" != 0 && echo ok)' 2>&1)"
 check_eq "no session directory left (root)" 0 "$(session_dirs root)"
 check_eq "no session directory left (user)" 0 "$(session_dirs user)"
 cd / || exit 1
