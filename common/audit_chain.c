@@ -34,11 +34,14 @@ static int digest(const char *prev, const char *body, size_t len, char out[AUDIT
 	static const char hex[] = "0123456789abcdef";
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	int ok = (pthread_once(&sha256_once, sha256_fetch), ctx) &&
-		 EVP_DigestInit_ex2(ctx, sha256_md ? sha256_md : EVP_sha256(), NULL) == 1 &&
-		 EVP_DigestUpdate(ctx, prev, AUDIT_HASH_HEX) == 1 && EVP_DigestUpdate(ctx, "\n", 1) == 1 &&
-		 EVP_DigestUpdate(ctx, body, len) == 1 && EVP_DigestFinal_ex(ctx, md, &mdlen) == 1 && mdlen == 32;
+	EVP_MD_CTX *ctx;
+	int ok;
+
+	(void)pthread_once(&sha256_once, sha256_fetch);
+	ctx = EVP_MD_CTX_new();
+	ok = ctx && EVP_DigestInit_ex2(ctx, sha256_md ? sha256_md : EVP_sha256(), NULL) == 1 &&
+	     EVP_DigestUpdate(ctx, prev, AUDIT_HASH_HEX) == 1 && EVP_DigestUpdate(ctx, "\n", 1) == 1 &&
+	     EVP_DigestUpdate(ctx, body, len) == 1 && EVP_DigestFinal_ex(ctx, md, &mdlen) == 1 && mdlen == 32;
 
 	EVP_MD_CTX_free(ctx);
 	if (!ok)

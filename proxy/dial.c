@@ -188,8 +188,8 @@ static bool established(int fd)
 	struct tcp_info ti;
 	socklen_t len = sizeof ti;
 
-	return getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 && len >= offsetof(struct tcp_info, tcpi_ca_state) &&
-	       ti.tcpi_state == TCP_ESTABLISHED;
+	return getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
+	       len >= offsetof(struct tcp_info, tcpi_ca_state) && ti.tcpi_state == TCP_ESTABLISHED;
 }
 
 static void try_next(struct proxy_dial *d)
@@ -400,8 +400,8 @@ struct proxy_dial *proxy_dial_start(struct proxy_session *s, const struct proxy_
 		return defer(d);
 	}
 	d->ncached = proxy_addr_cache_get(s, d->host, d->cached);
-	if (d->ncached > 0)
-		return defer(d); /* resolved for this session within the answer's TTL: checked again like a fresh answer */
+	if (d->ncached > 0) /* resolved for this session within the answer's TTL: checked like a fresh answer */
+		return defer(d);
 	d->resolve = proxy_resolve_start(d->engine, d->host, resolved, d);
 	if (!d->resolve) {
 		dial_free(d);

@@ -41,8 +41,8 @@ static void test_get_put(void **state)
 	memset(&s, 0, sizeof s);
 	memset(&other, 0, sizeof other);
 	assert_int_equal(proxy_addr_cache_get(&s, "allowed.test", out), 0);
-	assert_null(s.addr_cache); /* nothing allocated until something is kept */
-	proxy_addr_cache_put(&s, "allowed.test", in, 2, 0); /* TTL 0: not kept */
+	assert_null(s.addr_cache);                           /* nothing allocated until something is kept */
+	proxy_addr_cache_put(&s, "allowed.test", in, 2, 0);  /* TTL 0: not kept */
 	proxy_addr_cache_put(&s, "allowed.test", in, 0, 60); /* no address: not kept */
 	assert_int_equal(proxy_addr_cache_get(&s, "allowed.test", out), 0);
 
