@@ -1,6 +1,7 @@
 /* Dialing upstream for one request or tunnel: resolve the canonical name (only after the name was
  * allowed), ask the policy about every address (forbidden ranges: loopback, private, metadata...),
- * and connect to exactly an address that was checked, trying the allowed ones in order. With a parent
+ * and connect to exactly an address that was checked, trying the allowed ones in order. What the resolver
+ * answered is kept for the session for the answer's TTL (addr_cache.c) and checked again at every use. With a parent
  * proxy (parent.h) the connection goes to the parent instead: every address sluice could resolve must
  * pass the same checks (the parent picks the address), then a tunnel is asked for with CONNECT, or the
  * caller speaks HTTP to the parent in absolute form. */
@@ -9,10 +10,13 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "http_parse.h"
 #include "log.h"
@@ -29,10 +33,12 @@ struct proxy_dial {
 	proxy_dial_cb cb;
 	void *arg;
 	struct proxy_resolve *resolve; /* owned until it calls back */
-	struct event *defer;           /* owned: runs the literal path from the loop */
+	struct event *defer;           /* owned: runs the literal or cached path from the loop */
 	struct bufferevent *bev;       /* owned: the connection attempt */
 	struct sockaddr_storage cand[PROXY_RESOLVE_MAX];
 	size_t ncand, next;
+	struct sockaddr_storage cached[PROXY_RESOLVE_MAX]; /* the session's addresses for host (addr_cache.c) */
+	size_t ncached;
 	struct proxy_dial_result res;
 	int last_err;
 	bool timed_out;
@@ -138,20 +144,26 @@ static void parent_connect(struct proxy_dial *d)
 	bufferevent_enable(d->bev, EV_READ | EV_WRITE);
 }
 
+/* d->bev is connected: ask the parent for a tunnel, or hand it over. */
+static void connected(struct proxy_dial *d)
+{
+	bufferevent_set_timeouts(d->bev, NULL, NULL);
+	bufferevent_setcb(d->bev, NULL, NULL, NULL, NULL);
+	if (d->parent && d->tunnel) {
+		parent_connect(d);
+		return;
+	}
+	d->res.status = 0;
+	d->res.reason[0] = '\0';
+	done(d);
+}
+
 static void event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct proxy_dial *d = arg;
 	(void)bev;
 	if (what & BEV_EVENT_CONNECTED) {
-		bufferevent_set_timeouts(d->bev, NULL, NULL);
-		bufferevent_setcb(d->bev, NULL, NULL, NULL, NULL);
-		if (d->parent && d->tunnel) {
-			parent_connect(d);
-			return;
-		}
-		d->res.status = 0;
-		d->res.reason[0] = '\0';
-		done(d);
+		connected(d);
 		return;
 	}
 	if (what & BEV_EVENT_TIMEOUT) {
@@ -168,27 +180,61 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 	try_next(d);
 }
 
+/* A non-blocking connect to a nearby host (a namespace on this machine, the loopback) has often
+ * completed by the time connect() returns EINPROGRESS: the handshake ran in the kernel meanwhile. Then
+ * the connection is used at once rather than after a round through the event loop. */
+static bool established(int fd)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof ti;
+
+	return getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
+	       len >= offsetof(struct tcp_info, tcpi_ca_state) && ti.tcpi_state == TCP_ESTABLISHED;
+}
+
 static void try_next(struct proxy_dial *d)
 {
 	while (d->next < d->ncand) {
 		struct sockaddr_storage *ss = &d->cand[d->next++];
 		socklen_t len = ss->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
 
+		int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		bool now;
+
 		proxy_addr_str((struct sockaddr *)ss, d->res.address, true);
-		d->bev = bufferevent_socket_new(d->engine->base, -1, BEV_OPT_CLOSE_ON_FREE);
+		if (fd < 0) {
+			d->last_err = errno;
+			continue;
+		}
+		if (connect(fd, (struct sockaddr *)ss, len) == 0) {
+			now = true;
+		} else if (errno == EINPROGRESS) {
+			now = established(fd);
+		} else {
+			d->last_err = errno;
+			close(fd);
+			continue;
+		}
+		d->bev = bufferevent_socket_new(d->engine->base, fd, BEV_OPT_CLOSE_ON_FREE);
 		if (!d->bev) {
 			d->last_err = ENOMEM;
+			close(fd);
 			continue;
+		}
+		if (now) {
+			/* (called back from the loop: try_next runs in a resolver, timer or event callback) */
+			connected(d);
+			return;
 		}
 		bufferevent_setcb(d->bev, NULL, NULL, event_cb, d);
 		bufferevent_set_timeouts(d->bev, NULL, d->engine->tv_connect);
-		if (bufferevent_socket_connect(d->bev, (struct sockaddr *)ss, (int)len) != 0) {
+		/* connect() was called: the bufferevent waits until the socket is writable and reports */
+		if (bufferevent_socket_connect(d->bev, NULL, 0) != 0) {
 			d->last_err = errno ? errno : ENETUNREACH;
 			bufferevent_free(d->bev);
 			d->bev = NULL;
 			continue;
 		}
-		evutil_make_socket_closeonexec(bufferevent_getfd(d->bev));
 		return;
 	}
 	if (d->parent) {
@@ -228,13 +274,12 @@ static void via_parent(struct proxy_dial *d)
 	try_next(d);
 }
 
-static void resolved(int err, const struct sockaddr_storage *addrs, size_t n, void *arg)
+/* The addresses of the name, fresh from the resolver or kept by the session: each is checked now. */
+static void check_addrs(struct proxy_dial *d, int err, const struct sockaddr_storage *addrs, size_t n)
 {
-	struct proxy_dial *d = arg;
 	struct policy_decision dec, first_deny;
 	char denied[PROXY_ADDRSTR_MAX] = "";
 
-	d->resolve = NULL;
 	if (n == 0 && d->parent) {
 		/* sluice's resolver does not know the name (or there is none): the parent resolves it, and
 		 * only the policy's decision on the name applies (docs/proxy.md, "Parent proxy") */
@@ -288,11 +333,36 @@ static void resolved(int err, const struct sockaddr_storage *addrs, size_t n, vo
 	try_next(d);
 }
 
+static void resolved(int err, const struct sockaddr_storage *addrs, size_t n, uint32_t ttl, void *arg)
+{
+	struct proxy_dial *d = arg;
+
+	d->resolve = NULL;
+	proxy_addr_cache_put(d->session, d->host, addrs, n, ttl);
+	check_addrs(d, err, addrs, n);
+}
+
 static void defer_cb(evutil_socket_t fd, short what, void *arg)
 {
+	struct proxy_dial *d = arg;
 	(void)fd;
 	(void)what;
-	try_next(arg);
+	if (d->ncached > 0)
+		check_addrs(d, 0, d->cached, d->ncached);
+	else
+		try_next(d);
+}
+
+/* Goes on from the loop (the caller is called back later, never from proxy_dial_start): d, or NULL. */
+static struct proxy_dial *defer(struct proxy_dial *d)
+{
+	d->defer = evtimer_new(d->engine->base, defer_cb, d);
+	if (!d->defer) {
+		dial_free(d);
+		return NULL;
+	}
+	event_active(d->defer, EV_TIMEOUT, 1);
+	return d;
 }
 
 const struct proxy_parent *proxy_parent_for(const struct proxy_engine *e, const struct proxy_target *t)
@@ -327,14 +397,11 @@ struct proxy_dial *proxy_dial_start(struct proxy_session *s, const struct proxy_
 			set_port(&d->cand[0], t->port);
 		}
 		d->ncand = 1;
-		d->defer = evtimer_new(d->engine->base, defer_cb, d);
-		if (!d->defer) {
-			dial_free(d);
-			return NULL;
-		}
-		event_active(d->defer, EV_TIMEOUT, 1);
-		return d;
+		return defer(d);
 	}
+	d->ncached = proxy_addr_cache_get(s, d->host, d->cached);
+	if (d->ncached > 0) /* resolved for this session within the answer's TTL: checked like a fresh answer */
+		return defer(d);
 	d->resolve = proxy_resolve_start(d->engine, d->host, resolved, d);
 	if (!d->resolve) {
 		dial_free(d);

@@ -578,7 +578,19 @@ void proxy_http_accept_transparent(struct proxy_session *s, int fd, uint16_t ori
 		close(fd);
 		return;
 	}
-	(void)conn_start(c, s, client, &http_ops, orig_port);
+	if (!conn_start(c, s, client, &http_ops, orig_port))
+		return;
+	/* A client sends its request right behind the handshake, so it is usually here by the time the
+	 * connection is accepted: read it now rather than after a round through the event loop (a new
+	 * connection per request pays that round on every request). Nothing there yet: the read event
+	 * brings it as usual; end of file or an error stay for the bufferevent to find. */
+	struct evbuffer *in = bufferevent_get_input(client);
+	int n;
+	evbuffer_unfreeze(in, 0); /* (a socket bufferevent keeps its input's end frozen but while it reads) */
+	n = evbuffer_read(in, fd, HTTP_HEAD_MAX + 4096);
+	evbuffer_freeze(in, 0);
+	if (n > 0)
+		client_read_cb(client, c); /* (may free c) */
 }
 
 /* The CONNECT's connection while no request took it: an upstream that speaks first or goes away is

@@ -50,6 +50,7 @@ struct proxy_session {
 	size_t ngrants;
 	uint32_t policy_version;    /* the parent's version of s->policy (audit field), 0 = none */
 	struct proxy_mitm_ca *ca; /* owned: the HTTPS inspection CA (mitm_ca.h); NULL when nothing is inspected */
+	struct proxy_addr_cache *addr_cache; /* owned: names resolved for the session (addr_cache.c), or NULL */
 };
 
 /* Embedded in every live connection or query; the session closes what is left when it goes. */
@@ -154,10 +155,23 @@ enum proxy_resolve_err {
 };
 struct proxy_resolve;
 /* err: 0, or a PROXY_RESOLVE_* code when neither family produced an address. */
-typedef void (*proxy_resolve_cb)(int err, const struct sockaddr_storage *addrs, size_t n, void *arg);
+/* ttl: the smallest TTL of the addresses given (seconds; the records' and their CNAME chain's). */
+typedef void (*proxy_resolve_cb)(int err, const struct sockaddr_storage *addrs, size_t n, uint32_t ttl, void *arg);
 struct proxy_resolve *proxy_resolve_start(struct proxy_engine *e, const char *name, proxy_resolve_cb cb, void *arg);
 void proxy_resolve_cancel(struct proxy_resolve *r); /* cb is not called afterwards */
 const char *proxy_resolve_strerror(int err);
+
+/* ---- addr_cache.c: the session's resolved addresses, kept for their TTL (addresses, never decisions:
+ * every one is checked with the policy again when it is used) ---- */
+#define PROXY_ADDR_CACHE_ENTRIES 8
+#define PROXY_ADDR_CACHE_TTL_MAX 300 /* seconds */
+/* Copies the fresh addresses kept for name (canonical) into out (PROXY_RESOLVE_MAX of room) and returns
+ * how many; 0 when none are kept. */
+size_t proxy_addr_cache_get(struct proxy_session *s, const char *name, struct sockaddr_storage *out);
+/* Keeps n addresses (port 0) answered for name for ttl seconds (nothing when n or ttl is 0). */
+void proxy_addr_cache_put(struct proxy_session *s, const char *name, const struct sockaddr_storage *addrs, size_t n,
+                          uint32_t ttl);
+void proxy_addr_cache_session_free(struct proxy_session *s);
 
 /* ---- target.c: the canonical destination of a request and the policy's decision on it ---- */
 struct proxy_target {

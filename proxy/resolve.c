@@ -6,7 +6,8 @@
  * that refuses AAAA (REFUSED, NOTIMP), as some corporate resolvers do, costs the AAAA addresses of that
  * one name, never the resolver as a whole. (libevent's evdns, used before, took REFUSED and NOTIMP as
  * "this nameserver is broken" and marked its only nameserver failed, thousands of times under load.)
- * No search list, no hosts file, no cache; the names are canonical (lower case) already. */
+ * No search list, no hosts file, no cache (the dial keeps what this answers per session: addr_cache.c);
+ * the names are canonical (lower case) already. */
 #include <errno.h>
 #include <event2/event.h>
 #include <netinet/in.h>
@@ -25,6 +26,7 @@ struct resolve_family {
 	bool done, via_tcp;
 	int err;
 	size_t n;
+	uint32_t ttl; /* the smallest of addrs' */
 	struct sockaddr_storage addrs[PROXY_RESOLVE_MAX / 2];
 };
 
@@ -79,19 +81,23 @@ static void maybe_finish(struct proxy_resolve *r)
 	struct resolve_family *f4 = &r->fam[0], *f6 = &r->fam[1];
 	size_t n = 0;
 	int err = 0;
+	uint32_t ttl = UINT32_MAX;
 
 	if (!f4->done || !f6->done)
 		return;
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 2; i++) {
 		for (size_t k = 0; k < r->fam[i].n; k++)
 			addrs[n++] = r->fam[i].addrs[k];
+		if (r->fam[i].n && r->fam[i].ttl < ttl)
+			ttl = r->fam[i].ttl;
+	}
 	if (n == 0) {
 		/* The more telling error: a failure or refusal over "no data". */
 		err = f4->err;
 		if (f4->err == PROXY_RESOLVE_NODATA && f6->err != PROXY_RESOLVE_NODATA)
 			err = f6->err;
 	}
-	r->cb(err, addrs, n, r->arg);
+	r->cb(err, addrs, n, n ? ttl : 0, r->arg);
 	resolve_free(r);
 }
 
@@ -144,9 +150,14 @@ static bool answered(const uint8_t *ans, size_t len, void *arg)
 	free(out);
 	f->rq = NULL;
 	f->done = true;
-	for (unsigned i = 0; i < fr.naddrs && f->n < PROXY_RESOLVE_MAX / 2; i++)
-		if (fr.addrs[i].addr.ss_family == want)
-			f->addrs[f->n++] = fr.addrs[i].addr;
+	f->ttl = UINT32_MAX;
+	for (unsigned i = 0; i < fr.naddrs && f->n < PROXY_RESOLVE_MAX / 2; i++) {
+		if (fr.addrs[i].addr.ss_family != want)
+			continue;
+		f->addrs[f->n++] = fr.addrs[i].addr;
+		if (fr.addrs[i].ttl < f->ttl)
+			f->ttl = fr.addrs[i].ttl;
+	}
 	f->err = f->n ? 0 : rcode_err(fr.rcode);
 	maybe_finish(f->r);
 	return true;

@@ -119,6 +119,7 @@ static void session_free(struct proxy_session *s)
 		c->close(c);
 	proxy_ask_session_free(s);
 	proxy_direct_session_free(s);
+	proxy_addr_cache_session_free(s);
 	TAILQ_REMOVE(&s->engine->sessions, s, entry);
 	policy_unref(s->policy);
 	proxy_mitm_ca_free(s->ca);

@@ -21,7 +21,8 @@
 # 8) per run. Prints a table and ratios; writes JSON to BENCH_JSON (default BUILD_DIR/bench-dns.json).
 # The audit log is written to BENCH_AUDIT_DIR (default BUILD_DIR: a disk, as /var/log/sluice would be, not the
 # lab's tmpfs) and removed at the end. BENCH_CLIENTS sets dnsperf's -c (default 8). BENCH_PERF=DIR records a
-# perf profile (perf record -g) of sluice-proxy during its runs of the first round into DIR/perf-MIX.data.
+# perf profile (perf record -g) of both sluice-proxy processes during their runs of the first round into
+# DIR/perf-sluice-MIX.data and DIR/perf-sluice_cache-MIX.data.
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
 export SLUICE_SOURCE_DIR=$src SLUICE_BUILD_DIR=${1:-${SLUICE_BUILD_DIR:-$src/build}}
@@ -119,8 +120,8 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 run() {
 	local who=$1 mix=$2 pid t0 t1 out perfpid=
 	pid=$(lab_pid "${PIDNAME[$who]}")
-	if [ -n "${BENCH_PERF:-}" ] && [ "$who" = sluice ] && [ "${round:-0}" = 1 ]; then
-		perf record -q -F 2999 -g -p "$pid" -o "$BENCH_PERF/perf-$mix.data" -- sleep "$secs" >/dev/null 2>&1 &
+	if [ -n "${BENCH_PERF:-}" ] && [[ $who == sluice* ]] && [ "${round:-0}" = 1 ]; then
+		perf record -q -F 2999 -g -p "$pid" -o "$BENCH_PERF/perf-$who-$mix.data" -- sleep "$secs" >/dev/null 2>&1 &
 		perfpid=$!
 	fi
 	t0=$(cpu_ticks "$pid")

@@ -1,20 +1,30 @@
 #!/usr/bin/env bash
 # bench-proxy.sh [BUILD_DIR]: measures sluice-proxy against Squid and tinyproxy in one run inside a
 # private lab (tests/lib/lab.sh: its own network, mount and pid namespaces; no packet leaves them), after
-# tools/bench-dns.sh for the DNS path. Needs root and the bench packages (tools/deps.sh --bench).
-# Not part of the test suite. Prints a table of medians over BENCH_ROUNDS (default 3) rounds, whose order
-# rotates, with ratios; BENCH_SECONDS (default 8) per measurement.
+# tools/bench-dns.sh for the DNS path (dnsmasq, unbound). Needs root and the bench packages
+# (tools/deps.sh --bench). Not part of the test suite. Prints a table of medians over BENCH_ROUNDS
+# (default 3) rounds, whose order rotates, the goals of issue 16 with the ratios measured and whether each
+# is met, and writes it all as JSON to BENCH_JSON (default BUILD_DIR/bench-proxy.json; the DNS results
+# under "dns"). BENCH_SECONDS (default 8) per measurement.
 #
-#   small requests: wrk, keep-alive, 50 connections, a tiny response from a fast origin (bench-origin)
-#   latency:        wrk with 1 connection; p50/p99 and what each proxy adds over the direct path
+#   keep-alive:     wrk, BENCH_CONNS (default 64) keep-alive connections, a tiny response from a fast origin
+#                   (bench-origin): requests/s, p50/p99, the proxy's CPU per request; and wrk with 1
+#                   connection for the latency a proxy adds
+#   new connection: ab -c1 (HTTP/1.0, a new connection per request, one at a time): requests/s, p50/p99
+#                   (ab's percentiles, -e), the proxy's CPU per request
 #   bulk:           curl downloading BENCH_BULK_MIB (default 1024) MiB: through a CONNECT tunnel (curl -p),
 #                   and as forward-proxy GETs (curl -x) with a Content-Length and chunked; vs the direct
 #                   path (the session routed straight to the origin, no proxy); MB/s and the proxy's CPU
-#                   seconds per GiB (utime+stime of its process over the download)
+#                   seconds per GiB
 #   DNS:            tools/bench-dns.sh, before the rest (BENCH_ONLY=dns: only that; =http: not that).
 #                   This script once measured DNS itself, with allowed names only and dnsmasq as a plain
 #                   forwarder, and reported sluice ahead where the allowlisting case (bench-dns) had it
 #                   behind (issue 16); bench-dns measures the allowlist work both do, with denied names.
+# BENCH_PERF=DIR records a perf profile (perf record -g) of sluice-proxy during its keep-alive and
+# new-connection runs of the first round into DIR/perf-{keepalive,newconn}.data, and BENCH_STRACE=DIR its
+# system calls (strace -c) into DIR/strace-{keepalive,newconn}.txt (in another run: strace slows it down).
+# CPU is utime+stime of the proxy's process from /proc/PID/stat over the measurement: on a shared machine
+# it is steadier than a rate. The direct path has no proxy, so no CPU figure.
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
 export SLUICE_SOURCE_DIR=$src SLUICE_BUILD_DIR=${1:-${SLUICE_BUILD_DIR:-$src/build}}
@@ -23,7 +33,11 @@ if [ -z "${LAB_INSIDE:-}" ]; then
 	case ${BENCH_ONLY:-} in
 	dns) exec "$src/tools/bench-dns.sh" "$SLUICE_BUILD_DIR" ;;
 	http) ;;
-	*) "$src/tools/bench-dns.sh" "$SLUICE_BUILD_DIR" || exit ;;
+	*)
+		export BENCH_DNS_JSON=$SLUICE_BUILD_DIR/bench-dns.json
+		rm -f "$BENCH_DNS_JSON"
+		BENCH_JSON=$BENCH_DNS_JSON "$src/tools/bench-dns.sh" "$SLUICE_BUILD_DIR" || exit
+		;;
 	esac
 fi
 . "$src/tests/lib/tap.sh"
@@ -31,7 +45,7 @@ fi
 . "$src/tests/lib/proxy-lab.sh"
 lab_enter "$@"
 # Everything below runs inside the lab's own namespaces.
-_lab_need wrk squid tinyproxy curl dnsmasq
+_lab_need wrk ab squid tinyproxy curl dnsmasq
 secs=${BENCH_SECONDS:-8}
 ORIGIN_PORT=9080
 UPSTREAM_DNS=198.18.0.54
@@ -44,7 +58,7 @@ read -r S_ADDR GW _ < <(lab_session_info s1)
 lab_bg origin -n inet "$SLUICE_BUILD_DIR/tools/bench-origin" 0.0.0.0 "$ORIGIN_PORT"
 ip -n inet addr add "$UPSTREAM_DNS/24" dev eth0
 printf '%s\n' no-resolv no-hosts no-poll "addn-hosts=$LAB_DIR/dns/hosts" "listen-address=$UPSTREAM_DNS" \
-	bind-interfaces local=/test/ "pid-file=$LAB_DIR/state/upstream-dns.pid" user=root group=root \
+	bind-interfaces local=/test/ local-ttl=300 "pid-file=$LAB_DIR/state/upstream-dns.pid" user=root group=root \
 	>"$LAB_DIR/upstream-dns.conf"
 echo "$LAB_ALLOWED4 bench.test" >>"$LAB_DIR/dns/hosts"
 lab_bg upstream-dns -n inet dnsmasq --keep-in-foreground --conf-file="$LAB_DIR/upstream-dns.conf"
@@ -72,118 +86,214 @@ for p in 3129 3130; do lab_wait_port s1 "$GW" "$p" 10 || lab_bail "proxy on port
 lab_forward on # the direct path: the session routed straight to the origin
 
 # ---- measurements
+# ab opens a connection per request: let the client and the proxies reuse ports in TIME_WAIT (per netns)
+for ns in s1 host; do
+	lab_exec "$ns" sysctl -qw net.ipv4.tcp_tw_reuse=1 net.ipv4.ip_local_port_range="1024 65000" ||
+		lab_bail "cannot set the port range in $ns"
+done
 printf '%s\n' "request = function()" \
 	"  return wrk.format(\"GET\", \"http://allowed.test:$ORIGIN_PORT/\", { [\"Host\"] = \"allowed.test:$ORIGIN_PORT\" })" \
 	"end" >"$LAB_DIR/proxy.lua"
-# wrk_run PORT|direct CONNS: prints "requests/s p50_ms p99_ms [non2xx=N]"
+conns=${BENCH_CONNS:-64}
+declare -A PIDNAME=([3128]=proxy [3129]=squid [3130]=tinyproxy)
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# cpu_per CONTENDER T0 COUNT SCALE: the contender's CPU since tick count T0, per COUNT units, times SCALE
+# ("-" for the direct path)
+cpu_per() {
+	local where=$1 t0=$2 count=$3 scale=$4 t1
+	[ "$where" != direct ] || { echo -; return; }
+	t1=$(cpu_ticks "$(lab_pid "${PIDNAME[$where]}")")
+	awk -v t="$((t1 - t0))" -v hz="$(getconf CLK_TCK)" -v n="$count" -v k="$scale" \
+		'BEGIN { if (n > 0) printf "%.2f", t / hz / n * k; else print "-" }'
+}
+# watch_start WHAT: starts the profilers asked for on sluice-proxy (round 1 only) for a run of $secs seconds;
+# watch_end waits for them
+watchers=()
+watch_start() {
+	local pid
+	watchers=()
+	[ "${round:-0}" = 1 ] && [ "$p" = 3128 ] || return 0
+	pid=$(lab_pid proxy)
+	if [ -n "${BENCH_PERF:-}" ]; then
+		perf record -q -F 2999 -g -p "$pid" -o "$BENCH_PERF/perf-$1.data" -- sleep "$secs" >/dev/null 2>&1 &
+		watchers+=($!)
+	fi
+	if [ -n "${BENCH_STRACE:-}" ]; then
+		timeout -s INT "$secs" strace -c -f -p "$pid" -o "$BENCH_STRACE/strace-$1.txt" >/dev/null 2>&1 &
+		watchers+=($!)
+	fi
+}
+watch_end() { [ ${#watchers[@]} -eq 0 ] || wait "${watchers[@]}"; }
+ticks_of() { [ "$1" = direct ] && echo 0 || cpu_ticks "$(lab_pid "${PIDNAME[$1]}")"; }
+
+# wrk_run PORT|direct CONNS: prints "requests/s p50_ms p99_ms cpu_us_per_request non2xx|-"
 wrk_run() {
-	local where=$1 conns=$2 out threads=2
+	local where=$1 conns=$2 out threads=2 t0
 	[ "$conns" -ge 2 ] || threads=1
+	t0=$(ticks_of "$where")
 	if [ "$where" = direct ]; then
 		out=$(lab_exec s1 wrk -t "$threads" -c "$conns" -d "${secs}s" --latency "http://$LAB_ALLOWED4:$ORIGIN_PORT/")
 	else
 		out=$(lab_exec s1 wrk -t "$threads" -c "$conns" -d "${secs}s" --latency -s "$LAB_DIR/proxy.lua" "http://$GW:$where/")
 	fi
-	awk '
+	read -r rps p50 p99 bad n < <(awk '
 		function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
 		/Requests\/sec/ { rps = $2 }
 		/^ +50%/ { p50 = ms($2) }
 		/^ +99%/ { p99 = ms($2) }
 		/Non-2xx/ { bad = $NF }
-		END { printf "%.0f %.3f %.3f %s\n", rps, p50, p99, bad ? "non2xx=" bad : "-" }' <<<"$out"
+		/requests in/ { n = $1 }
+		END { printf "%.0f %.3f %.3f %s %d\n", rps, p50, p99, bad ? bad : "-", n }' <<<"$out")
+	echo "$rps $p50 $p99 $(cpu_per "$where" "$t0" "$n" 1e6) $bad"
+}
+# ab_run PORT|direct: a new connection per request, one at a time (ab -c1, HTTP/1.0 without keep-alive);
+# prints "requests/s p50_ms p99_ms cpu_us_per_request failed" (failed: failed + non-2xx)
+ab_run() {
+	local where=$1 csv=$LAB_DIR/ab.csv out t0 n
+	t0=$(ticks_of "$where")
+	if [ "$where" = direct ]; then
+		out=$(lab_exec s1 ab -q -c 1 -t "$secs" -n 200000 -e "$csv" "http://$LAB_ALLOWED4:$ORIGIN_PORT/" 2>&1)
+	else
+		out=$(lab_exec s1 ab -q -c 1 -t "$secs" -n 200000 -e "$csv" -X "$GW:$where" \
+			"http://allowed.test:$ORIGIN_PORT/" 2>&1)
+	fi
+	n=$(awk '/^Complete requests:/ { print $3 }' <<<"$out")
+	read -r rps bad < <(awk '/^Requests per second:/ { rps = $4 } /^Failed requests:/ { f += $3 }
+		/^Non-2xx responses:/ { f += $3 } END { printf "%.0f %d\n", rps, f }' <<<"$out")
+	read -r p50 p99 < <(awk -F, '$1 == 50 { a = $2 } $1 == 99 { b = $2 } END { printf "%.3f %.3f\n", a, b }' "$csv")
+	echo "$rps $p50 $p99 $(cpu_per "$where" "$t0" "${n:-0}" 1e6) $bad"
 }
 bulk_bytes=$((${BENCH_BULK_MIB:-1024} * 1024 * 1024))
-declare -A PIDNAME=([3128]=proxy [3129]=squid [3130]=tinyproxy)
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 # bulk_run PORT|direct connect|length|chunked: prints "MB/s cpu_s_per_GiB" of a download of bulk_bytes
 # (0 if it did not complete; "-" for the CPU of the direct path)
 bulk_run() {
-	local where=$1 kind=$2 out speed size url pid= t0 t1 cpu=-
+	local where=$1 kind=$2 out speed size url t0
 	url=http://allowed.test:$ORIGIN_PORT/bytes/$bulk_bytes
 	[ "$kind" = chunked ] && url=http://allowed.test:$ORIGIN_PORT/chunked/$bulk_bytes
+	t0=$(ticks_of "$where")
 	if [ "$where" = direct ]; then
 		out=$(lab_exec s1 curl -sS --noproxy '*' -o /dev/null -w '%{speed_download} %{size_download}' \
 			--resolve "allowed.test:$ORIGIN_PORT:$LAB_ALLOWED4" "$url")
 	else
-		pid=$(lab_pid "${PIDNAME[$where]}")
-		t0=$(cpu_ticks "$pid")
 		out=$(lab_exec s1 curl -sS $([ "$kind" = connect ] && echo -p) -x "http://$GW:$where" --noproxy '' \
 			-o /dev/null -w '%{speed_download} %{size_download}' "$url")
-		t1=$(cpu_ticks "$pid")
-		cpu=$(awk -v t="$((t1 - t0))" -v hz="$(getconf CLK_TCK)" -v b="$bulk_bytes" \
-			'BEGIN { printf "%.2f", t / hz / (b / 1073741824) }')
 	fi
 	read -r speed size <<<"$out"
-	[ "${size:-0}" = "$bulk_bytes" ] || { echo "0 $cpu"; return; }
-	awk -v s="$speed" -v c="$cpu" 'BEGIN { printf "%.0f %s\n", s / 1e6, c }'
+	[ "${size:-0}" = "$bulk_bytes" ] || { echo "0 -"; return; }
+	echo "$(awk -v s="$speed" 'BEGIN { printf "%.0f", s / 1e6 }') $(cpu_per "$where" "$t0" "$bulk_bytes" 1073741824)"
 }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "n/a" }'; }
-add() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a - b }'; }
-
-declare -A R
-rounds=${BENCH_ROUNDS:-3}
-# median of the values given
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+rounds=${BENCH_ROUNDS:-3}
 echo "# warming up"
 wrk_run 3128 10 >/dev/null
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 order=(3128 3129 3130 direct)
-declare -A S # space-separated samples per cell
+declare -A S # space-separated samples per cell, keyed MEASURE_CONTENDER
+declare -A BAD
 for ((round = 1; round <= rounds; round++)); do
 	# Rounds rotate the order, so load from other work on the machine lands on every contender alike.
 	for ((k = 0; k < 4; k++)); do
 		p=${order[(k + round) % 4]}
-		echo "# round $round: via $p"
-		read -r rps _ _ bad < <(wrk_run "$p" 50)
-		read -r _ p50 p99 _ < <(wrk_run "$p" 1)
-		S[rps_$p]+=" $rps" S[p50_$p]+=" $p50" S[p99_$p]+=" $p99"
+		watch_start keepalive
+		read -r rps p50 p99 cpu bad < <(wrk_run "$p" "$conns")
+		watch_end
+		echo "# round $round: via $p: keep-alive $rps req/s, p50 $p50 ms, p99 $p99 ms, $cpu us CPU/req, non-2xx $bad"
+		S[ka_rps_$p]+=" $rps" S[ka_p50_$p]+=" $p50" S[ka_p99_$p]+=" $p99" S[ka_cpu_$p]+=" $cpu"
+		[ "$bad" = - ] || BAD[$p]+=" keep-alive:$bad"
+		read -r _ p50 p99 _ _ < <(wrk_run "$p" 1)
+		S[one_p50_$p]+=" $p50" S[one_p99_$p]+=" $p99"
+		watch_start newconn
+		read -r rps p50 p99 cpu bad < <(ab_run "$p")
+		watch_end
+		echo "# round $round: via $p: new connection each $rps req/s, p50 $p50 ms, p99 $p99 ms, $cpu us CPU/req, failed $bad"
+		S[nc_rps_$p]+=" $rps" S[nc_p50_$p]+=" $p50" S[nc_p99_$p]+=" $p99" S[nc_cpu_$p]+=" $cpu"
+		[ "$bad" = 0 ] || BAD[$p]+=" new-connection:$bad"
 		for kind in connect length chunked; do
 			read -r mbs cpu < <(bulk_run "$p" "$kind")
 			echo "# round $round: via $p: $kind bulk $mbs MB/s, $cpu CPU s/GiB"
-			S[bulk_${kind}_$p]+=" $mbs"
-			[ "$cpu" = - ] || S[cpu_${kind}_$p]+=" $cpu"
+			S[bulk_${kind}_$p]+=" $mbs" S[cpu_${kind}_$p]+=" $cpu"
 		done
-		[ "$bad" = - ] || R[bad_$p]=$bad
 	done
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
-for key in "${!S[@]}"; do
-	# shellcheck disable=SC2086
-	R[$key]=$(median ${S[$key]})
-done
-for p in 3128 3129 3130; do : "${R[bad_$p]:=-}"; done
 sleep 0.5
 audit_lines=$(wc -l <"$PROXY_AUDIT")
 
-row() { printf '%-42s %12s %12s %12s %12s\n' "$@"; }
-echo
-echo "sluice-proxy benchmark ($(nproc) CPUs, ${secs} s per run, median of $rounds rounds, kernel $(uname -r))"
-echo "load average before: $load_before, after: $load_after"
-row "" sluice squid tinyproxy direct
-row "small requests/s (keep-alive, 50 conns)" "${R[rps_3128]}" "${R[rps_3129]}" "${R[rps_3130]}" "${R[rps_direct]}"
-row "latency p50 ms (1 conn)" "${R[p50_3128]}" "${R[p50_3129]}" "${R[p50_3130]}" "${R[p50_direct]}"
-row "latency p99 ms (1 conn)" "${R[p99_3128]}" "${R[p99_3129]}" "${R[p99_3130]}" "${R[p99_direct]}"
-row "added latency p50 ms" "$(add "${R[p50_3128]}" "${R[p50_direct]}")" "$(add "${R[p50_3129]}" "${R[p50_direct]}")" \
-	"$(add "${R[p50_3130]}" "${R[p50_direct]}")" -
-row "added latency p99 ms" "$(add "${R[p99_3128]}" "${R[p99_direct]}")" "$(add "${R[p99_3129]}" "${R[p99_direct]}")" \
-	"$(add "${R[p99_3130]}" "${R[p99_direct]}")" -
-mib=${BENCH_BULK_MIB:-1024}
-for kind in connect length chunked; do
-	case $kind in
-	connect) what="CONNECT bulk" ;; length) what="GET bulk, Content-Length" ;; chunked) what="GET bulk, chunked" ;;
-	esac
-	row "$what MB/s ($mib MiB)" "${R[bulk_${kind}_3128]}" "${R[bulk_${kind}_3129]}" "${R[bulk_${kind}_3130]}" \
-		"${R[bulk_${kind}_direct]}"
-	row "  proxy CPU s per GiB" "${R[cpu_${kind}_3128]}" "${R[cpu_${kind}_3129]}" "${R[cpu_${kind}_3130]}" -
-done
-echo
-echo "ratios (targets in brackets):"
-echo "  small-request rate sluice/squid      $(ratio "${R[rps_3128]}" "${R[rps_3129]}")   [>= 2]"
-echo "  small-request rate sluice/tinyproxy  $(ratio "${R[rps_3128]}" "${R[rps_3130]}")"
-echo "  CONNECT bulk sluice/direct           $(ratio "${R[bulk_connect_3128]}" "${R[bulk_connect_direct]}")   [>= 0.9]"
-echo "  CONNECT bulk sluice/squid            $(ratio "${R[bulk_connect_3128]}" "${R[bulk_connect_3129]}")"
-echo "  GET bulk (length) sluice/direct      $(ratio "${R[bulk_length_3128]}" "${R[bulk_length_direct]}")   [>= 0.8, <= 1 CPU s/GiB]"
-echo "  GET bulk (length) sluice/squid       $(ratio "${R[bulk_length_3128]}" "${R[bulk_length_3129]}")"
-echo "  GET bulk (chunked) sluice/direct     $(ratio "${R[bulk_chunked_3128]}" "${R[bulk_chunked_direct]}")   [>= 0.8, <= 1 CPU s/GiB]"
-echo "  GET bulk (chunked) sluice/squid      $(ratio "${R[bulk_chunked_3128]}" "${R[bulk_chunked_3129]}")"
-echo "  sluice wrote $audit_lines audit lines; non-2xx: sluice ${R[bad_3128]} squid ${R[bad_3129]} tinyproxy ${R[bad_3130]}"
+# ---- the report: medians, ratios against the goals of issue 16, and JSON
+BENCH_JSON=${BENCH_JSON:-$SLUICE_BUILD_DIR/bench-proxy.json}
+{
+	for key in "${!S[@]}"; do echo "sample $key ${S[$key]}"; done
+	for p in "${!BAD[@]}"; do echo "bad $p ${BAD[$p]}"; done
+} >"$LAB_DIR/samples"
+"$LAB_PYTHON" - "$LAB_DIR/samples" "$BENCH_JSON" "${BENCH_DNS_JSON:-}" <<PY
+import json, os, statistics, sys
+samples, out, dns_json = sys.argv[1:4]
+S, bad = {}, {}
+for line in open(samples):
+    kind, key, *vals = line.split()
+    if kind == "sample":
+        S[key] = [float(v) for v in vals if v != "-"]
+    else:
+        bad[key] = " ".join(vals)
+names = {"3128": "sluice", "3129": "squid", "3130": "tinyproxy", "direct": "direct"}
+def med(m, p):
+    v = S.get(f"{m}_{p}", [])
+    return statistics.median(v) if v else None
+rows = [("ka_rps", "keep-alive small GET req/s (wrk -c $conns)"), ("ka_p50", "  p50 ms"), ("ka_p99", "  p99 ms"),
+        ("ka_cpu", "  proxy CPU us/request"), ("one_p50", "1 connection (wrk -c1) p50 ms"), ("one_p99", "  p99 ms"),
+        ("nc_rps", "new connection per GET req/s (ab -c1)"), ("nc_p50", "  p50 ms"), ("nc_p99", "  p99 ms"),
+        ("nc_cpu", "  proxy CPU us/request"),
+        ("bulk_connect", "CONNECT bulk MB/s (${BENCH_BULK_MIB:-1024} MiB)"), ("cpu_connect", "  proxy CPU s/GiB"),
+        ("bulk_length", "GET bulk, Content-Length MB/s"), ("cpu_length", "  proxy CPU s/GiB"),
+        ("bulk_chunked", "GET bulk, chunked MB/s"), ("cpu_chunked", "  proxy CPU s/GiB")]
+res = {names[p]: {m: med(m, p) for m, _ in rows} for p in names}
+def fmt(v):
+    return "-" if v is None else (f"{v:.0f}" if v >= 100 else f"{v:.3g}")
+print()
+print(f"sluice-proxy benchmark ({os.cpu_count()} CPUs, ${secs} s per run, median of $rounds rounds, kernel {os.uname().release})")
+print("load average before: $load_before, after: $load_after")
+print(f"{'':44}" + "".join(f"{n:>11}" for n in names.values()))
+for m, label in rows:
+    print(f"{label:44}" + "".join(f"{fmt(res[n][m]):>11}" for n in names.values()))
+def ratio(a, b):
+    return None if a is None or not b else round(a / b, 3)
+s, q, d = res["sluice"], res["squid"], res["direct"]
+goals = [
+    ("bulk GET (Content-Length) / direct", ratio(s["bulk_length"], d["bulk_length"]), ">=", 0.8),
+    ("bulk GET (Content-Length) proxy CPU s/GiB", s["cpu_length"], "<=", 1.0),
+    ("bulk GET (chunked) / direct", ratio(s["bulk_chunked"], d["bulk_chunked"]), ">=", 0.8),
+    ("bulk GET (chunked) proxy CPU s/GiB", s["cpu_chunked"], "<=", 1.0),
+    ("CONNECT bulk / direct", ratio(s["bulk_connect"], d["bulk_connect"]), ">=", 0.9),
+    ("keep-alive req/s / direct", ratio(s["ka_rps"], d["ka_rps"]), ">=", 0.6),
+    ("keep-alive req/s / squid", ratio(s["ka_rps"], q["ka_rps"]), ">=", 3.0),
+    ("keep-alive p99 / squid", ratio(s["ka_p99"], q["ka_p99"]), "<=", 0.5),
+    ("new connection req/s / direct", ratio(s["nc_rps"], d["nc_rps"]), ">=", 0.6),
+    ("new connection p99 / squid", ratio(s["nc_p99"], q["nc_p99"]), "<=", 1.0),
+]
+dns = None
+if dns_json and os.path.exists(dns_json):
+    dns = json.load(open(dns_json))
+    for mix, r in dns["results"].items():
+        goals.append((f"DNS {mix} q/s / dnsmasq", r["ratio_qps_dnsmasq"], ">=", 1.0))
+        goals.append((f"DNS {mix} CPU/query / dnsmasq", r["ratio_cpu_dnsmasq"], "<=", 1.0))
+        goals.append((f"DNS {mix} q/s with cache / unbound", r["ratio_qps_cache_unbound"], ">=", 1.0))
+print()
+print("goals (issue 16):")
+glist = []
+for what, v, op, target in goals:
+    met = None if v is None else (v >= target if op == ">=" else v <= target)
+    glist.append({"goal": what, "value": v, "target": f"{op} {target}", "met": met})
+    print(f"  {what:44} {fmt(v) if v is None or v >= 100 else v:>8}  [{op} {target}]  {'met' if met else 'NOT met' if met is not None else 'n/a'}")
+print(f"  sluice wrote $audit_lines audit lines; failures or non-2xx: {bad or 'none'}")
+doc = {"date": "$(date -u +%FT%TZ)", "kernel": os.uname().release, "cpus": os.cpu_count(), "seconds": $secs,
+       "rounds": $rounds, "connections": $conns, "bulk_mib": ${BENCH_BULK_MIB:-1024},
+       "load_before": "$load_before", "load_after": "$load_after", "audit_lines": $audit_lines, "failures": bad,
+       "results": res, "samples": {names[k.rsplit("_", 1)[1]] + ":" + k.rsplit("_", 1)[0]: v for k, v in S.items()},
+       "goals": glist}
+if dns:
+    doc["dns"] = dns
+with open(out, "w") as f:
+    json.dump(doc, f, indent=1)
+print(f"JSON: {out}")
+PY

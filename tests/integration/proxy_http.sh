@@ -104,12 +104,22 @@ done
 
 # ---- a CIDR rule opens a private range: the same name is refused without it (s1) and allowed with it
 CURL2=(lab_exec s2 curl -sS -m 10 --noproxy '' -x "http://$s2g:3128")
+lab_dns_mark
 out=$("${CURL[@]}" -D - http://intranet.test/ 2>&1)
 check_match "private address without a CIDR rule -> 403" '^HTTP/1.1 403' "$out"
 check_match "the 403 names the forbidden address" "address $LAB_INTRANET4 is in a forbidden range" "$out"
 body=$("${CURL2[@]}" http://intranet.test/cidr 2>&1)
 check_match "private address with a {\"cidr\": ...} rule -> reaches the origin" '"target": ?"/cidr"' "$body"
 check_match "the origin was reached on the private address" "\"addr\": ?\"$LAB_INTRANET4\"" "$body"
+# ... and again: each session resolved the name once and keeps its addresses for the TTL (the lab's 60 s;
+# addr_cache.c), per session, and checks them again at every use
+out=$("${CURL[@]}" -D - http://intranet.test/ 2>&1)
+check_match "address cache: s1's kept address is checked again: still 403" '^HTTP/1.1 403' "$out"
+body=$("${CURL2[@]}" http://intranet.test/again 2>&1)
+check_match "address cache: s2 reaches the origin again" '"target": ?"/again"' "$body"
+sleep 0.2
+check_eq "address cache: the upstream was asked once per session and family (2 sessions x A, AAAA)" 4 \
+	"$(lab_dns_queries | grep -cx intranet.test)"
 
 # ---- redirects are passed to the client, never followed
 out=$("${CURL[@]}" -D - -o /dev/null http://allowed.test/redirect/evil.test/x)
