@@ -2,12 +2,14 @@
 # slow_policy: sluiced compiles a client's policy off its event loop (netd/compile.c). While one client's
 # huge policy compiles, another session's setup completes promptly; past --compile-timeout the huge one's
 # setup fails with a clear error (and sluiced goes on serving); a policy that compiles in time works as
-# before. Prints the normal session's setup latency as a figure (diag).
+# before. The engine compiles the policy it is handed off its event loop too (netd/engine_queue.c): while
+# a session with the huge policy is set up, another session's small GETs through the proxy do not pause.
+# Prints the normal session's setup latency and the GETs' latency as figures (diag).
 set -u
 . "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
 . "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
 lab_enter "$@"
-_lab_need "$LAB_PYTHON"
+_lab_need "$LAB_PYTHON" jq curl
 
 B=$SLUICE_BUILD_DIR
 CLIENT=$B/tests/integration/netd-testclient
@@ -67,4 +69,41 @@ wait "$spid" 2>/dev/null
 attach small2 "$POLICY" "$LAB_DIR/state/small2.out"
 check "... and sessions are set up meanwhile and after" wait_line "$LAB_DIR/state/small2.out" '^id='
 check "sluiced is still running" kill -0 "$(lab_pid sluiced)"
+
+# The engine's side: sluiced hands the engine the compiled policy's text, which the engine compiles again
+# for an object of its own. On its event loop that paused every session's proxying for seconds; now a
+# worker compiles it. Session ga GETs through the proxy, one request after another, while session big is
+# set up with the huge policy (sluiced's compile, then the engine's): no GET may take a quarter of that.
+lab_internet_up >/dev/null
+lab_stop sluiced
+check "sluiced restarts with room to compile the huge policy" start_sluiced -- --compile-timeout 600000
+check "a session that proxies meanwhile (ga)" session ga
+ip netns add big
+lab_defer "ip netns del big"
+mkfifo "$LAB_DIR/gets.in"
+lab_exec ga "$LAB_PYTHON" "$SLUICE_SOURCE_DIR/tests/lib/loadgen.py" gets "$(reply ga addr4)@$(reply ga gw4)" \
+	allowed.test <"$LAB_DIR/gets.in" >"$LAB_DIR/gets.out" 2>&1 &
+gpid=$!
+exec 7>"$LAB_DIR/gets.in"
+sleep 0.5
+attach big "$HUGE" "$LAB_DIR/state/big.out" raw
+for _ in $(seq 3000); do grep -q '^setup_us=' "$LAB_DIR/state/big.out" && break; sleep 0.1; done
+big_us=$(sed -n 's/^setup_us=//p' "$LAB_DIR/state/big.out")
+sleep 0.3
+echo stop >&7
+exec 7>&-
+wait "$gpid"
+gets=$(tail -n 1 "$LAB_DIR/gets.out")
+diag "setup of the huge policy's session: ${big_us:-none} us; meanwhile ga's GETs: $gets"
+check_match "the huge policy's session is set up" '^id=[0-9a-f]{10}$' "$(grep '^id=' "$LAB_DIR/state/big.out")"
+check "... taking over a second (else this part cannot tell a pause from a slow GET)" \
+	test "${big_us:-0}" -gt 1000000
+check_eq "ga's GETs all succeeded meanwhile" '{}' "$(jq -c .errors <<<"$gets" 2>/dev/null)"
+check "... and there were GETs all along (at least 10)" test "$(jq .n <<<"$gets" 2>/dev/null || echo 0)" -ge 10
+gmax_us=$(jq '.max_ms * 1000 | floor' <<<"$gets" 2>/dev/null)
+check "... none of them paused for a quarter of the huge setup (slowest ${gmax_us:-?} us of ${big_us:-?} us)" \
+	test "${gmax_us:-99999999}" -lt "$(( ${big_us:-0} / 4 ))"
+check_eq "the engine decides by the huge policy (registry.test is not in it: 403)" 403 \
+	"$(lab_exec big curl -s -m 10 --noproxy '' -x "http://$(sed -n 's/^gw4=//p' "$LAB_DIR/state/big.out"):3128" \
+		-o /dev/null -w '%{http_code}' http://registry.test/)"
 done_testing
