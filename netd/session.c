@@ -77,6 +77,13 @@ struct netd_sess *netd_sess_find(struct netd *d, const char *id)
 
 /* ---- sessions ---- */
 
+static unsigned ns_bucket(dev_t dev, ino_t ino)
+{
+	uint64_t h = ((uint64_t)dev * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)ino * 0xc2b2ae3d27d4eb4full);
+
+	return (unsigned)((h >> 32) % NETD_NS_BUCKETS);
+}
+
 static unsigned count_uid(const struct netd *d, uid_t uid)
 {
 	unsigned n = 0;
@@ -108,7 +115,7 @@ static int check_netns(struct netd *d, int fd, uid_t uid, struct stat *st, char 
 		snprintf(err, errlen, "refusing to wire the host's own network namespace");
 		return -EPERM;
 	}
-	for (struct netd_sess *s = d->sessions; s; s = s->next)
+	for (struct netd_sess *s = d->by_ns[ns_bucket(st->st_dev, st->st_ino)]; s; s = s->ns_next)
 		if (s->ns_dev == st->st_dev && s->ns_ino == st->st_ino) {
 			snprintf(err, errlen, "that network namespace already has session %s", s->id);
 			return -EBUSY;
@@ -429,6 +436,8 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 		d->sessions->prev = s;
 	d->sessions = s;
 	d->nsessions++;
+	s->ns_next = d->by_ns[ns_bucket(s->ns_dev, s->ns_ino)];
+	d->by_ns[ns_bucket(s->ns_dev, s->ns_ino)] = s;
 	netd_engine_session_add(d, s);
 	netd_test_stop_at("engine");
 	log_info("session %s: uid %u, %s, %s", s->id, (unsigned)s->uid, s->ifname, s->command);
@@ -581,6 +590,11 @@ void netd_sess_close(struct netd *d, struct netd_sess *s)
 	if (s->next)
 		s->next->prev = s->prev;
 	d->nsessions--;
+	for (struct netd_sess **pp = &d->by_ns[ns_bucket(s->ns_dev, s->ns_ino)]; *pp; pp = &(*pp)->ns_next)
+		if (*pp == s) {
+			*pp = s->ns_next;
+			break;
+		}
 	netd_asks_drop_session(d, s->id);
 	netd_engine_session_remove(d, s);
 	session_unwire(d, s, true);
