@@ -516,25 +516,97 @@ int netd_sess_apply_policy(struct netd *d, struct netd_sess *s, struct netd_comp
 	return r;
 }
 
-int netd_sess_set_policy(struct netd *d, struct netd_sess *s, const char *json, char *err, size_t errlen)
-{
-	struct netd_compiled c = {0};
+/* ---- SIGHUP: every session's policy compiled again under the reloaded organisation layer ----
+ * On workers (compile.c), NETD_RELOAD_PARALLEL at a time so that clients keep compile slots of their own:
+ * a thousand sessions, or one with a huge policy, no longer stall sluiced's loop for the whole reload. A
+ * session keeps the policy it has until its turn (milliseconds a session; seconds for a huge policy); one
+ * busy with a POLICY change gets its turn when that ends (netd_conn_policy_done). */
 
-	if (s->policy_seq) {
-		snprintf(err, errlen, "a policy change of session %s is already in progress", s->id);
-		return -EBUSY;
+static void reload_end_session(struct netd *d, struct netd_sess *s, const char *why)
+{
+	/* what the session runs on is no longer allowed: fail closed */
+	log_warnx("session %s ended: its policy does not hold under the reloaded organisation policy: %s", s->id, why);
+	d->reload_ended++;
+	netd_conn_session_ending(d, s);
+	netd_sess_close(d, s);
+}
+
+static void reload_done_one(struct netd *d, struct netd_sess *s)
+{
+	s->reload_pending = false;
+	d->nreload_pending--;
+}
+
+static void reload_compiled(struct netd *d, int r, struct netd_compiled *res, const char *cerr, void *arg)
+{
+	struct netd_sess *s = arg;
+	char err[NETD_ERRMSG_MAX + 1];
+
+	s->policy_job = NULL;
+	d->reloads_running--;
+	if (r == -EAGAIN && d->org_gen != s->reload_gen) {
+		/* compiled under a layer another SIGHUP replaced meanwhile: it stays pending, for the newest */
+	} else if (r < 0) {
+		reload_done_one(d, s);
+		reload_end_session(d, s, cerr ? cerr : strerror(-r));
+	} else {
+		reload_done_one(d, s);
+		if (netd_sess_apply_policy(d, s, res, err, sizeof err) < 0)
+			reload_end_session(d, s, err);
+		else
+			d->reload_applied++;
 	}
-	c.json = netd_compile_policy(d->cfg.sysconfdir, d->cfg.embedded, json, s->client_extra, &c.transparent,
-				     &c.policy, err, errlen);
-	if (!c.json)
-		return -EINVAL;
-	if ((json != s->client_policy && !(c.client = strdup(json))) ||
-	    (s->client_extra && !(c.extra = strdup(s->client_extra)))) {
-		netd_compiled_clear(&c);
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
+	netd_reload_pump(d);
+}
+
+void netd_reload_pump(struct netd *d)
+{
+	char err[NETD_ERRMSG_MAX + 1];
+
+	for (struct netd_sess *s = d->sessions, *next; s && d->nreload_pending; s = next) {
+		char *json, *extra = NULL;
+		int r;
+
+		next = s->next;
+		if (d->reloads_running >= NETD_RELOAD_PARALLEL)
+			return;
+		if (!s->reload_pending || s->policy_job || s->policy_seq || s->policy_replier)
+			continue; /* nothing to do, or its POLICY change first */
+		if (!(json = strdup(s->client_policy)) || (s->client_extra && !(extra = strdup(s->client_extra)))) {
+			free(json);
+			reload_done_one(d, s);
+			reload_end_session(d, s, "out of memory");
+			continue;
+		}
+		s->reload_gen = d->org_gen;
+		r = netd_compile_start2(d, json, extra, 0, reload_compiled, s, &s->policy_job, err, sizeof err);
+		if (r == -EAGAIN)
+			return; /* every compile slot is taken: again when one comes free (compile.c) */
+		if (r < 0) {
+			reload_done_one(d, s);
+			reload_end_session(d, s, err);
+			continue;
+		}
+		d->reloads_running++;
 	}
-	return netd_sess_apply_policy(d, s, &c, err, errlen);
+	if (!d->nreload_pending && !d->reloads_running && d->reload_reported != d->org_gen) {
+		d->reload_reported = d->org_gen;
+		log_info("organisation policy reloaded from %s: %u sessions re-applied, %u ended", d->cfg.sysconfdir,
+			 d->reload_applied, d->reload_ended);
+	}
+}
+
+static void reload_pump_cb(evutil_socket_t fd, short what, void *arg)
+{
+	netd_reload_pump(arg);
+}
+
+void netd_reload_pump_soon(struct netd *d)
+{
+	static const struct timeval now = {0, 0};
+
+	if (d->nreload_pending && event_base_once(d->base, -1, EV_TIMEOUT, reload_pump_cb, d, &now) < 0)
+		log_warnx("reload: scheduling the next compiles failed; they start when the next compile ends");
 }
 
 void netd_reload_org(struct netd *d)
@@ -542,11 +614,8 @@ void netd_reload_org(struct netd *d)
 	struct policy_builder *b = policy_builder_new();
 	struct policy_error pe = {0};
 	struct policy *p = NULL;
-	char err[NETD_ERRMSG_MAX + 1], buf[POLICY_ERR_MAX + 300];
-	unsigned n = 0, ended = 0;
+	char buf[POLICY_ERR_MAX + 300];
 
-	/* compiles on workers that began before this reload are refused when they end (compile.c) */
-	d->org_gen++;
 	/* the organisation layer alone first: an administrator's typo must not end every session */
 	if (!b || policy_builder_add_standard_layers(b, d->cfg.sysconfdir, NULL, NULL, &pe) < 0 ||
 	    !(p = policy_builder_compile(b, &pe))) {
@@ -554,26 +623,19 @@ void netd_reload_org(struct netd *d)
 			  b ? policy_error_format(&pe, buf, sizeof buf) : "out of memory");
 		goto out;
 	}
-	for (struct netd_sess *s = d->sessions, *next; s; s = next) {
-		next = s->next;
-		if (!s->client_policy)
+	/* compiles on workers that began before this reload are refused when they end (compile.c) */
+	d->org_gen++;
+	d->reload_applied = d->reload_ended = 0;
+	d->compile_slot_freed = netd_reload_pump_soon;
+	for (struct netd_sess *s = d->sessions; s; s = s->next) {
+		if (!s->client_policy || s->reload_pending)
 			continue;
-		if (netd_sess_set_policy(d, s, s->client_policy, err, sizeof err) == 0) {
-			n++;
-			continue;
-		}
-		if (strstr(err, "already in progress")) {
-			log_warnx("session %s: %s; it keeps its policy until it is changed again", s->id, err);
-			continue;
-		}
-		/* what the session runs on is no longer allowed: fail closed */
-		log_warnx("session %s ended: its policy does not hold under the reloaded organisation policy: %s", s->id,
-			  err);
-		netd_conn_session_ending(d, s);
-		netd_sess_close(d, s);
-		ended++;
+		s->reload_pending = true;
+		d->nreload_pending++;
 	}
-	log_info("organisation policy reloaded from %s: %u sessions re-applied, %u ended", d->cfg.sysconfdir, n, ended);
+	log_info("organisation policy loaded from %s: compiling %u sessions' policies again on workers",
+		 d->cfg.sysconfdir, d->nreload_pending);
+	netd_reload_pump(d);
 out:
 	policy_unref(p);
 	policy_builder_free(b);
@@ -590,6 +652,8 @@ void netd_sess_close(struct netd *d, struct netd_sess *s)
 	if (s->next)
 		s->next->prev = s->prev;
 	d->nsessions--;
+	if (s->reload_pending)
+		d->nreload_pending--;
 	for (struct netd_sess **pp = &d->by_ns[ns_bucket(s->ns_dev, s->ns_ino)]; *pp; pp = &(*pp)->ns_next)
 		if (*pp == s) {
 			*pp = s->ns_next;

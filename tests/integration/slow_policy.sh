@@ -4,7 +4,8 @@
 # setup fails with a clear error (and sluiced goes on serving); a policy that compiles in time works as
 # before. The engine compiles the policy it is handed off its event loop too (netd/engine_queue.c): while
 # a session with the huge policy is set up, another session's small GETs through the proxy do not pause.
-# Prints the normal session's setup latency and the GETs' latency as figures (diag).
+# SIGHUP's recompile of the live sessions runs on workers too: a setup meanwhile does not wait for it.
+# Prints the normal session's setup latency, the GETs' latency and the reload's as figures (diag).
 set -u
 . "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
 . "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
@@ -110,4 +111,26 @@ check "... none of them paused for a quarter of that setup (slowest ${gmax_us:-?
 check_eq "the engine decides by that policy (registry.test is not in it: 403)" 403 \
 	"$(lab_exec big curl -s -m 10 --noproxy '' -x "http://$(sed -n 's/^gw4=//p' "$LAB_DIR/state/big.out"):3128" \
 		-o /dev/null -w '%{http_code}' http://registry.test/)"
+
+# SIGHUP compiles every live session's policy again under the reloaded organisation layer, on workers too:
+# a session set up right after it does not wait for the 100,000-host policy's recompile.
+log=$(lab_log sluiced)
+reloads=$(grep -c "organisation policy reloaded from" "$log")
+ip netns add small3
+lab_defer "ip netns del small3"
+t0=$EPOCHREALTIME
+kill -HUP "$(lab_pid sluiced)"
+attach small3 "$POLICY" "$LAB_DIR/state/small3.out"
+for _ in $(seq 1200); do [ "$(grep -c "organisation policy reloaded from" "$log")" -gt "$reloads" ] && break; sleep 0.05; done
+t1=$EPOCHREALTIME
+reload_us=$(( ${t1/./} - ${t0/./} ))
+wait_line "$LAB_DIR/state/small3.out" '^setup_us='
+small3_us=$(sed -n 's/^setup_us=//p' "$LAB_DIR/state/small3.out")
+diag "SIGHUP's reload of 2 sessions (one of 100,000 hosts): ${reload_us} us; a setup meanwhile: ${small3_us:-none} us"
+check "SIGHUP re-applies both live sessions' policies" \
+	grep -q "organisation policy reloaded from .*: 2 sessions re-applied, 0 ended" "$log"
+check "... taking over 0.4 s (else this part cannot tell)" test "$reload_us" -gt 400000
+check_match "a session set up meanwhile" '^id=[0-9a-f]{10}$' "$(grep '^id=' "$LAB_DIR/state/small3.out")"
+check "... without waiting for the reload (${small3_us:-none} us, under a quarter of ${reload_us} us)" \
+	test "${small3_us:-99999999}" -lt "$((reload_us / 4))"
 done_testing
