@@ -4,8 +4,8 @@
 # it opens SAMPLES more sessions one at a time and ends each (END is answered after teardown), RUNS times,
 # and in the same run times the command-line baseline once per level: `ip netns add` + `ip link add veth ...
 # netns` + `nft add table` (and their deletion). Prints, per level, the median over the runs of each run's
-# p50 and p99 (nearest rank) in ms, the CPU time sluiced and its engine spent per session set up (from
-# /proc: wall time is noisy on a shared machine, CPU time less so) and the load average when the level
+# p50 and p99 (nearest rank) in ms, the CPU time sluiced and its engine spent per sample (setup and
+# teardown; from /proc: wall time is noisy on a shared machine, CPU time less so) and the load average when the level
 # began; writes the same as JSON to JSON_OUT (default BUILD_DIR/bench-netd.json).
 #   usage: tools/bench-netd.sh [BUILD_DIR] [SAMPLES]     (env: RUNS=3, LIVES="1 100 1000", JSON_OUT=FILE,
 #          PERF_OUT=FILE: perf record -g of sluiced and its engine per level; STRACE_OUT=FILE: strace -f -T)
@@ -60,15 +60,6 @@ baseline() {
 	done
 }
 
-# cpu_ticks PID...: user+system clock ticks of these processes (all their threads)
-cpu_ticks() {
-	local p t=0 f
-	for p in "$@"; do
-		read -r -a f <"/proc/$p/stat" 2>/dev/null || continue
-		t=$((t + f[13] + f[14]))
-	done
-	echo "$t"
-}
 RUNS=${RUNS:-3}
 JSON_OUT=${JSON_OUT:-$SLUICE_BUILD_DIR/bench-netd.json}
 echo "# sluiced session setup/teardown vs. the CLI tools, $SAMPLES samples each, $RUNS runs, $(nproc) CPUs"
@@ -87,16 +78,13 @@ for live in ${LIVES:-1 100 1000}; do # LIVES="..." picks other levels
 			perfpid=$!
 			sleep 0.5
 		fi
-		pids=("$(lab_pid sluiced)" $(pgrep -P "$(lab_pid sluiced)"))
-		c0=$(cpu_ticks "${pids[@]}")
-		"$CLIENT" bench "$live" "$SAMPLES" "$LAB_DIR/ns" "$POLICY" >"$out" 2>"$out.err" ||
+		# the client reads the CPU time of sluiced and its engine around the samples alone
+		NETD_BENCH_PIDS="$(lab_pid sluiced) $(pgrep -P "$(lab_pid sluiced)" | paste -sd' ')" \
+			"$CLIENT" bench "$live" "$SAMPLES" "$LAB_DIR/ns" "$POLICY" >"$out" 2>"$out.err" ||
 			{ echo "# bench at $live live sessions failed: $(tail -n 3 "$out.err")"; rm -f "$out"; }
-		c1=$(cpu_ticks "${pids[@]}")
-		# per session set up (each of the live+SAMPLES; the SAMPLES' teardowns included)
-		awk -v t=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" -v n=$((live + SAMPLES)) \
-			'BEGIN { printf "%.3f\n", t * 1000 / hz / n }' >"$out.cpu"
+		sed -n 's/^cpu_us_per_sample=//p' "$out" 2>/dev/null | awk '{ printf "%.3f\n", $1 / 1000 }' >"$out.cpu"
 		if [ -n "${PERF_OUT:-}${STRACE_OUT:-}" ] && [ "$run" = 1 ]; then kill -INT "$perfpid"; wait "$perfpid"; fi
-		[ -f "$out" ] && echo "live=$live run=$run sluiced setup: $(stats "$out" setup_us); teardown: $(stats "$out" teardown_us); CPU $(cat "$out.cpu") ms/session; load $la1"
+		[ -f "$out" ] && echo "live=$live run=$run sluiced setup: $(stats "$out" setup_us); teardown: $(stats "$out" teardown_us); CPU $(cat "$out.cpu") ms/sample; load $la1"
 		t0=$EPOCHREALTIME
 		for i in $(seq 2400); do [ "$(ip -o link 2>/dev/null | grep -c ' sl-')" -eq 0 ] && break; sleep 0.05; done
 		echo "# the $live sessions' links were deleted $(awk "BEGIN{printf \"%.1f\", $EPOCHREALTIME - $t0}") s after their launchers closed"
@@ -142,7 +130,7 @@ def med(xs):
 
 res = {"benchmark": "bench-netd", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
        "cpus": os.cpu_count(), "samples": samples, "runs": runs, "levels": []}
-print("# summary: median over %d runs of each run's p50/p99 (ms), CPU ms per session (sluiced + engine)" % runs)
+print("# summary: median over %d runs of each run's p50/p99 (ms), CPU ms per sample (sluiced + engine, setup and teardown)" % runs)
 for live in lives:
     lvl = {"live": int(live), "loadavg": [float(x) for x in open("%s/load.%s" % (lab, live)).read().split()],
            "runs": []}
@@ -153,8 +141,8 @@ for live in lives:
         s, t = vals(f, "setup_us"), vals(f, "teardown_us")
         lvl["runs"].append({"setup_p50_ms": pct(s, 50), "setup_p99_ms": pct(s, 99), "teardown_p50_ms": pct(t, 50),
                             "teardown_p99_ms": pct(t, 99), "n": len(s),
-                            "cpu_ms_per_session": float(open(f + ".cpu").read())})
-    for k in ("setup_p50_ms", "setup_p99_ms", "teardown_p50_ms", "teardown_p99_ms", "cpu_ms_per_session"):
+                            "cpu_ms_per_sample": (lambda t: float(t) if t.strip() else None)(open(f + ".cpu").read())})
+    for k in ("setup_p50_ms", "setup_p99_ms", "teardown_p50_ms", "teardown_p99_ms", "cpu_ms_per_sample"):
         lvl[k] = med([x[k] for x in lvl["runs"]])
     b = "%s/base.%s" % (lab, live)
     if os.path.exists(b):
@@ -162,9 +150,9 @@ for live in lives:
         lvl["cli"] = {"setup_p50_ms": pct(s, 50), "setup_p99_ms": pct(s, 99), "teardown_p50_ms": pct(t, 50),
                       "teardown_p99_ms": pct(t, 99)}
     res["levels"].append(lvl)
-    print("live=%-5s setup p50 %s ms, p99 %s ms; teardown p50 %s ms, p99 %s ms; CPU %s ms/session; load %s"
+    print("live=%-5s setup p50 %s ms, p99 %s ms; teardown p50 %s ms, p99 %s ms; CPU %s ms/sample; load %s"
           % (live, lvl["setup_p50_ms"], lvl["setup_p99_ms"], lvl["teardown_p50_ms"], lvl["teardown_p99_ms"],
-             lvl["cpu_ms_per_session"], " ".join(str(x) for x in lvl["loadavg"])))
+             lvl["cpu_ms_per_sample"], " ".join(str(x) for x in lvl["loadavg"])))
 with open(out, "w") as fh:
     json.dump(res, fh, indent=1)
 print("# JSON: %s" % out)
