@@ -139,7 +139,7 @@ static int link_set_up(struct nl_sock *sk, int ifindex)
 	return r;
 }
 
-static int addr_add(struct nl_sock *sk, int ifindex, int family, const void *a, unsigned plen)
+static int addr_add(struct nl_sock *sk, int ifindex, int family, const void *a, unsigned plen, unsigned flags6)
 {
 	struct rtnl_addr *ra = rtnl_addr_alloc();
 	struct nl_addr *na = nl_addr_build(family, a, family == AF_INET ? 4 : 16);
@@ -151,7 +151,7 @@ static int addr_add(struct nl_sock *sk, int ifindex, int family, const void *a, 
 		rtnl_addr_set_family(ra, family);
 		rtnl_addr_set_local(ra, na);
 		if (family == AF_INET6)
-			rtnl_addr_set_flags(ra, IFA_F_NODAD);
+			rtnl_addr_set_flags(ra, IFA_F_NODAD | flags6);
 		r = rtnl_addr_add(sk, ra, 0);
 		r = r < 0 ? nlerr(r) : 0;
 	}
@@ -200,9 +200,12 @@ int netd_link_host_up(struct nl_sock *host, const struct netd_link_cfg *c, char 
 
 	if (idx < 0)
 		return fail(err, errlen, idx, "finding link", c->host_if);
-	if (c->has4 && (r = addr_add(host, idx, AF_INET, &c->gw4, 32)) < 0)
+	if (c->has4 && (r = addr_add(host, idx, AF_INET, &c->gw4, 32, 0)) < 0)
 		return fail(err, errlen, r, "adding gateway IPv4 address", c->host_if);
-	if (c->has6 && (r = addr_add(host, idx, AF_INET6, &c->gw6, 128)) < 0)
+	/* no prefix route for the gateway's /128: the session's own /128 route is the one used, and with the
+	 * same gateway address on every link the kernel inserted a thousandth sibling of the same route for
+	 * the thousandth session (fib6_add_rt2node in the profile) */
+	if (c->has6 && (r = addr_add(host, idx, AF_INET6, &c->gw6, 128, IFA_F_NOPREFIXROUTE)) < 0)
 		return fail(err, errlen, r, "adding gateway IPv6 address", c->host_if);
 	if ((r = link_set_up(host, idx)) < 0)
 		return fail(err, errlen, r, "bringing up", c->host_if);
@@ -225,9 +228,9 @@ int netd_link_session_up(struct nl_sock *sess, const struct netd_link_cfg *c, ch
 		return fail(err, errlen, idx, "finding the session interface", ifn);
 	if ((r = link_set_up(sess, lo)) < 0)
 		return fail(err, errlen, r, "bringing up lo", "session namespace");
-	if (c->has4 && (r = addr_add(sess, idx, AF_INET, &c->addr4, 32)) < 0)
+	if (c->has4 && (r = addr_add(sess, idx, AF_INET, &c->addr4, 32, 0)) < 0)
 		return fail(err, errlen, r, "adding IPv4 address", ifn);
-	if (c->has6 && (r = addr_add(sess, idx, AF_INET6, &c->addr6, 128)) < 0)
+	if (c->has6 && (r = addr_add(sess, idx, AF_INET6, &c->addr6, 128, 0)) < 0)
 		return fail(err, errlen, r, "adding IPv6 address", ifn);
 	if ((r = link_set_up(sess, idx)) < 0)
 		return fail(err, errlen, r, "bringing up", ifn);
