@@ -9,6 +9,7 @@
 #include <netlink/netlink.h>
 #include <netlink/route/addr.h>
 #include <netlink/route/link.h>
+#include <netlink/route/link/inet6.h>
 #include <netlink/route/link/veth.h>
 #include <netlink/route/route.h>
 #include <sched.h>
@@ -139,6 +140,28 @@ static int link_set_up(struct nl_sock *sk, int ifindex)
 	return r;
 }
 
+/* No IPv6 link-local address on a host-side link (the session's end keeps its own): nothing on the host
+ * talks link-local to a session (neighbour discovery answers from the gateway address), and each one was
+ * two more routes per session in the host's one IPv6 table, which the kernel walks whole at every link
+ * deletion, under the RTNL lock that setups wait for. Set before the link is up (it cannot be given at
+ * creation: the link has no IPv6 state yet). */
+static int link_no_ll6(struct nl_sock *sk, int ifindex)
+{
+	struct rtnl_link *orig = rtnl_link_alloc(), *chg = rtnl_link_alloc();
+	int r = -ENOMEM;
+
+	if (orig && chg) {
+		rtnl_link_set_ifindex(orig, ifindex);
+		r = rtnl_link_inet6_set_addr_gen_mode(chg, IN6_ADDR_GEN_MODE_NONE);
+		if (r == 0)
+			r = rtnl_link_change(sk, orig, chg, 0);
+		r = r < 0 ? nlerr(r) : 0;
+	}
+	rtnl_link_put(orig);
+	rtnl_link_put(chg);
+	return r;
+}
+
 static int addr_add(struct nl_sock *sk, int ifindex, int family, const void *a, unsigned plen, unsigned flags6)
 {
 	struct rtnl_addr *ra = rtnl_addr_alloc();
@@ -200,6 +223,8 @@ int netd_link_host_up(struct nl_sock *host, const struct netd_link_cfg *c, char 
 
 	if (idx < 0)
 		return fail(err, errlen, idx, "finding link", c->host_if);
+	if (c->has6 && (r = link_no_ll6(host, idx)) < 0)
+		return fail(err, errlen, r, "turning IPv6 link-local addresses off", c->host_if);
 	if (c->has4 && (r = addr_add(host, idx, AF_INET, &c->gw4, 32, 0)) < 0)
 		return fail(err, errlen, r, "adding gateway IPv4 address", c->host_if);
 	/* no prefix route for the gateway's /128: the session's own /128 route is the one used, and with the

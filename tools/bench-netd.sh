@@ -96,7 +96,7 @@ for live in ${LIVES:-1 100 1000}; do # LIVES="..." picks other levels
 	baseline "$live"
 	echo "live=$live CLI     setup: $(stats "$LAB_DIR/base.$live" setup_us); teardown: $(stats "$LAB_DIR/base.$live" teardown_us)"
 	if [ "$live" = 1000 ]; then
-		echo "# with 1000 live sessions: $(ip -o link 2>/dev/null | grep -c ' sl-') sl-* links, $(nft list set inet sluice src4 | grep -o 'sl-' | wc -l) anti-spoofing elements"
+		echo "# with 1000 live sessions: $(ip -o link 2>/dev/null | grep -c ' sl-') sl-* links, $(nft list set inet sluice src4 | grep -o 'sl-' | wc -l) anti-spoofing elements, $(ip -6 route show table all 2>/dev/null | wc -l) IPv6 routes"
 		echo "# session 999 reaches the proxy: $(ip netns exec n999 curl -s -m 2 --noproxy '*' http://100.64.0.1:3128/ | head -c 60)"
 	fi
 	kill -TERM "$hp"; wait "$hp"
