@@ -253,9 +253,9 @@ int netd_engine_queue_submit(struct netd_engine_queue *q, struct ipc_msg *m, con
 	q->tail = &h->next;
 	q->nheld++;
 	start_workers(q);
-	/* a job whose thread could not start is ready at once; so is nothing else here (it waits for an
-	 * earlier message of its session, or for its worker) */
-	if (h->done)
+	/* a job whose thread could not start (compile cleared) is ready at once; nothing else is here (it
+	 * waits for an earlier message of its session, or for its worker, whose end wake_cb hears) */
+	if (compile && !h->compile)
 		deliver_ready(q);
 	return 1;
 }
