@@ -111,6 +111,7 @@ struct netd_sess {
 	struct netd_compile *policy_job; /* a POLICY's or a reload's compile on a worker (cancelled when the session goes) */
 	bool reload_pending;      /* SIGHUP: its policy is still to be compiled under the reloaded organisation layer */
 	unsigned reload_gen;      /* d->org_gen its reload compile began under */
+	bool reload_running;      /* policy_job is that reload compile (counted in d->reloads_running) */
 	struct netd_conn *policy_replier; /* borrowed: who waits for the POLICY reply, or NULL */
 	uint32_t policy_reply_seq;
 	long long audit_from;     /* size of the audit log when the session opened: its records come after */

@@ -543,6 +543,7 @@ static void reload_compiled(struct netd *d, int r, struct netd_compiled *res, co
 	char err[NETD_ERRMSG_MAX + 1];
 
 	s->policy_job = NULL;
+	s->reload_running = false;
 	d->reloads_running--;
 	if (r == -EAGAIN && d->org_gen != s->reload_gen) {
 		/* compiled under a layer another SIGHUP replaced meanwhile: it stays pending, for the newest */
@@ -587,6 +588,7 @@ void netd_reload_pump(struct netd *d)
 			reload_end_session(d, s, err);
 			continue;
 		}
+		s->reload_running = true;
 		d->reloads_running++;
 	}
 	if (!d->nreload_pending && !d->reloads_running && d->reload_reported != d->org_gen) {
@@ -605,7 +607,8 @@ void netd_reload_pump_soon(struct netd *d)
 {
 	static const struct timeval now = {0, 0};
 
-	if (d->nreload_pending && event_base_once(d->base, -1, EV_TIMEOUT, reload_pump_cb, d, &now) < 0)
+	if (!d->stopping && (d->nreload_pending || d->reload_reported != d->org_gen) &&
+	    event_base_once(d->base, -1, EV_TIMEOUT, reload_pump_cb, d, &now) < 0)
 		log_warnx("reload: scheduling the next compiles failed; they start when the next compile ends");
 }
 
@@ -654,6 +657,10 @@ void netd_sess_close(struct netd *d, struct netd_sess *s)
 	d->nsessions--;
 	if (s->reload_pending)
 		d->nreload_pending--;
+	if (s->reload_running) /* its compile is cancelled with it (session_free): the slot is free */
+		d->reloads_running--;
+	if (s->reload_pending || s->reload_running)
+		netd_reload_pump_soon(d); /* the reload goes on without it (and says when it is done) */
 	for (struct netd_sess **pp = &d->by_ns[ns_bucket(s->ns_dev, s->ns_ino)]; *pp; pp = &(*pp)->ns_next)
 		if (*pp == s) {
 			*pp = s->ns_next;

@@ -92,6 +92,7 @@ gpid=$!
 exec 7>"$LAB_DIR/gets.in"
 sleep 0.5
 attach big "$LAB_DIR/tmp/big.json" "$LAB_DIR/state/big.out" raw
+bpid=$!
 for _ in $(seq 3000); do grep -q '^setup_us=' "$LAB_DIR/state/big.out" && break; sleep 0.1; done
 big_us=$(sed -n 's/^setup_us=//p' "$LAB_DIR/state/big.out")
 sleep 0.3
@@ -118,8 +119,11 @@ log=$(lab_log sluiced)
 reloads=$(grep -c "organisation policy reloaded from" "$log")
 ip netns add small3
 lab_defer "ip netns del small3"
+loads=$(grep -c "organisation policy loaded from" "$log")
 t0=$EPOCHREALTIME
 kill -HUP "$(lab_pid sluiced)"
+# (a setup whose compile began before the reload is refused with "try again": start it after)
+for _ in $(seq 1000); do [ "$(grep -c "organisation policy loaded from" "$log")" -gt "$loads" ] && break; sleep 0.01; done
 attach small3 "$POLICY" "$LAB_DIR/state/small3.out"
 for _ in $(seq 1200); do [ "$(grep -c "organisation policy reloaded from" "$log")" -gt "$reloads" ] && break; sleep 0.05; done
 t1=$EPOCHREALTIME
@@ -133,4 +137,16 @@ check "... taking over 0.25 s (else this part cannot tell)" test "$reload_us" -g
 check_match "a session set up meanwhile" '^id=[0-9a-f]{10}$' "$(grep '^id=' "$LAB_DIR/state/small3.out")"
 check "... without waiting for the reload (${small3_us:-none} us, under a quarter of ${reload_us} us)" \
 	test "${small3_us:-99999999}" -lt "$((reload_us / 4))"
+# a session that ends while its reload compiles: the reload goes on without it and ends (its compile slot
+# is given back)
+# (once the engine applied the first reload's policy of big: until then big waits, not compiling)
+bigid=$(sed -n 's/^id=//p' "$LAB_DIR/state/big.out")
+eventually grep -q "sluiced-engine: session $bigid: policy replaced" "$log"
+reapplied2() { [ "$(grep -c "organisation policy reloaded from .*: 2 sessions re-applied, 0 ended" "$log")" -gt "$1" ]; }
+done2=$(grep -c "organisation policy reloaded from .*: 2 sessions re-applied, 0 ended" "$log")
+kill -HUP "$(lab_pid sluiced)"
+sleep 0.1
+kill -TERM "$bpid"
+check "a reload during which a session ends completes for the others (ga, small3)" eventually reapplied2 "$done2"
+check "... and sluiced is still running" kill -0 "$(lab_pid sluiced)"
 done_testing
