@@ -169,6 +169,8 @@ static void reap_cb(evutil_socket_t fd, short what, void *arg)
 		pthread_join(j->thread, NULL);
 		deliver(cc, j, j->r, j->err);
 		job_free(j);
+		if (cc->d->compile_slot_freed) /* SIGHUP's reload may wait for a slot */
+			cc->d->compile_slot_freed(cc->d);
 	}
 }
 

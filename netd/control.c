@@ -320,9 +320,9 @@ void netd_conn_policy_done(struct netd *d, struct netd_sess *s, int err, const c
 	struct netd_conn *c = s->policy_replier;
 	uint32_t seq = s->policy_reply_seq;
 
-	(void)d;
 	s->policy_replier = NULL;
 	s->policy_reply_seq = 0;
+	netd_reload_pump_soon(d); /* a reload may wait for this session's change to end */
 	if (err)
 		log_warnx("session %s: %s", s->id, msg ? msg : strerror(-err));
 	if (!c)

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "engine_queue.h"
 #include "metrics.h"
 #include "log.h"
 #include "parent.h"
@@ -45,6 +46,7 @@ struct child {
 	unsigned nl;
 	pid_t parent;                 /* sluiced */
 	struct proxy_parent *upstream; /* owned until the engine takes it: the parent proxy, or NULL */
+	struct netd_engine_queue *held; /* owned: messages waiting for a policy compile (engine_queue.c) */
 };
 
 /* "addr", "addr#port" or "[v6]:port" style is not accepted: one spelling, addr[#port] */
@@ -130,14 +132,11 @@ static int addr_of(const struct ipc_msg *m, uint16_t attr, struct sockaddr_stora
 	return parse_sockaddr(s, 0, ss, &len);
 }
 
-static int handle_session_add(struct child *c, struct ipc_msg *m, char *err, size_t errlen)
+/* SESSION_ADD, once its policy compiled on a worker (engine_queue.c): p is the engine's own copy of the
+ * policy sluiced compiled, borrowed. */
+static int handle_session_add(struct child *c, struct ipc_msg *m, struct policy *p, char *err, size_t errlen)
 {
 	struct proxy_session_info si = {0};
-	struct policy_builder *b = NULL;
-	struct policy_error pe = {0};
-	struct policy *p = NULL;
-	char *json = NULL;
-	char buf[POLICY_ERR_MAX + 300];
 	int r;
 
 	si.id = ipc_get_str(m, NETD_A_ID);
@@ -148,24 +147,6 @@ static int handle_session_add(struct child *c, struct ipc_msg *m, char *err, siz
 		snprintf(err, errlen, "bad session address");
 		return -EINVAL;
 	}
-	/* the parent compiled this policy already; compiling it again here is what gives the engine
-	 * its own immutable policy object (and refuses anything the parent should not have sent) */
-	if (!(json = ipc_msg_text(m, NETD_A_POLICY, NETD_A_POLICY_FD, NETD_POLICY_MAX, buf, sizeof buf))) {
-		r = -errno;
-		snprintf(err, errlen, "policy: %s", buf);
-		return r;
-	}
-	b = policy_builder_new();
-	if (!b) {
-		free(json);
-		return -ENOMEM;
-	}
-	if (policy_builder_add_json(b, POLICY_LAYER_ORG, "sluiced", json, strlen(json), &pe) < 0 ||
-	    !(p = policy_builder_compile(b, &pe))) {
-		snprintf(err, errlen, "policy: %s", policy_error_format(&pe, buf, sizeof buf));
-		r = -EINVAL;
-		goto out;
-	}
 	si.policy = p;
 	si.policy_version = ipc_get_u32(m, NETD_A_POLICY_VERSION, 0);
 	si.ca_cert_pem = ipc_get_str(m, NETD_A_CA_CERT);
@@ -173,10 +154,6 @@ static int handle_session_add(struct child *c, struct ipc_msg *m, char *err, siz
 	r = proxy_engine_session_add(c->engine, &si);
 	if (r < 0)
 		snprintf(err, errlen, "adding the session: %s", strerror(-r));
-out:
-	policy_unref(p);
-	policy_builder_free(b);
-	free(json);
 	return r;
 }
 
@@ -241,39 +218,15 @@ static void direct_notify(const struct proxy_direct_event *ev, void *arg)
 	ipc_buf_release(&b);
 }
 
-/* SESSION_POLICY: the session's policy was replaced (sluiced compiled it under the org layer). */
-static int handle_session_policy(struct child *c, struct ipc_msg *m, char *err, size_t errlen)
+/* SESSION_POLICY, once the new policy compiled on a worker: swapped in one step of the loop, so every
+ * request is decided wholly by the old or the new policy. p is borrowed. */
+static int handle_session_policy(struct child *c, struct ipc_msg *m, struct policy *p, char *err, size_t errlen)
 {
-	struct policy_builder *b = NULL;
-	struct policy_error pe = {0};
-	struct policy *p = NULL;
-	char buf[POLICY_ERR_MAX + 300];
-	char *json = ipc_msg_text(m, NETD_A_POLICY, NETD_A_POLICY_FD, NETD_POLICY_MAX, buf, sizeof buf);
-	int r;
+	int r = proxy_engine_session_set_policy_version(c->engine, ipc_get_str(m, NETD_A_ID), p,
+	                                                ipc_get_u32(m, NETD_A_POLICY_VERSION, 0));
 
-	if (!json) {
-		r = -errno;
-		snprintf(err, errlen, "policy: %s", buf);
-		return r;
-	}
-	if (!(b = policy_builder_new())) {
-		free(json);
-		return -ENOMEM;
-	}
-	if (policy_builder_add_json(b, POLICY_LAYER_ORG, "sluiced", json, strlen(json), &pe) < 0 ||
-	    !(p = policy_builder_compile(b, &pe))) {
-		snprintf(err, errlen, "policy: %s", policy_error_format(&pe, buf, sizeof buf));
-		r = -EINVAL;
-		goto out;
-	}
-	r = proxy_engine_session_set_policy_version(c->engine, ipc_get_str(m, NETD_A_ID), p,
-	                                            ipc_get_u32(m, NETD_A_POLICY_VERSION, 0));
 	if (r < 0)
 		snprintf(err, errlen, "replacing the policy: %s", strerror(-r));
-out:
-	policy_unref(p);
-	policy_builder_free(b);
-	free(json);
 	return r;
 }
 
@@ -295,6 +248,91 @@ static int handle_drop(struct child *c, struct ipc_msg *m)
 	}
 	return proxy_engine_audit_drop(c->engine, (struct sockaddr *)&src, (struct sockaddr *)&dst,
 				       ipc_get_u8(m, NETD_A_PROTO, 0));
+}
+
+/* Handles one message of the RUN state; p is the compiled policy of a SESSION_ADD or SESSION_POLICY
+ * (borrowed; NULL with r < 0 and why in perr when its compile failed). */
+static void dispatch(struct child *c, struct ipc_msg *m, struct policy *p, int r, const char *perr)
+{
+	char err[NETD_ERRMSG_MAX + 1] = "";
+
+	if (!p && r == 0) {
+		r = -EINVAL;
+		perr = "no policy";
+	}
+	switch (m->type) {
+	case NETD_ENG_SESSION_ADD:
+		if (p)
+			r = handle_session_add(c, m, p, err, sizeof err);
+		send_result(c, NETD_ENG_RESULT, m->seq, r, r < 0 ? (p ? err : perr) : NULL);
+		break;
+	case NETD_ENG_SESSION_POLICY:
+		if (p)
+			r = handle_session_policy(c, m, p, err, sizeof err);
+		send_result(c, NETD_ENG_RESULT, m->seq, r, r < 0 ? (p ? err : perr) : NULL);
+		break;
+	case NETD_ENG_SESSION_REMOVE:
+		r = proxy_engine_session_remove(c->engine, ipc_get_str(m, NETD_A_ID));
+		if (r < 0 && r != -ENOENT)
+			log_warnx("engine: removing session: %s", strerror(-r));
+		/* With a seq, sluiced waits for the answer (RECORDS): the session's last records (its
+		 * connections just closed) are in the log before it. An ordinary removal (seq 0) gets no
+		 * answer: a thousand sessions ending at once must not queue a thousand replies while
+		 * sluiced is still sending removals (both ends would wait on each other). */
+		if (m->seq) {
+			(void)proxy_engine_flush_audit(c->engine);
+			send_result(c, NETD_ENG_RESULT, m->seq, 0, NULL);
+		}
+		break;
+	case NETD_ENG_AUDIT_DROP:
+		if (handle_drop(c, m) < 0)
+			log_debug("engine: drop record not written");
+		break;
+	case NETD_ENG_VERDICT:
+		r = proxy_engine_ask_decide(c->engine, ipc_get_str(m, NETD_A_ASK_ID), ipc_get_u8(m, NETD_A_VERDICT, 0) == 1,
+		                            (uid_t)ipc_get_u32(m, NETD_A_UID, 0));
+		if (r < 0)
+			log_info("engine: verdict on an ask that is no longer held (timed out or abandoned)");
+		break;
+	case NETD_ENG_GRANT:
+		/* a verdict of the session's past, given again after this engine started */
+		r = proxy_engine_session_grant(c->engine, ipc_get_str(m, NETD_A_ID), ipc_get_str(m, NETD_A_HOST),
+		                               ipc_get_u16(m, NETD_A_DPORT, 0), ipc_get_u8(m, NETD_A_VERDICT, 0) == 1,
+		                               (uid_t)ipc_get_u32(m, NETD_A_UID, 0));
+		if (r < 0)
+			log_warnx("engine: restoring a verdict: %s", strerror(-r));
+		break;
+	case NETD_ENG_METRICS: {
+		struct proxy_metrics pm;
+		struct ipc_buf b;
+
+		proxy_engine_metrics(c->engine, &pm);
+		if (ipc_buf_init(&b, NETD_ENG_METRICS_DATA, m->seq) == 0) {
+			ipc_buf_put_bytes(&b, NETD_A_METRICS, &pm, sizeof pm);
+			ipc_send(c->sock, &b);
+		}
+		ipc_buf_release(&b);
+		break;
+	}
+	case NETD_ENG_DIRECT_DONE:
+		/* sluiced put the grants of a DNS answer in place (or refused them): the answer goes */
+		proxy_engine_direct_done(c->engine, m->seq);
+		break;
+	case NETD_ENG_REOPEN_LOG:
+		r = proxy_engine_replace_log_fd(c->engine, ipc_msg_take_fd(m, 0));
+		if (r < 0)
+			log_warnx("engine: replacing the audit log: %s", strerror(-r));
+		break;
+	default:
+		break;
+	}
+}
+
+/* A held message's turn came (engine_queue.c): its policy compiled, or its session's earlier one did. */
+static void held_cb(void *arg, struct ipc_msg *m, struct policy *p, int r, const char *err)
+{
+	dispatch(arg, m, p, r, err);
+	policy_unref(p);
 }
 
 static void run_cb(evutil_socket_t fd, short what, void *arg)
@@ -320,72 +358,18 @@ static void run_cb(evutil_socket_t fd, short what, void *arg)
 			event_base_loopbreak(c->base);
 			return;
 		}
-		switch (m.type) {
-		case NETD_ENG_SESSION_ADD:
-			r = handle_session_add(c, &m, err, sizeof err);
-			send_result(c, NETD_ENG_RESULT, m.seq, r, r < 0 ? err : NULL);
-			break;
-		case NETD_ENG_SESSION_POLICY:
-			r = handle_session_policy(c, &m, err, sizeof err);
-			send_result(c, NETD_ENG_RESULT, m.seq, r, r < 0 ? err : NULL);
-			break;
-		case NETD_ENG_SESSION_REMOVE:
-			r = proxy_engine_session_remove(c->engine, ipc_get_str(&m, NETD_A_ID));
-			if (r < 0 && r != -ENOENT)
-				log_warnx("engine: removing session: %s", strerror(-r));
-			/* With a seq, sluiced waits for the answer (RECORDS): the session's last records (its
-			 * connections just closed) are in the log before it. An ordinary removal (seq 0) gets no
-			 * answer: a thousand sessions ending at once must not queue a thousand replies while
-			 * sluiced is still sending removals (both ends would wait on each other). */
-			if (m.seq) {
-				(void)proxy_engine_flush_audit(c->engine);
-				send_result(c, NETD_ENG_RESULT, m.seq, 0, NULL);
-			}
-			break;
-		case NETD_ENG_AUDIT_DROP:
-			if (handle_drop(c, &m) < 0)
-				log_debug("engine: drop record not written");
-			break;
-		case NETD_ENG_VERDICT:
-			r = proxy_engine_ask_decide(c->engine, ipc_get_str(&m, NETD_A_ASK_ID),
-						    ipc_get_u8(&m, NETD_A_VERDICT, 0) == 1,
-						    (uid_t)ipc_get_u32(&m, NETD_A_UID, 0));
-			if (r < 0)
-				log_info("engine: verdict on an ask that is no longer held (timed out or abandoned)");
-			break;
-		case NETD_ENG_GRANT:
-			/* a verdict of the session's past, given again after this engine started */
-			r = proxy_engine_session_grant(c->engine, ipc_get_str(&m, NETD_A_ID), ipc_get_str(&m, NETD_A_HOST),
-			                               ipc_get_u16(&m, NETD_A_DPORT, 0),
-			                               ipc_get_u8(&m, NETD_A_VERDICT, 0) == 1,
-			                               (uid_t)ipc_get_u32(&m, NETD_A_UID, 0));
-			if (r < 0)
-				log_warnx("engine: restoring a verdict: %s", strerror(-r));
-			break;
-		case NETD_ENG_METRICS: {
-			struct proxy_metrics pm;
-			struct ipc_buf b;
-
-			proxy_engine_metrics(c->engine, &pm);
-			if (ipc_buf_init(&b, NETD_ENG_METRICS_DATA, m.seq) == 0) {
-				ipc_buf_put_bytes(&b, NETD_A_METRICS, &pm, sizeof pm);
-				ipc_send(c->sock, &b);
-			}
-			ipc_buf_release(&b);
-			break;
-		}
-		case NETD_ENG_DIRECT_DONE:
-			/* sluiced put the grants of a DNS answer in place (or refused them): the answer goes */
-			proxy_engine_direct_done(c->engine, m.seq);
-			break;
-		case NETD_ENG_REOPEN_LOG:
-			r = proxy_engine_replace_log_fd(c->engine, ipc_msg_take_fd(&m, 0));
-			if (r < 0)
-				log_warnx("engine: replacing the audit log: %s", strerror(-r));
-			break;
-		default:
-			break;
-		}
+		/* A session's policy compiles on a worker; that session's later messages wait for it (the
+		 * others go on at once). */
+		r = 0;
+		if (m.type == NETD_ENG_SESSION_ADD || m.type == NETD_ENG_SESSION_POLICY ||
+		    m.type == NETD_ENG_SESSION_REMOVE || m.type == NETD_ENG_GRANT)
+			r = netd_engine_queue_submit(c->held, &m, ipc_get_str(&m, NETD_A_ID),
+			                             m.type == NETD_ENG_SESSION_ADD || m.type == NETD_ENG_SESSION_POLICY,
+			                             NETD_A_POLICY, NETD_A_POLICY_FD, NETD_POLICY_MAX);
+		if (r < 0 && (m.type == NETD_ENG_SESSION_ADD || m.type == NETD_ENG_SESSION_POLICY))
+			send_result(c, NETD_ENG_RESULT, m.seq, r, "out of memory");
+		else if (r <= 0) /* (out of memory holding a removal or a grant: handled now rather than lost) */
+			dispatch(c, &m, NULL, 0, NULL);
 		ipc_msg_clear(&m);
 	}
 }
@@ -492,6 +476,8 @@ int netd_engine_child_main(int sock)
 		goto out;
 	if (child_init(&c) < 0)
 		goto out;
+	if (!(c.held = netd_engine_queue_new(c.base, held_cb, &c)))
+		goto out;
 	c.ev = event_new(c.base, sock, EV_READ | EV_PERSIST, run_cb, &c);
 	if (!c.ev || event_add(c.ev, NULL) < 0)
 		goto out;
@@ -500,6 +486,7 @@ int netd_engine_child_main(int sock)
 out:
 	if (c.ev)
 		event_free(c.ev);
+	netd_engine_queue_free(c.held);
 	proxy_engine_free(c.engine);
 	for (unsigned i = 0; i < c.nl; i++)
 		if (c.lfd[i] >= 0)

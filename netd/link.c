@@ -9,6 +9,7 @@
 #include <netlink/netlink.h>
 #include <netlink/route/addr.h>
 #include <netlink/route/link.h>
+#include <netlink/route/link/inet6.h>
 #include <netlink/route/link/veth.h>
 #include <netlink/route/route.h>
 #include <sched.h>
@@ -96,6 +97,13 @@ int netd_link_create(struct nl_sock *host, const struct netd_link_cfg *c, char *
 	peer = rtnl_link_veth_get_peer(veth);
 	rtnl_link_set_name(peer, c->sess_if ? c->sess_if : "eth0");
 	rtnl_link_set_ns_fd(peer, c->netns_fd);
+	/* One queue each way on both ends, said up front: left out, the kernel makes one per possible CPU
+	 * and then cuts the transmit queues back to one after registering each end, which waits for an RCU
+	 * grace period under the RTNL lock (two per session; 5.0 -> 2.8 ms median per pair, docs/netd.md) */
+	rtnl_link_set_num_tx_queues(veth, 1);
+	rtnl_link_set_num_rx_queues(veth, 1);
+	rtnl_link_set_num_tx_queues(peer, 1);
+	rtnl_link_set_num_rx_queues(peer, 1);
 	rtnl_link_put(peer);
 	r = rtnl_link_add(host, veth, NLM_F_CREATE | NLM_F_EXCL);
 	rtnl_link_veth_release(veth);
@@ -132,7 +140,29 @@ static int link_set_up(struct nl_sock *sk, int ifindex)
 	return r;
 }
 
-static int addr_add(struct nl_sock *sk, int ifindex, int family, const void *a, unsigned plen)
+/* No IPv6 link-local address on a host-side link (the session's end keeps its own): nothing on the host
+ * talks link-local to a session (neighbour discovery answers from the gateway address), and each one was
+ * two more routes per session in the host's one IPv6 table, which the kernel walks whole at every link
+ * deletion, under the RTNL lock that setups wait for. Set before the link is up (it cannot be given at
+ * creation: the link has no IPv6 state yet). */
+static int link_no_ll6(struct nl_sock *sk, int ifindex)
+{
+	struct rtnl_link *orig = rtnl_link_alloc(), *chg = rtnl_link_alloc();
+	int r = -ENOMEM;
+
+	if (orig && chg) {
+		rtnl_link_set_ifindex(orig, ifindex);
+		r = rtnl_link_inet6_set_addr_gen_mode(chg, IN6_ADDR_GEN_MODE_NONE);
+		if (r == 0)
+			r = rtnl_link_change(sk, orig, chg, 0);
+		r = r < 0 ? nlerr(r) : 0;
+	}
+	rtnl_link_put(orig);
+	rtnl_link_put(chg);
+	return r;
+}
+
+static int addr_add(struct nl_sock *sk, int ifindex, int family, const void *a, unsigned plen, unsigned flags6)
 {
 	struct rtnl_addr *ra = rtnl_addr_alloc();
 	struct nl_addr *na = nl_addr_build(family, a, family == AF_INET ? 4 : 16);
@@ -144,7 +174,7 @@ static int addr_add(struct nl_sock *sk, int ifindex, int family, const void *a, 
 		rtnl_addr_set_family(ra, family);
 		rtnl_addr_set_local(ra, na);
 		if (family == AF_INET6)
-			rtnl_addr_set_flags(ra, IFA_F_NODAD);
+			rtnl_addr_set_flags(ra, IFA_F_NODAD | flags6);
 		r = rtnl_addr_add(sk, ra, 0);
 		r = r < 0 ? nlerr(r) : 0;
 	}
@@ -193,9 +223,14 @@ int netd_link_host_up(struct nl_sock *host, const struct netd_link_cfg *c, char 
 
 	if (idx < 0)
 		return fail(err, errlen, idx, "finding link", c->host_if);
-	if (c->has4 && (r = addr_add(host, idx, AF_INET, &c->gw4, 32)) < 0)
+	if (c->has6 && (r = link_no_ll6(host, idx)) < 0)
+		return fail(err, errlen, r, "turning IPv6 link-local addresses off", c->host_if);
+	if (c->has4 && (r = addr_add(host, idx, AF_INET, &c->gw4, 32, 0)) < 0)
 		return fail(err, errlen, r, "adding gateway IPv4 address", c->host_if);
-	if (c->has6 && (r = addr_add(host, idx, AF_INET6, &c->gw6, 128)) < 0)
+	/* no prefix route for the gateway's /128: the session's own /128 route is the one used, and with the
+	 * same gateway address on every link the kernel inserted a thousandth sibling of the same route for
+	 * the thousandth session (fib6_add_rt2node in the profile) */
+	if (c->has6 && (r = addr_add(host, idx, AF_INET6, &c->gw6, 128, IFA_F_NOPREFIXROUTE)) < 0)
 		return fail(err, errlen, r, "adding gateway IPv6 address", c->host_if);
 	if ((r = link_set_up(host, idx)) < 0)
 		return fail(err, errlen, r, "bringing up", c->host_if);
@@ -218,9 +253,9 @@ int netd_link_session_up(struct nl_sock *sess, const struct netd_link_cfg *c, ch
 		return fail(err, errlen, idx, "finding the session interface", ifn);
 	if ((r = link_set_up(sess, lo)) < 0)
 		return fail(err, errlen, r, "bringing up lo", "session namespace");
-	if (c->has4 && (r = addr_add(sess, idx, AF_INET, &c->addr4, 32)) < 0)
+	if (c->has4 && (r = addr_add(sess, idx, AF_INET, &c->addr4, 32, 0)) < 0)
 		return fail(err, errlen, r, "adding IPv4 address", ifn);
-	if (c->has6 && (r = addr_add(sess, idx, AF_INET6, &c->addr6, 128)) < 0)
+	if (c->has6 && (r = addr_add(sess, idx, AF_INET6, &c->addr6, 128, 0)) < 0)
 		return fail(err, errlen, r, "adding IPv6 address", ifn);
 	if ((r = link_set_up(sess, idx)) < 0)
 		return fail(err, errlen, r, "bringing up", ifn);

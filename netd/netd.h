@@ -66,8 +66,12 @@ void netd_config_defaults(struct netd_config *c);
 int netd_config_pool4(struct netd_config *c, const char *s, char *err, size_t errlen);
 int netd_config_pool6(struct netd_config *c, const char *s, char *err, size_t errlen);
 
+#define NETD_NS_BUCKETS 1024
+#define NETD_RELOAD_PARALLEL 2 /* SIGHUP: sessions recompiled at once, leaving the other compile slots to clients */
+
 struct netd_sess {
 	struct netd_sess *next, *prev; /* list in struct netd */
+	struct netd_sess *ns_next;     /* in its bucket of d->by_ns */
 	char id[NETD_ID_BUF];
 	char ifname[16];
 	unsigned slot;
@@ -104,7 +108,10 @@ struct netd_sess {
 	bool transparent;         /* the compiled policy enables transparent mode */
 	struct policy *policy;    /* owned: the compiled policy, to re-check what the engine asks (direct mode) */
 	uint32_t policy_seq;      /* seq of a SESSION_POLICY in flight to the engine (0 = none) */
-	struct netd_compile *policy_job; /* a POLICY's compile on a worker (cancelled when the session goes) */
+	struct netd_compile *policy_job; /* a POLICY's or a reload's compile on a worker (cancelled when the session goes) */
+	bool reload_pending;      /* SIGHUP: its policy is still to be compiled under the reloaded organisation layer */
+	unsigned reload_gen;      /* d->org_gen its reload compile began under */
+	bool reload_running;      /* policy_job is that reload compile (counted in d->reloads_running) */
 	struct netd_conn *policy_replier; /* borrowed: who waits for the POLICY reply, or NULL */
 	uint32_t policy_reply_seq;
 	long long audit_from;     /* size of the audit log when the session opened: its records come after */
@@ -164,6 +171,9 @@ struct netd {
 	char upstream_proxy[PATH_MAX]; /* the parent proxy configuration (SYSCONFDIR/upstream-proxy.json), or "" */
 	struct netd_sess *sessions; /* owned list */
 	unsigned nsessions;
+	/* the sessions by their namespace's device and inode (session.c): "is this namespace wired already"
+	 * in one probe; a scan of 1000 sessions was sluiced's largest own cost of a setup */
+	struct netd_sess *by_ns[NETD_NS_BUCKETS];
 	struct netd_engine *engine;    /* owned */
 	struct netd_nflog *nflog;      /* owned */
 	struct netd_reaper *reaper;    /* owned: deferred link deletion */
@@ -173,6 +183,10 @@ struct netd {
 	void *control; /* owned by control.c */
 	struct netd_compiler *compiler; /* owned by compile.c: policy compiles on worker threads */
 	unsigned org_gen;               /* bumped by netd_reload_org: a compile begun before is stale */
+	unsigned nreload_pending;       /* sessions whose reload compile has not begun or must begin again */
+	unsigned reloads_running;       /* reload compiles on workers now (at most NETD_RELOAD_PARALLEL) */
+	unsigned reload_applied, reload_ended, reload_reported; /* the last reload's outcome, logged once */
+	void (*compile_slot_freed)(struct netd *d); /* NULL, or called by compile.c when a worker ended */
 	struct netd_metrics *metrics; /* owned by metrics.c (netd_metrics.h); NULL = off (embedded mode) */
 	struct netd_ship *ship;       /* owned: the audit shipper (audit_ship.h); NULL = not shipping */
 };
@@ -247,16 +261,19 @@ void netd_sess_close(struct netd *d, struct netd_sess *s);
  * no longer allows end). An organisation layer that does not load changes nothing (logged); a session
  * whose policy no longer compiles under it is ended (fail closed). */
 void netd_reload_org(struct netd *d);
+/* Starts the reload's next compiles while compile slots are free (NETD_RELOAD_PARALLEL at most); called
+ * again whenever a compile or a session's POLICY change ends. Logs the outcome when the last is done. */
+void netd_reload_pump(struct netd *d);
+/* The same from the loop's next turn (callers that walk the session list: the pump may end sessions). */
+void netd_reload_pump_soon(struct netd *d);
 struct netd_sess *netd_sess_find(struct netd *d, const char *id);
 /* The session CNI_ADD made for key ("CONTAINERID/IFNAME"), or NULL. */
 struct netd_sess *netd_sess_find_cni(struct netd *d, const char *key);
 
-/* Replaces a live session's policy (control message POLICY): compiled again under the organisation
- * layer, the session's direct-mode elements flushed, the engine told (its RESULT completes the reply
- * through netd_conn_policy_done). The transparent option cannot change on a live session. */
-int netd_sess_set_policy(struct netd *d, struct netd_sess *s, const char *json, char *err, size_t errlen);
-/* The same with a policy compiled already (POLICY compiles on a worker: compile.c); takes ownership of
- * c's members. */
+/* Replaces a live session's policy with c, compiled already under the organisation layer on a worker
+ * (compile.c; POLICY and SIGHUP's reload): the session's direct-mode elements flushed, the engine told
+ * (its RESULT completes the reply through netd_conn_policy_done). The transparent option cannot change on
+ * a live session. Takes ownership of c's members. */
 int netd_sess_apply_policy(struct netd *d, struct netd_sess *s, struct netd_compiled *c, char *err, size_t errlen);
 /* Keeps an operator's verdict on host:port for a restarted engine. */
 void netd_sess_grant(struct netd_sess *s, const char *host, uint16_t port, bool allow, uid_t by);

@@ -77,6 +77,13 @@ struct netd_sess *netd_sess_find(struct netd *d, const char *id)
 
 /* ---- sessions ---- */
 
+static unsigned ns_bucket(dev_t dev, ino_t ino)
+{
+	uint64_t h = ((uint64_t)dev * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)ino * 0xc2b2ae3d27d4eb4full);
+
+	return (unsigned)((h >> 32) % NETD_NS_BUCKETS);
+}
+
 static unsigned count_uid(const struct netd *d, uid_t uid)
 {
 	unsigned n = 0;
@@ -108,7 +115,7 @@ static int check_netns(struct netd *d, int fd, uid_t uid, struct stat *st, char 
 		snprintf(err, errlen, "refusing to wire the host's own network namespace");
 		return -EPERM;
 	}
-	for (struct netd_sess *s = d->sessions; s; s = s->next)
+	for (struct netd_sess *s = d->by_ns[ns_bucket(st->st_dev, st->st_ino)]; s; s = s->ns_next)
 		if (s->ns_dev == st->st_dev && s->ns_ino == st->st_ino) {
 			snprintf(err, errlen, "that network namespace already has session %s", s->id);
 			return -EBUSY;
@@ -429,6 +436,8 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 		d->sessions->prev = s;
 	d->sessions = s;
 	d->nsessions++;
+	s->ns_next = d->by_ns[ns_bucket(s->ns_dev, s->ns_ino)];
+	d->by_ns[ns_bucket(s->ns_dev, s->ns_ino)] = s;
 	netd_engine_session_add(d, s);
 	netd_test_stop_at("engine");
 	log_info("session %s: uid %u, %s, %s", s->id, (unsigned)s->uid, s->ifname, s->command);
@@ -507,25 +516,100 @@ int netd_sess_apply_policy(struct netd *d, struct netd_sess *s, struct netd_comp
 	return r;
 }
 
-int netd_sess_set_policy(struct netd *d, struct netd_sess *s, const char *json, char *err, size_t errlen)
-{
-	struct netd_compiled c = {0};
+/* ---- SIGHUP: every session's policy compiled again under the reloaded organisation layer ----
+ * On workers (compile.c), NETD_RELOAD_PARALLEL at a time so that clients keep compile slots of their own:
+ * a thousand sessions, or one with a huge policy, no longer stall sluiced's loop for the whole reload. A
+ * session keeps the policy it has until its turn (milliseconds a session; seconds for a huge policy); one
+ * busy with a POLICY change gets its turn when that ends (netd_conn_policy_done). */
 
-	if (s->policy_seq) {
-		snprintf(err, errlen, "a policy change of session %s is already in progress", s->id);
-		return -EBUSY;
+static void reload_end_session(struct netd *d, struct netd_sess *s, const char *why)
+{
+	/* what the session runs on is no longer allowed: fail closed */
+	log_warnx("session %s ended: its policy does not hold under the reloaded organisation policy: %s", s->id, why);
+	d->reload_ended++;
+	netd_conn_session_ending(d, s);
+	netd_sess_close(d, s);
+}
+
+static void reload_done_one(struct netd *d, struct netd_sess *s)
+{
+	s->reload_pending = false;
+	d->nreload_pending--;
+}
+
+static void reload_compiled(struct netd *d, int r, struct netd_compiled *res, const char *cerr, void *arg)
+{
+	struct netd_sess *s = arg;
+	char err[NETD_ERRMSG_MAX + 1];
+
+	s->policy_job = NULL;
+	s->reload_running = false;
+	d->reloads_running--;
+	if (r == -EAGAIN && d->org_gen != s->reload_gen) {
+		/* compiled under a layer another SIGHUP replaced meanwhile: it stays pending, for the newest */
+	} else if (r < 0) {
+		reload_done_one(d, s);
+		reload_end_session(d, s, cerr ? cerr : strerror(-r));
+	} else {
+		reload_done_one(d, s);
+		if (netd_sess_apply_policy(d, s, res, err, sizeof err) < 0)
+			reload_end_session(d, s, err);
+		else
+			d->reload_applied++;
 	}
-	c.json = netd_compile_policy(d->cfg.sysconfdir, d->cfg.embedded, json, s->client_extra, &c.transparent,
-				     &c.policy, err, errlen);
-	if (!c.json)
-		return -EINVAL;
-	if ((json != s->client_policy && !(c.client = strdup(json))) ||
-	    (s->client_extra && !(c.extra = strdup(s->client_extra)))) {
-		netd_compiled_clear(&c);
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
+	netd_reload_pump(d);
+}
+
+void netd_reload_pump(struct netd *d)
+{
+	char err[NETD_ERRMSG_MAX + 1];
+
+	for (struct netd_sess *s = d->sessions, *next; s && d->nreload_pending; s = next) {
+		char *json, *extra = NULL;
+		int r;
+
+		next = s->next;
+		if (d->reloads_running >= NETD_RELOAD_PARALLEL)
+			return;
+		if (!s->reload_pending || s->policy_job || s->policy_seq || s->policy_replier)
+			continue; /* nothing to do, or its POLICY change first */
+		if (!(json = strdup(s->client_policy)) || (s->client_extra && !(extra = strdup(s->client_extra)))) {
+			free(json);
+			reload_done_one(d, s);
+			reload_end_session(d, s, "out of memory");
+			continue;
+		}
+		s->reload_gen = d->org_gen;
+		r = netd_compile_start2(d, json, extra, 0, reload_compiled, s, &s->policy_job, err, sizeof err);
+		if (r == -EAGAIN)
+			return; /* every compile slot is taken: again when one comes free (compile.c) */
+		if (r < 0) {
+			reload_done_one(d, s);
+			reload_end_session(d, s, err);
+			continue;
+		}
+		s->reload_running = true;
+		d->reloads_running++;
 	}
-	return netd_sess_apply_policy(d, s, &c, err, errlen);
+	if (!d->nreload_pending && !d->reloads_running && d->reload_reported != d->org_gen) {
+		d->reload_reported = d->org_gen;
+		log_info("organisation policy reloaded from %s: %u sessions re-applied, %u ended", d->cfg.sysconfdir,
+			 d->reload_applied, d->reload_ended);
+	}
+}
+
+static void reload_pump_cb(evutil_socket_t fd, short what, void *arg)
+{
+	netd_reload_pump(arg);
+}
+
+void netd_reload_pump_soon(struct netd *d)
+{
+	static const struct timeval now = {0, 0};
+
+	if (!d->stopping && (d->nreload_pending || d->reload_reported != d->org_gen) &&
+	    event_base_once(d->base, -1, EV_TIMEOUT, reload_pump_cb, d, &now) < 0)
+		log_warnx("reload: scheduling the next compiles failed; they start when the next compile ends");
 }
 
 void netd_reload_org(struct netd *d)
@@ -533,11 +617,8 @@ void netd_reload_org(struct netd *d)
 	struct policy_builder *b = policy_builder_new();
 	struct policy_error pe = {0};
 	struct policy *p = NULL;
-	char err[NETD_ERRMSG_MAX + 1], buf[POLICY_ERR_MAX + 300];
-	unsigned n = 0, ended = 0;
+	char buf[POLICY_ERR_MAX + 300];
 
-	/* compiles on workers that began before this reload are refused when they end (compile.c) */
-	d->org_gen++;
 	/* the organisation layer alone first: an administrator's typo must not end every session */
 	if (!b || policy_builder_add_standard_layers(b, d->cfg.sysconfdir, NULL, NULL, &pe) < 0 ||
 	    !(p = policy_builder_compile(b, &pe))) {
@@ -545,26 +626,19 @@ void netd_reload_org(struct netd *d)
 			  b ? policy_error_format(&pe, buf, sizeof buf) : "out of memory");
 		goto out;
 	}
-	for (struct netd_sess *s = d->sessions, *next; s; s = next) {
-		next = s->next;
-		if (!s->client_policy)
+	/* compiles on workers that began before this reload are refused when they end (compile.c) */
+	d->org_gen++;
+	d->reload_applied = d->reload_ended = 0;
+	d->compile_slot_freed = netd_reload_pump_soon;
+	for (struct netd_sess *s = d->sessions; s; s = s->next) {
+		if (!s->client_policy || s->reload_pending)
 			continue;
-		if (netd_sess_set_policy(d, s, s->client_policy, err, sizeof err) == 0) {
-			n++;
-			continue;
-		}
-		if (strstr(err, "already in progress")) {
-			log_warnx("session %s: %s; it keeps its policy until it is changed again", s->id, err);
-			continue;
-		}
-		/* what the session runs on is no longer allowed: fail closed */
-		log_warnx("session %s ended: its policy does not hold under the reloaded organisation policy: %s", s->id,
-			  err);
-		netd_conn_session_ending(d, s);
-		netd_sess_close(d, s);
-		ended++;
+		s->reload_pending = true;
+		d->nreload_pending++;
 	}
-	log_info("organisation policy reloaded from %s: %u sessions re-applied, %u ended", d->cfg.sysconfdir, n, ended);
+	log_info("organisation policy loaded from %s: compiling %u sessions' policies again on workers",
+		 d->cfg.sysconfdir, d->nreload_pending);
+	netd_reload_pump(d);
 out:
 	policy_unref(p);
 	policy_builder_free(b);
@@ -581,6 +655,17 @@ void netd_sess_close(struct netd *d, struct netd_sess *s)
 	if (s->next)
 		s->next->prev = s->prev;
 	d->nsessions--;
+	if (s->reload_pending)
+		d->nreload_pending--;
+	if (s->reload_running) /* its compile is cancelled with it (session_free): the slot is free */
+		d->reloads_running--;
+	if (s->reload_pending || s->reload_running)
+		netd_reload_pump_soon(d); /* the reload goes on without it (and says when it is done) */
+	for (struct netd_sess **pp = &d->by_ns[ns_bucket(s->ns_dev, s->ns_ino)]; *pp; pp = &(*pp)->ns_next)
+		if (*pp == s) {
+			*pp = s->ns_next;
+			break;
+		}
 	netd_asks_drop_session(d, s->id);
 	netd_engine_session_remove(d, s);
 	session_unwire(d, s, true);

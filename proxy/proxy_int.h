@@ -31,8 +31,19 @@ struct proxy_mitm_ca;
 struct proxy_relay;
 struct ssl_ctx_st;
 
+/* A session's place in the engine's address index (session.c): one per address it has. */
+struct proxy_addr_node {
+	struct proxy_addr_node *next;  /* in its bucket */
+	struct proxy_session *session; /* borrowed: the session it is part of */
+	int family;                    /* 0: unused (the session has no such address) */
+	uint8_t bytes[16];             /* normalised: an IPv4-mapped IPv6 address as IPv4 */
+};
+
+#define PROXY_ADDR_BUCKETS 4096
+
 struct proxy_session {
 	TAILQ_ENTRY(proxy_session) entry;
+	struct proxy_addr_node by_addr[2]; /* addr4's and addr6's entries in engine->by_addr */
 	struct proxy_engine *engine; /* borrowed */
 	char *id;                    /* owned */
 	uid_t uid;
@@ -91,6 +102,9 @@ struct proxy_engine {
 	unsigned max_conns, header_timeout_ms, idle_timeout_ms, connect_timeout_ms;
 	const struct timeval *tv_header, *tv_idle, *tv_connect; /* common timeouts of the base */
 	TAILQ_HEAD(, proxy_session) sessions;
+	/* the sessions by source address (session.c): a connection's session in one probe rather than a scan
+	 * of every session (at 1000 sessions the scan was most of the engine's cost of a session's setup) */
+	struct proxy_addr_node *by_addr[PROXY_ADDR_BUCKETS];
 	TAILQ_HEAD(, proxy_listener) listeners; /* owned */
 	proxy_ask_notify_fn ask_notify;         /* NULL: "ask" decisions are denials */
 	void *ask_arg;                          /* borrowed */

@@ -46,6 +46,69 @@ static bool has_addr(const struct sockaddr_storage *ss)
 	return ss->ss_family == AF_INET || ss->ss_family == AF_INET6;
 }
 
+static unsigned addr_hash(int family, const uint8_t bytes[16])
+{
+	uint32_t h = 2166136261u ^ (uint32_t)family; /* FNV-1a */
+
+	for (int i = 0; i < 16; i++)
+		h = (h ^ bytes[i]) * 16777619u;
+	return h % PROXY_ADDR_BUCKETS;
+}
+
+/* The session whose address (normalised) this is, or NULL. */
+static struct proxy_session *addr_lookup(const struct proxy_engine *e, int family, const uint8_t bytes[16])
+{
+	for (const struct proxy_addr_node *n = e->by_addr[addr_hash(family, bytes)]; n; n = n->next)
+		if (n->family == family && memcmp(n->bytes, bytes, 16) == 0)
+			return n->session;
+	return NULL;
+}
+
+static void addr_index_add(struct proxy_engine *e, struct proxy_session *s)
+{
+	const struct sockaddr_storage *a[2] = {&s->addr4, &s->addr6};
+
+	for (int i = 0; i < 2; i++) {
+		struct proxy_addr_node *n = &s->by_addr[i];
+		unsigned h;
+
+		norm_addr(has_addr(a[i]) ? (const struct sockaddr *)a[i] : NULL, &n->family, n->bytes);
+		if (!n->family)
+			continue;
+		n->session = s;
+		h = addr_hash(n->family, n->bytes);
+		n->next = e->by_addr[h];
+		e->by_addr[h] = n;
+	}
+}
+
+static void addr_index_del(struct proxy_engine *e, struct proxy_session *s)
+{
+	for (int i = 0; i < 2; i++) {
+		struct proxy_addr_node *n = &s->by_addr[i], **pp;
+
+		if (!n->family)
+			continue;
+		for (pp = &e->by_addr[addr_hash(n->family, n->bytes)]; *pp && *pp != n; pp = &(*pp)->next)
+			;
+		if (*pp)
+			*pp = n->next;
+		n->family = 0;
+	}
+}
+
+/* Is a (when it is an address) already some session's? */
+static bool addr_taken(const struct proxy_engine *e, const struct sockaddr_storage *a)
+{
+	int family;
+	uint8_t b[16];
+
+	if (!has_addr(a))
+		return false;
+	norm_addr((const struct sockaddr *)a, &family, b);
+	return family && addr_lookup(e, family, b);
+}
+
 static struct proxy_session *find_by_id(struct proxy_engine *e, const char *id)
 {
 	struct proxy_session *s;
@@ -57,22 +120,12 @@ static struct proxy_session *find_by_id(struct proxy_engine *e, const char *id)
 
 int proxy_session_add(struct proxy_engine *e, const struct proxy_session_info *info)
 {
-	struct proxy_session *s, *o;
+	struct proxy_session *s;
 
 	if (!info || !info->id || !*info->id || !info->policy || (!has_addr(&info->addr4) && !has_addr(&info->addr6)))
 		return -EINVAL;
-	if (find_by_id(e, info->id))
+	if (find_by_id(e, info->id) || addr_taken(e, &info->addr4) || addr_taken(e, &info->addr6))
 		return -EEXIST;
-	TAILQ_FOREACH(o, &e->sessions, entry)
-	{
-		if ((has_addr(&info->addr4) &&
-		     (addr_eq((const struct sockaddr *)&info->addr4, (struct sockaddr *)&o->addr4) ||
-		      addr_eq((const struct sockaddr *)&info->addr4, (struct sockaddr *)&o->addr6))) ||
-		    (has_addr(&info->addr6) &&
-		     (addr_eq((const struct sockaddr *)&info->addr6, (struct sockaddr *)&o->addr4) ||
-		      addr_eq((const struct sockaddr *)&info->addr6, (struct sockaddr *)&o->addr6))))
-			return -EEXIST;
-	}
 	s = calloc(1, sizeof *s);
 	if (!s)
 		return -ENOMEM;
@@ -107,6 +160,7 @@ int proxy_session_add(struct proxy_engine *e, const struct proxy_session_info *i
 	TAILQ_INIT(&s->conns);
 	TAILQ_INIT(&s->asks);
 	TAILQ_INSERT_TAIL(&e->sessions, s, entry);
+	addr_index_add(e, s);
 	log_info("session %s added (uid %u, %s)", s->id, (unsigned)s->uid, s->command);
 	return 0;
 }
@@ -121,6 +175,7 @@ static void session_free(struct proxy_session *s)
 	proxy_direct_session_free(s);
 	proxy_addr_cache_session_free(s);
 	TAILQ_REMOVE(&s->engine->sessions, s, entry);
+	addr_index_del(s->engine, s);
 	policy_unref(s->policy);
 	proxy_mitm_ca_free(s->ca);
 	free(s->id);
@@ -179,31 +234,23 @@ void proxy_session_free_all(struct proxy_engine *e)
 struct proxy_session *proxy_session_find(struct proxy_engine *e, const struct sockaddr *peer,
                                          const struct sockaddr *local)
 {
+	const struct sockaddr_storage *gw;
 	struct proxy_session *s;
 	int fam;
 	uint8_t b[16];
 
 	norm_addr(peer, &fam, b);
-	if (!fam)
+	if (!fam || !(s = addr_lookup(e, fam, b)))
 		return NULL;
-	TAILQ_FOREACH(s, &e->sessions, entry)
-	{
-		const struct sockaddr_storage *gw;
-		if (fam == AF_INET && addr_eq(peer, (struct sockaddr *)&s->addr4))
-			gw = &s->gw4;
-		else if (fam == AF_INET6 && addr_eq(peer, (struct sockaddr *)&s->addr6))
-			gw = &s->gw6;
-		else
-			continue;
-		/* A session must talk to its own gateway: a connection to another session's gateway
-		 * address (or a host address) is not this session's traffic. */
-		if (local && has_addr(gw) && !addr_eq(local, (const struct sockaddr *)gw)) {
-			log_warnx("session %s: connection to an address that is not its gateway; refused", s->id);
-			return NULL;
-		}
-		return s;
+	/* the entry of the address matched says which gateway is the session's for it */
+	gw = s->by_addr[0].family == fam && memcmp(s->by_addr[0].bytes, b, 16) == 0 ? &s->gw4 : &s->gw6;
+	/* A session must talk to its own gateway: a connection to another session's gateway address (or a
+	 * host address) is not this session's traffic. */
+	if (local && has_addr(gw) && !addr_eq(local, (const struct sockaddr *)gw)) {
+		log_warnx("session %s: connection to an address that is not its gateway; refused", s->id);
+		return NULL;
 	}
-	return NULL;
+	return s;
 }
 
 int proxy_session_admit(struct proxy_session *s)

@@ -10,7 +10,9 @@
  *       all and print "close_us=..." per session
  *   netd-testclient bench LIVE SAMPLES NETNS_DIR POLICY_FILE    open LIVE sessions (netns n0..), then
  *       SAMPLES times open one more and end it (END is answered after teardown), printing
- *       "live=LIVE setup_us=... teardown_us=..." per sample
+ *       "live=LIVE setup_us=... teardown_us=..." per sample; with NETD_BENCH_PIDS="PID..." (sluiced and
+ *       its engine) also "cpu_us_per_sample=..." for the samples alone: the CPU time those processes spent
+ *       (user + system, all threads, from /proc/PID/stat) per sample, setup and teardown
  *   netd-testclient create NAME POLICY_FILE | list | end ID */
 #include <errno.h>
 #include <fcntl.h>
@@ -92,6 +94,36 @@ static long long now_us(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* User + system clock ticks of the processes in pids ("PID PID ..."), 0 for any unreadable. */
+static long long cpu_ticks(const char *pids)
+{
+	long long total = 0;
+	char buf[64];
+
+	for (const char *p = pids; p && *p;) {
+		char path[64], stat[1024], *q;
+		unsigned long long ut, st;
+		size_t n = strcspn(p, " ");
+		FILE *f;
+
+		if (n > 0 && n < sizeof buf) {
+			memcpy(buf, p, n);
+			buf[n] = '\0';
+			snprintf(path, sizeof path, "/proc/%s/stat", buf);
+			if ((f = fopen(path, "re"))) {
+				/* after the command's closing parenthesis: state, then fields 4..; utime, stime are 14, 15 */
+				if (fgets(stat, sizeof stat, f) && (q = strrchr(stat, ')')) &&
+				    sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2)
+					total += (long long)(ut + st);
+				fclose(f);
+			}
+		}
+		p += n;
+		p += strspn(p, " ");
+	}
+	return total;
 }
 
 static void list_cb(const struct netd_session_entry *e, void *arg)
@@ -216,6 +248,9 @@ int main(int argc, char **argv)
 		struct netd_session **ss = calloc((size_t)live + 1, sizeof *ss);
 		char *json = load_policy(argv[5]);
 
+		const char *pids = getenv("NETD_BENCH_PIDS");
+		long long ticks0 = live == 0 ? cpu_ticks(pids) : 0;
+
 		if (!ss || !json || live < 0 || samples <= 0)
 			return 1;
 		for (int i = 0; i < live + samples; i++) {
@@ -243,6 +278,8 @@ int main(int argc, char **argv)
 			}
 			if (i < live) {
 				ss[i] = s;
+				if (i == live - 1)
+					ticks0 = cpu_ticks(pids);
 				continue;
 			}
 			if (netd_session_end(rep.id, err, sizeof err) < 0) {
@@ -253,6 +290,8 @@ int main(int argc, char **argv)
 			netd_session_close(s);
 			printf("live=%d setup_us=%lld teardown_us=%lld\n", live, t1 - t0, t2 - t1);
 		}
+		if (pids)
+			printf("cpu_us_per_sample=%lld\n", (cpu_ticks(pids) - ticks0) * 1000000 / sysconf(_SC_CLK_TCK) / samples);
 		fflush(stdout);
 		for (int i = 0; i < live; i++)
 			netd_session_close(ss[i]);

@@ -2,12 +2,15 @@
 # slow_policy: sluiced compiles a client's policy off its event loop (netd/compile.c). While one client's
 # huge policy compiles, another session's setup completes promptly; past --compile-timeout the huge one's
 # setup fails with a clear error (and sluiced goes on serving); a policy that compiles in time works as
-# before. Prints the normal session's setup latency as a figure (diag).
+# before. The engine compiles the policy it is handed off its event loop too (netd/engine_queue.c): while
+# a session with the huge policy is set up, another session's small GETs through the proxy do not pause.
+# SIGHUP's recompile of the live sessions runs on workers too: a setup meanwhile does not wait for it.
+# Prints the normal session's setup latency, the GETs' latency and the reload's as figures (diag).
 set -u
 . "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
 . "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
 lab_enter "$@"
-_lab_need "$LAB_PYTHON"
+_lab_need "$LAB_PYTHON" jq curl
 
 B=$SLUICE_BUILD_DIR
 CLIENT=$B/tests/integration/netd-testclient
@@ -18,6 +21,9 @@ POLICY=$LAB_DIR/tmp/policy.json HUGE=$LAB_DIR/tmp/huge.json
 echo '{ "allow": ["registry.test", "allowed.test"] }' >"$POLICY"
 # 200000 exact hosts (4.5 MB): seconds of compiling (sluiced took 10 s for 500000 on a 2-core machine)
 "$LAB_PYTHON" -c 'import json, sys; json.dump({"allow": ["h%d.example.org" % i for i in range(200000)]}, sys.stdout)' >"$HUGE"
+# 100000 of them for the engine's part below, which waits for the whole setup (~3 s here, ~12 s under ASan)
+"$LAB_PYTHON" -c 'import json, sys; json.dump({"allow": ["h%d.example.org" % i for i in range(100000)]}, sys.stdout)' \
+	>"$LAB_DIR/tmp/big.json"
 TIMEOUT_MS=300
 BOUND_US=500000 # a normal session's setup while the huge policy compiles (alone it takes a few ms)
 
@@ -67,4 +73,80 @@ wait "$spid" 2>/dev/null
 attach small2 "$POLICY" "$LAB_DIR/state/small2.out"
 check "... and sessions are set up meanwhile and after" wait_line "$LAB_DIR/state/small2.out" '^id='
 check "sluiced is still running" kill -0 "$(lab_pid sluiced)"
+
+# The engine's side: sluiced hands the engine the compiled policy's text, which the engine compiles again
+# for an object of its own. On its event loop that paused every session's proxying for seconds; now a
+# worker compiles it. Session ga GETs through the proxy, one request after another, while session big is
+# set up with a policy of 100,000 hosts (sluiced's compile, then the engine's): no GET may take a quarter of
+# that (on the loop, the engine's compile was two thirds of it).
+lab_internet_up >/dev/null
+lab_stop sluiced
+check "sluiced restarts with room to compile the huge policy" start_sluiced -- --compile-timeout 600000
+check "a session that proxies meanwhile (ga)" session ga
+ip netns add big
+lab_defer "ip netns del big"
+mkfifo "$LAB_DIR/gets.in"
+lab_exec ga "$LAB_PYTHON" "$SLUICE_SOURCE_DIR/tests/lib/loadgen.py" gets "$(reply ga addr4)@$(reply ga gw4)" \
+	allowed.test <"$LAB_DIR/gets.in" >"$LAB_DIR/gets.out" 2>&1 &
+gpid=$!
+exec 7>"$LAB_DIR/gets.in"
+sleep 0.5
+attach big "$LAB_DIR/tmp/big.json" "$LAB_DIR/state/big.out" raw
+bpid=$!
+for _ in $(seq 3000); do grep -q '^setup_us=' "$LAB_DIR/state/big.out" && break; sleep 0.1; done
+big_us=$(sed -n 's/^setup_us=//p' "$LAB_DIR/state/big.out")
+sleep 0.3
+echo stop >&7
+exec 7>&-
+wait "$gpid"
+gets=$(tail -n 1 "$LAB_DIR/gets.out")
+diag "setup of the 100,000-host policy's session: ${big_us:-none} us; meanwhile ga's GETs: $gets"
+check_match "the 100,000-host policy's session is set up" '^id=[0-9a-f]{10}$' "$(grep '^id=' "$LAB_DIR/state/big.out")"
+check "... taking over 0.8 s (else this part cannot tell a pause from a slow GET)" \
+	test "${big_us:-0}" -gt 800000
+check_eq "ga's GETs all succeeded meanwhile" '{}' "$(jq -c .errors <<<"$gets" 2>/dev/null)"
+check "... and there were GETs all along (at least 10)" test "$(jq .n <<<"$gets" 2>/dev/null || echo 0)" -ge 10
+gmax_us=$(jq '.max_ms * 1000 | floor' <<<"$gets" 2>/dev/null)
+check "... none of them paused for a quarter of that setup (slowest ${gmax_us:-?} us of ${big_us:-?} us)" \
+	test "${gmax_us:-99999999}" -lt "$(( ${big_us:-0} / 4 ))"
+check_eq "the engine decides by that policy (registry.test is not in it: 403)" 403 \
+	"$(lab_exec big curl -s -m 10 --noproxy '' -x "http://$(sed -n 's/^gw4=//p' "$LAB_DIR/state/big.out"):3128" \
+		-o /dev/null -w '%{http_code}' http://registry.test/)"
+
+# SIGHUP compiles every live session's policy again under the reloaded organisation layer, on workers too:
+# a session set up right after it does not wait for the 100,000-host policy's recompile.
+log=$(lab_log sluiced)
+reloads=$(grep -c "organisation policy reloaded from" "$log")
+ip netns add small3
+lab_defer "ip netns del small3"
+loads=$(grep -c "organisation policy loaded from" "$log")
+t0=$EPOCHREALTIME
+kill -HUP "$(lab_pid sluiced)"
+# (a setup whose compile began before the reload is refused with "try again": start it after)
+for _ in $(seq 1000); do [ "$(grep -c "organisation policy loaded from" "$log")" -gt "$loads" ] && break; sleep 0.01; done
+attach small3 "$POLICY" "$LAB_DIR/state/small3.out"
+for _ in $(seq 1200); do [ "$(grep -c "organisation policy reloaded from" "$log")" -gt "$reloads" ] && break; sleep 0.05; done
+t1=$EPOCHREALTIME
+reload_us=$(( ${t1/./} - ${t0/./} ))
+wait_line "$LAB_DIR/state/small3.out" '^setup_us='
+small3_us=$(sed -n 's/^setup_us=//p' "$LAB_DIR/state/small3.out")
+diag "SIGHUP's reload of 2 sessions (one of 100,000 hosts): ${reload_us} us; a setup meanwhile: ${small3_us:-none} us"
+check "SIGHUP re-applies both live sessions' policies" \
+	grep -q "organisation policy reloaded from .*: 2 sessions re-applied, 0 ended" "$log"
+check "... taking over 0.25 s (else this part cannot tell)" test "$reload_us" -gt 250000
+check_match "a session set up meanwhile" '^id=[0-9a-f]{10}$' "$(grep '^id=' "$LAB_DIR/state/small3.out")"
+check "... without waiting for the reload (${small3_us:-none} us, under a quarter of ${reload_us} us)" \
+	test "${small3_us:-99999999}" -lt "$((reload_us / 4))"
+# a session that ends while its reload compiles: the reload goes on without it and ends (its compile slot
+# is given back)
+# (once the engine applied the first reload's policy of big: until then big waits, not compiling)
+bigid=$(sed -n 's/^id=//p' "$LAB_DIR/state/big.out")
+eventually grep -q "sluiced-engine: session $bigid: policy replaced" "$log"
+reapplied2() { [ "$(grep -c "organisation policy reloaded from .*: 2 sessions re-applied, 0 ended" "$log")" -gt "$1" ]; }
+done2=$(grep -c "organisation policy reloaded from .*: 2 sessions re-applied, 0 ended" "$log")
+kill -HUP "$(lab_pid sluiced)"
+sleep 0.1
+kill -TERM "$bpid"
+check "a reload during which a session ends completes for the others (ga, small3)" eventually reapplied2 "$done2"
+check "... and sluiced is still running" kill -0 "$(lab_pid sluiced)"
 done_testing

@@ -21,6 +21,9 @@ addresses it is given. One asyncio process holds thousands of sockets. Results g
                                   (or closes), checks every one echoes again, prints {"alive"} and closes
   abort SESSIONS N TARGET         N connections aborted with a TCP reset at different stages
   latency SESSION N TARGET        N sequential CONNECT + one echo round trip; prints p50/p99/max in ms
+  gets SESSION HOST               sequential small GETs of http://HOST/ through the proxy, a new connection each,
+                                  until a line on stdin (EOF too); prints n, errors and p50/p99/max in ms (a
+                                  pause of the engine's loop shows as one slow GET: slow_policy.sh)
   flood SESSION SECONDS [SLOW [WORKERS]]
                                   slowloris (SLOW held half-heads, a byte a second) plus a connection flood
                                   (WORKERS loops of open/close and denied CONNECTs) from one session, for
@@ -374,6 +377,31 @@ async def latency(session, n, target):
           "max_ms": round(max(times) if times else 0, 3), "errors": errors})
 
 
+async def gets(session, host):
+    src, gw = session.split("@")
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    threading.Thread(target=lambda: (sys.stdin.readline(), loop.call_soon_threadsafe(stop.set)),
+                     daemon=True).start()
+    times, errors = [], {}
+    while not stop.is_set():
+        t = time.perf_counter()
+        try:
+            r, w = await open_from(src, gw)
+            w.write(b"GET http://%s/small HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" %
+                    (host.encode(), host.encode()))
+            data = await asyncio.wait_for(r.read(), 30)
+            w.transport.abort()
+            if not data.startswith(b"HTTP/1.1 200"):
+                raise RuntimeError("status %r" % data[:12])
+            times.append((time.perf_counter() - t) * 1000.0)
+        except Exception as e:  # noqa: BLE001
+            errors[err_name(e)] = errors.get(err_name(e), 0) + 1
+            await asyncio.sleep(0.01)
+    emit({"n": len(times), "p50_ms": round(pct(times, 50) or 0, 3), "p99_ms": round(pct(times, 99) or 0, 3),
+          "max_ms": round(max(times) if times else 0, 3), "errors": errors})
+
+
 async def flood(session, seconds, slow=400, workers=32):
     src, gw = session.split("@")
     end = time.monotonic() + seconds
@@ -558,6 +586,8 @@ def main():
         coro = abort(read_sessions(args[0]), int(args[1]), args[2])
     elif cmd == "latency":
         coro = latency(args[0], int(args[1]), args[2])
+    elif cmd == "gets":
+        coro = gets(args[0], args[1])
     elif cmd == "flood":
         coro = flood(args[0], float(args[1]), *(int(a) for a in args[2:4]))
     elif cmd == "decisions":
