@@ -5,8 +5,8 @@
  * worker thread; the loop then applies the result in one step (a request is decided wholly by the old
  * or the new policy).
  *
- * Threads: the engine never forks, so threads of its own are safe there (sluiced forks the engine
- * without exec, which is why sluiced itself lets its threads finish before that fork: netd/engine.c).
+ * Threads: the engine never forks, so threads of its own are safe there (sluiced forks the first
+ * engine before it starts a thread of its own, and execs itself for a restart: netd/engine.c).
  * A worker touches only its job (the held message and the outputs) and the policy library, which keeps
  * no shared mutable state; the job list and the done flags are under the lock. At most
  * ENGINE_COMPILE_MAX workers run at once; more jobs wait for a free one in arrival order. */
