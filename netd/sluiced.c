@@ -236,11 +236,7 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		case 'V':
-#ifdef NETD_TEST_ENGINE
-			printf("sluiced %s (proxy engine: netd test listener)\n", SLUICE_VERSION);
-#else
 			printf("sluiced %s\n", SLUICE_VERSION);
-#endif
 			return 0;
 		default:
 			usage(stderr);
@@ -298,9 +294,6 @@ bad:
 	for (int i = 0; i < 3; i++)
 		if (!sigs[i] || event_add(sigs[i], NULL) < 0)
 			fatal("cannot install signal handlers");
-#ifdef NETD_TEST_ENGINE
-	log_warnx("built without the proxy engine: serving the netd test listener (forwards nothing)");
-#endif
 	log_info("ready: %s/control.sock", cfg.run_dir);
 	event_base_dispatch(d->base);
 	for (int i = 0; i < 3; i++)

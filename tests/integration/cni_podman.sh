@@ -16,7 +16,6 @@ RUN=/run/sluice
 AUDIT=$LAB_DIR/audit.log
 POOL4=100.64.0.0/16 POOL6=2001:db8:100::/64
 export SLUICE_RUN_DIR=$RUN
-if "$B/netd/sluiced" --version | grep -q "test listener"; then skip_all "sluiced is built without the proxy engine"; fi
 . "$SLUICE_SOURCE_DIR/tests/lib/cni-image.sh"
 . "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh" # start_sluiced, eventually
 

@@ -17,11 +17,7 @@ AUDIT=$LAB_DIR/audit.log
 POOL4=100.64.0.0/16 POOL6=2001:db8:100::/64
 GW4=100.64.0.1 GW6=2001:db8:100::1
 export SLUICE_RUN_DIR=$RUN NETD_TEST_AUDIT_LOG=$AUDIT
-# Without the proxy engine on this branch sluiced serves the netd test listener, which answers any request
-# with "sluice-test-engine session=<id>" for the session it identified by source address; with the engine,
-# requests go through the proxy to the lab's internet and the audit log names the session.
-if "$SLUICED" --version | grep -q "test listener"; then ENGINE=test; else ENGINE=real; fi
-diag "proxy engine: $ENGINE"
+# Requests go through the proxy to the lab's internet and the audit log names the session.
 
 lab_internet_up
 lab_lan_up
@@ -47,14 +43,9 @@ in_ns() {
 # for session ID (identified by source address)
 via_proxy() {
 	local ns=$1 gw=$2 id=$3
-	if [ "$ENGINE" = test ]; then
-		[ "$(in_ns "$ns" curl -s -m 2 --connect-timeout 1 --noproxy '*' "http://$gw:3128/")" = \
-			"sluice-test-engine session=$id" ]
-	else
-		in_ns "$ns" curl -s -m 5 --noproxy '' -x "http://$gw:3128" "http://allowed.test/netd-$id" |
-			grep -q "\"target\": *\"/netd-$id\"" &&
-			eventually grep -q "\"session\":\"$id\".*\"host\":\"allowed.test\"" "$AUDIT"
-	fi
+	in_ns "$ns" curl -s -m 5 --noproxy '' -x "http://$gw:3128" "http://allowed.test/netd-$id" |
+		grep -q "\"target\": *\"/netd-$id\"" &&
+		eventually grep -q "\"session\":\"$id\".*\"host\":\"allowed.test\"" "$AUDIT"
 }
 
 reaches() { lab_exec "$1" curl -s -o /dev/null -m 2 --connect-timeout 1 --noproxy '*' "$2"; }
@@ -95,14 +86,12 @@ check "s2 reaches the proxy, identified as itself" via_proxy s2 "$GW4" "$ID2"
 check_eq "s1 reaches DNS on the gateway (UDP)" "rcode=0" "$(dnsq s1 "$GW4" udp)"
 check_eq "s1 reaches DNS on the gateway (TCP)" "rcode=0" "$(dnsq s1 "$GW4" tcp)"
 check_eq "s1 reaches DNS on the gateway (IPv6 UDP)" "rcode=0" "$(dnsq s1 "$GW6" udp)"
-if [ "$ENGINE" != test ]; then # the test engine speaks no SOCKS5
-	check_match "s1 reaches allowed.test through the SOCKS5 front on the gateway (socks5h)" '"target": *"/netd-socks"' \
-		"$(lab_exec s1 curl -s -m 5 --noproxy '' --socks5-hostname "$GW4:1080" http://allowed.test/netd-socks)"
-	check_match "s1 reaches the SOCKS5 front over IPv6" '"target": *"/netd-socks6"' \
-		"$(lab_exec s1 curl -s -m 5 --noproxy '' --socks5-hostname "[$GW6]:1080" http://allowed.test/netd-socks6)"
-	check "the SOCKS5 exchange is audited for s1" \
-		eventually grep -q "\"session\":\"$ID1\".*\"protocol\":\"socks5\",\"host\":\"allowed.test\"" "$AUDIT"
-fi
+check_match "s1 reaches allowed.test through the SOCKS5 front on the gateway (socks5h)" '"target": *"/netd-socks"' \
+	"$(lab_exec s1 curl -s -m 5 --noproxy '' --socks5-hostname "$GW4:1080" http://allowed.test/netd-socks)"
+check_match "s1 reaches the SOCKS5 front over IPv6" '"target": *"/netd-socks6"' \
+	"$(lab_exec s1 curl -s -m 5 --noproxy '' --socks5-hostname "[$GW6]:1080" http://allowed.test/netd-socks6)"
+check "the SOCKS5 exchange is audited for s1" \
+	eventually grep -q "\"session\":\"$ID1\".*\"protocol\":\"socks5\",\"host\":\"allowed.test\"" "$AUDIT"
 
 # and nothing else
 lab_bg hostsvc "$LAB_PYTHON" -m http.server --bind 0.0.0.0 8081
@@ -219,11 +208,7 @@ out=$($NOBODY "$CLIENT" attach /run/netns/m0 "$LAB_DIR/tmp/upolicy.json" 2>&1 </
 check_match "an unprivileged user cannot wire a namespace that is not theirs" "does not belong|Permission denied" "$out"
 out=$($NOBODY "$CLIENT" attach /proc/self/ns/net "$LAB_DIR/tmp/upolicy.json" 2>&1 </dev/null)
 check_match "nor the host's namespace" "host's own|does not belong" "$out"
-if [ "$ENGINE" = test ]; then
-	UCURL="curl -s -m 2 --noproxy '*' http://$GW4:3128/" UWANT='session=[0-9a-f]+'
-else
-	UCURL="curl -s -m 5 --noproxy '' -x http://$GW4:3128 http://allowed.test/netd-userns" UWANT='"target": *"/netd-userns"'
-fi
+UCURL="curl -s -m 5 --noproxy '' -x http://$GW4:3128 http://allowed.test/netd-userns" UWANT='"target": *"/netd-userns"'
 $NOBODY unshare --user --map-root-user --net sh -c \
 	"'$CLIENT' attach /proc/self/ns/net '$LAB_DIR/tmp/upolicy.json' userns-test >'$LAB_DIR/tmp/u.out' 2>&1 &
 	 for i in \$(seq 100); do grep -q proxy_port= '$LAB_DIR/tmp/u.out' && break; sleep 0.05; done

@@ -10,7 +10,6 @@ lab_enter "$@"
 _lab_need curl jq
 
 SLUICE=$SLUICE_BUILD_DIR/sandbox/sluice
-# (registered only when netd links the real proxy engine: the test listener decides nothing)
 lab_internet_up >/dev/null
 lab_forward on
 
