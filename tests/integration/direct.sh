@@ -38,33 +38,6 @@ chmod 0644 "$DPOL" "$PPOL" "$NPOL"
 . "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh" # start_sluiced, eventually, session, reply
 audit_has() { grep -q -- "$1" "$AUDIT"; }
 
-# dnsq NS NAME [AAAA]: asks the session's gateway for NAME's A (or AAAA) records; prints the addresses, or
-# "rcode=N"
-dnsq() {
-	lab_exec "$1" "$LAB_PYTHON" - "$GW4" "$2" "${3:-A}" <<-'PY'
-		import random, socket, struct, sys
-		gw, name, qt = sys.argv[1], sys.argv[2], 28 if sys.argv[3] == "AAAA" else 1
-		qid = random.randrange(65536)
-		q = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0)
-		q += b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\0" + struct.pack(">HH", qt, 1)
-		s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(5)
-		s.sendto(q, (gw, 53)); a = s.recv(4096)
-		rcode, an = a[3] & 15, struct.unpack(">H", a[6:8])[0]
-		def skip(p):
-		    while True:
-		        n = a[p]
-		        if n == 0: return p + 1
-		        if n & 0xC0: return p + 2
-		        p += n + 1
-		p = skip(12) + 4; out = []
-		for _ in range(an):
-		    p = skip(p); t, c, ttl, ln = struct.unpack(">HHIH", a[p:p + 10]); p += 10
-		    if t == 1: out.append(socket.inet_ntoa(a[p:p + 4]))
-		    if t == 28: out.append(socket.inet_ntop(socket.AF_INET6, a[p:p + 16]))
-		    p += ln
-		print(" ".join(out) if rcode == 0 and out else "rcode=%d" % rcode)
-	PY
-}
 # tcp NS ADDR PORT: one connection to the lab's echo server; prints "echo", "timeout" or the error
 tcp() {
 	lab_exec "$1" "$LAB_PYTHON" - "$2" "$3" <<-'PY'
@@ -88,7 +61,7 @@ check "a session without the option opens" session p1 "$PPOL"
 D1=$(reply d1 id) P1=$(reply p1 id)
 
 check_eq "before any DNS answer, TCP to allowed.test:22 is dropped" timeout "$(tcp d1 "$LAB_ALLOWED4" 22)"
-check_eq "the direct session resolves allowed.test through the gateway" "$LAB_ALLOWED4" "$(dnsq d1 allowed.test)"
+check_eq "the direct session resolves allowed.test through the gateway" "$LAB_ALLOWED4" "$(gw_addrs d1 allowed.test)"
 check "... which puts allowed.test's address on port 22 into the session's set" eventually has_elem "$D1" "$LAB_ALLOWED4" 22
 direct_set | sed 's/^/# /'
 check_match "... with the answer's TTL as its timeout" "\"sl-$D1\" . $LAB_ALLOWED4 . tcp . 22 timeout ${TTL}s" "$(direct_set)"
@@ -97,24 +70,24 @@ check_eq "TCP to allowed.test on a port no rule names (7) is dropped" timeout "$
 check_not "... and was never put into the set" has_elem "$D1" "$LAB_ALLOWED4" 7
 check "the grant is audited as protocol direct, allow, allowed.test:22" eventually audit_has \
 	"\"session\":\"$D1\".*\"protocol\":\"direct\",\"host\":\"allowed.test\",\"port\":22,.*\"decision\":\"allow\""
-check_eq "over IPv6: allowed.test's AAAA record resolves" "$LAB_ALLOWED6" "$(dnsq d1 allowed.test AAAA)"
+check_eq "over IPv6: allowed.test's AAAA record resolves" "$LAB_ALLOWED6" "$(gw_addrs d1 allowed.test AAAA)"
 check "... and opens its IPv6 address on port 22" eventually sh -c "nft list set inet sluice direct6 | grep -q '\"sl-$D1\" . $LAB_ALLOWED6 . tcp . 22'"
 check_eq "ssh-like TCP to [allowed.test]:22 over IPv6 works" echo "$(tcp d1 "$LAB_ALLOWED6" 22)"
 check_eq "... and to the IPv6 address on port 7 is dropped" timeout "$(tcp d1 "$LAB_ALLOWED6" 7)"
-check_eq "other.test (allowed, but no rule names port 22) resolves" "$LAB_OTHER4" "$(dnsq d1 other.test)"
+check_eq "other.test (allowed, but no rule names port 22) resolves" "$LAB_OTHER4" "$(gw_addrs d1 other.test)"
 check_eq "... but TCP to its address on 22 is dropped" timeout "$(tcp d1 "$LAB_OTHER4" 22)"
 check_not "... no element for it" has_elem "$D1" "$LAB_OTHER4" 22
-check_eq "evil.test (not allowed) is refused by the DNS proxy" "rcode=5" "$(dnsq d1 evil.test)"
+check_eq "evil.test (not allowed) is refused by the DNS proxy" "rcode=5" "$(gw_addrs d1 evil.test)"
 check_eq "... and TCP to its address on 22 is dropped" timeout "$(tcp d1 "$LAB_EVIL4" 22)"
 check "... and the drop is audited" eventually audit_has \
 	"\"session\":\"$D1\".*\"protocol\":\"drop\",\"host\":\"$LAB_EVIL4\",\"port\":22"
 
 check_eq "private.test (allowed on 22, but its address is private) gets an answer without it" "rcode=0" \
-	"$(dnsq d1 private.test)"
+	"$(gw_addrs d1 private.test)"
 check_not "... and its address is never opened" sh -c "nft list set inet sluice direct4 | grep -q '$LAB_PRIVATE4'"
 
 # the session without the option: the same answer opens nothing
-check_eq "the plain session resolves allowed.test too" "$LAB_ALLOWED4" "$(dnsq p1 allowed.test)"
+check_eq "the plain session resolves allowed.test too" "$LAB_ALLOWED4" "$(gw_addrs p1 allowed.test)"
 check_eq "... but its TCP to allowed.test:22 is dropped" timeout "$(tcp p1 "$LAB_ALLOWED4" 22)"
 check_not "... and it has no element at all" sh -c "nft list set inet sluice direct4 | grep -q 'sl-$P1'"
 
@@ -131,11 +104,11 @@ lab_exec d1 ip addr del 100.64.99.99/32 dev eth0
 
 # CNAME: alias.test (allowed on 22) -> evil.test. Its addresses answer alias.test, so they open; evil.test
 # itself stays a name the policy refuses.
-check_eq "alias.test (a CNAME for evil.test) resolves to evil.test's address" "$LAB_EVIL4" "$(dnsq d1 alias.test)"
+check_eq "alias.test (a CNAME for evil.test) resolves to evil.test's address" "$LAB_EVIL4" "$(gw_addrs d1 alias.test)"
 check "... which opens port 22 of that address, as an answer for alias.test" eventually has_elem "$D1" "$LAB_EVIL4" 22
 check "... audited under the name asked, alias.test" eventually audit_has \
 	"\"session\":\"$D1\".*\"protocol\":\"direct\",\"host\":\"alias.test\",\"port\":22,.*\"decision\":\"allow\""
-check_eq "the CNAME target evil.test does not become an allowed name (DNS)" "rcode=5" "$(dnsq d1 evil.test)"
+check_eq "the CNAME target evil.test does not become an allowed name (DNS)" "rcode=5" "$(gw_addrs d1 evil.test)"
 check_eq "... nor through the proxy" 403 "$(lab_exec d1 curl -s -o /dev/null -w '%{http_code}' -m 10 \
 	-x "http://$GW4:3128" http://evil.test/)"
 check_not "no direct grant was ever made for evil.test by name" \
@@ -153,7 +126,7 @@ lab_exec d1 "$LAB_PYTHON" - "$LAB_ALLOWED4" "$LAB_DIR/tmp/live1" >"$LAB_DIR/tmp/
 	except OSError as e: print(type(e).__name__)
 	PY
 LIVE=$!
-dnsq d1 allowed.test >/dev/null
+gw_addrs d1 allowed.test >/dev/null
 check "a flow to allowed.test:22 is opened while the element lives" eventually test -e "$LAB_DIR/tmp/live1.up"
 sleep $((TTL + 2))
 check_not "after the TTL the element is gone" has_elem "$D1" "$LAB_ALLOWED4" 22
@@ -165,7 +138,7 @@ check_eq "... while the flow opened in time still works" echo "$out"
 
 # Replacing the policy with a narrower one (allowed.test without :22): the set is flushed, the live flow
 # to allowed.test:22 ends, alias.test:22 (still allowed) is offered again, and new answers open nothing.
-check_eq "allowed.test resolves again" "$LAB_ALLOWED4" "$(dnsq d1 allowed.test)"
+check_eq "allowed.test resolves again" "$LAB_ALLOWED4" "$(gw_addrs d1 allowed.test)"
 check "its element is back" eventually has_elem "$D1" "$LAB_ALLOWED4" 22
 rm -f "$LAB_DIR/tmp/live2.up" "$LAB_DIR/tmp/live2.go"
 lab_exec d1 "$LAB_PYTHON" - "$LAB_ALLOWED4" "$LAB_DIR/tmp/live2" >"$LAB_DIR/tmp/live2.out" 2>&1 <<-'PY' &
@@ -204,7 +177,7 @@ tunnel tun-other other.test; TUN_O=$!
 check "a CONNECT tunnel to allowed.test:80 is open" eventually test -e "$LAB_DIR/tmp/tun-allowed.up"
 check "a CONNECT tunnel to other.test:80 is open" eventually test -e "$LAB_DIR/tmp/tun-other.up"
 # (resolved last, so that its element still has most of its TTL left when the policy changes)
-check_eq "alias.test resolves again" "$LAB_EVIL4" "$(dnsq d1 alias.test)"
+check_eq "alias.test resolves again" "$LAB_EVIL4" "$(gw_addrs d1 alias.test)"
 check "its element is back too" eventually has_elem "$D1" "$LAB_EVIL4" 22
 kill -USR2 "${HOLD[d1]}"
 check "the launcher's connection replaces the policy" eventually grep -q '^policy=replaced' "$LAB_DIR/state/d1.reply"
@@ -223,7 +196,7 @@ wait "$LIVE"
 out=$(cat "$LAB_DIR/tmp/live2.out")
 check_eq "the live flow to allowed.test:22 ended" timeout "$out"
 check_eq "a new flow to allowed.test:22 is dropped" timeout "$(tcp d1 "$LAB_ALLOWED4" 22)"
-check_eq "allowed.test still resolves (the name is still allowed)" "$LAB_ALLOWED4" "$(dnsq d1 allowed.test)"
+check_eq "allowed.test still resolves (the name is still allowed)" "$LAB_ALLOWED4" "$(gw_addrs d1 allowed.test)"
 sleep 0.3
 check_not "... but its answer opens no port any more" has_elem "$D1" "$LAB_ALLOWED4" 22
 check "the revocation is audited" eventually audit_has \

@@ -48,32 +48,6 @@ chmod 0644 "$UPOL" "$TPOL" "$NPOL"
 . "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh" # start_sluiced, eventually, session, reply
 audit_has() { grep -q -- "$1" "$AUDIT"; }
 
-# dnsq NS NAME [AAAA]: asks the session's gateway for NAME's A (or AAAA) records; prints the addresses, or
-# "rcode=N"
-dnsq() {
-	lab_exec "$1" "$LAB_PYTHON" - "$GW4" "$2" "${3:-A}" <<-'PY'
-		import random, socket, struct, sys
-		gw, name, qt = sys.argv[1], sys.argv[2], 28 if sys.argv[3] == "AAAA" else 1
-		q = struct.pack(">HHHHHH", random.randrange(65536), 0x0100, 1, 0, 0, 0)
-		q += b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\0" + struct.pack(">HH", qt, 1)
-		s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(5)
-		s.sendto(q, (gw, 53)); a = s.recv(4096)
-		rcode, an = a[3] & 15, struct.unpack(">H", a[6:8])[0]
-		def skip(p):
-		    while True:
-		        n = a[p]
-		        if n == 0: return p + 1
-		        if n & 0xC0: return p + 2
-		        p += n + 1
-		p = skip(12) + 4; out = []
-		for _ in range(an):
-		    p = skip(p); t, c, ttl, ln = struct.unpack(">HHIH", a[p:p + 10]); p += 10
-		    if t == 1: out.append(socket.inet_ntoa(a[p:p + 4]))
-		    if t == 28: out.append(socket.inet_ntop(socket.AF_INET6, a[p:p + 16]))
-		    p += ln
-		print(" ".join(out) if rcode == 0 and out else "rcode=%d" % rcode)
-	PY
-}
 # udp NS ADDR PORT: one datagram from a new socket (a new flow); prints "echo", "timeout" or the error
 udp() {
 	lab_exec "$1" "$LAB_PYTHON" - "$2" "$3" <<-'PY'
@@ -144,7 +118,7 @@ check "a direct-mode session whose policy allows allowed.test:7 (TCP only) opens
 U1=$(reply u1 id) T1=$(reply t1 id)
 
 check_eq "before any DNS answer, UDP to allowed.test:7 is dropped" timeout "$(udp u1 "$LAB_ALLOWED4" 7)"
-check_eq "the session resolves allowed.test through the gateway" "$LAB_ALLOWED4" "$(dnsq u1 allowed.test)"
+check_eq "the session resolves allowed.test through the gateway" "$LAB_ALLOWED4" "$(gw_addrs u1 allowed.test)"
 check "... which puts allowed.test's address, udp, port 7 into the session's set" \
 	eventually has_elem "$U1" "$LAB_ALLOWED4" udp 7
 nft list set inet sluice direct4 | grep "sl-$U1" | sed 's/^/# /'
@@ -158,7 +132,7 @@ check_eq "a datagram sent the moment a new answer arrives gets its echo (the ans
 	"$(first u1)"
 check "the grant is audited as protocol direct, method udp" eventually audit_has \
 	"\"session\":\"$U1\".*\"protocol\":\"direct\",\"host\":\"allowed.test\",\"port\":7,\"method\":\"udp\",\"decision\":\"allow\""
-check_eq "over IPv6: allowed.test's AAAA record resolves" "$LAB_ALLOWED6" "$(dnsq u1 allowed.test AAAA)"
+check_eq "over IPv6: allowed.test's AAAA record resolves" "$LAB_ALLOWED6" "$(gw_addrs u1 allowed.test AAAA)"
 check "... and opens its IPv6 address on UDP 7" eventually sh -c \
 	"nft list set inet sluice direct6 | grep -q '\"sl-$U1\" . $LAB_ALLOWED6 . udp . 7'"
 check_eq "a UDP datagram to [allowed.test]:7 over IPv6 gets its echo" echo "$(udp u1 "$LAB_ALLOWED6" 7)"
@@ -168,19 +142,19 @@ check_eq "UDP to allowed.test on a port no rule names (9, which answers) is drop
 	"$(udp u1 "$LAB_ALLOWED4" 9)"
 check "... and the drop is audited as udp" eventually audit_has \
 	"\"session\":\"$U1\".*\"protocol\":\"drop\",\"host\":\"$LAB_ALLOWED4\",\"port\":9,\"method\":\"udp\""
-check_eq "evil.test (not allowed) is refused by the DNS proxy" "rcode=5" "$(dnsq u1 evil.test)"
+check_eq "evil.test (not allowed) is refused by the DNS proxy" "rcode=5" "$(gw_addrs u1 evil.test)"
 check_eq "... and UDP to its address on 7 is dropped" timeout "$(udp u1 "$LAB_EVIL4" 7)"
 check "... and audited as a udp drop" eventually audit_has \
 	"\"session\":\"$U1\".*\"protocol\":\"drop\",\"host\":\"$LAB_EVIL4\",\"port\":7,\"method\":\"udp\""
 
 # the organisation's ceiling allows other.test for TCP only
 check_eq "other.test (the user allows it on UDP 7, the ceiling on TCP only) resolves" "$LAB_OTHER4" \
-	"$(dnsq u1 other.test)"
+	"$(gw_addrs u1 other.test)"
 check_eq "... but UDP to it on 7 is dropped" timeout "$(udp u1 "$LAB_OTHER4" 7)"
 check_not "... and it never got an element" sh -c "nft list set inet sluice direct4 | grep -q '$LAB_OTHER4'"
 
 # a session whose policy names allowed.test:7 for TCP: its TCP opens, its UDP does not
-check_eq "the TCP-only session resolves allowed.test" "$LAB_ALLOWED4" "$(dnsq t1 allowed.test)"
+check_eq "the TCP-only session resolves allowed.test" "$LAB_ALLOWED4" "$(gw_addrs t1 allowed.test)"
 check "... which opens TCP 7 for it" eventually has_elem "$T1" "$LAB_ALLOWED4" tcp 7
 check_eq "... so TCP to allowed.test:7 echoes" echo "$(tcp t1 "$LAB_ALLOWED4" 7)"
 check_eq "... but UDP to allowed.test:7 is dropped" timeout "$(udp t1 "$LAB_ALLOWED4" 7)"
@@ -188,7 +162,7 @@ check_not "... and it has no UDP element" has_elem "$T1" "$LAB_ALLOWED4" udp 7
 
 # TTL expiry: a UDP flow that began in time lives on (conntrack, as for TCP); after the TTL the element is
 # gone and a new flow is dropped
-dnsq u1 allowed.test >/dev/null
+gw_addrs u1 allowed.test >/dev/null
 check "allowed.test's UDP element is back after a new answer" eventually has_elem "$U1" "$LAB_ALLOWED4" udp 7
 live live1 u1 "$LAB_ALLOWED4" 7
 LIVE=$!
@@ -201,7 +175,7 @@ wait "$LIVE"
 check_eq "... while the flow opened in time still gets its echoes" "echo echo" "$(cat "$LAB_DIR/tmp/live1.out")"
 
 # a narrower policy (allowed.test without 7/udp) revokes the grant and ends the live UDP flow
-check_eq "allowed.test resolves again" "$LAB_ALLOWED4" "$(dnsq u1 allowed.test)"
+check_eq "allowed.test resolves again" "$LAB_ALLOWED4" "$(gw_addrs u1 allowed.test)"
 check "its UDP element is back" eventually has_elem "$U1" "$LAB_ALLOWED4" udp 7
 live live2 u1 "$LAB_ALLOWED4" 7
 LIVE=$!
@@ -214,7 +188,7 @@ check "the revocation is audited (direct, udp, deny)" eventually audit_has \
 touch "$LAB_DIR/tmp/live2.go"
 wait "$LIVE"
 check_eq "the live UDP flow ended with it" "echo timeout" "$(cat "$LAB_DIR/tmp/live2.out")"
-check_eq "a new answer for allowed.test opens nothing now" "$LAB_ALLOWED4" "$(dnsq u1 allowed.test)"
+check_eq "a new answer for allowed.test opens nothing now" "$LAB_ALLOWED4" "$(gw_addrs u1 allowed.test)"
 check_eq "... and UDP to allowed.test:7 is dropped" timeout "$(udp u1 "$LAB_ALLOWED4" 7)"
 
 kill -TERM "${HOLD[u1]}" "${HOLD[t1]}"

@@ -1,6 +1,7 @@
 # sluiced in a lab (sourced after lab.sh): starting it and waiting until it serves, waiting for a
-# condition, and sessions driven through netd-testclient ($CLIENT is the client, $POLICY the default
-# policy file). One copy for every lab test that runs sluiced.
+# condition, sessions driven through netd-testclient ($CLIENT is the client, $POLICY the default
+# policy file), and the addresses the session's gateway answers for a name. One copy for every lab test
+# that runs sluiced.
 
 # start_sluiced [VAR=VALUE...] [-- ARG...]: starts sluiced in the lab (lab_bg name "sluiced", its pid in
 # LAB_BG_PID) with VAR=VALUE in its environment: run directory $RUN (default $SLUICE_RUN_DIR, else
@@ -52,3 +53,31 @@ session() {
 }
 # reply NAME KEY: a field of session NAME's reply (id, addr4, gw4, ...)
 reply() { sed -n "s/^$2=//p" "$LAB_DIR/state/$1.reply"; }
+
+# gw_addrs NS NAME [AAAA]: asks the session's gateway ($GW4) for NAME's A (or AAAA) records over UDP; prints
+# the addresses, or "rcode=N"
+gw_addrs() {
+	lab_exec "$1" "$LAB_PYTHON" - "$GW4" "$2" "${3:-A}" <<-'PY'
+		import random, socket, struct, sys
+		gw, name, qt = sys.argv[1], sys.argv[2], 28 if sys.argv[3] == "AAAA" else 1
+		qid = random.randrange(65536)
+		q = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0)
+		q += b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\0" + struct.pack(">HH", qt, 1)
+		s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(5)
+		s.sendto(q, (gw, 53)); a = s.recv(4096)
+		rcode, an = a[3] & 15, struct.unpack(">H", a[6:8])[0]
+		def skip(p):
+		    while True:
+		        n = a[p]
+		        if n == 0: return p + 1
+		        if n & 0xC0: return p + 2
+		        p += n + 1
+		p = skip(12) + 4; out = []
+		for _ in range(an):
+		    p = skip(p); t, c, ttl, ln = struct.unpack(">HHIH", a[p:p + 10]); p += 10
+		    if t == 1: out.append(socket.inet_ntoa(a[p:p + 4]))
+		    if t == 28: out.append(socket.inet_ntop(socket.AF_INET6, a[p:p + 16]))
+		    p += ln
+		print(" ".join(out) if rcode == 0 and out else "rcode=%d" % rcode)
+	PY
+}
