@@ -202,6 +202,8 @@ static void try_next(struct proxy_dial *d)
 		bool now;
 
 		proxy_addr_str((struct sockaddr *)ss, d->res.address, true);
+		d->res.addr = *ss;
+		d->res.via_parent = d->parent != NULL;
 		if (fd < 0) {
 			d->last_err = errno;
 			continue;

@@ -150,13 +150,48 @@ static void refuse(struct proxy_relay *r, int status, const char *decision, cons
 	http_respond((struct http_conn *)r, status, decision, body);
 }
 
-/* Allowed (at once or approved): reuse the kept-alive upstream for the same host and port, or dial. */
+void http_park_upstream(struct http_conn *c)
+{
+	struct bufferevent *up = c->r.up;
+
+	if (!up || c->inspect || c->up_plain || c->up_parent || c->r.dial)
+		return;
+	c->r.up = NULL;
+	proxy_up_pool_put(c->r.s, up, c->up_host, c->up_port, &c->up_sa, c->up_address);
+}
+
+/* Takes an idle upstream of the session for the allowed request from the pool: true when r->up is now
+ * one (the kept-alive one of this client connection, to another host, was closed). */
+static bool take_pooled(struct http_conn *c)
+{
+	struct proxy_relay *r = &c->r;
+	struct bufferevent *up;
+
+	if (c->inspect || proxy_parent_for(r->e, &r->t))
+		return false;
+	up = proxy_up_pool_take(r->s, &r->t, &c->up_sa, c->up_address);
+	if (!up)
+		return false;
+	proxy_relay_drop_upstream(r);
+	r->up = up;
+	c->up_parent = false;
+	snprintf(c->up_host, sizeof c->up_host, "%s", r->t.host);
+	c->up_port = r->t.port;
+	return true;
+}
+
+/* Allowed (at once or approved): reuse the kept-alive upstream for the same host and port (its address
+ * allowed by the policy now), or an idle one of the session's (up_pool.c), or dial. */
 static void allowed(struct proxy_relay *r)
 {
 	struct http_conn *c = (struct http_conn *)r;
 
-	if (r->up && strcmp(c->up_host, r->t.host) == 0 && c->up_port == r->t.port &&
-	    (!c->up_plain || evbuffer_get_length(bufferevent_get_input(r->up)) == 0)) {
+	if (r->up && !c->inspect && !c->up_plain && !c->up_parent &&
+	    !proxy_up_pool_allows(r->s, &r->t, &c->up_sa))
+		proxy_relay_drop_upstream(r); /* the policy changed since: never reused */
+	if ((r->up && strcmp(c->up_host, r->t.host) == 0 && c->up_port == r->t.port &&
+	     (!c->up_plain || evbuffer_get_length(bufferevent_get_input(r->up)) == 0)) ||
+	    take_pooled(c)) {
 		snprintf(r->address, sizeof r->address, "%s", c->up_address);
 		if (c->up_plain) {
 			/* the inspected CONNECT's own connection: its TLS now (verified), then the request */
@@ -193,6 +228,8 @@ static void connected(struct proxy_relay *r)
 	struct http_conn *c = (struct http_conn *)r;
 
 	snprintf(c->up_address, sizeof c->up_address, "%s", r->address);
+	c->up_sa = r->up_addr;
+	c->up_parent = r->up_via_parent;
 	if (c->inspect) {
 		http_inspect_upstream(c); /* TLS first; it goes on with http_forward_start */
 		return;
@@ -510,6 +547,8 @@ static void client_event_cb(struct bufferevent *bev, short what, void *arg)
 	}
 	if (c->r.active && !c->r.error[0])
 		snprintf(c->r.error, sizeof c->r.error, "the client closed the connection");
+	if (c->state == ST_HEAD)
+		http_park_upstream(c);
 	proxy_relay_end(&c->r);
 }
 
@@ -528,6 +567,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 			                 true);
 			http_close_after_flush(c);
 		} else {
+			http_park_upstream(c);
 			proxy_relay_end(&c->r); /* idle keep-alive connection */
 		}
 		break;

@@ -34,6 +34,8 @@ struct http_conn {
 	bool up_reused;
 	bool up_plain;                          /* inspected: r.up is the CONNECT's connection, TLS not started yet */
 	char up_address[PROXY_ADDRSTR_MAX];     /* where r.up is connected (the audit records of reuses) */
+	struct sockaddr_storage up_sa;          /* ... as an address (plain HTTP: checked again at each reuse) */
+	bool up_parent;                         /* r.up goes to the parent proxy (never pooled) */
 	/* the current request */
 	bool head_request, client_keep, client_http10;
 	enum http_body_kind req_body;
@@ -69,6 +71,9 @@ void http_fail(struct http_conn *c, int status, const char *why);
 void http_next_request(struct http_conn *c);
 /* The current request ends the connection: close once what is queued for the client was written. */
 void http_close_after_flush(struct http_conn *c);
+/* The client connection ends between requests: a kept-alive plain-HTTP upstream goes to the session's
+ * pool (up_pool.c) for its next request rather than closing. */
+void http_park_upstream(struct http_conn *c);
 
 /* ---- inspect.c ---- */
 /* r.up was dialled for an inspected request: TLS to it (verified), then http_forward_start, or

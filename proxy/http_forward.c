@@ -45,10 +45,13 @@ static void maybe_finish(struct http_conn *c)
 	keep_client = c->client_keep && c->resp_body != HTTP_BODY_CLOSE;
 	if (!keep_up)
 		proxy_relay_drop_upstream(&c->r);
-	if (keep_client)
+	if (keep_client) {
 		http_next_request(c);
-	else
-		http_close_after_flush(c);
+		return;
+	}
+	if (keep_up)
+		http_park_upstream(c); /* (a connection per request: the session's next one takes it) */
+	http_close_after_flush(c);
 }
 
 /* ---- request body: client -> upstream ---- */

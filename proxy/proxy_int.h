@@ -62,6 +62,7 @@ struct proxy_session {
 	uint32_t policy_version;    /* the parent's version of s->policy (audit field), 0 = none */
 	struct proxy_mitm_ca *ca; /* owned: the HTTPS inspection CA (mitm_ca.h); NULL when nothing is inspected */
 	struct proxy_addr_cache *addr_cache; /* owned: names resolved for the session (addr_cache.c), or NULL */
+	struct proxy_up_pool *up_pool;       /* owned: idle upstream connections (up_pool.c), or NULL */
 };
 
 /* Embedded in every live connection or query; the session closes what is left when it goes. */
@@ -187,6 +188,30 @@ void proxy_addr_cache_put(struct proxy_session *s, const char *name, const struc
                           uint32_t ttl);
 void proxy_addr_cache_session_free(struct proxy_session *s);
 
+/* ---- up_pool.c: the session's idle plain-HTTP upstream connections, taken by its next request to the
+ * same host and port instead of a dial (re-checked at every use, never shared between sessions) ---- */
+#define PROXY_UP_POOL_MAX 8         /* per session; a full pool closes its oldest */
+#define PROXY_UP_POOL_IDLE_MS 5000  /* an idle connection is closed after this */
+struct proxy_target;
+/* Keeps bev (owned from now: freed at once when it cannot be kept), an upstream connection to host:port
+ * (as decided) at addr (with its port; address: its audit spelling) that has nothing queued either
+ * way and may carry another request. The caller vouches that its last response was read to its last
+ * byte (http_forward.c) and that it goes to the destination itself, not through a parent proxy. */
+void proxy_up_pool_put(struct proxy_session *s, struct bufferevent *bev, const char *host, uint16_t port,
+                       const struct sockaddr_storage *addr, const char *address);
+/* An idle connection for t's request (t just allowed) whose address t's name still resolves to for the
+ * session (a literal: is) and the session's policy allows now, with nothing waiting on it: the caller
+ * owns it (no callbacks set); its address in addr and address. NULL when there is none. */
+struct bufferevent *proxy_up_pool_take(struct proxy_session *s, const struct proxy_target *t,
+                                       struct sockaddr_storage *addr, char address[PROXY_ADDRSTR_MAX]);
+/* Whether the session's policy allows t's request on a connection to addr now (a kept-alive upstream
+ * is checked with it before each request, like a pooled one). */
+bool proxy_up_pool_allows(struct proxy_session *s, const struct proxy_target *t, const struct sockaddr_storage *addr);
+size_t proxy_up_pool_count(const struct proxy_session *s);
+/* Closes every idle connection (the session's policy changed). */
+void proxy_up_pool_flush(struct proxy_session *s);
+void proxy_up_pool_session_free(struct proxy_session *s);
+
 /* ---- target.c: the canonical destination of a request and the policy's decision on it ---- */
 struct proxy_target {
 	char host[POLICY_HOST_MAX + 1]; /* canonical name, or the address for IP literals */
@@ -239,6 +264,8 @@ struct proxy_dial_result {
 	char reason[512];
 	char address[PROXY_ADDRSTR_MAX]; /* the address connected to (or refused) */
 	char rule[POLICY_WHERE_MAX];     /* rule that decided an address denial */
+	struct sockaddr_storage addr;    /* connected: the address (with its port) */
+	bool via_parent;                 /* connected: to the parent proxy */
 };
 /* bev: the connected upstream (caller owns it) or NULL on failure. */
 typedef void (*proxy_dial_cb)(struct bufferevent *bev, const struct proxy_dial_result *res, void *arg);

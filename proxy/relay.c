@@ -451,6 +451,8 @@ static void dialed(struct bufferevent *up, const struct proxy_dial_result *res, 
 		return;
 	}
 	r->up = up;
+	r->up_addr = res->addr;
+	r->up_via_parent = res->via_parent;
 	r->ops->connected(r);
 }
 

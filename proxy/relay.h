@@ -59,6 +59,8 @@ struct proxy_relay {
 	const struct proxy_relay_ops *ops; /* borrowed (static) */
 	struct bufferevent *client;        /* owned; NULL once a tunnel took it */
 	struct bufferevent *up;            /* owned: the connected upstream, or NULL (HTTP keeps it across requests) */
+	struct sockaddr_storage up_addr;   /* where the last dial connected r->up (with its port) */
+	bool up_via_parent;                /* ... and whether that is the parent proxy */
 	struct proxy_dial *dial;           /* owned while dialing */
 	struct proxy_ask_wait wait;        /* while held for approval */
 	struct tunnel *tunnel;             /* owned once the bytes flow unparsed */

@@ -174,6 +174,7 @@ static void session_free(struct proxy_session *s)
 	proxy_ask_session_free(s);
 	proxy_direct_session_free(s);
 	proxy_addr_cache_session_free(s);
+	proxy_up_pool_session_free(s); /* (after the connections: a closing one may have offered its upstream) */
 	TAILQ_REMOVE(&s->engine->sessions, s, entry);
 	addr_index_del(s->engine, s);
 	policy_unref(s->policy);
@@ -213,6 +214,9 @@ int proxy_session_set_policy(struct proxy_engine *e, const char *id, struct poli
 	s->policy_version = version;
 	policy_unref(old);
 	log_info("session %s: policy replaced", s->id);
+	/* idle upstream connections were kept under the old policy: none serves a request decided by the new one
+	 * (a take checks the address again anyway) */
+	proxy_up_pool_flush(s);
 	/* live connections whose destination the new policy no longer allows end now (each close writes
 	 * its audit record); every later request is decided by the new policy anyway */
 	for (c = TAILQ_FIRST(&s->conns); c; c = next) {

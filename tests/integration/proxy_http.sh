@@ -22,7 +22,7 @@ lab_dns_add intranet.test "$LAB_INTRANET4"
 lab_inet_addr "$LAB_INTRANET4"
 ip route add "$LAB_INTRANET4/32" via "$LAB_INET4" || lab_bail "route to $LAB_INTRANET4"
 mkdir -p "$LAB_DIR/proxy"
-printf '{"allow": [{"host": "intranet.test", "ports": [80]}]}\n' >"$LAB_DIR/proxy/intranet-name.json"
+printf '{"allow": [{"host": "intranet.test", "ports": [80]}, {"host": "allowed.test", "ports": [80]}]}\n' >"$LAB_DIR/proxy/intranet-name.json"
 printf '{"allow": [{"cidr": "10.255.255.0/24", "ports": [80]}]}\n' >"$LAB_DIR/proxy/intranet-cidr.json"
 PROXY_EXTRA_SESSIONS=",{\"id\": \"s2\", \"addr4\": \"$s2a\", \"gw4\": \"$s2g\", \"addr6\": \"$s2a6\", \"gw6\": \"$s2g6\",
   \"policy\": {\"files\": [\"$LAB_DIR/proxy/intranet-name.json\"], \"org_files\": [\"$LAB_DIR/proxy/intranet-cidr.json\"]}}"
@@ -120,6 +120,36 @@ check_match "address cache: s2 reaches the origin again" '"target": ?"/again"' "
 sleep 0.2
 check_eq "address cache: the upstream was asked once per session and family (2 sessions x A, AAAA)" 4 \
 	"$(lab_dns_queries | grep -cx intranet.test)"
+
+# ---- idle upstream connections are kept per session across client connections (up_pool.c): one curl
+# (one client connection) per request, one upstream connection, which the origin sees as one client port
+cport() { "$LAB_PYTHON" -c 'import json,sys; print(json.loads(sys.stdin.read() or "{}").get("client", {}).get("port", ""))'; }
+p1=$("${CURL[@]}" http://allowed.test/pool1 | cport)
+p2=$("${CURL[@]}" http://allowed.test/pool2 | cport)
+p3=$("${CURL[@]}" http://allowed.test/pool3 | cport)
+check "pool: three client connections of s1 went over one upstream connection ($p1 $p2 $p3)" \
+	test -n "$p1" -a "$p1" = "$p2" -a "$p2" = "$p3"
+r=$(audit_find 'r["host"]=="allowed.test" and r["event"]=="close"')
+check_eq "pool: the close record of a request on a kept connection names its address" "$LAB_ALLOWED4:80" "$(jget "$r" address)"
+check "pool: ... and counts its bytes" test "$(jget "$r" bytes_in)" -gt 100 -a "$(jget "$r" bytes_out)" -gt 20
+q1=$("${CURL2[@]}" http://allowed.test/pool-s2 | cport)
+q2=$("${CURL2[@]}" http://allowed.test/pool-s2 | cport)
+check "pool: s2 never takes s1's connection ($q1 vs $p1)" test -n "$q1" -a "$q1" != "$p1"
+check_eq "pool: s2 keeps its own" "$q1" "$q2"
+check_eq "pool: s1 still has its own" "$p1" "$("${CURL[@]}" http://allowed.test/pool4 | cport)"
+# a response followed by bytes nobody asked for (a smuggled second response): that connection is never used again
+pe=$("${CURL[@]}" http://allowed.test/extra | cport)
+body=$("${CURL[@]}" -i http://allowed.test/after-extra)
+check_not "pool: the bytes after a response never reach the next client" grep -q smuggled <<<"$body"
+check "pool: the connection that sent them was not kept" test -n "$pe" -a "$(cport <<<"${body#*$'\r\n\r\n'}")" != "$pe"
+pc=$("${CURL[@]}" http://allowed.test/close | cport)
+check "pool: a connection the origin closes is not kept" test -n "$pc" -a "$("${CURL[@]}" http://allowed.test/pool5 | cport)" != "$pc"
+# the origin reads the next request on a kept connection and closes it unanswered (its idle timeout raced
+# the request): sent again, once, on a new connection
+pd=$("${CURL[@]}" http://allowed.test/dropnext | cport)
+body=$("${CURL[@]}" http://allowed.test/after-drop)
+check_match "pool: a kept connection closed unanswered: the request is retried and answered" '"target": ?"/after-drop"' "$body"
+check "pool: ... on a new connection" test -n "$pd" -a "$(cport <<<"$body")" != "$pd"
 
 # ---- redirects are passed to the client, never followed
 out=$("${CURL[@]}" -D - -o /dev/null http://allowed.test/redirect/evil.test/x)

@@ -5,7 +5,10 @@ One process serves, on the wildcard address (IPv4 and IPv6):
   - HTTP echo (--http PORT, repeatable) and HTTPS echo (--https PORT, with --cert/--key): any method and
     target; the reply is a JSON description of the request (method, target, headers as a list, body length
     and sha256, client and local address, TLS SNI). Special paths: /status/NNN, /bytes/N, /redirect[/HOST[/PATH]]
-    (or ?to=URL), /slow/MS, /chunked[/N], /close. HTTP/1.1 with keep-alive.
+    (or ?to=URL), /slow/MS, /chunked[/N], /close, /extra (a complete response followed by the bytes of a
+    second one nobody asked for), /dropnext (a normal response; the next request on the same connection is
+    read and the connection closed without an answer: a kept-alive connection the server gave up on).
+    HTTP/1.1 with keep-alive.
   - a tiny npm registry for the host named by --npm-host (selected by the Host header): GET /<pkg> returns a
     packument, GET /<pkg>/-/<name>-1.0.0.tgz a real tarball whose dist.shasum (sha1) and dist.integrity
     (sha512) match.
@@ -313,6 +316,9 @@ class EchoHandler(http.server.BaseHTTPRequestHandler):
         self.send_body(status, (json.dumps(obj, indent=1) + "\n").encode(), extra=extra)
 
     def serve(self):
+        if getattr(self, "lab_drop_next", False):
+            self.close_connection = True  # (see /dropnext) no answer at all
+            return
         try:
             body_len, body_sha = self.read_body()
         except BadRequest as e:
@@ -362,6 +368,14 @@ class EchoHandler(http.server.BaseHTTPRequestHandler):
         elif word == "close":
             self.log_access(info, 200)
             self.close_connection = True
+            self.send_json(200, info)
+        elif word == "extra":
+            self.log_access(info, 200)
+            self.send_json(200, info)
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\nX-Smuggled: 1\r\n\r\nsmuggled\n")
+        elif word == "dropnext":
+            self.log_access(info, 200)
+            self.lab_drop_next = True
             self.send_json(200, info)
         else:
             self.log_access(info, 200)
