@@ -25,6 +25,10 @@
 # system calls (strace -c) into DIR/strace-{keepalive,newconn}.txt (in another run: strace slows it down).
 # CPU is utime+stime of the proxy's process from /proc/PID/stat over the measurement: on a shared machine
 # it is steadier than a rate. The direct path has no proxy, so no CPU figure.
+# BENCH_AB=OTHER_BUILD_DIR (with BENCH_ONLY=http): instead of the peers, this build's sluice-proxy ("A",
+# port 3128) against OTHER's ("B", port 3131, e.g. main's build) and the direct path, in the same lab, on
+# the keep-alive and new-connection rows, the order rotating each round; prints every run and the medians
+# (A/B and A/direct), no JSON. For measuring a change on a shared machine.
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
 export SLUICE_SOURCE_DIR=$src SLUICE_BUILD_DIR=${1:-${SLUICE_BUILD_DIR:-$src/build}}
@@ -183,6 +187,42 @@ bulk_run() {
 	echo "$(awk -v s="$speed" 'BEGIN { printf "%.0f", s / 1e6 }') $(cpu_per "$where" "$t0" "$bulk_bytes" 1073741824)"
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+if [ -n "${BENCH_AB:-}" ]; then
+	sed -e 's/:3128"/:3131"/g' -e 's/:53"/:5354"/g' -e "s|\"audit_log\": \"[^\"]*\"|\"audit_log\": \"$PROXY_AUDIT.b\"|" \
+		"$LAB_DIR/proxy/config-s1.json" >"$LAB_DIR/proxy/config-b.json"
+	lab_bg proxyb "$BENCH_AB/proxy/sluice-proxy" --config "$LAB_DIR/proxy/config-b.json"
+	lab_wait_port s1 "$GW" 3131 5 || lab_bail "the B sluice-proxy ($BENCH_AB) did not start"
+	PIDNAME[3131]=proxyb
+	declare -A AB=([3128]=A [3131]=B [direct]=direct)
+	wrk_run 3128 10 >/dev/null
+	wrk_run 3131 10 >/dev/null
+	echo "# A: $SLUICE_BUILD_DIR, B: $BENCH_AB; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+	declare -A S
+	order=(3128 3131 direct)
+	for ((round = 1; round <= ${BENCH_ROUNDS:-3}; round++)); do
+		for ((k = 0; k < 3; k++)); do
+			p=${order[(k + round) % 3]}
+			watch_start keepalive
+			read -r rps p50 p99 cpu bad < <(wrk_run "$p" "$conns")
+			watch_end
+			echo "# round $round: ${AB[$p]}: keep-alive $rps req/s, p50 $p50 ms, p99 $p99 ms, $cpu us CPU/req, non-2xx $bad"
+			S[ka_rps_$p]+=" $rps" S[ka_p99_$p]+=" $p99" S[ka_cpu_$p]+=" $cpu"
+			watch_start newconn
+			read -r rps p50 p99 cpu bad < <(ab_run "$p")
+			watch_end
+			echo "# round $round: ${AB[$p]}: new connection $rps req/s, p50 $p50 ms, p99 $p99 ms, $cpu us CPU/req, failed $bad"
+			S[nc_rps_$p]+=" $rps" S[nc_p99_$p]+=" $p99" S[nc_cpu_$p]+=" $cpu"
+		done
+	done
+	echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+	for m in ka_rps ka_p99 ka_cpu nc_rps nc_p99 nc_cpu; do
+		a=$(median ${S[${m}_3128]}) b=$(median ${S[${m}_3131]}) d=$(median ${S[${m}_direct]} 2>/dev/null)
+		awk -v m="$m" -v a="$a" -v b="$b" -v d="$d" 'BEGIN { printf "%-7s A %10s  B %10s  A/B %.3f", m, a, b, b ? a / b : 0;
+			if (m ~ /rps|p99/ && d != "" && d != "-" && d > 0) printf "  direct %10s  A/direct %.3f  B/direct %.3f", d, a / d, b / d; print "" }'
+	done
+	exit 0
+fi
 
 rounds=${BENCH_ROUNDS:-3}
 echo "# warming up"
