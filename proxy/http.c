@@ -175,6 +175,7 @@ static bool take_pooled(struct http_conn *c)
 	proxy_relay_drop_upstream(r);
 	r->up = up;
 	c->up_parent = false;
+	c->up_policy_gen = r->s->policy_gen; /* (checked by the take) */
 	snprintf(c->up_host, sizeof c->up_host, "%s", r->t.host);
 	c->up_port = r->t.port;
 	return true;
@@ -185,13 +186,16 @@ static bool take_pooled(struct http_conn *c)
 static void allowed(struct proxy_relay *r)
 {
 	struct http_conn *c = (struct http_conn *)r;
+	bool same = r->up && strcmp(c->up_host, r->t.host) == 0 && c->up_port == r->t.port;
 
-	if (r->up && !c->inspect && !c->up_plain && !c->up_parent &&
-	    !proxy_up_pool_allows(r->s, &r->t, &c->up_sa))
-		proxy_relay_drop_upstream(r); /* the policy changed since: never reused */
-	if ((r->up && strcmp(c->up_host, r->t.host) == 0 && c->up_port == r->t.port &&
-	     (!c->up_plain || evbuffer_get_length(bufferevent_get_input(r->up)) == 0)) ||
-	    take_pooled(c)) {
+	if (same && !c->inspect && !c->up_plain && !c->up_parent && c->up_policy_gen != r->s->policy_gen) {
+		/* the policy was replaced since the address was checked: again */
+		same = proxy_up_pool_allows(r->s, &r->t, &c->up_sa);
+		if (!same)
+			proxy_relay_drop_upstream(r); /* never reused */
+		c->up_policy_gen = r->s->policy_gen;
+	}
+	if ((same && (!c->up_plain || evbuffer_get_length(bufferevent_get_input(r->up)) == 0)) || take_pooled(c)) {
 		snprintf(r->address, sizeof r->address, "%s", c->up_address);
 		if (c->up_plain) {
 			/* the inspected CONNECT's own connection: its TLS now (verified), then the request */
@@ -230,6 +234,7 @@ static void connected(struct proxy_relay *r)
 	snprintf(c->up_address, sizeof c->up_address, "%s", r->address);
 	c->up_sa = r->up_addr;
 	c->up_parent = r->up_via_parent;
+	c->up_policy_gen = r->s->policy_gen; /* (the dial checked the address) */
 	if (c->inspect) {
 		http_inspect_upstream(c); /* TLS first; it goes on with http_forward_start */
 		return;

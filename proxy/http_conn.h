@@ -36,6 +36,7 @@ struct http_conn {
 	char up_address[PROXY_ADDRSTR_MAX];     /* where r.up is connected (the audit records of reuses) */
 	struct sockaddr_storage up_sa;          /* ... as an address (plain HTTP: checked again at each reuse) */
 	bool up_parent;                         /* r.up goes to the parent proxy (never pooled) */
+	uint64_t up_policy_gen;                 /* the session's policy_gen when up_sa was last checked */
 	/* the current request */
 	bool head_request, client_keep, client_http10;
 	enum http_body_kind req_body;
@@ -49,6 +50,7 @@ struct http_conn {
 	enum http_body_kind resp_body;
 	uint64_t resp_left;
 	struct http_chunked resp_ch;
+	bool resp_dechunk;        /* a chunked response for an HTTP/1.0 client: its data only, to the close */
 	bool resp_spliced;        /* this response's body went (partly) through the pump */
 	bool resp_ch_done;        /* splicing a chunked body: the framer saw its end */
 	struct splice_pump *pump; /* owned: made for the connection's first big response body */

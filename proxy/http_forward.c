@@ -181,10 +181,11 @@ static void send_now(struct bufferevent *bev, struct evbuffer *data)
 /* ---- response: upstream -> client ---- */
 
 /* The end-to-end header fields of a response head (hop-by-hop ones, and those Connection names, stay here). */
-static void put_headers(struct evbuffer *o, const struct http_header *hs, unsigned n)
+static void put_headers(struct evbuffer *o, const struct http_header *hs, unsigned n, bool dechunk)
 {
 	for (unsigned i = 0; i < n; i++) {
-		if (hs[i].hop)
+		if (hs[i].hop || (dechunk && (http_token_eq(hs[i].name, hs[i].name_len, "transfer-encoding") ||
+		                              http_token_eq(hs[i].name, hs[i].name_len, "content-length"))))
 			continue;
 		evbuffer_add(o, hs[i].name, hs[i].name_len);
 		evbuffer_add(o, ": ", 2);
@@ -200,7 +201,7 @@ static void write_response_head(struct http_conn *c, const struct http_response 
 	bool keep = c->client_keep && r->body != HTTP_BODY_CLOSE;
 
 	evbuffer_add_printf(o, "HTTP/1.1 %u %.*s\r\n", r->status, (int)r->reason_len, r->reason);
-	put_headers(o, r->headers, r->nheaders);
+	put_headers(o, r->headers, r->nheaders, final && c->resp_dechunk);
 	evbuffer_add(o, "Via: 1.1 sluice\r\n", 17);
 	if (final && !keep)
 		evbuffer_add(o, "Connection: close\r\n", 19);
@@ -249,7 +250,8 @@ static bool response_head(struct http_conn *c)
 		return false;
 	}
 	if (resp.status < 200) {
-		write_response_head(c, &resp, false);
+		if (!c->client_http10) /* (HTTP/1.0 has no 1xx: RFC 9110 15.2) */
+			write_response_head(c, &resp, false);
 		evbuffer_drain(in, c->rscan.total);
 		http_scanner_init(&c->rscan, true);
 		return true;
@@ -259,6 +261,11 @@ static bool response_head(struct http_conn *c)
 	c->resp_body = resp.body;
 	c->resp_left = resp.body == HTTP_BODY_LENGTH ? (uint64_t)resp.content_length : 0;
 	http_chunked_init(&c->resp_ch);
+	/* An HTTP/1.0 client cannot read chunked framing (the request went upstream as HTTP/1.1): it gets the
+	 * data, and the connection's end ends the body */
+	c->resp_dechunk = c->client_http10 && resp.body == HTTP_BODY_CHUNKED;
+	if (c->resp_dechunk)
+		c->client_keep = false;
 	write_response_head(c, &resp, true);
 	c->r.bytes_in += c->rscan.total;
 	evbuffer_drain(in, c->rscan.total);
@@ -371,8 +378,8 @@ static void splice_chunked(struct http_conn *c)
  * read). Without a pipe, bufferevents go on. */
 static void maybe_splice_response(struct http_conn *c)
 {
-	if (c->inspect || c->resp_done || evbuffer_get_length(bufferevent_get_input(c->r.up)) > 0)
-		return; /* (TLS both ways: no splice) */
+	if (c->inspect || c->resp_done || c->resp_dechunk || evbuffer_get_length(bufferevent_get_input(c->r.up)) > 0)
+		return; /* (TLS both ways, or the framing dropped: no splice) */
 	if (c->resp_body == HTTP_BODY_LENGTH ? c->resp_left < SPLICE_BODY_MIN
 	                                     : (c->resp_body != HTTP_BODY_CHUNKED || c->r.bytes_in < SPLICE_BODY_MIN))
 		return;
@@ -395,6 +402,33 @@ static void maybe_splice_response(struct http_conn *c)
 	                             c->resp_left) != 0) {
 		bufferevent_enable(c->r.up, EV_READ);
 	}
+}
+
+/* Up to *n bytes of in through the chunk framer, the data to out and the framing dropped (resp_dechunk);
+ * *n becomes the bytes consumed. The framing is fed a byte at a time, so the framer never takes data
+ * bytes for framing. */
+static enum http_chunk_result dechunk(struct http_conn *c, struct evbuffer *in, struct evbuffer *out, size_t *n)
+{
+	enum http_chunk_result r = HTTP_CHUNK_MORE;
+	size_t done = 0, used;
+	char b;
+
+	while (done < *n && r == HTTP_CHUNK_MORE) {
+		uint64_t left = http_chunked_data_left(&c->resp_ch);
+		if (left > 0) {
+			size_t k = left < *n - done ? (size_t)left : *n - done;
+			evbuffer_remove_buffer(in, out, k);
+			http_chunked_skip(&c->resp_ch, k);
+			done += k;
+			continue;
+		}
+		if (evbuffer_remove(in, &b, 1) != 1)
+			break;
+		r = http_chunked_feed(&c->resp_ch, &b, 1, &used);
+		done++;
+	}
+	*n = done;
+	return r;
 }
 
 static void pump_response(struct http_conn *c)
@@ -433,9 +467,13 @@ static void pump_response(struct http_conn *c)
 		} else if (c->resp_body == HTTP_BODY_CHUNKED) {
 			struct evbuffer_iovec v;
 			enum http_chunk_result r;
-			if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
-				break;
-			r = http_chunked_feed(&c->resp_ch, v.iov_base, v.iov_len, &n);
+			if (c->resp_dechunk) {
+				r = dechunk(c, in, out, &n);
+			} else {
+				if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+					break;
+				r = http_chunked_feed(&c->resp_ch, v.iov_base, v.iov_len, &n);
+			}
 			if (r == HTTP_CHUNK_ERROR) {
 				snprintf(c->r.error, sizeof c->r.error, "malformed chunked response body: %s",
 				         c->resp_ch.error);
@@ -443,7 +481,8 @@ static void pump_response(struct http_conn *c)
 				http_close_after_flush(c);
 				return;
 			}
-			evbuffer_remove_buffer(in, out, n);
+			if (!c->resp_dechunk)
+				evbuffer_remove_buffer(in, out, n);
 			if (r == HTTP_CHUNK_DONE)
 				c->resp_done = true;
 		} else { /* until close */
@@ -557,7 +596,7 @@ void http_forward_start(struct http_conn *c)
 {
 	c->state = ST_FORWARD;
 	http_scanner_init(&c->rscan, true);
-	c->resp_started = c->resp_head_done = c->resp_done = c->resp_keep = c->resp_spliced = false;
+	c->resp_started = c->resp_head_done = c->resp_done = c->resp_keep = c->resp_spliced = c->resp_dechunk = false;
 	c->r.bytes_out += evbuffer_get_length(c->head_out);
 	bufferevent_setcb(c->r.up, up_read_cb, up_write_cb, up_event_cb, c);
 	bufferevent_set_max_single_read(c->r.up, PROXY_BUF_HIGH);

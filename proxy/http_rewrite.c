@@ -33,8 +33,9 @@ void http_rewrite_head(const struct http_request *req, const struct http_rewrite
 	}
 	put_str(put, ctx, slash);
 	put(ctx, req->path, req->path_len);
-	snprintf(num, sizeof num, " HTTP/1.%u\r\n", req->version_minor);
-	put_str(put, ctx, num);
+	/* our own version, whatever the client's (RFC 9110 6.2): an HTTP/1.0 client's request leaves the
+	 * upstream connection open for the next one (up_pool.c); a chunked answer is unframed for it */
+	put_str(put, ctx, " HTTP/1.1\r\n");
 	if (rw->absolute && rw->proxy_auth && *rw->proxy_auth) {
 		put_str(put, ctx, "Proxy-Authorization: ");
 		put_str(put, ctx, rw->proxy_auth);

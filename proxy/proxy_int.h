@@ -60,6 +60,7 @@ struct proxy_session {
 	struct proxy_grant *grants; /* owned: verdicts given in this session (ask.c) */
 	size_t ngrants;
 	uint32_t policy_version;    /* the parent's version of s->policy (audit field), 0 = none */
+	uint64_t policy_gen;        /* counts the replacements of s->policy (what was checked under which) */
 	struct proxy_mitm_ca *ca; /* owned: the HTTPS inspection CA (mitm_ca.h); NULL when nothing is inspected */
 	struct proxy_addr_cache *addr_cache; /* owned: names resolved for the session (addr_cache.c), or NULL */
 	struct proxy_up_pool *up_pool;       /* owned: idle upstream connections (up_pool.c), or NULL */

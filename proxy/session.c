@@ -212,6 +212,7 @@ int proxy_session_set_policy(struct proxy_engine *e, const char *id, struct poli
 	old = s->policy;
 	s->policy = policy_ref(p);
 	s->policy_version = version;
+	s->policy_gen++;
 	policy_unref(old);
 	log_info("session %s: policy replaced", s->id);
 	/* idle upstream connections were kept under the old policy: none serves a request decided by the new one

@@ -189,7 +189,7 @@ bulk_run() {
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 if [ -n "${BENCH_AB:-}" ]; then
-	sed -e 's/:3128"/:3131"/g' -e 's/:53"/:5354"/g' -e "s|\"audit_log\": \"[^\"]*\"|\"audit_log\": \"$PROXY_AUDIT.b\"|" \
+	sed -e 's/:3128"/:3131"/g' -e '/"kind": "dns"/s/:53"/:5354"/' -e "s|\"audit_log\": \"[^\"]*\"|\"audit_log\": \"$PROXY_AUDIT.b\"|" \
 		"$LAB_DIR/proxy/config-s1.json" >"$LAB_DIR/proxy/config-b.json"
 	lab_bg proxyb "$BENCH_AB/proxy/sluice-proxy" --config "$LAB_DIR/proxy/config-b.json"
 	lab_wait_port s1 "$GW" 3131 5 || lab_bail "the B sluice-proxy ($BENCH_AB) did not start"

@@ -124,5 +124,46 @@ check "the session is served again" eventually served
 check_eq "the restarted engine still knows the approval: other.test passes without being held" 200 \
 	"$(code http://other.test/after-restart)"
 check_eq "... and nothing was held for it" "" "$("$CTL" asks --json | jq -r '.[] | select(.host == "other.test") | .id')"
+# ---- idle upstream connections (up_pool.c) under a policy change: kept across client connections, the
+# pool emptied by the change, and a kept-alive upstream whose address the new policy forbids never reused
+port_of() { lab_exec s1 curl -s -m 10 --noproxy '' -x "http://$GW:3128" "$1" | jq -r '.client.port // empty'; }
+pa=$(port_of http://other.test/pool-a) pb=$(port_of http://other.test/pool-b)
+check "two client connections went over one upstream connection ($pa $pb)" test -n "$pa" -a "$pa" = "$pb"
+rm -f "$LAB_DIR/tmp/go"
+lab_exec s1 "$LAB_PYTHON" - "$GW" "$LAB_DIR/tmp/go" >"$LAB_DIR/tmp/ka.out" 2>&1 <<-'PY' &
+	import json, os, socket, sys, time
+	s = socket.create_connection((sys.argv[1], 3128), timeout=10)
+	f = s.makefile("rb")
+	def get(path):
+	    s.sendall(b"GET http://other.test%s HTTP/1.1\r\nHost: other.test\r\n\r\n" % path)
+	    status = int(f.readline().split()[1])
+	    n = 0
+	    while True:
+	        line = f.readline().strip()
+	        if not line:
+	            break
+	        k, _, v = line.partition(b":")
+	        if k.strip().lower() == b"content-length":
+	            n = int(v)
+	    return status, f.read(n)
+	st, body = get(b"/ka-1")
+	print(st, json.loads(body)["client"]["port"], flush=True)
+	for _ in range(200):
+	    if os.path.exists(sys.argv[2]):
+	        break
+	    time.sleep(0.05)
+	print(get(b"/ka-2")[0], flush=True)
+	PY
+ka=$!
+check "a kept-alive client connection got its first answer" eventually test -s "$LAB_DIR/tmp/ka.out"
+printf '{"allow": ["other.test", "registry.test"], "deny": [{"cidr": "%s/32"}, {"cidr": "%s/128"}]}\n' "$LAB_OTHER4" "$LAB_OTHER6" >"$LAB_DIR/tmp/narrow.json"
+chmod 0644 "$LAB_DIR/tmp/narrow.json"
+check_match "the new policy forbids other.test's address, not its name" "policy replaced" \
+	"$("$CTL" session policy "$ID" --file "$LAB_DIR/tmp/narrow.json" 2>&1)"
+touch "$LAB_DIR/tmp/go"
+wait "$ka"
+check_eq "the kept-alive upstream is not reused for the next request: refused (403) at the dial" 403 \
+	"$(sed -n 2p "$LAB_DIR/tmp/ka.out")"
+check_eq "a new client connection does not get the pooled one either: 403" 403 "$(code http://other.test/pool-c)"
 lab_stop sluiced
 done_testing

@@ -151,6 +151,31 @@ body=$("${CURL[@]}" http://allowed.test/after-drop)
 check_match "pool: a kept connection closed unanswered: the request is retried and answered" '"target": ?"/after-drop"' "$body"
 check "pool: ... on a new connection" test -n "$pd" -a "$(cport <<<"$body")" != "$pd"
 
+# an HTTP/1.0 client (ab, old tools): its request goes upstream as HTTP/1.1 (the proxy's own version), so
+# the upstream connection is kept for the next one; a chunked answer reaches it unframed, up to the close
+b1=$("${CURL[@]}" -0 http://allowed.test/v10a)
+check_match "HTTP/1.0 client: the origin gets HTTP/1.1" '"version": ?"HTTP/1.1"' "$b1"
+check_eq "HTTP/1.0 clients: one upstream connection for two" "$(cport <<<"$b1")" "$("${CURL[@]}" -0 http://allowed.test/v10b | cport)"
+http10() {
+	lab_exec s1 "$LAB_PYTHON" - "$PROXY_GW" "$1" <<-'PY'
+		import hashlib, socket, sys
+		s = socket.create_connection((sys.argv[1], 3128), timeout=10)
+		s.sendall(b"GET http://allowed.test%s HTTP/1.0\r\n\r\n" % sys.argv[2].encode())
+		data = b""
+		while True:
+		    c = s.recv(65536)
+		    if not c:
+		        break
+		    data += c
+		head, _, body = data.partition(b"\r\n\r\n")
+		print(head.split(b"\r\n")[0].decode(), "te" if b"transfer-encoding" in head.lower() else "no-te",
+		      len(body), hashlib.sha256(body).hexdigest())
+	PY
+}
+check_eq "HTTP/1.0 client: a 3 MB chunked answer unframed, every byte, ended by the close" \
+	"HTTP/1.1 200 OK no-te 3000000 $(sha 3000000)" "$(http10 /chunked/3000000)"
+check_match "HTTP/1.0 client: a small chunked answer unframed" '^HTTP/1.1 200 OK no-te [0-9]+ ' "$(http10 /chunked)"
+
 # ---- redirects are passed to the client, never followed
 out=$("${CURL[@]}" -D - -o /dev/null http://allowed.test/redirect/evil.test/x)
 check_match "redirect passed through" '^HTTP/1.1 30[12]' "$out"
