@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine.h"
 #include "http_conn.h"
 #include "log.h"
 #include "parent.h"
@@ -172,6 +173,10 @@ static bool take_pooled(struct http_conn *c)
 	up = proxy_up_pool_take(r->s, &r->t, &c->up_sa, c->up_address);
 	if (!up)
 		return false;
+	/* The decision record is on disk before the request goes out, as before a dial (batched, it would
+	 * be written at the end of this loop iteration, after the request: a kill -9 in between would lose
+	 * it). A connection per request has one record in the batch: the same one write, earlier. */
+	(void)proxy_engine_flush_audit(r->e);
 	proxy_relay_drop_upstream(r);
 	r->up = up;
 	c->up_parent = false;

@@ -144,39 +144,38 @@ static bool fits(struct proxy_session *s, const struct proxy_target *t, const st
 struct bufferevent *proxy_up_pool_take(struct proxy_session *s, const struct proxy_target *t,
                                        struct sockaddr_storage *addr, char address[PROXY_ADDRSTR_MAX])
 {
-	struct up_idle *best = NULL;
+	struct bufferevent *bev;
 
 	if (!s->up_pool)
 		return NULL;
-	for (size_t i = 0; i < PROXY_UP_POOL_MAX; i++) {
-		struct up_idle *u = &s->up_pool->e[i];
+	for (;;) {
+		struct up_idle *best = NULL;
 		char b;
 		ssize_t n;
-		if (!u->bev || u->port != t->port || strcmp(u->host, t->host) != 0)
-			continue;
-		if (!fits(s, t, &u->addr)) {
-			idle_free(u); /* the name moved, or the policy no longer allows the address */
+		for (size_t i = 0; i < PROXY_UP_POOL_MAX; i++) {
+			struct up_idle *u = &s->up_pool->e[i];
+			if (u->bev && u->port == t->port && strcmp(u->host, t->host) == 0 &&
+			    (!best || u->since_ms > best->since_ms))
+				best = u; /* the most recently used: the least likely to have been closed by the origin */
+		}
+		if (!best)
+			return NULL;
+		/* checked now (the name moved, or the policy no longer allows the address: closed); and a
+		 * byte or an end of file the loop did not see yet means it is closed, never taken */
+		if (!fits(s, t, &best->addr) || evbuffer_get_length(bufferevent_get_input(best->bev)) > 0 ||
+		    !((n = recv(bufferevent_getfd(best->bev), &b, 1, MSG_PEEK | MSG_DONTWAIT)) < 0 &&
+		      (errno == EAGAIN || errno == EWOULDBLOCK))) {
+			idle_free(best);
 			continue;
 		}
-		/* a byte or an end of file the loop did not see yet: never taken */
-		n = recv(bufferevent_getfd(u->bev), &b, 1, MSG_PEEK | MSG_DONTWAIT);
-		if (!(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) ||
-		    evbuffer_get_length(bufferevent_get_input(u->bev)) > 0) {
-			idle_free(u);
-			continue;
-		}
-		if (!best || u->since_ms > best->since_ms)
-			best = u; /* the most recently used: the least likely to have been closed by the origin */
+		bev = best->bev;
+		best->bev = NULL;
+		*addr = best->addr;
+		snprintf(address, PROXY_ADDRSTR_MAX, "%s", best->address);
+		bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
+		bufferevent_set_timeouts(bev, NULL, NULL);
+		return bev;
 	}
-	if (!best)
-		return NULL;
-	struct bufferevent *bev = best->bev;
-	best->bev = NULL;
-	*addr = best->addr;
-	snprintf(address, PROXY_ADDRSTR_MAX, "%s", best->address);
-	bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
-	bufferevent_set_timeouts(bev, NULL, NULL);
-	return bev;
 }
 
 size_t proxy_up_pool_count(const struct proxy_session *s)
