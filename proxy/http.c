@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "engine.h"
@@ -634,10 +635,19 @@ void proxy_http_accept_transparent(struct proxy_session *s, int fd, uint16_t ori
 	 * connection is accepted: read it now rather than after a round through the event loop (a new
 	 * connection per request pays that round on every request). Nothing there yet: the read event
 	 * brings it as usual; end of file or an error stay for the bufferevent to find. */
+	/* One recv into the input's own space: evbuffer_read would ask the socket how much it holds
+	 * (ioctl FIONREAD) first, a system call per connection for nothing. */
 	struct evbuffer *in = bufferevent_get_input(client);
-	int n;
+	struct evbuffer_iovec v;
+	ssize_t n = -1;
 	evbuffer_unfreeze(in, 0); /* (a socket bufferevent keeps its input's end frozen but while it reads) */
-	n = evbuffer_read(in, fd, HTTP_HEAD_MAX + 4096);
+	if (evbuffer_reserve_space(in, HTTP_HEAD_MAX + 4096, &v, 1) == 1) {
+		n = recv(fd, v.iov_base, v.iov_len < HTTP_HEAD_MAX + 4096 ? v.iov_len : HTTP_HEAD_MAX + 4096, MSG_DONTWAIT);
+		if (n > 0) {
+			v.iov_len = (size_t)n;
+			evbuffer_commit_space(in, &v, 1);
+		}
+	}
 	evbuffer_freeze(in, 0);
 	if (n > 0)
 		client_read_cb(client, c); /* (may free c) */
