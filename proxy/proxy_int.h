@@ -102,6 +102,7 @@ struct proxy_engine {
 	struct sockaddr_storage upstream_dns;
 	socklen_t upstream_dns_len;
 	unsigned max_conns, header_timeout_ms, idle_timeout_ms, connect_timeout_ms;
+	unsigned up_idle; /* idle upstream connections in all sessions' pools (up_pool.c) */
 	const struct timeval *tv_header, *tv_idle, *tv_connect; /* common timeouts of the base */
 	TAILQ_HEAD(, proxy_session) sessions;
 	/* the sessions by source address (session.c): a connection's session in one probe rather than a scan
@@ -191,8 +192,10 @@ void proxy_addr_cache_session_free(struct proxy_session *s);
 
 /* ---- up_pool.c: the session's idle plain-HTTP upstream connections, taken by its next request to the
  * same host and port instead of a dial (re-checked at every use, never shared between sessions) ---- */
-#define PROXY_UP_POOL_MAX 8         /* per session; a full pool closes its oldest */
-#define PROXY_UP_POOL_IDLE_MS 5000  /* an idle connection is closed after this */
+#define PROXY_UP_POOL_MAX 8          /* per session; a full pool closes its oldest */
+#define PROXY_UP_POOL_ENGINE_MAX 256 /* in all sessions together; beyond, a connection is not kept */
+#define PROXY_UP_POOL_IDLE_MS 4000   /* an idle connection is closed after this (under the 5 s that
+                                      * servers such as Apache keep an idle connection) */
 struct proxy_target;
 /* Keeps bev (owned from now: freed at once when it cannot be kept), an upstream connection to host:port
  * (as decided) at addr (with its port; address: its audit spelling) that has nothing queued either

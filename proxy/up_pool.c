@@ -12,7 +12,8 @@
  * or stays idle PROXY_UP_POOL_IDLE_MS is closed, and a byte or end of file already waiting when it is
  * taken is looked for (MSG_PEEK) so it is never taken. Not kept: connections through a parent proxy
  * and HTTPS inspection's (the callers do not offer them). At most PROXY_UP_POOL_MAX per session; a
- * full pool closes its oldest. The memory is allocated on the first connection a session keeps. */
+ * full pool closes its oldest; beyond PROXY_UP_POOL_ENGINE_MAX in all sessions, none is kept. The memory is
+ * allocated on the first connection a session keeps. */
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -26,6 +27,7 @@
 #include "proxy_int.h"
 
 struct up_idle {
+	struct proxy_up_pool *pool;   /* borrowed: the pool it is in */
 	struct bufferevent *bev;     /* owned; NULL = free */
 	char host[POLICY_HOST_MAX + 1];
 	uint16_t port;
@@ -35,15 +37,25 @@ struct up_idle {
 };
 
 struct proxy_up_pool {
+	struct proxy_engine *engine; /* borrowed, or NULL: its count of idle connections */
 	struct up_idle e[PROXY_UP_POOL_MAX];
 };
 
+/* u's connection leaves the pool (bev: it was taken) or is closed. */
+static void idle_gone(struct proxy_up_pool *pool, struct up_idle *u, bool taken)
+{
+	if (!u->bev)
+		return;
+	if (!taken)
+		bufferevent_free(u->bev);
+	u->bev = NULL;
+	if (pool->engine)
+		pool->engine->up_idle--;
+}
+
 static void idle_free(struct up_idle *u)
 {
-	if (u->bev) {
-		bufferevent_free(u->bev);
-		u->bev = NULL;
-	}
+	idle_gone(u->pool, u, false);
 }
 
 /* An idle connection must not talk: a byte (or its close, an error, the idle timeout) ends it. */
@@ -85,10 +97,12 @@ void proxy_up_pool_put(struct proxy_session *s, struct bufferevent *bev, const c
 
 	if (strlen(host) > POLICY_HOST_MAX || (addr->ss_family != AF_INET && addr->ss_family != AF_INET6) ||
 	    evbuffer_get_length(bufferevent_get_input(bev)) > 0 || evbuffer_get_length(bufferevent_get_output(bev)) > 0 ||
+	    (s->engine && s->engine->up_idle >= PROXY_UP_POOL_ENGINE_MAX) ||
 	    (!s->up_pool && !(s->up_pool = calloc(1, sizeof *s->up_pool)))) {
 		bufferevent_free(bev);
 		return;
 	}
+	s->up_pool->engine = s->engine;
 	for (size_t i = 0; i < PROXY_UP_POOL_MAX; i++) {
 		struct up_idle *x = &s->up_pool->e[i];
 		if (!x->bev) {
@@ -99,7 +113,10 @@ void proxy_up_pool_put(struct proxy_session *s, struct bufferevent *bev, const c
 			u = x; /* full: the oldest goes */
 	}
 	idle_free(u);
+	u->pool = s->up_pool;
 	u->bev = bev;
+	if (s->engine)
+		s->engine->up_idle++;
 	strcpy(u->host, host);
 	u->port = port;
 	u->addr = *addr;
@@ -170,7 +187,7 @@ struct bufferevent *proxy_up_pool_take(struct proxy_session *s, const struct pro
 			continue;
 		}
 		bev = best->bev;
-		best->bev = NULL;
+		idle_gone(s->up_pool, best, true);
 		*addr = best->addr;
 		snprintf(address, PROXY_ADDRSTR_MAX, "%s", best->address);
 		bufferevent_setcb(bev, NULL, NULL, NULL, NULL);

@@ -271,9 +271,31 @@ static void test_engine(void **state)
 	assert_non_null(s);
 	proxy_up_pool_put(s, conn(base, &peer), "allowed.test", 80, &at, "198.18.1.11:80");
 	assert_int_equal(proxy_up_pool_count(s), 1);
+	assert_int_equal(e->up_idle, 1); /* the engine counts every session's */
 	assert_int_equal(proxy_engine_session_set_policy(e, "s1", p), 0); /* even the same rules: emptied */
 	assert_int_equal(proxy_up_pool_count(s), 0);
+	assert_int_equal(e->up_idle, 0);
 	close(peer);
+	/* the engine's cap: beyond it, a connection is closed rather than kept */
+	e->up_idle = PROXY_UP_POOL_ENGINE_MAX;
+	proxy_up_pool_put(s, conn(base, &peer), "allowed.test", 80, &at, "198.18.1.11:80");
+	assert_int_equal(proxy_up_pool_count(s), 0);
+	e->up_idle = 0;
+	close(peer);
+	{
+		struct proxy_target t = target("allowed.test", 80);
+		struct sockaddr_storage got;
+		char address[PROXY_ADDRSTR_MAX];
+		struct bufferevent *b;
+		struct sockaddr_storage a = v4("198.18.1.11", 0);
+		proxy_addr_cache_put(s, "allowed.test", &a, 1, 60);
+		proxy_up_pool_put(s, conn(base, &peer), "allowed.test", 80, &at, "198.18.1.11:80");
+		b = proxy_up_pool_take(s, &t, &got, address);
+		assert_non_null(b);
+		assert_int_equal(e->up_idle, 0); /* taken: no longer counted */
+		bufferevent_free(b);
+		close(peer);
+	}
 	proxy_up_pool_put(s, conn(base, &peer), "allowed.test", 80, &at, "198.18.1.11:80");
 	assert_int_equal(proxy_engine_session_remove(e, "s1"), 0); /* (ASan: nothing leaks) */
 	close(peer);
