@@ -174,6 +174,7 @@ static bool take_pooled(struct http_conn *c)
 	up = proxy_up_pool_take(r->s, &r->t, &c->up_sa, c->up_address);
 	if (!up)
 		return false;
+	/* (r->up: none, or one never pooled: through the parent proxy) */
 	/* The decision record is on disk before the request goes out, as before a dial (batched, it would
 	 * be written at the end of this loop iteration, after the request: a kill -9 in between would lose
 	 * it). A connection per request has one record in the batch: the same one write, earlier. */
@@ -201,6 +202,8 @@ static void allowed(struct proxy_relay *r)
 			proxy_relay_drop_upstream(r); /* never reused */
 		c->up_policy_gen = r->s->policy_gen;
 	}
+	if (r->up && !same)
+		http_park_upstream(c); /* another host's, idle: the session's next request to it may take it */
 	if ((same && (!c->up_plain || evbuffer_get_length(bufferevent_get_input(r->up)) == 0)) || take_pooled(c)) {
 		snprintf(r->address, sizeof r->address, "%s", c->up_address);
 		if (c->up_plain) {

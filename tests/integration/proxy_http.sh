@@ -151,6 +151,22 @@ body=$("${CURL[@]}" http://allowed.test/after-drop)
 check_match "pool: a kept connection closed unanswered: the request is retried and answered" '"target": ?"/after-drop"' "$body"
 check "pool: ... on a new connection" test -n "$pd" -a "$(cport <<<"$body")" != "$pd"
 
+# one client connection, requests to two hosts in turn: the upstream of the first host waits in the pool
+# while the second is served, and the third request (the first host again) takes it back
+ports=$("${CURL[@]}" http://x.allowed.test/h1 http://allowed.test/h2 http://x.allowed.test/h3 | "$LAB_PYTHON" -c '
+import json, sys
+d, t, out = json.JSONDecoder(), sys.stdin.read(), []
+i = 0
+while i < len(t):
+    if t[i].isspace():
+        i += 1
+        continue
+    o, i = d.raw_decode(t, i)
+    out.append(str(o["client"]["port"]))
+print(" ".join(out))')
+read -r h1 h2 h3 <<<"$ports"
+check "pool: a client connection's upstream for another host is kept for the session ($ports)" \
+	test -n "$h3" -a "$h1" = "$h3" -a "$h1" != "$h2"
 # an HTTP/1.0 client (ab, old tools): its request goes upstream as HTTP/1.1 (the proxy's own version), so
 # the upstream connection is kept for the next one; a chunked answer reaches it unframed, up to the close
 b1=$("${CURL[@]}" -0 http://allowed.test/v10a)
