@@ -1,7 +1,8 @@
 /* Unit tests of the session's idle upstream connections (proxy/up_pool.c): a kept connection comes back
  * for the same host and port of the same session only, while its name still resolves to its address and
  * the policy allows that address; one that has a byte or an end of file waiting, or talks while idle, is
- * never taken; the pool is capped; a policy change empties it (proxy_engine_session_set_policy). */
+ * never taken; the pool is capped (per session and in the engine); an idle one is closed after
+ * PROXY_UP_POOL_IDLE_MS; a policy change empties it (proxy_engine_session_set_policy). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/bufferevent.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -214,6 +216,40 @@ static void test_talks(void **state)
 	event_base_free(base);
 }
 
+/* An idle connection is closed after PROXY_UP_POOL_IDLE_MS, not before. */
+static void test_idle_timeout(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct policy *p = mkpolicy(ALLOW);
+	struct proxy_session s;
+	struct sockaddr_storage at = v4("198.18.1.11", 80);
+	struct timespec t0, t1;
+	char b;
+	int peer;
+	uint64_t ms;
+	(void)state;
+
+	session(&s, p, "198.18.1.11");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	proxy_up_pool_put(&s, conn(base, &peer), "allowed.test", 80, &at, "198.18.1.11:80");
+	while (proxy_up_pool_count(&s)) {
+		struct timeval tv = {0, 100 * 1000};
+		event_base_loopexit(base, &tv);
+		event_base_dispatch(base);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		ms = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000 + (uint64_t)(t1.tv_nsec / 1000000) - (uint64_t)(t0.tv_nsec / 1000000);
+		assert_true(ms < PROXY_UP_POOL_IDLE_MS + 3000);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ms = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000 + (uint64_t)(t1.tv_nsec / 1000000) - (uint64_t)(t0.tv_nsec / 1000000);
+	assert_true(ms >= PROXY_UP_POOL_IDLE_MS - 50);
+	assert_int_equal(read(peer, &b, 1), 0); /* the proxy's side is closed */
+	close(peer);
+	done(&s);
+	policy_unref(p);
+	event_base_free(base);
+}
+
 static void test_cap(void **state)
 {
 	struct event_base *base = event_base_new();
@@ -308,7 +344,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_take),  cmocka_unit_test(test_policy), cmocka_unit_test(test_talks),
-	        cmocka_unit_test(test_cap),   cmocka_unit_test(test_engine),
+	        cmocka_unit_test(test_cap),   cmocka_unit_test(test_engine), cmocka_unit_test(test_idle_timeout),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
