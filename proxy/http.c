@@ -163,7 +163,7 @@ void http_park_upstream(struct http_conn *c)
 }
 
 /* Takes an idle upstream of the session for the allowed request from the pool: true when r->up is now
- * one (the kept-alive one of this client connection, to another host, was closed). */
+ * one. */
 static bool take_pooled(struct http_conn *c)
 {
 	struct proxy_relay *r = &c->r;
@@ -174,12 +174,11 @@ static bool take_pooled(struct http_conn *c)
 	up = proxy_up_pool_take(r->s, &r->t, &c->up_sa, c->up_address);
 	if (!up)
 		return false;
-	/* (r->up: none, or one never pooled: through the parent proxy) */
 	/* The decision record is on disk before the request goes out, as before a dial (batched, it would
 	 * be written at the end of this loop iteration, after the request: a kill -9 in between would lose
 	 * it). A connection per request has one record in the batch: the same one write, earlier. */
 	(void)proxy_engine_flush_audit(r->e);
-	proxy_relay_drop_upstream(r);
+	proxy_relay_drop_upstream(r); /* (one never pooled: through the parent proxy) */
 	r->up = up;
 	c->up_parent = false;
 	c->up_policy_gen = r->s->policy_gen; /* (checked by the take) */
@@ -637,9 +636,8 @@ void proxy_http_accept_transparent(struct proxy_session *s, int fd, uint16_t ori
 	/* A client sends its request right behind the handshake, so it is usually here by the time the
 	 * connection is accepted: read it now rather than after a round through the event loop (a new
 	 * connection per request pays that round on every request). Nothing there yet: the read event
-	 * brings it as usual; end of file or an error stay for the bufferevent to find. */
-	/* One recv into the input's own space: evbuffer_read would ask the socket how much it holds
-	 * (ioctl FIONREAD) first, a system call per connection for nothing. */
+	 * brings it as usual; end of file or an error stay for the bufferevent to find. One recv into the
+	 * input's own space: evbuffer_read would ask the socket how much it holds (ioctl FIONREAD) first. */
 	struct evbuffer *in = bufferevent_get_input(client);
 	struct evbuffer_iovec v;
 	ssize_t n = -1;
