@@ -52,6 +52,7 @@ struct dns_job {
 	bool audited;
 	bool via_tcp;    /* the upstream is asked over TCP (its UDP answer was truncated) */
 	bool from_cache; /* the answer being filtered came from the DNS cache, not the upstream */
+	struct dns_cache_ticket ticket; /* which cached copy (from_cache), for its filtered view */
 	TAILQ_ENTRY(dns_job) tcp_entry;
 	/* direct mode: the answer, held until the parent has put the grants it taught in place */
 	uint8_t *held;          /* owned: the answer to send; NULL when not held */
@@ -310,6 +311,43 @@ void proxy_engine_direct_done(struct proxy_engine *e, uint32_t seq)
 		release_answer(j);
 }
 
+/* The most the client takes: a TCP message, or its EDNS size (at most ours), or 512. */
+static size_t answer_maxlen(const struct dns_job *j)
+{
+	if (j->tcp)
+		return DNS_MSG_MAX;
+	if (j->q.edns)
+		return j->q.edns_size < DNS_EDNS_SIZE ? j->q.edns_size : DNS_EDNS_SIZE;
+	return DNS_UDP_PLAIN;
+}
+
+/* Sends the filtered answer msg (fr: what the filter found) and ends the job. owned is msg when the
+ * caller passes it (malloced) to us, else NULL (msg is copied if it must wait). */
+static void deliver(struct dns_job *j, const uint8_t *msg, size_t len, const struct dns_filter_result *fr,
+                    uint8_t *owned)
+{
+	unsigned pending;
+
+	j->rcode = fr->rcode;
+	snprintf(j->addr, sizeof j->addr, "%s", fr->first_addr);
+	if (fr->stripped)
+		snprintf(j->reason, sizeof j->reason,
+		         "%u address record(s) in forbidden ranges removed from the answer", fr->stripped);
+	/* direct mode: the grants go to the parent before the client has the addresses, and the answer waits
+	 * (at most PROXY_DIRECT_HOLD_MS) until the parent has them in place, so that the client's first
+	 * packet (a TCP SYN, or a UDP datagram nobody may send again) finds the flow open */
+	if (++last_hold_seq == 0)
+		last_hold_seq = 1;
+	pending = proxy_direct_learn(j->s, j->host, fr, last_hold_seq);
+	if (pending && !owned && (owned = malloc(len)) != NULL)
+		memcpy(owned, msg, len);
+	if (pending && owned && hold_answer(j, owned, len, last_hold_seq, pending) == 0)
+		return; /* the job owns the copy now */
+	send_answer(j, msg, len);
+	free(owned);
+	job_free(j);
+}
+
 static bool relayed(const uint8_t *ans, size_t len, void *arg)
 {
 	struct dns_job *j = arg;
@@ -344,9 +382,7 @@ static bool relayed(const uint8_t *ans, size_t len, void *arg)
 		job_free(j);
 		return true;
 	}
-	maxlen = j->tcp ? DNS_MSG_MAX
-	                : (j->q.edns ? (j->q.edns_size < DNS_EDNS_SIZE ? j->q.edns_size : DNS_EDNS_SIZE)
-	                             : DNS_UDP_PLAIN);
+	maxlen = answer_maxlen(j);
 	r = dns_msg_filter_answer(ans, len, &j->q, keep_addr, j, maxlen, &out, &outlen, &fr);
 	if (r == -EBADMSG) {
 		/* the answer to this question, but malformed: nothing of it reaches the client */
@@ -360,24 +396,12 @@ static bool relayed(const uint8_t *ans, size_t len, void *arg)
 	if (r != 0)
 		return false; /* not the answer to this question: keep waiting (spoofing, or garbage) */
 	j->rq = NULL;
-	j->rcode = fr.rcode;
 	if (!j->from_cache)
 		dns_cache_put(j->s->engine->dns_cache, &j->q, ans, len, proxy_mono_ms());
-	snprintf(j->addr, sizeof j->addr, "%s", fr.first_addr);
-	if (fr.stripped)
-		snprintf(j->reason, sizeof j->reason,
-		         "%u address record(s) in forbidden ranges removed from the answer", fr.stripped);
-	/* direct mode: the grants go to the parent before the client has the addresses, and the answer waits
-	 * (at most PROXY_DIRECT_HOLD_MS) until the parent has them in place, so that the client's first
-	 * packet (a TCP SYN, or a UDP datagram nobody may send again) finds the flow open */
-	if (++last_hold_seq == 0)
-		last_hold_seq = 1;
-	unsigned pending = proxy_direct_learn(j->s, j->host, &fr, last_hold_seq);
-	if (pending && hold_answer(j, out, outlen, last_hold_seq, pending) == 0)
-		return true; /* the job owns out now */
-	send_answer(j, out, outlen);
-	free(out);
-	job_free(j);
+	else
+		dns_cache_put_view(j->s->engine->dns_cache, &j->q, &j->ticket, j->s->policy_gen, maxlen, out, outlen,
+		                   &fr);
+	deliver(j, out, outlen, &fr, out);
 	return true;
 }
 
@@ -432,7 +456,16 @@ static void handle_query(struct dns_job *j, const uint8_t *wire, size_t len)
 	 * filtered for this one exactly like a fresh answer. */
 	if (j->s->engine->dns_cache) {
 		static uint8_t cached[DNS_CACHE_ANSWER_MAX];
-		size_t n = dns_cache_get(j->s->engine->dns_cache, &j->q, proxy_mono_ms(), cached, sizeof cached);
+		struct dns_filter_result fr;
+		uint64_t now = proxy_mono_ms();
+		/* filtered for this session's policy already (by this code, below): a copy */
+		size_t n = dns_cache_get_view(j->s->engine->dns_cache, &j->q, j->s->policy_gen, answer_maxlen(j), now,
+		                              cached, sizeof cached, &fr);
+		if (n) {
+			deliver(j, cached, n, &fr, NULL);
+			return;
+		}
+		n = dns_cache_get_ticket(j->s->engine->dns_cache, &j->q, now, cached, sizeof cached, &j->ticket);
 		j->from_cache = n > 0;
 		if (n && relayed(cached, n, j))
 			return;

@@ -60,6 +60,8 @@ struct proxy_session {
 	struct proxy_grant *grants; /* owned: verdicts given in this session (ask.c) */
 	size_t ngrants;
 	uint32_t policy_version;    /* the parent's version of s->policy (audit field), 0 = none */
+	uint64_t policy_gen; /* new for every policy the session is given, never reused in the process: what the DNS
+	                      * cache keys answers filtered for this policy by (dns_cache.h) */
 	struct proxy_mitm_ca *ca; /* owned: the HTTPS inspection CA (mitm_ca.h); NULL when nothing is inspected */
 	struct proxy_addr_cache *addr_cache; /* owned: names resolved for the session (addr_cache.c), or NULL */
 };
