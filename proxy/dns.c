@@ -16,6 +16,7 @@
 
 #include "log.h"
 #include "proxy_int.h"
+#include "util.h"
 
 #define UDP_BATCH        32   /* datagrams read with one recvmmsg(2) */
 #define UDP_QUERY_MAX    4096 /* a query datagram longer than this is dropped (a question and an OPT fit in 600) */
@@ -329,7 +330,7 @@ static void deliver(struct dns_job *j, const uint8_t *msg, size_t len, const str
 	unsigned pending;
 
 	j->rcode = fr->rcode;
-	snprintf(j->addr, sizeof j->addr, "%s", fr->first_addr);
+	util_strlcpy(j->addr, fr->first_addr, sizeof j->addr);
 	if (fr->stripped)
 		snprintf(j->reason, sizeof j->reason,
 		         "%u address record(s) in forbidden ranges removed from the answer", fr->stripped);
@@ -423,7 +424,7 @@ static void handle_query(struct dns_job *j, const uint8_t *wire, size_t len)
 	}
 	if (rc > 0) {
 		j->decision = "deny";
-		snprintf(j->reason, sizeof j->reason, "%s", why);
+		util_strlcpy(j->reason, why, sizeof j->reason);
 		answer_rcode(j, rc);
 		job_free(j);
 		return;
@@ -444,10 +445,11 @@ static void handle_query(struct dns_job *j, const uint8_t *wire, size_t len)
 	proxy_ask_granted(j->s, j->host, 0, &d, NULL, 0);
 	if (d.verdict == POLICY_ASK)
 		d.verdict = POLICY_DENY;
-	snprintf(j->rule, sizeof j->rule, "%s", policy_decision_where(&d));
+	/* copies without stdio: this runs for every query (issue 16) */
+	util_strlcpy(j->rule, policy_decision_where(&d), sizeof j->rule);
 	j->decision = policy_verdict_name(d.verdict);
 	if (d.verdict != POLICY_ALLOW) {
-		snprintf(j->reason, sizeof j->reason, "%s", policy_decision_reason(&d));
+		util_strlcpy(j->reason, policy_decision_reason(&d), sizeof j->reason);
 		answer_rcode(j, DNS_RC_REFUSED);
 		job_free(j);
 		return;
