@@ -87,7 +87,15 @@ int audit_json_string(char *buf, size_t len, size_t *pos, const char *s, size_t 
 		unsigned char c = u[i];
 		char esc[8];
 		size_t n;
-		if (c == '"' || c == '\\') {
+		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+			/* a run of printable ASCII that needs no escape: copied at once (host names, rules) */
+			n = 1;
+			while (i + n < slen && u[i + n] >= 0x20 && u[i + n] < 0x7f && u[i + n] != '"' && u[i + n] != '\\')
+				n++;
+			if (put(buf, len, pos, s + i, n))
+				return -ENOSPC;
+			i += n;
+		} else if (c == '"' || c == '\\') {
 			esc[0] = '\\';
 			esc[1] = (char)c;
 			if (put(buf, len, pos, esc, 2))
