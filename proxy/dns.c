@@ -39,6 +39,7 @@ struct dns_job {
 	socklen_t peerlen;
 	struct sockaddr_storage local; /* the address the query was sent to (answered from it) */
 	bool have_local;
+	bool set_source; /* the answer names its source (IP_PKTINFO): the listener is bound to no one address */
 	struct dns_tcp *tcp;        /* borrowed; NULL for UDP */
 	struct dns_relay_query *rq; /* owned while relayed */
 	char host[POLICY_HOST_MAX + 1];
@@ -155,7 +156,7 @@ static size_t pktinfo(const struct dns_job *j, union pktinfo_cmsg *cbuf)
 	struct msghdr mh;
 	struct cmsghdr *cm;
 
-	if (!j->have_local || j->local.ss_family != j->peer.ss_family)
+	if (!j->set_source || !j->have_local || j->local.ss_family != j->peer.ss_family)
 		return 0;
 	memset(cbuf, 0, sizeof *cbuf);
 	memset(&mh, 0, sizeof mh);
@@ -507,7 +508,7 @@ static struct dns_job *job_new(struct proxy_session *s)
 
 /* ---- UDP ---- */
 
-int proxy_dns_udp_setup(int fd)
+int proxy_dns_udp_setup(int fd, bool *bound)
 {
 	int on = 1;
 	struct sockaddr_storage ss;
@@ -515,6 +516,10 @@ int proxy_dns_udp_setup(int fd)
 
 	if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
 		return -errno;
+	/* A socket bound to one address answers from it anyway: naming it in every answer (IP_PKTINFO) was a
+	 * control message to copy and parse per datagram. Queries still carry theirs (the session's gateway). */
+	*bound = (ss.ss_family == AF_INET && ((struct sockaddr_in *)&ss)->sin_addr.s_addr != htonl(INADDR_ANY)) ||
+	         (ss.ss_family == AF_INET6 && !IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)&ss)->sin6_addr));
 	if (ss.ss_family == AF_INET) {
 		if (setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &on, sizeof on) != 0)
 			return -errno;
@@ -611,6 +616,7 @@ void proxy_dns_udp_cb(int fd, short what, void *arg)
 		j->peerlen = mh->msg_namelen;
 		j->local = local;
 		j->have_local = have_local;
+		j->set_source = !l->dns_bound;
 		handle_query(j, buf[i], msgs[i].msg_len);
 	}
 	dns_relay_flush(l->engine->relay);

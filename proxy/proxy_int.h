@@ -90,6 +90,7 @@ struct proxy_listener {
 	struct event *ev;           /* owned (UDP) */
 	struct event *backoff;      /* owned: re-enables accepting after EMFILE */
 	unsigned backoff_ms;
+	bool dns_bound; /* DNS over UDP: bound to one address, so answers leave from it without IP_PKTINFO */
 };
 
 struct proxy_engine {
@@ -314,7 +315,7 @@ void proxy_direct_session_free(struct proxy_session *s);
 
 /* ---- dns.c / dns_relay.c ---- */
 /* Prepares a bound UDP socket (destination-address ancillary data) */
-int proxy_dns_udp_setup(int fd);
+int proxy_dns_udp_setup(int fd, bool *bound);
 void proxy_dns_udp_cb(int fd, short what, void *arg /* struct proxy_listener */);
 /* Sends the UDP answers queued by the callback that is ending (one sendmmsg per socket); every callback
  * that can answer a UDP client (the listener, the relay's reads, timeouts and TCP retries) calls it before
