@@ -460,7 +460,7 @@ static void handle_query(struct dns_job *j, const uint8_t *wire, size_t len)
 	if (j->s->engine->dns_cache) {
 		static uint8_t cached[DNS_CACHE_ANSWER_MAX];
 		struct dns_filter_result fr;
-		uint64_t now = proxy_mono_ms();
+		uint64_t now = j->start_ms; /* read when the datagram was taken: one clock read less per query */
 		/* filtered for this session's policy already (by this code, below): a copy */
 		size_t n = dns_cache_get_view(j->s->engine->dns_cache, &j->q, j->s->policy_gen, answer_maxlen(j), now,
 		                              cached, sizeof cached, &fr);
