@@ -23,6 +23,8 @@
 # lab's tmpfs) and removed at the end. BENCH_CLIENTS sets dnsperf's -c (default 8). BENCH_PERF=DIR records a
 # perf profile (perf record -g) of both sluice-proxy processes during their runs of the first round into
 # DIR/perf-sluice-MIX.data and DIR/perf-sluice_cache-MIX.data.
+# BENCH_STRACE=DIR counts their system calls the same way (strace -c, DIR/strace-WHO-MIX.txt; strace slows
+# the process down, so that round's figures are not comparable: use it with BENCH_ROUNDS=1 on its own).
 # A/B: BENCH_BASELINE=PATH adds base_cache, another sluice-proxy binary (say main's build, copied aside) with the
 # same cache config, alternating with the others, so two builds are compared in the same run.
 # BENCH_CONTENDERS (default "sluice sluice_cache dnsmasq unbound", plus base_cache) and BENCH_MIXES (default
@@ -139,6 +141,9 @@ run() {
 	pid=$(lab_pid "${PIDNAME[$who]}")
 	if [ -n "${BENCH_PERF:-}" ] && [[ $who == sluice* || $who == base* ]] && [ "${round:-0}" = 1 ]; then
 		perf record -q -F 2999 -g -p "$pid" -o "$BENCH_PERF/perf-$who-$mix.data" -- sleep "$secs" >/dev/null 2>&1 &
+		perfpid=$!
+	elif [ -n "${BENCH_STRACE:-}" ] && [[ $who == sluice* || $who == base* ]] && [ "${round:-0}" = 1 ]; then
+		timeout -s INT "$secs" strace -c -q -p "$pid" -o "$BENCH_STRACE/strace-$who-$mix.txt" 2>/dev/null &
 		perfpid=$!
 	fi
 	t0=$(cpu_ticks "$pid") d0=$(run_delay "$pid")
