@@ -491,7 +491,8 @@ static void handle_query(struct dns_job *j, const uint8_t *wire, size_t len)
 	free(up);
 }
 
-static struct dns_job *job_new(struct proxy_session *s)
+/* A job for a query that arrived at rt (wall clock) and mono_ms (proxy_mono_ms). */
+static struct dns_job *job_new(struct proxy_session *s, const struct timespec *rt, uint64_t mono_ms)
 {
 	struct dns_job *j = calloc(1, sizeof *j);
 	if (!j)
@@ -499,8 +500,8 @@ static struct dns_job *job_new(struct proxy_session *s)
 	j->s = s;
 	j->udp_fd = -1;
 	j->base.close = job_session_close;
-	clock_gettime(CLOCK_REALTIME, &j->start_rt);
-	j->start_ms = proxy_mono_ms();
+	j->start_rt = *rt;
+	j->start_ms = mono_ms;
 	s->ndns++;
 	proxy_session_attach(s, &j->base, false);
 	return j;
@@ -570,6 +571,8 @@ void proxy_dns_udp_cb(int fd, short what, void *arg)
 	} cbuf[UDP_BATCH];
 	static struct iovec iov[UDP_BATCH];
 	static struct mmsghdr msgs[UDP_BATCH];
+	struct timespec now_rt;
+	uint64_t now_ms;
 	int n;
 	(void)what;
 
@@ -590,6 +593,10 @@ void proxy_dns_udp_cb(int fd, short what, void *arg)
 			log_warn("dns: recvmmsg");
 		return;
 	}
+	/* the datagrams of one read arrived together: their time is read once (two clock reads per query
+	 * were 1-2 % of a cached answer's CPU) */
+	clock_gettime(CLOCK_REALTIME, &now_rt);
+	now_ms = proxy_mono_ms();
 	for (int i = 0; i < n; i++) {
 		struct msghdr *mh = &msgs[i].msg_hdr;
 		struct sockaddr_storage local;
@@ -608,7 +615,7 @@ void proxy_dns_udp_cb(int fd, short what, void *arg)
 			proxy_audit_failed(l->engine);
 			continue; /* fail closed: no answer without a record */
 		}
-		j = job_new(s);
+		j = job_new(s, &now_rt, now_ms);
 		if (!j)
 			continue;
 		j->udp_fd = fd;
@@ -657,6 +664,7 @@ static void tcp_read_cb(struct bufferevent *bev, void *arg)
 		size_t mlen;
 		uint8_t *msg;
 		struct dns_job *j;
+		struct timespec rt;
 
 		if (evbuffer_copyout(in, hdr, 2) != 2)
 			break;
@@ -675,7 +683,8 @@ static void tcp_read_cb(struct bufferevent *bev, void *arg)
 			t->closing = true;
 			break;
 		}
-		j = job_new(t->s);
+		clock_gettime(CLOCK_REALTIME, &rt);
+		j = job_new(t->s, &rt, proxy_mono_ms());
 		if (!j) {
 			t->closing = true;
 			break;
