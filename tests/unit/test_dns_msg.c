@@ -416,6 +416,16 @@ static void test_cache(void **state)
 	dns_cache_free(NULL);
 }
 
+/* q: a query for name's A records, with id, with or without EDNS, as the client sends it. */
+static void parsed_a(const char *name, uint16_t id, bool edns, struct dns_query *q)
+{
+	const char *why;
+	size_t len;
+	uint8_t *w = mkquery(name, LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, id, edns, &len);
+	assert_int_equal(dns_msg_parse_query(w, len, q, &why), 0);
+	free(w);
+}
+
 static bool keep_all(const struct sockaddr *sa, void *arg)
 {
 	(void)sa;
@@ -482,24 +492,15 @@ static void test_cache_views(void **state)
 	struct dns_query q, q2, upper, eq;
 	struct dns_filter_result fr;
 	struct dns_cache_ticket t;
-	const char *why;
-	size_t len, alen;
-	uint8_t *w, *ans, buf[DNS_CACHE_ANSWER_MAX];
+	size_t alen;
+	uint8_t *ans, buf[DNS_CACHE_ANSWER_MAX];
 	(void)state;
 
 	assert_non_null(c);
-	w = mkquery("view.test.", LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, 0x0101, false, &len);
-	assert_int_equal(dns_msg_parse_query(w, len, &q, &why), 0);
-	free(w);
-	w = mkquery("view.test.", LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, 0x0202, false, &len);
-	assert_int_equal(dns_msg_parse_query(w, len, &q2, &why), 0);
-	free(w);
-	w = mkquery("VIEW.test.", LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, 0x0303, false, &len);
-	assert_int_equal(dns_msg_parse_query(w, len, &upper, &why), 0);
-	free(w);
-	w = mkquery("view.test.", LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, 0x0404, true, &len);
-	assert_int_equal(dns_msg_parse_query(w, len, &eq, &why), 0);
-	free(w);
+	parsed_a("view.test.", 0x0101, false, &q);
+	parsed_a("view.test.", 0x0202, false, &q2);
+	parsed_a("VIEW.test.", 0x0303, false, &upper);
+	parsed_a("view.test.", 0x0404, true, &eq);
 	ans = mkanswer("view.test.", 0x1111, rrs, &alen);
 	dns_cache_put(c, &q, ans, alen, 1000);
 
