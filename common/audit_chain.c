@@ -29,21 +29,27 @@ static void sha256_fetch(void)
 	sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
 }
 
+/* One digest context for the process, reset for each digest (EVP_MD_CTX_new and _free each time were a
+ * malloc and a free per audit record); under a lock, as threads may seal or verify at once. */
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static EVP_MD_CTX *shared_ctx; /* owned for the process; NULL: not made yet (or could not be) */
+
 static int digest(const char *prev, const char *body, size_t len, char out[AUDIT_HASH_HEX + 1])
 {
 	static const char hex[] = "0123456789abcdef";
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
-	EVP_MD_CTX *ctx;
 	int ok;
 
 	(void)pthread_once(&sha256_once, sha256_fetch);
-	ctx = EVP_MD_CTX_new();
-	ok = ctx && EVP_DigestInit_ex2(ctx, sha256_md ? sha256_md : EVP_sha256(), NULL) == 1 &&
-	     EVP_DigestUpdate(ctx, prev, AUDIT_HASH_HEX) == 1 && EVP_DigestUpdate(ctx, "\n", 1) == 1 &&
-	     EVP_DigestUpdate(ctx, body, len) == 1 && EVP_DigestFinal_ex(ctx, md, &mdlen) == 1 && mdlen == 32;
-
-	EVP_MD_CTX_free(ctx);
+	pthread_mutex_lock(&ctx_lock);
+	if (!shared_ctx)
+		shared_ctx = EVP_MD_CTX_new();
+	ok = shared_ctx && EVP_DigestInit_ex2(shared_ctx, sha256_md ? sha256_md : EVP_sha256(), NULL) == 1 &&
+	     EVP_DigestUpdate(shared_ctx, prev, AUDIT_HASH_HEX) == 1 && EVP_DigestUpdate(shared_ctx, "\n", 1) == 1 &&
+	     EVP_DigestUpdate(shared_ctx, body, len) == 1 && EVP_DigestFinal_ex(shared_ctx, md, &mdlen) == 1 &&
+	     mdlen == 32;
+	pthread_mutex_unlock(&ctx_lock);
 	if (!ok)
 		return -EIO;
 	for (unsigned i = 0; i < 32; i++) {
@@ -57,10 +63,16 @@ static int digest(const char *prev, const char *body, size_t len, char out[AUDIT
 int audit_chain_seal(struct audit_chain *c, const char *body, size_t body_len, char *out)
 {
 	char h[AUDIT_HASH_HEX + 1];
+	char *p = out;
 
 	if (digest(c->prev, body, body_len, h) < 0)
 		return -EIO;
-	snprintf(out, AUDIT_CHAIN_SUFFIX_LEN + 1, ",\"prev\":\"%s\",\"hash\":\"%s\"}", c->prev, h);
+	/* ,"prev":"<64 hex>","hash":"<64 hex>"} (no stdio: this runs once per audit record) */
+	memcpy(p, ",\"prev\":\"", 9);
+	memcpy(p += 9, c->prev, AUDIT_HASH_HEX);
+	memcpy(p += AUDIT_HASH_HEX, "\",\"hash\":\"", 10);
+	memcpy(p += 10, h, AUDIT_HASH_HEX);
+	memcpy(p += AUDIT_HASH_HEX, "\"}", 3);
 	memcpy(c->prev, h, sizeof c->prev);
 	return 0;
 }

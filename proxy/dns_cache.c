@@ -8,8 +8,16 @@
  * so it is never answered from it, and nothing is stored for it), and a cached answer then goes through
  * the same filter as a fresh one with that session's policy (forbidden addresses removed, the client's
  * id, question spelling and EDNS); every query still gets its audit record. One engine thread: no locks.
- * Least recently used entries go first when it is full. */
+ * Least recently used entries go first when it is full.
+ *
+ * Views (dns_cache.h): the filter's output for a policy is kept with the entry, so that a hit is a lookup,
+ * a copy and a patch of the id and TTLs (issue 16: filtering the cached answer again, ldns reading it and
+ * malloc, was a quarter of the CPU of a cached answer). A view is the filter's own output, made from the
+ * entry's bytes by dns_msg_filter_answer with the asking session's policy; it is keyed by the policy's
+ * generation, which no other policy ever has (a session given a new policy gets a new one), and by every
+ * property of the query the output depends on, so it is exactly what filtering again would give. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
@@ -19,8 +27,26 @@
 #define DNS_CACHE_TTL_MAX 3600 /* seconds: a longer TTL is cut to this */
 #define DNS_CACHE_KEY_MAX (256 + 3)
 
+struct dns_cache_view {
+	uint64_t policy_gen;
+	size_t maxlen;
+	bool rd, edns;
+	size_t qname_len;
+	uint8_t qname[256]; /* the question as the client spelt it */
+	uint32_t aged_s;    /* the entry's age its TTLs were lowered by when it was filtered */
+	int rcode;
+	unsigned kept, stripped, naddrs;
+	bool truncated;
+	char first_addr[64];
+	struct dns_answer_addr *addrs; /* naddrs, in this allocation */
+	size_t len;
+	uint8_t *msg; /* len bytes, in this allocation */
+};
+
 struct dns_cache_entry {
 	TAILQ_ENTRY(dns_cache_entry) lru; /* most recently used first */
+	struct dns_cache_view *views[DNS_CACHE_VIEWS]; /* owned; NULL: free slot */
+	unsigned next_view;                            /* the slot the next view replaces when all are taken */
 	struct dns_cache_entry *next;     /* in its hash bucket */
 	uint32_t hash;
 	size_t keylen;
@@ -87,6 +113,8 @@ static void entry_remove(struct dns_cache *c, struct dns_cache_entry *e)
 	*p = e->next;
 	TAILQ_REMOVE(&c->lru, e, lru);
 	c->n--;
+	for (unsigned i = 0; i < DNS_CACHE_VIEWS; i++)
+		free(e->views[i]);
 	free(e);
 }
 
@@ -110,31 +138,137 @@ static struct dns_cache_entry *find(struct dns_cache *c, const uint8_t *key, siz
 	return NULL;
 }
 
-size_t dns_cache_get(struct dns_cache *c, const struct dns_query *q, uint64_t now_ms, uint8_t *buf, size_t buflen)
+/* The live entry for q (an expired one is dropped), or NULL. */
+static struct dns_cache_entry *lookup(struct dns_cache *c, const struct dns_query *q, uint64_t now_ms)
 {
 	uint8_t key[DNS_CACHE_KEY_MAX];
 	size_t keylen = make_key(q, key);
-	uint32_t h;
 	struct dns_cache_entry *e;
 
 	if (!c || !keylen)
-		return 0;
-	h = hash_key(key, keylen);
-	e = find(c, key, keylen, h);
-	if (!e)
-		return 0;
-	if (now_ms >= e->expires_ms || e->len > buflen) {
+		return NULL;
+	e = find(c, key, keylen, hash_key(key, keylen));
+	if (e && now_ms >= e->expires_ms) {
 		entry_remove(c, e);
-		return 0;
+		return NULL;
 	}
+	return e;
+}
+
+static void touch(struct dns_cache *c, struct dns_cache_entry *e)
+{
+	TAILQ_REMOVE(&c->lru, e, lru);
+	TAILQ_INSERT_HEAD(&c->lru, e, lru);
+}
+
+size_t dns_cache_get_ticket(struct dns_cache *c, const struct dns_query *q, uint64_t now_ms, uint8_t *buf,
+                            size_t buflen, struct dns_cache_ticket *t)
+{
+	struct dns_cache_entry *e = lookup(c, q, now_ms);
+
+	if (!e || e->len > buflen)
+		return 0;
 	memcpy(buf, e->msg, e->len);
 	if (dns_msg_age_answer(buf, e->len, (uint32_t)((now_ms - e->stored_ms) / 1000)) != 0) {
 		entry_remove(c, e); /* cannot happen: it was walked when stored */
 		return 0;
 	}
-	TAILQ_REMOVE(&c->lru, e, lru);
-	TAILQ_INSERT_HEAD(&c->lru, e, lru);
+	touch(c, e);
+	if (t) {
+		t->stored_ms = e->stored_ms;
+		t->now_ms = now_ms;
+	}
 	return e->len;
+}
+
+size_t dns_cache_get(struct dns_cache *c, const struct dns_query *q, uint64_t now_ms, uint8_t *buf, size_t buflen)
+{
+	return dns_cache_get_ticket(c, q, now_ms, buf, buflen, NULL);
+}
+
+static bool view_matches(const struct dns_cache_view *v, const struct dns_query *q, uint64_t policy_gen,
+                         size_t maxlen)
+{
+	return v && v->policy_gen == policy_gen && v->maxlen == maxlen && v->rd == q->rd && v->edns == q->edns &&
+	       v->qname_len == q->qname_wire_len && memcmp(v->qname, q->qname_wire, q->qname_wire_len) == 0;
+}
+
+void dns_cache_put_view(struct dns_cache *c, const struct dns_query *q, const struct dns_cache_ticket *t,
+                        uint64_t policy_gen, size_t maxlen, const uint8_t *msg, size_t len,
+                        const struct dns_filter_result *fr)
+{
+	struct dns_cache_entry *e = lookup(c, q, t->now_ms);
+	struct dns_cache_view *v;
+	unsigned slot;
+
+	if (!e || e->stored_ms != t->stored_ms || len > DNS_CACHE_ANSWER_MAX || len < 12 ||
+	    fr->naddrs > DNS_ANSWER_ADDRS_MAX || q->qname_wire_len > sizeof v->qname)
+		return;
+	for (slot = 0; slot < DNS_CACHE_VIEWS; slot++)
+		if (!e->views[slot] || view_matches(e->views[slot], q, policy_gen, maxlen))
+			break;
+	if (slot == DNS_CACHE_VIEWS)
+		slot = e->next_view++ % DNS_CACHE_VIEWS;
+	v = malloc(sizeof *v + fr->naddrs * sizeof *v->addrs + len);
+	if (!v)
+		return;
+	free(e->views[slot]);
+	e->views[slot] = v;
+	v->policy_gen = policy_gen;
+	v->maxlen = maxlen;
+	v->rd = q->rd;
+	v->edns = q->edns;
+	v->qname_len = q->qname_wire_len;
+	memcpy(v->qname, q->qname_wire, q->qname_wire_len);
+	v->aged_s = (uint32_t)((t->now_ms - e->stored_ms) / 1000);
+	v->rcode = fr->rcode;
+	v->kept = fr->kept;
+	v->stripped = fr->stripped;
+	v->naddrs = fr->naddrs;
+	v->truncated = fr->truncated;
+	memcpy(v->first_addr, fr->first_addr, sizeof v->first_addr);
+	v->addrs = (struct dns_answer_addr *)(v + 1);
+	memcpy(v->addrs, fr->addrs, fr->naddrs * sizeof *v->addrs);
+	v->len = len;
+	v->msg = (uint8_t *)(v->addrs + fr->naddrs);
+	memcpy(v->msg, msg, len);
+}
+
+size_t dns_cache_get_view(struct dns_cache *c, const struct dns_query *q, uint64_t policy_gen, size_t maxlen,
+                          uint64_t now_ms, uint8_t *buf, size_t buflen, struct dns_filter_result *fr)
+{
+	struct dns_cache_entry *e = lookup(c, q, now_ms);
+	const struct dns_cache_view *v = NULL;
+	uint32_t age, more;
+
+	if (!e)
+		return 0;
+	for (unsigned i = 0; i < DNS_CACHE_VIEWS && !v; i++)
+		if (view_matches(e->views[i], q, policy_gen, maxlen))
+			v = e->views[i];
+	age = (uint32_t)((now_ms - e->stored_ms) / 1000);
+	if (!v || v->len > buflen || age < v->aged_s)
+		return 0;
+	more = age - v->aged_s;
+	memcpy(buf, v->msg, v->len);
+	buf[0] = (uint8_t)(q->id >> 8);
+	buf[1] = (uint8_t)q->id;
+	if (more && dns_msg_age_answer(buf, v->len, more) != 0)
+		return 0; /* cannot happen: the filter's output is walked by the client's reading */
+	memset(fr, 0, offsetof(struct dns_filter_result, addrs));
+	fr->rcode = v->rcode;
+	fr->kept = v->kept;
+	fr->stripped = v->stripped;
+	fr->truncated = v->truncated;
+	memcpy(fr->first_addr, v->first_addr, sizeof fr->first_addr);
+	fr->naddrs = v->naddrs;
+	for (unsigned i = 0; i < v->naddrs; i++) {
+		fr->addrs[i] = v->addrs[i];
+		fr->addrs[i].ttl = v->addrs[i].ttl > more ? v->addrs[i].ttl - more : 0;
+	}
+	fr->bad[0] = '\0';
+	touch(c, e);
+	return v->len;
 }
 
 void dns_cache_put(struct dns_cache *c, const struct dns_query *q, const uint8_t *ans, size_t len, uint64_t now_ms)
@@ -166,6 +300,8 @@ void dns_cache_put(struct dns_cache *c, const struct dns_query *q, const uint8_t
 		free(enc);
 		return;
 	}
+	memset(e->views, 0, sizeof e->views);
+	e->next_view = 0;
 	e->hash = h;
 	e->keylen = keylen;
 	memcpy(e->key, key, keylen);

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util.h"
+
 /* ---- the section walker: one reading of a message's records, the one ldns has too ----
  *
  * Trust boundary: the upstream resolver's bytes. A record's extent is its RDLENGTH to a strict client
@@ -991,7 +993,7 @@ const char *dns_msg_type_name(uint16_t qtype, char *buf, size_t len)
 {
 	const ldns_rr_descriptor *d = ldns_rr_descript(qtype);
 	if (d && d->_name)
-		snprintf(buf, len, "%s", d->_name);
+		util_strlcpy(buf, d->_name, len); /* for every query's audit record: no stdio */
 	else
 		snprintf(buf, len, "TYPE%u", qtype);
 	return buf;

@@ -60,7 +60,9 @@ struct proxy_session {
 	struct proxy_grant *grants; /* owned: verdicts given in this session (ask.c) */
 	size_t ngrants;
 	uint32_t policy_version;    /* the parent's version of s->policy (audit field), 0 = none */
-	uint64_t policy_gen;        /* counts the replacements of s->policy (what was checked under which) */
+	uint64_t policy_gen; /* new for every policy the session is given, never reused in the process: what the DNS
+	                      * cache keys answers filtered for this policy by (dns_cache.h), and what a kept
+	                      * upstream connection was checked under (http.c) */
 	struct proxy_mitm_ca *ca; /* owned: the HTTPS inspection CA (mitm_ca.h); NULL when nothing is inspected */
 	struct proxy_addr_cache *addr_cache; /* owned: names resolved for the session (addr_cache.c), or NULL */
 	struct proxy_up_pool *up_pool;       /* owned: idle upstream connections (up_pool.c), or NULL */
@@ -90,6 +92,7 @@ struct proxy_listener {
 	struct event *ev;           /* owned (UDP) */
 	struct event *backoff;      /* owned: re-enables accepting after EMFILE */
 	unsigned backoff_ms;
+	bool dns_bound; /* DNS over UDP: bound to one address, so answers leave from it without IP_PKTINFO */
 };
 
 struct proxy_engine {
@@ -343,7 +346,7 @@ void proxy_direct_session_free(struct proxy_session *s);
 
 /* ---- dns.c / dns_relay.c ---- */
 /* Prepares a bound UDP socket (destination-address ancillary data) */
-int proxy_dns_udp_setup(int fd);
+int proxy_dns_udp_setup(int fd, bool *bound);
 void proxy_dns_udp_cb(int fd, short what, void *arg /* struct proxy_listener */);
 /* Sends the UDP answers queued by the callback that is ending (one sendmmsg per socket); every callback
  * that can answer a UDP client (the listener, the relay's reads, timeouts and TCP retries) calls it before

@@ -109,6 +109,14 @@ static bool addr_taken(const struct proxy_engine *e, const struct sockaddr_stora
 	return family && addr_lookup(e, family, b);
 }
 
+/* A fresh policy generation (proxy_session.policy_gen). Engines are single-threaded and a process runs one
+ * outside unit tests; 2^64 never wraps. */
+static uint64_t next_policy_gen(void)
+{
+	static uint64_t last;
+	return ++last;
+}
+
 static struct proxy_session *find_by_id(struct proxy_engine *e, const char *id)
 {
 	struct proxy_session *s;
@@ -157,6 +165,7 @@ int proxy_session_add(struct proxy_engine *e, const struct proxy_session_info *i
 	}
 	s->policy = policy_ref(info->policy);
 	s->policy_version = info->policy_version;
+	s->policy_gen = next_policy_gen();
 	TAILQ_INIT(&s->conns);
 	TAILQ_INIT(&s->asks);
 	TAILQ_INSERT_TAIL(&e->sessions, s, entry);
@@ -212,7 +221,7 @@ int proxy_session_set_policy(struct proxy_engine *e, const char *id, struct poli
 	old = s->policy;
 	s->policy = policy_ref(p);
 	s->policy_version = version;
-	s->policy_gen++;
+	s->policy_gen = next_policy_gen(); /* answers the DNS cache filtered for the old policy no longer match */
 	policy_unref(old);
 	log_info("session %s: policy replaced", s->id);
 	/* idle upstream connections were kept under the old policy: none serves a request decided by the new one

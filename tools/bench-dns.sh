@@ -23,6 +23,14 @@
 # lab's tmpfs) and removed at the end. BENCH_CLIENTS sets dnsperf's -c (default 8). BENCH_PERF=DIR records a
 # perf profile (perf record -g) of both sluice-proxy processes during their runs of the first round into
 # DIR/perf-sluice-MIX.data and DIR/perf-sluice_cache-MIX.data.
+# BENCH_STRACE=DIR counts their system calls the same way (strace -c, DIR/strace-WHO-MIX.txt; strace slows
+# the process down, so that round's figures are not comparable: use it with BENCH_ROUNDS=1 on its own).
+# A/B: BENCH_BASELINE=PATH adds base_cache, another sluice-proxy binary (say main's build, copied aside) with the
+# same cache config, alternating with the others, so two builds are compared in the same run.
+# BENCH_CONTENDERS (default "sluice sluice_cache dnsmasq unbound", plus base_cache) and BENCH_MIXES (default
+# "mixed allowed denied") select what is measured. Each run also reports the server's run-queue delay per query
+# (/proc/PID/schedstat: time it was runnable but another task had the CPU), which is how a rate can fall while
+# the CPU per query stays the same.
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
 export SLUICE_SOURCE_DIR=$src SLUICE_BUILD_DIR=${1:-${SLUICE_BUILD_DIR:-$src/build}}
@@ -72,6 +80,15 @@ sed -e 's/:53"/:5355"/g' -e "s/$UPSTREAM_DNS:5355/$UPSTREAM_DNS:53/" -e 's/:3128
 lab_defer "rm -f '$PROXY_AUDIT.cache'"
 grep -q dns_cache_entries "$LAB_DIR/proxy/config-cache.json" || lab_bail "no cache in the second proxy's config"
 lab_bg proxy-cache "$PROXY_BIN" --config "$LAB_DIR/proxy/config-cache.json"
+ports="53 5355 5353 5354"
+if [ -n "${BENCH_BASELINE:-}" ]; then
+	[ -x "$BENCH_BASELINE" ] || lab_bail "BENCH_BASELINE=$BENCH_BASELINE is not an executable"
+	sed -e 's/:5355"/:5356"/g' -e 's/:3131"/:3132"/g' -e "s|$PROXY_AUDIT.cache|$PROXY_AUDIT.base|" \
+		"$LAB_DIR/proxy/config-cache.json" >"$LAB_DIR/proxy/config-base.json"
+	lab_defer "rm -f '$PROXY_AUDIT.base'"
+	lab_bg proxy-base "$BENCH_BASELINE" --config "$LAB_DIR/proxy/config-base.json"
+	ports+=" 5356"
+fi
 
 {
 	printf '%s\n' no-resolv no-hosts no-poll "listen-address=$GW" bind-interfaces port=5353 cache-size=0 \
@@ -100,7 +117,7 @@ s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1)
 s.sendto(bytes.fromhex("4242010000010000000000000" "7616c6c6f77656404746573740000010001"), (sys.argv[1], int(sys.argv[2])))
 sys.exit(0 if s.recv(512)[:2] == b"\x42\x42" else 1)' "$GW" "$1" 2>/dev/null
 }
-for p in 53 5355 5353 5354; do
+for p in $ports; do
 	for _ in $(seq 50); do udp_up "$p" && break; sleep 0.1; done
 	udp_up "$p" || lab_bail "no DNS answer on $GW:$p: $(tail -n 3 "$LAB_DIR"/log/*.log)"
 done
@@ -113,43 +130,54 @@ for t in A AAAA; do
 done
 paste -d '\n' "$LAB_DIR/q-allowed" "$LAB_DIR/q-denied" >"$LAB_DIR/q-mixed"
 
-declare -A PORT=([sluice]=53 [sluice_cache]=5355 [dnsmasq]=5353 [unbound]=5354)
-declare -A PIDNAME=([sluice]=proxy [sluice_cache]=proxy-cache [dnsmasq]=dnsmasq-fwd [unbound]=unbound)
+declare -A PORT=([sluice]=53 [sluice_cache]=5355 [dnsmasq]=5353 [unbound]=5354 [base_cache]=5356)
+declare -A PIDNAME=([sluice]=proxy [sluice_cache]=proxy-cache [dnsmasq]=dnsmasq-fwd [unbound]=unbound
+	[base_cache]=proxy-base)
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-# run WHO MIX: prints "qps cpu_us_per_query completed lost"
+run_delay() { awk '{ print $2 }' "/proc/$1/schedstat"; } # ns runnable but not running
+# run WHO MIX: prints "qps cpu_us_per_query completed lost run_delay_us_per_query"
 run() {
-	local who=$1 mix=$2 pid t0 t1 out perfpid=
+	local who=$1 mix=$2 pid t0 t1 d0 d1 out perfpid=
 	pid=$(lab_pid "${PIDNAME[$who]}")
-	if [ -n "${BENCH_PERF:-}" ] && [[ $who == sluice* ]] && [ "${round:-0}" = 1 ]; then
+	if [ -n "${BENCH_PERF:-}" ] && [[ $who == sluice* || $who == base* ]] && [ "${round:-0}" = 1 ]; then
 		perf record -q -F 2999 -g -p "$pid" -o "$BENCH_PERF/perf-$who-$mix.data" -- sleep "$secs" >/dev/null 2>&1 &
 		perfpid=$!
+	elif [ -n "${BENCH_STRACE:-}" ] && [[ $who == sluice* || $who == base* ]] && [ "${round:-0}" = 1 ]; then
+		timeout -s INT "$secs" strace -c -q -p "$pid" -o "$BENCH_STRACE/strace-$who-$mix.txt" 2>/dev/null &
+		perfpid=$!
 	fi
-	t0=$(cpu_ticks "$pid")
+	t0=$(cpu_ticks "$pid") d0=$(run_delay "$pid")
 	out=$(lab_exec s1 dnsperf -s "$GW" -p "${PORT[$who]}" -d "$LAB_DIR/q-$mix" -l "$secs" -c "${BENCH_CLIENTS:-8}" -q 64 -T 1 -t 2 2>&1)
-	t1=$(cpu_ticks "$pid")
+	t1=$(cpu_ticks "$pid") d1=$(run_delay "$pid")
 	[ -z "$perfpid" ] || wait "$perfpid"
 	[ -n "${BENCH_VERBOSE:-}" ] && grep -E 'Queries|Response codes' <<<"$out" | sed "s/^/# $who $mix: /" >&2
-	awk -v ticks=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" '
+	awk -v ticks=$((t1 - t0)) -v delay=$((d1 - d0)) -v hz="$(getconf CLK_TCK)" '
 		/Queries completed:/ { done = $3 }
 		/Queries lost:/ { lost = $3 }
 		/Queries per second:/ { qps = $4 }
-		END { printf "%.0f %.2f %d %d\n", qps, done ? ticks / hz * 1e6 / done : 0, done, lost }' <<<"$out"
+		END { printf "%.0f %.2f %d %d %.2f\n", qps, done ? ticks / hz * 1e6 / done : 0, done, lost,
+			done ? delay / 1e3 / done : 0 }' <<<"$out"
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "n/a" }'; }
+ratio() { awk -v a="$1" -v b="$2" -v none="${3:-n/a}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "%s", none }'; }
 
 echo "# warming up (and filling the caches)"
-whos=(sluice sluice_cache dnsmasq unbound)
+# shellcheck disable=SC2206
+whos=(${BENCH_CONTENDERS:-sluice sluice_cache dnsmasq unbound})
+[ -z "${BENCH_BASELINE:-}" ] || [[ " ${whos[*]} " == *" base_cache "* ]] || whos+=(base_cache)
+for who in "${whos[@]}"; do [ -n "${PORT[$who]:-}" ] || lab_bail "unknown contender '$who'"; done
 for who in "${whos[@]}"; do secs=2 run "$who" mixed >/dev/null; done
-mixes=(mixed allowed denied)
+# shellcheck disable=SC2206
+mixes=(${BENCH_MIXES:-mixed allowed denied})
 declare -A S
 for ((round = 1; round <= rounds; round++)); do
 	for mix in "${mixes[@]}"; do
-		for ((k = 0; k < 4; k++)); do
-			who=${whos[(k + round) % 4]}
-			read -r qps cpu done lost < <(run "$who" "$mix")
-			echo "# round $round: $who $mix: $qps q/s, $cpu us CPU/query, $done answered, $lost lost"
+		for ((k = 0; k < ${#whos[@]}; k++)); do
+			who=${whos[(k + round) % ${#whos[@]}]}
+			read -r qps cpu done lost delay < <(run "$who" "$mix")
+			echo "# round $round: $who $mix: $qps q/s, $cpu us CPU/query, $done answered, $lost lost, $delay us run-queue delay/query"
 			S[qps_${who}_$mix]+=" $qps" S[cpu_${who}_$mix]+=" $cpu" S[lost_${who}_$mix]+=" $lost"
+			S[delay_${who}_$mix]+=" $delay"
 		done
 	done
 done
@@ -160,21 +188,25 @@ for key in "${!S[@]}"; do
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 audit_lines=$(($(wc -l <"$PROXY_AUDIT") + $(wc -l <"$PROXY_AUDIT.cache")))
+[ -z "${BENCH_BASELINE:-}" ] || audit_lines=$((audit_lines + $(wc -l <"$PROXY_AUDIT.base")))
 
 echo
 echo "DNS benchmark ($(nproc) CPUs, dnsperf -c ${BENCH_CLIENTS:-8} -q 64, ${secs} s per run, median of $rounds rounds)"
 echo "load average before: $load_before, after: $load_after"
-printf '%-8s %-9s %9s %9s %13s %9s  %s\n' mix "" sluice dnsmasq sluice+cache unbound \
-	"ratios sluice/dnsmasq, sluice+cache/unbound"
+printf '%-8s %-10s %9s %9s %13s %9s %11s  %s\n' mix "" sluice dnsmasq sluice+cache unbound base+cache \
+	"ratios sluice/dnsmasq, sluice+cache/unbound, sluice+cache/base+cache"
 for mix in "${mixes[@]}"; do
-	for m in qps cpu; do
-		printf '%-8s %-9s %9s %9s %13s %9s  %s %s\n' "$([ $m = qps ] && echo "$mix")" \
-			"$([ $m = qps ] && echo q/s || echo "us CPU/q")" "${R[${m}_sluice_$mix]}" "${R[${m}_dnsmasq_$mix]}" \
-			"${R[${m}_sluice_cache_$mix]}" "${R[${m}_unbound_$mix]}" \
-			"$(ratio "${R[${m}_sluice_$mix]}" "${R[${m}_dnsmasq_$mix]}")" \
-			"$(ratio "${R[${m}_sluice_cache_$mix]}" "${R[${m}_unbound_$mix]}")"
+	for m in qps cpu delay; do
+		printf '%-8s %-10s %9s %9s %13s %9s %11s  %s %s %s\n' "$([ $m = qps ] && echo "$mix")" \
+			"$(case $m in qps) echo q/s ;; cpu) echo "us CPU/q" ;; *) echo "us wait/q" ;; esac)" \
+			"${R[${m}_sluice_$mix]:--}" "${R[${m}_dnsmasq_$mix]:--}" "${R[${m}_sluice_cache_$mix]:--}" \
+			"${R[${m}_unbound_$mix]:--}" "${R[${m}_base_cache_$mix]:--}" \
+			"$(ratio "${R[${m}_sluice_$mix]:-0}" "${R[${m}_dnsmasq_$mix]:-0}")" \
+			"$(ratio "${R[${m}_sluice_cache_$mix]:-0}" "${R[${m}_unbound_$mix]:-0}")" \
+			"$(ratio "${R[${m}_sluice_cache_$mix]:-0}" "${R[${m}_base_cache_$mix]:-0}")"
 	done
 done
+echo "us wait/q: the server's run-queue delay per query (runnable, but another task had the CPU)"
 echo "goals (issue 16): sluice/dnsmasq q/s >= 1 and CPU/q <= 1 on each mix; sluice+cache/unbound q/s >= 1"
 echo "sluice wrote $audit_lines audit lines"
 
@@ -188,16 +220,18 @@ echo "sluice wrote $audit_lines audit lines"
 		printf '%s\n  "%s": {' "$sep" "$mix"
 		sep2=
 		for who in "${whos[@]}"; do
-			printf '%s"%s": {"qps": %s, "cpu_us_per_query": %s, "lost": %s, "qps_samples": [%s], "cpu_samples": [%s]}' \
-				"$sep2" "$who" "${R[qps_${who}_$mix]}" "${R[cpu_${who}_$mix]}" "${R[lost_${who}_$mix]}" \
+			printf '%s"%s": {"qps": %s, "cpu_us_per_query": %s, "run_queue_delay_us_per_query": %s, "lost": %s, "qps_samples": [%s], "cpu_samples": [%s]}' \
+				"$sep2" "$who" "${R[qps_${who}_$mix]:-null}" "${R[cpu_${who}_$mix]:-null}" \
+				"${R[delay_${who}_$mix]:-null}" "${R[lost_${who}_$mix]:-null}" \
 				"$(echo ${S[qps_${who}_$mix]} | tr ' ' ',')" "$(echo ${S[cpu_${who}_$mix]} | tr ' ' ',')"
 			sep2=", "
 		done
-		printf ', "ratio_qps_dnsmasq": %s, "ratio_cpu_dnsmasq": %s, "ratio_qps_cache_unbound": %s, "ratio_cpu_cache_unbound": %s}' \
-			"$(ratio "${R[qps_sluice_$mix]}" "${R[qps_dnsmasq_$mix]}")" \
-			"$(ratio "${R[cpu_sluice_$mix]}" "${R[cpu_dnsmasq_$mix]}")" \
-			"$(ratio "${R[qps_sluice_cache_$mix]}" "${R[qps_unbound_$mix]}")" \
-			"$(ratio "${R[cpu_sluice_cache_$mix]}" "${R[cpu_unbound_$mix]}")"
+		printf ', "ratio_qps_dnsmasq": %s, "ratio_cpu_dnsmasq": %s, "ratio_qps_cache_unbound": %s, "ratio_cpu_cache_unbound": %s, "ratio_cpu_cache_base": %s}' \
+			"$(ratio "${R[qps_sluice_$mix]:-0}" "${R[qps_dnsmasq_$mix]:-0}" null)" \
+			"$(ratio "${R[cpu_sluice_$mix]:-0}" "${R[cpu_dnsmasq_$mix]:-0}" null)" \
+			"$(ratio "${R[qps_sluice_cache_$mix]:-0}" "${R[qps_unbound_$mix]:-0}" null)" \
+			"$(ratio "${R[cpu_sluice_cache_$mix]:-0}" "${R[cpu_unbound_$mix]:-0}" null)" \
+			"$(ratio "${R[cpu_sluice_cache_$mix]:-0}" "${R[cpu_base_cache_$mix]:-0}" null)"
 		sep=,
 	done
 	printf '\n}}\n'

@@ -3,7 +3,10 @@
  * answer to a fixed query and filtered (forbidden addresses removed, truncated to a small size), and as
  * the name of a query of the engine's own resolver (dns_msg_query_init); an answer that filters is put into
  * the DNS cache and read back aged (dns_cache.c), and the aged copy must filter again (the cache keeps
- * answers re-encoded by ldns: an upstream's pointer into a TTL made an aged copy read differently).
+ * answers re-encoded by ldns: an upstream's pointer into a TTL made an aged copy read differently); that
+ * filtered copy is kept as a view and read back later, and must be byte for byte what filtering the entry's
+ * copy again at that time gives (the view is patched, not filtered: its aging must not make it read
+ * otherwise), and a view is never served to another policy generation.
  *
  * The invariant of the filter (check_forwarded): what goes to the client reads the same record by record
  * to a strict reader (RDLENGTH) and to ldns, and every A/AAAA record in it is one keep() took: an upstream
@@ -171,6 +174,39 @@ static void check_same_records(const uint8_t *in, size_t inlen, const uint8_t *o
 	ldns_pkt_free(b);
 }
 
+/* The view of the copy dns_cache_get handed out at 7000 ms (out, fr), read back 21 s later, is what
+ * filtering the entry's copy of that time gives, and only for its own policy generation. */
+static void check_view(struct dns_cache *c, const struct dns_query *q, const uint8_t *out, size_t outlen,
+                       const struct dns_filter_result *fr)
+{
+	static uint8_t view[DNS_CACHE_ANSWER_MAX], raw[DNS_CACHE_ANSWER_MAX];
+	struct dns_cache_ticket t;
+	struct dns_filter_result vr, fresh;
+	uint8_t *again = NULL;
+	size_t againlen, vlen, n;
+
+	if (dns_cache_get_ticket(c, q, 7000, raw, sizeof raw, &t) == 0)
+		abort();
+	dns_cache_put_view(c, q, &t, 1, 512, out, outlen, fr);
+	if (dns_cache_get_view(c, q, 2, 512, 28000, view, sizeof view, &vr) != 0)
+		abort(); /* another policy's */
+	vlen = dns_cache_get_view(c, q, 1, 512, 28000, view, sizeof view, &vr);
+	n = dns_cache_get(c, q, 28000, raw, sizeof raw);
+	if (!vlen != !n)
+		abort(); /* the view lives exactly as long as its entry */
+	if (!vlen)
+		return;
+	if (dns_msg_filter_answer(raw, n, q, keep_odd, NULL, 512, &again, &againlen, &fresh) != 0 || againlen != vlen ||
+	    memcmp(again, view, vlen) != 0 || fresh.naddrs != vr.naddrs || fresh.stripped != vr.stripped ||
+	    fresh.truncated != vr.truncated || strcmp(fresh.first_addr, vr.first_addr) != 0)
+		abort();
+	for (unsigned i = 0; i < vr.naddrs; i++)
+		if (vr.addrs[i].ttl != fresh.addrs[i].ttl)
+			abort();
+	check_forwarded(view, vlen, &vr);
+	free(again);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct dns_query q, fixed;
@@ -244,6 +280,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					abort();
 				check_forwarded(out, outlen, &fr);
 				check_same_records(aged, n, out, outlen, fr.truncated);
+				check_view(c, &fixed, out, outlen, &fr);
 				free(out);
 			}
 			free(enc);

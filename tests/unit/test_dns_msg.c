@@ -416,6 +416,152 @@ static void test_cache(void **state)
 	dns_cache_free(NULL);
 }
 
+/* q: a query for name's A records, with id, with or without EDNS, as the client sends it. */
+static void parsed_a(const char *name, uint16_t id, bool edns, struct dns_query *q)
+{
+	const char *why;
+	size_t len;
+	uint8_t *w = mkquery(name, LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, id, edns, &len);
+	assert_int_equal(dns_msg_parse_query(w, len, q, &why), 0);
+	free(w);
+}
+
+static bool keep_all(const struct sockaddr *sa, void *arg)
+{
+	(void)sa;
+	(void)arg;
+	return true;
+}
+
+/* Filters the entry's copy at now with keep (what dns.c does on a hit without a view) and keeps the
+ * output as gen's view. */
+static void make_view(struct dns_cache *c, const struct dns_query *q, uint64_t gen, size_t maxlen,
+                      dns_addr_keep_fn keep, uint64_t now)
+{
+	static uint8_t raw[DNS_CACHE_ANSWER_MAX];
+	struct dns_cache_ticket t;
+	struct dns_filter_result fr;
+	uint8_t *out = NULL;
+	size_t outlen, n = dns_cache_get_ticket(c, q, now, raw, sizeof raw, &t);
+
+	assert_true(n > 0);
+	assert_int_equal(t.now_ms, now);
+	assert_int_equal(dns_msg_filter_answer(raw, n, q, keep, NULL, maxlen, &out, &outlen, &fr), 0);
+	dns_cache_put_view(c, q, &t, gen, maxlen, out, outlen, &fr);
+	free(out);
+}
+
+/* The view of gen must be byte for byte what filtering the entry's copy at now with keep gives, with the
+ * same result (and the addresses' TTLs); returns its number of addresses. */
+static unsigned expect_view(struct dns_cache *c, const struct dns_query *q, uint64_t gen, size_t maxlen,
+                            dns_addr_keep_fn keep, uint64_t now)
+{
+	static uint8_t raw[DNS_CACHE_ANSWER_MAX], view[DNS_CACHE_ANSWER_MAX];
+	struct dns_filter_result fr, vr;
+	uint8_t *out = NULL;
+	size_t outlen, vlen = dns_cache_get_view(c, q, gen, maxlen, now, view, sizeof view, &vr);
+	size_t n = dns_cache_get(c, q, now, raw, sizeof raw);
+
+	assert_true(vlen > 0);
+	assert_true(n > 0);
+	assert_int_equal(dns_msg_filter_answer(raw, n, q, keep, NULL, maxlen, &out, &outlen, &fr), 0);
+	assert_int_equal(vlen, outlen);
+	assert_memory_equal(view, out, outlen);
+	assert_int_equal(vr.rcode, fr.rcode);
+	assert_int_equal(vr.kept, fr.kept);
+	assert_int_equal(vr.stripped, fr.stripped);
+	assert_int_equal(vr.truncated, fr.truncated);
+	assert_string_equal(vr.first_addr, fr.first_addr);
+	assert_int_equal(vr.naddrs, fr.naddrs);
+	for (unsigned i = 0; i < fr.naddrs; i++) {
+		assert_int_equal(vr.addrs[i].ttl, fr.addrs[i].ttl);
+		assert_memory_equal(&vr.addrs[i].addr, &fr.addrs[i].addr, sizeof fr.addrs[i].addr);
+	}
+	free(out);
+	return vr.naddrs;
+}
+
+/* Views (dns_cache.h): an answer filtered for one policy generation is served to that generation only,
+ * exactly as filtering again would give it (id, TTLs aged, addresses and their TTLs), for the kind of query
+ * it was made for only, and never past the entry's TTL. */
+static void test_cache_views(void **state)
+{
+	static const char *const rrs[] = {"view.test. 100 IN A 198.18.1.11", "view.test. 60 IN A 10.1.1.12",
+	                                  "view.test. 80 IN A 198.18.1.13", NULL};
+	struct dns_cache *c = dns_cache_new(4);
+	struct dns_query q, q2, upper, eq;
+	struct dns_filter_result fr;
+	struct dns_cache_ticket t;
+	size_t alen;
+	uint8_t *ans, buf[DNS_CACHE_ANSWER_MAX];
+	(void)state;
+
+	assert_non_null(c);
+	parsed_a("view.test.", 0x0101, false, &q);
+	parsed_a("view.test.", 0x0202, false, &q2);
+	parsed_a("VIEW.test.", 0x0303, false, &upper);
+	parsed_a("view.test.", 0x0404, true, &eq);
+	ans = mkanswer("view.test.", 0x1111, rrs, &alen);
+	dns_cache_put(c, &q, ans, alen, 1000);
+
+	/* no view before one is made; then policy 1's (every address) and policy 2's (no private one) */
+	assert_int_equal(dns_cache_get_view(c, &q, 1, DNS_UDP_PLAIN, 1000, buf, sizeof buf, &fr), 0);
+	make_view(c, &q, 1, DNS_UDP_PLAIN, keep_all, 1000);
+	assert_int_equal(expect_view(c, &q, 1, DNS_UDP_PLAIN, keep_all, 1000), 3);
+	assert_int_equal(dns_cache_get_view(c, &q, 2, DNS_UDP_PLAIN, 1000, buf, sizeof buf, &fr), 0);
+	make_view(c, &q, 2, DNS_UDP_PLAIN, keep_public, 2500);
+	assert_int_equal(expect_view(c, &q, 2, DNS_UDP_PLAIN, keep_public, 2500), 2);
+	/* each policy keeps its own, aged like a fresh filter (26.5 s later), with the asker's id */
+	assert_int_equal(expect_view(c, &q, 1, DNS_UDP_PLAIN, keep_all, 27500), 3);
+	assert_int_equal(expect_view(c, &q2, 2, DNS_UDP_PLAIN, keep_public, 27500), 2);
+	assert_int_equal(dns_cache_get_view(c, &q2, 2, DNS_UDP_PLAIN, 27500, buf, sizeof buf, &fr), alen - 16);
+	assert_int_equal(buf[0] << 8 | buf[1], 0x0202);
+	assert_int_equal(fr.stripped, 1);
+	assert_int_equal(fr.addrs[0].ttl, 100 - 26);
+	/* a policy generation without a view (a new policy) gets none of the others' */
+	assert_int_equal(dns_cache_get_view(c, &q, 3, DNS_UDP_PLAIN, 27500, buf, sizeof buf, &fr), 0);
+	/* another spelling, another size, EDNS: not the query the view was made for */
+	assert_int_equal(dns_cache_get_view(c, &upper, 1, DNS_UDP_PLAIN, 27500, buf, sizeof buf, &fr), 0);
+	assert_int_equal(dns_cache_get_view(c, &q, 1, DNS_EDNS_SIZE, 27500, buf, sizeof buf, &fr), 0);
+	assert_int_equal(dns_cache_get_view(c, &eq, 1, DNS_UDP_PLAIN, 27500, buf, sizeof buf, &fr), 0);
+	make_view(c, &eq, 1, DNS_EDNS_SIZE, keep_all, 27500);
+	assert_int_equal(expect_view(c, &eq, 1, DNS_EDNS_SIZE, keep_all, 30000), 3);
+	/* truncated for a small client: the view says so too */
+	make_view(c, &upper, 1, 40, keep_all, 30000);
+	assert_int_equal(expect_view(c, &upper, 1, 40, keep_all, 31000), 0);
+	assert_true(dns_cache_get_view(c, &upper, 1, 40, 31000, buf, sizeof buf, &fr) > 0);
+	assert_true(fr.truncated);
+	/* DNS_CACHE_VIEWS views at most (4 are taken now): they make way in turn */
+	for (uint64_t g = 10; g <= 10 + DNS_CACHE_VIEWS; g++)
+		make_view(c, &q, g, DNS_UDP_PLAIN, keep_all, 31000);
+	assert_int_equal(dns_cache_get_view(c, &q, 10, DNS_UDP_PLAIN, 31000, buf, sizeof buf, &fr), 0);
+	assert_int_equal(expect_view(c, &q, 10 + DNS_CACHE_VIEWS, DNS_UDP_PLAIN, keep_all, 31000), 3);
+	/* not past the answer's TTL (60 s), and the entry goes with its views */
+	assert_int_equal(dns_cache_get_view(c, &q, 10 + DNS_CACHE_VIEWS, DNS_UDP_PLAIN, 61000, buf, sizeof buf, &fr), 0);
+	assert_int_equal(dns_cache_get(c, &q, 1000, buf, sizeof buf), 0);
+
+	/* a view made from a copy whose entry was replaced since is not kept */
+	dns_cache_put(c, &q, ans, alen, 70000);
+	assert_true(dns_cache_get_ticket(c, &q, 70000, buf, sizeof buf, &t) > 0);
+	dns_cache_put(c, &q, ans, alen, 71000);
+	{
+		uint8_t *out = NULL;
+		size_t outlen;
+		assert_int_equal(dns_msg_filter_answer(buf, alen, &q, keep_all, NULL, DNS_UDP_PLAIN, &out, &outlen, &fr),
+		                 0);
+		dns_cache_put_view(c, &q, &t, 1, DNS_UDP_PLAIN, out, outlen, &fr);
+		free(out);
+	}
+	assert_int_equal(dns_cache_get_view(c, &q, 1, DNS_UDP_PLAIN, 71000, buf, sizeof buf, &fr), 0);
+	/* nor is one for an entry that expired */
+	assert_true(dns_cache_get_ticket(c, &q, 71000, buf, sizeof buf, &t) > 0);
+	t.now_ms = 71000 + 60 * 1000;
+	dns_cache_put_view(c, &q, &t, 1, DNS_UDP_PLAIN, buf, alen, &fr);
+	assert_int_equal(dns_cache_get(c, &q, 71000, buf, sizeof buf), 0);
+	free(ans);
+	dns_cache_free(c);
+}
+
 /* ---- answers that read differently by RDLENGTH and field by field ---- */
 
 /* An answer to "q.test A" (id 0x1111, RD RA, no EDNS) with an answer records, the records' bytes as given
@@ -660,7 +806,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_query_checks),  cmocka_unit_test(test_upstream_and_filter),
 	        cmocka_unit_test(test_answer_addrs),  cmocka_unit_test(test_case_and_bare_errors),
-	        cmocka_unit_test(test_cache),         cmocka_unit_test(test_rdata_smuggling),
+	        cmocka_unit_test(test_cache),         cmocka_unit_test(test_cache_views),
+	        cmocka_unit_test(test_rdata_smuggling),
 	        cmocka_unit_test(test_rdata_layouts), cmocka_unit_test(test_trailing_bytes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

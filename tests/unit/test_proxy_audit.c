@@ -139,9 +139,15 @@ static void test_log_chain_and_oversize(void **state)
 	assert_int_equal(audit_log_write(a, &r), 0); /* reason truncated, record kept */
 	assert_true(audit_log_healthy(a));
 	audit_log_free(a);
-	/* reopened: the chain continues */
+	/* reopened: the chain continues; the log keeps the formatted second of the last record's time, and a
+	 * record of another second (earlier too) gets its own */
 	a = audit_log_open(path, -1, err, sizeof err);
 	r.reason = "third";
+	assert_int_equal(audit_log_write(a, &r), 0);
+	r.start.tv_sec += 3661;
+	r.start.tv_nsec = 7000000;
+	assert_int_equal(audit_log_write(a, &r), 0);
+	r.start.tv_sec -= 3662;
 	assert_int_equal(audit_log_write(a, &r), 0);
 	audit_log_free(a);
 	f = fopen(path, "r");
@@ -157,11 +163,17 @@ static void test_log_chain_and_oversize(void **state)
 		o = parse_line(line);
 		if (n == 1)
 			assert_string_equal(jstr(o, "reason"), "(truncated)");
+		if (n == 2)
+			assert_string_equal(jstr(o, "time"), "2023-11-14T22:13:20.123Z");
+		if (n == 3)
+			assert_string_equal(jstr(o, "time"), "2023-11-14T23:14:21.007Z");
+		if (n == 4)
+			assert_string_equal(jstr(o, "time"), "2023-11-14T22:13:19.007Z");
 		assert_string_equal(jstr(o, "decision"), "allow");
 		json_object_put(o);
 		n++;
 	}
-	assert_int_equal(n, 3);
+	assert_int_equal(n, 5);
 	fclose(f);
 	unlink(path);
 	free(huge);

@@ -1,13 +1,15 @@
 /* Unit tests of the engine's in-process API (proxy/engine.h) as netd uses it: sessions added and
  * removed (duplicates, missing addresses and policies refused), listener kinds, netd's drop reports
  * landing in the audit log with the session found by source address, and the log handed over as an
- * fd. No traffic: the event loop is never run. */
+ * fd. test_dns_cache_policy runs the loop: DNS over loopback with a fake upstream, the cache on, and the
+ * session's policy replaced while its filtered answer is cached. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
 #include <json-c/json.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -147,10 +149,184 @@ static void test_api(void **state)
 	event_base_free(base);
 }
 
+static struct policy *json_policy(const char *text)
+{
+	struct policy_builder *b = policy_builder_new();
+	struct policy_error err;
+	struct policy *p;
+	assert_int_equal(policy_builder_add_json(b, POLICY_LAYER_ORG, "test.json", text, strlen(text), &err), 0);
+	p = policy_builder_compile(b, &err);
+	assert_non_null(p);
+	policy_builder_free(b);
+	return p;
+}
+
+static int udp_bound(const char *ip, uint16_t *port)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof ss;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	assert_true(fd >= 0);
+	sin4(&ss, ip, 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&ss, sizeof(struct sockaddr_in)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&ss, &len), 0);
+	*port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	return fd;
+}
+
+/* Runs the loop until fd is readable (at most 2 s). */
+static void loop_until(struct event_base *base, int fd)
+{
+	for (int i = 0; i < 400; i++) {
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+		event_base_loop(base, EVLOOP_NONBLOCK);
+		if (poll(&pfd, 1, 5) == 1)
+			return;
+	}
+	fail_msg("no datagram in 2 s");
+}
+
+/* Asks the engine for cached.test A from the session's address; the upstream (when asked) answers with a
+ * public and a private address, TTL 300. Returns the answer's rcode and its number of A records; *asked
+ * says whether the upstream was asked. */
+static int ask(struct event_base *base, int client, int upstream, const struct sockaddr_storage *gw, unsigned *nrr,
+               bool *asked)
+{
+	static const uint8_t query[] = {0x12, 0x34, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 6, 'c', 'a', 'c', 'h', 'e',
+	                                'd', 4, 't', 'e', 's', 't', 0, 0, 1, 0, 1};
+	uint8_t buf[1500];
+	ssize_t n;
+	struct pollfd pfd = {.fd = upstream, .events = POLLIN};
+
+	*asked = false;
+	assert_int_equal(sendto(client, query, sizeof query, 0, (const struct sockaddr *)gw, sizeof(struct sockaddr_in)),
+	                 (ssize_t)sizeof query);
+	for (int i = 0; i < 400; i++) {
+		event_base_loop(base, EVLOOP_NONBLOCK);
+		if (poll(&pfd, 1, 0) == 1) {
+			/* the upstream: the same question back with two A records */
+			static const uint8_t rrs[] = {0xc0, 12, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4, 198, 18, 1, 7,
+			                              0xc0, 12, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4, 10, 9, 8, 7};
+			struct sockaddr_storage from;
+			socklen_t fl = sizeof from;
+			n = recvfrom(upstream, buf, sizeof buf, 0, (struct sockaddr *)&from, &fl);
+			assert_true(n >= (ssize_t)sizeof query);
+			n = 12 + (ssize_t)sizeof query - 12; /* header and question; the OPT is dropped */
+			buf[2] = 0x81;
+			buf[3] = 0x80;
+			buf[7] = 2;                       /* ancount */
+			buf[9] = buf[10] = buf[11] = 0; /* no authority, no additional */
+			memcpy(buf + n, rrs, sizeof rrs);
+			assert_int_equal(sendto(upstream, buf, (size_t)n + sizeof rrs, 0, (struct sockaddr *)&from, fl),
+			                 n + (ssize_t)sizeof rrs);
+			*asked = true;
+			break;
+		}
+		pfd.fd = client;
+		if (poll(&pfd, 1, 5) == 1)
+			break;
+		pfd.fd = upstream;
+	}
+	loop_until(base, client);
+	n = recv(client, buf, sizeof buf, 0);
+	assert_true(n >= 12);
+	assert_int_equal(buf[0] << 8 | buf[1], 0x1234);
+	*nrr = (unsigned)(buf[6] << 8 | buf[7]);
+	return buf[3] & 0x0f;
+}
+
+/* A cached answer is filtered for the asking session's policy, and after the policy is replaced the
+ * answer filtered for the old one is never served: the private address the old policy allowed is gone,
+ * a name the new one denies is refused, although the answer stays cached (the upstream is not asked). */
+static void test_dns_cache_policy(void **state)
+{
+	char path[] = "/tmp/sluice-engine-test-XXXXXX";
+	int fd = mkstemp(path);
+	struct event_base *base = event_base_new();
+	struct proxy_config cfg;
+	struct proxy_session_info info;
+	struct proxy_engine *e;
+	struct policy *with_private = json_policy("{\"allow\": [\"cached.test\", {\"cidr\": \"10.0.0.0/8\"}]}");
+	struct policy *public_only = json_policy("{\"allow\": [\"cached.test\"]}");
+	struct policy *denied = json_policy("{\"allow\": [\"other.test\"]}");
+	struct sockaddr_storage gw;
+	char err[256];
+	uint16_t up_port, gw_port, client_port;
+	int upstream = udp_bound("127.0.0.4", &up_port), listener = udp_bound("127.0.0.3", &gw_port);
+	int client = udp_bound("127.0.0.2", &client_port);
+	unsigned nrr;
+	bool asked;
+	(void)state;
+
+	assert_true(fd >= 0);
+	memset(&cfg, 0, sizeof cfg);
+	cfg.audit_fd = fd;
+	cfg.dns_cache_entries = 16;
+	sin4(&cfg.upstream_dns, "127.0.0.4", up_port);
+	cfg.upstream_dns_len = sizeof(struct sockaddr_in);
+	e = proxy_engine_new(base, &cfg, err, sizeof err);
+	assert_non_null(e);
+	assert_int_equal(proxy_engine_add_listener(e, listener, PROXY_LISTEN_DNS_UDP), 0);
+	memset(&info, 0, sizeof info);
+	info.id = "s1";
+	info.command = "test";
+	info.policy = with_private;
+	sin4(&info.addr4, "127.0.0.2", 0);
+	sin4(&info.gw4, "127.0.0.3", 0);
+	assert_int_equal(proxy_engine_session_add(e, &info), 0);
+	sin4(&gw, "127.0.0.3", gw_port);
+
+	/* fetched, then from the cache (filtered again), then from its filtered view: both addresses */
+	assert_int_equal(ask(base, client, upstream, &gw, &nrr, &asked), 0);
+	assert_true(asked);
+	assert_int_equal(nrr, 2);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(ask(base, client, upstream, &gw, &nrr, &asked), 0);
+		assert_false(asked);
+		assert_int_equal(nrr, 2);
+	}
+	/* a new policy without the private range: the cached answer loses that address */
+	assert_int_equal(proxy_engine_session_set_policy(e, "s1", public_only), 0);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(ask(base, client, upstream, &gw, &nrr, &asked), 0);
+		assert_false(asked);
+		assert_int_equal(nrr, 1);
+	}
+	/* the old policy again, as a new version: the address is back (its own filtering, not a stale view) */
+	assert_int_equal(proxy_engine_session_set_policy(e, "s1", with_private), 0);
+	assert_int_equal(ask(base, client, upstream, &gw, &nrr, &asked), 0);
+	assert_int_equal(nrr, 2);
+	/* a policy that denies the name: refused, although the answer is cached */
+	assert_int_equal(proxy_engine_session_set_policy(e, "s1", denied), 0);
+	assert_int_equal(ask(base, client, upstream, &gw, &nrr, &asked), 5);
+	assert_false(asked);
+	assert_int_equal(nrr, 0);
+
+	policy_unref(with_private);
+	policy_unref(public_only);
+	policy_unref(denied);
+	proxy_engine_free(e);
+	event_base_free(base);
+	close(upstream);
+	close(client);
+	{ /* one audit record per query, each a decision */
+		FILE *f = fopen(path, "r");
+		char line[8192];
+		int n = 0;
+		assert_non_null(f);
+		while (fgets(line, sizeof line, f))
+			n += strstr(line, "\"protocol\":\"dns\"") != NULL;
+		assert_int_equal(n, 8);
+		fclose(f);
+	}
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_api),
+	        cmocka_unit_test(test_dns_cache_policy),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
