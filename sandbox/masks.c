@@ -376,6 +376,38 @@ int sb_masks_view(const struct sb_session *s, int rootfd, const char *hpath, con
 	return 0;
 }
 
+/* The small tmpfs holding "empty", the file masks are clones of. It is attached in the scratch space's
+ * root (SCRATCH/masks), which the sandbox never shows: closing a mount that was never attached dissolves
+ * it, and that waits for an RCU grace period (0.1 to 2 ms of every start, docs/sandbox.md "Start-up
+ * profile"); an attached one goes with the mount namespace, at no extra cost. Without a scratch space
+ * (it is there in every type that applies masks) it stays detached. Returns the tmpfs, or -errno. */
+static int empty_file_fs(const struct sb_session *s, char *err, size_t errlen)
+{
+	const char *opts[] = {"mode", "0555", "size", "4k", NULL};
+	cleanup_fd int fs = sb_new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err,
+	                              errlen);
+	int r;
+
+	if (fs < 0)
+		return fs;
+	int e = openat(fs, "empty", O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
+	if (e < 0)
+		return sb_err(err, errlen, "cannot create the mask file: %s", strerror(errno));
+	close(e);
+	if (s->scratch_fd < 0)
+		return steal_fd(&fs);
+	if (mkdirat(s->scratch_fd, "masks", 0500) < 0)
+		return sb_err(err, errlen, "cannot create the masks' directory in the scratch space: %s",
+		              strerror(errno));
+	cleanup_fd int at = openat(s->scratch_fd, "masks", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (at < 0)
+		return sb_err(err, errlen, "cannot open the masks' directory in the scratch space: %s",
+		              strerror(errno));
+	if ((r = sb_attach(fs, at, "the masks' tmpfs", err, errlen)) < 0)
+		return r;
+	return steal_fd(&fs);
+}
+
 int sb_masks_apply(const struct sb_session *s, int rootfd, char *err, size_t errlen)
 {
 	cleanup_fd int emptyfs = -1;
@@ -400,18 +432,10 @@ int sb_masks_apply(const struct sb_session *s, int rootfd, char *err, size_t err
 			                 MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
 			                 err, errlen);
 		} else {
-			/* Files are covered by an empty read-only file from a small detached tmpfs. */
+			/* Files are covered by an empty read-only file from a small tmpfs. */
 			if (emptyfs < 0) {
-				const char *opts[] = {"mode", "0555", "size", "4k", NULL};
-				emptyfs = sb_new_fs("tmpfs", opts,
-				                    MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err,
-				                    errlen);
-				if (emptyfs < 0)
+				if ((emptyfs = empty_file_fs(s, err, errlen)) < 0)
 					return emptyfs;
-				int e = openat(emptyfs, "empty", O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
-				if (e < 0)
-					return sb_err(err, errlen, "cannot create the mask file: %s", strerror(errno));
-				close(e);
 			}
 			tree = open_tree(emptyfs, "empty", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 			if (tree < 0)

@@ -165,10 +165,10 @@ if [ "$phase" = lab ]; then
 		"env SLUICE_RUN_DIR=$work/no-daemon $sluice run --allow-network -- true")
 	if [ -n "$baseline" ]; then
 		names+=("sluice run (baseline)" "sluice run --allow-network (embedded) (baseline)")
-		# its own run directory: the baseline's helpers do not take the namespace lock (netd/core.c) and
-		# would race the current ones' clean-up over a shared lease directory
-		mkdir -p "$work/no-daemon-baseline"
-		cmds+=("$baseline run -- true" "env SLUICE_RUN_DIR=$work/no-daemon-baseline $baseline run --allow-network -- true")
+		# the same run directory: helpers of two run directories in one network namespace lease the same
+		# gateway address and fight over it (the proxy's port "already in use", the table deleted under the
+		# other); in one directory the namespace lock (netd/core.c, on main since issue 16) orders them
+		cmds+=("$baseline run -- true" "env SLUICE_RUN_DIR=$work/no-daemon $baseline run --allow-network -- true")
 	fi
 	slow_cmds=() slow_names=()
 	if [ -n "${SLUICE_BENCH_CONTAINERS:-}" ]; then
