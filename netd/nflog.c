@@ -34,9 +34,9 @@ struct netd_nflog {
 	unsigned in_window;
 	/* not audited since the last report */
 	unsigned over_rate, lost, unsent;
-	bool buffer_full;      /* recv said ENOBUFS since the last report */
+	bool buffer_full; /* recv said ENOBUFS since the last report */
 	bool seq_known;
-	uint32_t next_seq;     /* the sequence number the next message should carry */
+	uint32_t next_seq; /* the sequence number the next message should carry */
 };
 
 static void report_cb(evutil_socket_t fd, short what, void *arg)

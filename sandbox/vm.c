@@ -254,9 +254,9 @@ static int slurp(const char *path, char **out, size_t *len)
  * so a directory another local user made, could write, or pointed at with a symlink would let them
  * choose what a root or another user's VM runs, and a prune would delete through their symlink. */
 struct vm_cache {
-	int dfd;             /* owned */
-	char dir[PATH_MAX];  /* the directory's path without symlinks */
-	uid_t uid;           /* the invoking user, who (or root) must own the cache */
+	int dfd;            /* owned */
+	char dir[PATH_MAX]; /* the directory's path without symlinks */
+	uid_t uid;          /* the invoking user, who (or root) must own the cache */
 };
 
 /* A new temporary file beside NAME in the cache (never through a symlink or an old file). */
@@ -269,8 +269,8 @@ static int cache_tmp(const struct vm_cache *vc, const char *name, char *tmp, siz
 }
 
 /* Writes the initramfs to NAME in the cache (through a temporary file, renamed into place). */
-static int build_initramfs(const struct vm_cache *vc, const char *name, const char *kver, const char *init,
-                           char *err, size_t errlen)
+static int build_initramfs(const struct vm_cache *vc, const char *name, const char *kver, const char *init, char *err,
+                           size_t errlen)
 {
 	struct sb_moddep m = {0};
 	struct sb_strv order = {0};
@@ -386,8 +386,8 @@ static int cache_open(const struct sb_config *c, struct vm_cache *vc, char *err,
 }
 
 /* A cache file name for what `key` describes: NAME is PREFIX-KVER-HASH.EXT, OUT the path DIR/NAME. */
-static int cache_name(const struct vm_cache *vc, const char *prefix, const char *kver, const char *key,
-                      const char *ext, char *name, size_t nlen, char *out, size_t len, char *err, size_t errlen)
+static int cache_name(const struct vm_cache *vc, const char *prefix, const char *kver, const char *key, const char *ext,
+                      char *name, size_t nlen, char *out, size_t len, char *err, size_t errlen)
 {
 	uint64_t h = 1469598103934665603ull;
 	for (const char *p = key; *p; p++)
