@@ -27,7 +27,7 @@ echo not-for-the-vm >"$H/.ssh/id_test"
 AUDIT=$LAB_DIR/audit.log
 # The initramfs is built once per build directory.
 CACHE=$SLUICE_BUILD_DIR/tests/vm-cache
-mkdir -p "$CACHE"
+mkdir -p "$CACHE" && chmod 0700 "$CACHE" # the launcher refuses a cache others could write
 # sb ARGS...: sluice run --sandbox-type vm as root in the project (embedded netd: no sluiced in the lab)
 sb() { (cd "$P" && exec env -i HOME="$H" PATH=/usr/bin:/bin SLUICE_VM_CACHE="$CACHE" "$SLUICE" run --quiet \
 	--sandbox-type vm --vm-accel tcg "$@"); }
