@@ -2,10 +2,13 @@
  * forwards them to the engine's audit log (proxy_engine_audit_drop) through the engine channel.
  *
  * At most NFLOG_AUDIT_RATE drops a second are audited, so that a session flooding dropped packets
- * cannot flood the audit log or stall the engine. Nothing is lost without a word: the drops over the
- * rate, the messages the kernel lost (a gap in the group's sequence numbers, NFULNL_CFG_F_SEQ: its
- * socket buffer was full) and those the engine's socket did not take are counted, and one line in
- * sluiced's log reports them a second after the first of them, even when no packet follows. */
+ * cannot flood the audit log or stall the engine, and at most half of them from one interface (the
+ * session's veth, which a session cannot forge as it can a source address), so that one flooding
+ * session cannot keep another's drops out of the audit log. Nothing is lost without a word: the drops
+ * over the rate, the messages the kernel lost (a gap in the group's sequence numbers,
+ * NFULNL_CFG_F_SEQ: its socket buffer was full) and those the engine's socket did not take are
+ * counted, and one line in sluiced's log reports them a second after the first of them, even when no
+ * packet follows. */
 #include "netd.h"
 
 #include <errno.h>
@@ -24,14 +27,20 @@
 #include "nflog_parse.h"
 
 #define NFLOG_AUDIT_RATE 1000 /* drops audited per second at most */
+#define NFLOG_IF_SHARE   (NFLOG_AUDIT_RATE / 2) /* ... of them from one incoming interface */
+#define NFLOG_IF_SLOTS   256 /* interfaces counted per second (open addressing); beyond, the total alone */
 
 struct netd_nflog {
 	struct mnl_socket *nl; /* owned */
 	struct event *ev;      /* owned */
 	struct event *report;  /* owned: reports what was not audited */
 	struct netd *d;        /* borrowed */
-	time_t window;         /* the second in_window counts */
+	time_t window;         /* the second in_window and ifs count */
 	unsigned in_window;
+	struct nflog_if {
+		uint32_t ifindex; /* 0: a free slot */
+		unsigned n;
+	} ifs[NFLOG_IF_SLOTS];
 	/* not audited since the last report */
 	unsigned over_rate, lost, unsent;
 	bool buffer_full; /* recv said ENOBUFS since the last report */
@@ -45,9 +54,9 @@ static void report_cb(evutil_socket_t fd, short what, void *arg)
 	unsigned total = n->over_rate + n->lost + n->unsent;
 
 	if (total)
-		log_warnx("NFLOG: %u dropped packets not audited (%u over the %d/s limit, %u lost by the kernel%s, %u "
-			  "not taken by the engine)",
-			  total, n->over_rate, NFLOG_AUDIT_RATE, n->lost,
+		log_warnx("NFLOG: %u dropped packets not audited (%u over the limit of %d/s, %d/s from one interface, "
+			  "%u lost by the kernel%s, %u not taken by the engine)",
+			  total, n->over_rate, NFLOG_AUDIT_RATE, NFLOG_IF_SHARE, n->lost,
 			  n->buffer_full ? ": its socket buffer was full" : "", n->unsent);
 	n->over_rate = n->lost = n->unsent = 0;
 	n->buffer_full = false;
@@ -62,8 +71,26 @@ static void report_soon(struct netd_nflog *n)
 		evtimer_add(n->report, &one_second);
 }
 
+/* This second's count of drops that came in on IFINDEX (0: not said), or NULL when the table is full. */
+static unsigned *if_count(struct netd_nflog *n, uint32_t ifindex)
+{
+	size_t i = (ifindex * 2654435761u) % NFLOG_IF_SLOTS;
+
+	if (!ifindex)
+		return NULL;
+	for (size_t k = 0; k < NFLOG_IF_SLOTS; k++, i = (i + 1) % NFLOG_IF_SLOTS) {
+		if (n->ifs[i].ifindex == ifindex)
+			return &n->ifs[i].n;
+		if (!n->ifs[i].ifindex) {
+			n->ifs[i].ifindex = ifindex;
+			return &n->ifs[i].n;
+		}
+	}
+	return NULL;
+}
+
 /* One message of the group: its sequence number (a gap is messages the kernel lost), then the drop,
- * audited unless over the rate. */
+ * audited unless over the rate (in all, or its interface's share). */
 static void drop_seen(struct netd_nflog *n, const struct netd_drop *dr, bool parsed)
 {
 	time_t now = time(NULL);
@@ -84,11 +111,18 @@ static void drop_seen(struct netd_nflog *n, const struct netd_drop *dr, bool par
 	if (now != n->window) {
 		n->window = now;
 		n->in_window = 0;
+		memset(n->ifs, 0, sizeof n->ifs);
 	}
-	if (++n->in_window > NFLOG_AUDIT_RATE) {
+	unsigned *mine = if_count(n, dr->indev);
+	if (n->in_window >= NFLOG_AUDIT_RATE || (mine && *mine >= NFLOG_IF_SHARE)) {
 		n->over_rate++;
 		report_soon(n);
-	} else if (netd_engine_audit_drop(n->d, dr->src, dr->sport, dr->dst, dr->dport, dr->proto) < 0) {
+		return;
+	}
+	n->in_window++;
+	if (mine)
+		(*mine)++;
+	if (netd_engine_audit_drop(n->d, dr->src, dr->sport, dr->dst, dr->dport, dr->proto) < 0) {
 		n->unsent++;
 		report_soon(n);
 	}

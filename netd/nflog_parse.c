@@ -110,6 +110,12 @@ int netd_nflog_parse_msg(const void *nlmsg, size_t len, struct netd_drop *d)
 				d->prefix[i] = d->prefix[i] ? '?' : '\0';
 	}
 	r = netd_nflog_parse_packet(mnl_attr_get_payload(pl), mnl_attr_get_payload_len(pl), d);
+	if (at.tb[NFULA_IFINDEX_INDEV] && mnl_attr_get_payload_len(at.tb[NFULA_IFINDEX_INDEV]) >= sizeof(uint32_t)) {
+		uint32_t be;
+
+		memcpy(&be, mnl_attr_get_payload(at.tb[NFULA_IFINDEX_INDEV]), sizeof be);
+		d->indev = ntohl(be);
+	}
 	if (at.tb[NFULA_SEQ] && mnl_attr_get_payload_len(at.tb[NFULA_SEQ]) >= sizeof(uint32_t)) {
 		uint32_t be;
 

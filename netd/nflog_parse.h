@@ -14,6 +14,7 @@ struct netd_drop {
 	uint8_t proto;
 	uint16_t sport, dport; /* 0 unless TCP/UDP/SCTP and the header was captured */
 	char prefix[64];       /* the rule's log prefix ("sluice-drop", "sluice-spoof", "sluice-fwd") */
+	uint32_t indev;        /* the interface it came in on (NFULA_IFINDEX_INDEV), 0 if not said */
 	bool has_seq;          /* the message carried NFULA_SEQ (the group was bound with NFULNL_CFG_F_SEQ) */
 	uint32_t seq;          /* the group instance's packet number: a gap is messages the kernel lost */
 };

@@ -112,7 +112,7 @@ static void test_later_fragment_has_no_ports(void **state)
 }
 
 /* The group's sequence number (NFULNL_CFG_F_SEQ): nflog.c counts a gap as messages the kernel lost. A
- * short attribute is no number; a message without one has none. */
+ * short attribute is no number; a message without one has none. And the incoming interface. */
 static void test_seq(void **state)
 {
 	char buf[512];
@@ -131,6 +131,13 @@ static void test_seq(void **state)
 	mnl_attr_put_u16(nlh, NFULA_SEQ, 7);
 	assert_int_equal(netd_nflog_parse_msg(buf, nlh->nlmsg_len, &d), 0);
 	assert_false(d.has_seq);
+	/* the incoming interface (the per-session share of the audit rate is counted by it) */
+	n = build(buf, ipv4_tcp, sizeof ipv4_tcp, NULL);
+	assert_int_equal(netd_nflog_parse_msg(buf, nlh->nlmsg_len, &d), 0);
+	assert_int_equal(d.indev, 0);
+	mnl_attr_put_u32(nlh, NFULA_IFINDEX_INDEV, htonl(4242));
+	assert_int_equal(netd_nflog_parse_msg(buf, nlh->nlmsg_len, &d), 0);
+	assert_int_equal(d.indev, 4242);
 	/* a packet that does not parse still carries its number (it counts for the gaps) */
 	n = build(buf, ipv4_tcp, 10, NULL);
 	mnl_attr_put_u32(nlh, NFULA_SEQ, htonl(5));
