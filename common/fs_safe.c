@@ -1,5 +1,5 @@
 /* Files in someone else's tree, written on their behalf without following their symlinks and with
- * their credentials (see fs_safe.h for the promises). */
+ * their credentials, and directories of the caller's own that no other user can have chosen (see fs_safe.h). */
 #include "fs_safe.h"
 
 #include "util.h"
@@ -267,4 +267,187 @@ int fs_safe_run_as(uid_t uid, gid_t gid, int (*fn)(void *arg, char *err, size_t 
 	if (errlen)
 		util_strlcpy(err, msg.err, errlen);
 	return msg.r > 0 ? 0 : msg.r;
+}
+
+/* Whether a directory or file with stat ST may be trusted by UID: UID or root owns it and nobody else
+ * can write it (a sticky directory lets others add entries but not replace UID's or root's). */
+static int owner_ok(const struct stat *st, uid_t uid, const char *path, char *why, size_t whylen)
+{
+	if (st->st_uid != uid && st->st_uid != 0) {
+		snprintf(why, whylen, "%s is owned by uid %u, not by uid %u or root", path, (unsigned)st->st_uid,
+		         (unsigned)uid);
+		return -EPERM;
+	}
+	return 0;
+}
+
+static int owned_ok(const struct stat *st, uid_t uid, bool sticky_ok, const char *path, char *why, size_t whylen)
+{
+	int r = owner_ok(st, uid, path, why, whylen);
+	if (r < 0)
+		return r;
+	if ((st->st_mode & 022) && !(sticky_ok && (st->st_mode & S_ISVTX))) {
+		snprintf(why, whylen, "%s is writable by %s (mode %04o)", path,
+		         (st->st_mode & 002) ? "others" : "its group", (unsigned)(st->st_mode & 07777));
+		return -EPERM;
+	}
+	return 0;
+}
+
+int fs_safe_open_owned_dir(const char *path, uid_t uid, bool create, mode_t mode, char *resolved, size_t rlen,
+                           char *why, size_t whylen)
+{
+	char rest[PATH_MAX], done[PATH_MAX] = "", name[NAME_MAX + 1], target[PATH_MAX];
+	cleanup_fd int cur = -1;
+	struct stat st;
+	int hops = 0, r;
+	char *p;
+
+	if (whylen)
+		why[0] = '\0';
+	if (!path || path[0] != '/' || strlen(path) >= sizeof rest) {
+		snprintf(why, whylen, "%s: not an absolute path", path ? path : "(null)");
+		return -EINVAL;
+	}
+	memcpy(rest, path, strlen(path) + 1);
+	if ((cur = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 || fstat(cur, &st) < 0)
+		return -errno;
+	if ((r = owned_ok(&st, uid, true, "/", why, whylen)) < 0)
+		return r;
+	for (p = rest;;) {
+		while (*p == '/')
+			p++;
+		if (!*p)
+			break;
+		char *e = strchrnul(p, '/'), *after = e;
+		size_t n = (size_t)(e - p), dl = strlen(done);
+		while (*after == '/')
+			after++;
+		bool last = !*after;
+		if (n > NAME_MAX) {
+			snprintf(why, whylen, "%s/%.*s: name too long", done, (int)n, p);
+			return -ENAMETOOLONG;
+		}
+		memcpy(name, p, n);
+		name[n] = '\0';
+		p = e;
+		if (strcmp(name, ".") == 0)
+			continue;
+		if (strcmp(name, "..") == 0) {
+			/* back to the parent, which the walk checked already (or "/") */
+			int up = openat(cur, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (up < 0)
+				return -errno;
+			close(cur);
+			cur = up;
+			char *slash = strrchr(done, '/');
+			if (slash)
+				*slash = '\0';
+			continue;
+		}
+		if (dl + 1 + n >= sizeof done) {
+			snprintf(why, whylen, "%s: path too long", path);
+			return -ENAMETOOLONG;
+		}
+		done[dl] = '/';
+		memcpy(done + dl + 1, name, n + 1);
+		if (fstatat(cur, name, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT && create) {
+			if (mkdirat(cur, name, mode) < 0 && errno != EEXIST) {
+				r = -errno;
+				snprintf(why, whylen, "cannot create %s: %s", done, strerror(-r));
+				return r;
+			}
+		}
+		if (fstatat(cur, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			r = -errno;
+			snprintf(why, whylen, "%s: %s", done, strerror(-r));
+			return r;
+		}
+		if (S_ISLNK(st.st_mode)) {
+			if (last) {
+				snprintf(why, whylen, "%s is a symlink", done);
+				return -ELOOP;
+			}
+			if ((r = owner_ok(&st, uid, done, why, whylen)) < 0) /* a symlink's mode means nothing */
+				return r;
+			ssize_t tl = readlinkat(cur, name, target, sizeof target - 1);
+			if (tl < 0)
+				return -errno;
+			if (++hops > 40 || (size_t)tl + 1 + strlen(p) >= sizeof rest) {
+				snprintf(why, whylen, "%s: too many symlinks", path);
+				return -ELOOP;
+			}
+			target[tl] = '\0';
+			/* REST becomes TARGET/what was left after the link */
+			memmove(rest + tl + 1, p, strlen(p) + 1);
+			memcpy(rest, target, (size_t)tl);
+			rest[tl] = '/';
+			p = rest;
+			done[dl] = '\0';
+			if (target[0] == '/') {
+				int root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+				if (root < 0)
+					return -errno;
+				close(cur);
+				cur = root;
+				done[0] = '\0';
+			}
+			continue;
+		}
+		if (!S_ISDIR(st.st_mode)) {
+			snprintf(why, whylen, "%s is not a directory", done);
+			return -ENOTDIR;
+		}
+		int next = openat(cur, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (next < 0) {
+			r = -errno;
+			snprintf(why, whylen, "%s: %s", done, strerror(-r));
+			return r;
+		}
+		close(cur);
+		cur = next;
+		/* what was opened is what is judged (not what fstatat saw a moment before); the last
+		 * component is judged after the walk, without the sticky exception */
+		if (!last) {
+			if (fstat(cur, &st) < 0)
+				return -errno;
+			if ((r = owned_ok(&st, uid, true, done, why, whylen)) < 0)
+				return r;
+		}
+	}
+	if (fstat(cur, &st) < 0)
+		return -errno;
+	if ((r = owned_ok(&st, uid, false, done[0] ? done : "/", why, whylen)) < 0)
+		return r;
+	if (resolved && rlen)
+		snprintf(resolved, rlen, "%s", done[0] ? done : "/");
+	return steal_fd(&cur);
+}
+
+int fs_safe_open_owned_file(int dfd, const char *name, uid_t uid, char *why, size_t whylen)
+{
+	cleanup_fd int fd = -1;
+	struct stat st;
+	int r;
+
+	if (whylen)
+		why[0] = '\0';
+	if (!good_component(name, strlen(name)))
+		return -EINVAL;
+	fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0) {
+		r = -errno;
+		if (r == -ELOOP)
+			snprintf(why, whylen, "%s is a symlink", name);
+		return r;
+	}
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(why, whylen, "%s is not a regular file", name);
+		return -EINVAL;
+	}
+	if ((r = owned_ok(&st, uid, false, name, why, whylen)) < 0)
+		return r;
+	return steal_fd(&fd);
 }

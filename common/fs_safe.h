@@ -10,6 +10,9 @@
  * and the work runs with the credentials of the directory's owner (fs_safe_run_as: a forked child that
  * drops to them), so the kernel refuses whatever the owner could not do themselves.
  *
+ * Also a directory of the caller's own opened so that no other local user can have chosen what it holds
+ * (fs_safe_open_owned_dir, fs_safe_open_owned_file: the VM cache, whose kernel and initramfs are booted).
+ *
  * All functions return 0 (or an fd) or -errno. */
 #pragma once
 
@@ -47,3 +50,21 @@ int fs_safe_replace(int dfd, const char *name, const char *text, size_t len, mod
  * (fn's output is not printed twice). */
 int fs_safe_run_as(uid_t uid, gid_t gid, int (*fn)(void *arg, char *err, size_t errlen), void *arg, char *err,
                    size_t errlen);
+
+/* Opens the directory at the absolute PATH that only UID and root can have made what it is (a cache
+ * whose files a privileged program then trusts: the VM's kernel and initramfs). Walks from "/" one
+ * component at a time with openat: every directory on the way must be owned by UID or root and not
+ * writable by group or others unless sticky (/tmp), a symlink on the way is followed only when UID or
+ * root owns it (at most 40), and PATH itself must not be a symlink, must be owned by UID or root and
+ * not writable by group or others. With create, missing components are made with mkdirat(mode) (the
+ * caller's fs credentials own them). Returns an O_DIRECTORY|O_CLOEXEC fd and, when RESOLVED is not
+ * NULL, the path without symlinks in RESOLVED; or -errno with the reason (a path and what is wrong
+ * with it) in WHY: -EPERM wrong owner or writable by others, -ELOOP PATH is a symlink or too many. */
+int fs_safe_open_owned_dir(const char *path, uid_t uid, bool create, mode_t mode, char *resolved, size_t rlen,
+                           char *why, size_t whylen);
+
+/* Opens the regular file NAME (one component) in DFD for reading, not following a symlink, and only
+ * when UID or root owns it and neither group nor others may write it. Returns an fd, -ENOENT when
+ * absent, -ELOOP for a symlink, -EINVAL if not a regular file, -EPERM for a wrong owner or mode (WHY
+ * says which). */
+int fs_safe_open_owned_file(int dfd, const char *name, uid_t uid, char *why, size_t whylen);

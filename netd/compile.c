@@ -30,7 +30,8 @@ struct netd_compile {
 	netd_compile_fn fn;             /* NULL once delivered, cancelled or timed out */
 	void *arg;                      /* borrowed */
 	uid_t uid;
-	unsigned org_gen; /* d->org_gen when it began */
+	unsigned org_gen; /* d->org_gen when it (last) began */
+	unsigned restarts; /* times begun again after a SIGHUP (restart_stale) */
 	/* input, owned, read by the worker only */
 	char *json;
 	char *extra; /* or NULL */
@@ -146,7 +147,40 @@ static void job_free(struct netd_compile *j)
 	free(j);
 }
 
-/* A worker ended: join it, deliver its result unless it was abandoned, free the job. */
+/* A compile that finished under an organisation layer that SIGHUP replaced meanwhile is begun again
+ * under the new one, with the same input and within the same deadline, at most COMPILE_RESTARTS times:
+ * the client (a setup, a POLICY change, SIGHUP's own recompile) sees a slower answer, not a "try
+ * again" for a reload it knows nothing of. 0 when begun again (the job is back in the list and keeps
+ * its slot); -EAGAIN when not to (deliver refuses a stale result); another -errno if the thread could
+ * not be started. */
+#define COMPILE_RESTARTS 3
+static int restart_stale(struct netd_compiler *cc, struct netd_compile *j)
+{
+	int r;
+
+	if (!j->fn || j->r != 0 || j->org_gen == cc->d->org_gen || j->restarts >= COMPILE_RESTARTS)
+		return -EAGAIN;
+	j->json = steal_pointer(&j->out.client);
+	j->extra = steal_pointer(&j->out.extra);
+	netd_compiled_clear(&j->out);
+	j->org_gen = cc->d->org_gen;
+	j->restarts++;
+	j->err[0] = '\0';
+	log_info("uid %u: the organisation policy was reloaded while a session policy compiled: compiling it again "
+		 "under the reloaded one", (unsigned)j->uid);
+	pthread_mutex_lock(&cc->lock);
+	j->done = false;
+	if ((r = pthread_create(&j->thread, NULL, worker, j)) == 0) {
+		j->next = cc->jobs;
+		cc->jobs = j;
+		cc->running++;
+	}
+	pthread_mutex_unlock(&cc->lock);
+	return -r;
+}
+
+/* A worker ended: join it, begin it again if its result is stale, else deliver its result unless it was
+ * abandoned and free the job. */
 static void reap_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct netd_compiler *cc = arg;
@@ -167,7 +201,15 @@ static void reap_cb(evutil_socket_t fd, short what, void *arg)
 		if (!j)
 			return;
 		pthread_join(j->thread, NULL);
-		deliver(cc, j, j->r, j->err);
+		int rr = restart_stale(cc, j);
+		if (rr == 0)
+			continue; /* its result comes when the new compile ends */
+		if (rr != -EAGAIN)
+			deliver(cc, j, rr,
+				"compiling the policy again after the organisation policy was reloaded failed (no "
+				"thread); try again");
+		else
+			deliver(cc, j, j->r, j->err);
 		job_free(j);
 		if (cc->d->compile_slot_freed) /* SIGHUP's reload may wait for a slot */
 			cc->d->compile_slot_freed(cc->d);

@@ -28,8 +28,6 @@
 #include "reaper.h"
 #include "util.h"
 
-#define ENGINE_DROP_RATE 1000 /* NFLOG drops forwarded per second at most */
-
 struct netd_engine {
 	struct netd *d;              /* borrowed */
 	pid_t pid;
@@ -40,8 +38,6 @@ struct netd_engine {
 	uint32_t seq;
 	unsigned failures;           /* consecutive deaths before READY, for back-off */
 	char last_err[NETD_ERRMSG_MAX + 1]; /* why it is down, for clients */
-	time_t drop_window;
-	unsigned drops_in_window, drops_suppressed;
 };
 
 static int engine_spawn(struct netd *d, char *err, size_t errlen);
@@ -187,36 +183,25 @@ fail:
 	return r;
 }
 
-void netd_engine_audit_drop(struct netd *d, const char *src, uint16_t sport, const char *dst, uint16_t dport,
-			    uint8_t proto)
+int netd_engine_audit_drop(struct netd *d, const char *src, uint16_t sport, const char *dst, uint16_t dport,
+			   uint8_t proto)
 {
 	struct netd_engine *e = d->engine;
-	time_t now = time(NULL);
 	struct ipc_buf b;
+	int r;
 
 	if (!e || !e->ready)
-		return;
-	/* a session flooding dropped packets must not flood the audit log or stall the engine */
-	if (now != e->drop_window) {
-		if (e->drops_suppressed)
-			log_warnx("%u dropped packets not audited (over %d/s)", e->drops_suppressed, ENGINE_DROP_RATE);
-		e->drop_window = now;
-		e->drops_in_window = e->drops_suppressed = 0;
-	}
-	if (++e->drops_in_window > ENGINE_DROP_RATE) {
-		e->drops_suppressed++;
-		return;
-	}
-	if (ipc_buf_init(&b, NETD_ENG_AUDIT_DROP, next_seq(e)) < 0)
-		return;
+		return -ENOTCONN;
+	if ((r = ipc_buf_init(&b, NETD_ENG_AUDIT_DROP, next_seq(e))) < 0)
+		return r;
 	ipc_buf_put_str(&b, NETD_A_SRC, src);
 	ipc_buf_put_str(&b, NETD_A_DST, dst);
 	ipc_buf_put_u16(&b, NETD_A_SPORT, sport);
 	ipc_buf_put_u16(&b, NETD_A_DPORT, dport);
 	ipc_buf_put_u8(&b, NETD_A_PROTO, proto);
-	if (ipc_send(e->sock, &b) < 0)
-		log_debug("engine: audit drop not sent");
+	r = ipc_send(e->sock, &b);
 	ipc_buf_release(&b);
+	return r;
 }
 
 void netd_engine_reopen_log(struct netd *d)

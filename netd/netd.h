@@ -302,8 +302,10 @@ void netd_engine_session_remove(struct netd *d, const struct netd_sess *s);
  * writes their records) and answers once its records are written; s->records_seq tracks the
  * RESULT. -EHOSTDOWN when the engine is not running (nothing of the session is in flight then). */
 int netd_engine_session_release(struct netd *d, struct netd_sess *s);
-void netd_engine_audit_drop(struct netd *d, const char *src, uint16_t sport, const char *dst, uint16_t dport,
-			    uint8_t proto);
+/* Hands one dropped packet to the engine's audit log: 0, -ENOTCONN when no engine runs, or ipc_send's
+ * -errno (its socket full). nflog.c counts what was not handed over. */
+int netd_engine_audit_drop(struct netd *d, const char *src, uint16_t sport, const char *dst, uint16_t dport,
+			   uint8_t proto);
 void netd_engine_reopen_log(struct netd *d);
 /* Sends the session's new policy (SESSION_POLICY); s->policy_seq tracks the RESULT. */
 int netd_engine_session_policy(struct netd *d, struct netd_sess *s);

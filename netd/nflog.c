@@ -1,5 +1,14 @@
 /* NFLOG listener: sluiced binds the configured log group, reads the packets nftables dropped, and
- * forwards them to the engine's audit log (proxy_engine_audit_drop) through the engine channel. */
+ * forwards them to the engine's audit log (proxy_engine_audit_drop) through the engine channel.
+ *
+ * At most NFLOG_AUDIT_RATE drops a second are audited, so that a session flooding dropped packets
+ * cannot flood the audit log or stall the engine, and at most half of them from one interface (the
+ * session's veth, which a session cannot forge as it can a source address), so that one flooding
+ * session cannot keep another's drops out of the audit log. Nothing is lost without a word: the drops
+ * over the rate, the messages the kernel lost (a gap in the group's sequence numbers,
+ * NFULNL_CFG_F_SEQ: its socket buffer was full) and those the engine's socket did not take are
+ * counted, and one line in sluiced's log reports them a second after the first of them, even when no
+ * packet follows. */
 #include "netd.h"
 
 #include <errno.h>
@@ -11,16 +20,113 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <arpa/inet.h>
 
 #include "log.h"
 #include "nflog_parse.h"
 
+#define NFLOG_AUDIT_RATE 1000 /* drops audited per second at most */
+#define NFLOG_IF_SHARE   (NFLOG_AUDIT_RATE / 2) /* ... of them from one incoming interface */
+#define NFLOG_IF_SLOTS   256 /* interfaces counted per second (open addressing); beyond, the total alone */
+
 struct netd_nflog {
 	struct mnl_socket *nl; /* owned */
 	struct event *ev;      /* owned */
+	struct event *report;  /* owned: reports what was not audited */
 	struct netd *d;        /* borrowed */
+	time_t window;         /* the second in_window and ifs count */
+	unsigned in_window;
+	struct nflog_if {
+		uint32_t ifindex; /* 0: a free slot */
+		unsigned n;
+	} ifs[NFLOG_IF_SLOTS];
+	/* not audited since the last report */
+	unsigned over_rate, lost, unsent;
+	bool buffer_full; /* recv said ENOBUFS since the last report */
+	bool seq_known;
+	uint32_t next_seq; /* the sequence number the next message should carry */
 };
+
+static void report_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct netd_nflog *n = arg;
+	unsigned total = n->over_rate + n->lost + n->unsent;
+
+	if (total)
+		log_warnx("NFLOG: %u dropped packets not audited (%u over the limit of %d/s, %d/s from one interface, "
+			  "%u lost by the kernel%s, %u not taken by the engine)",
+			  total, n->over_rate, NFLOG_AUDIT_RATE, NFLOG_IF_SHARE, n->lost,
+			  n->buffer_full ? ": its socket buffer was full" : "", n->unsent);
+	n->over_rate = n->lost = n->unsent = 0;
+	n->buffer_full = false;
+}
+
+/* Something was not audited: the report comes a second later (what follows meanwhile joins it). */
+static void report_soon(struct netd_nflog *n)
+{
+	static const struct timeval one_second = {1, 0};
+
+	if (!evtimer_pending(n->report, NULL))
+		evtimer_add(n->report, &one_second);
+}
+
+/* This second's count of drops that came in on IFINDEX (0: not said), or NULL when the table is full. */
+static unsigned *if_count(struct netd_nflog *n, uint32_t ifindex)
+{
+	size_t i = (ifindex * 2654435761u) % NFLOG_IF_SLOTS;
+
+	if (!ifindex)
+		return NULL;
+	for (size_t k = 0; k < NFLOG_IF_SLOTS; k++, i = (i + 1) % NFLOG_IF_SLOTS) {
+		if (n->ifs[i].ifindex == ifindex)
+			return &n->ifs[i].n;
+		if (!n->ifs[i].ifindex) {
+			n->ifs[i].ifindex = ifindex;
+			return &n->ifs[i].n;
+		}
+	}
+	return NULL;
+}
+
+/* One message of the group: its sequence number (a gap is messages the kernel lost), then the drop,
+ * audited unless over the rate (in all, or its interface's share). */
+static void drop_seen(struct netd_nflog *n, const struct netd_drop *dr, bool parsed)
+{
+	time_t now = time(NULL);
+
+	if (dr->has_seq) {
+		uint32_t gap = dr->seq - n->next_seq;
+
+		/* a huge gap is no loss but a restarted count (the group was bound again) */
+		if (n->seq_known && gap && gap < (1u << 24)) {
+			n->lost += gap;
+			report_soon(n);
+		}
+		n->seq_known = true;
+		n->next_seq = dr->seq + 1;
+	}
+	if (!parsed)
+		return;
+	if (now != n->window) {
+		n->window = now;
+		n->in_window = 0;
+		memset(n->ifs, 0, sizeof n->ifs);
+	}
+	unsigned *mine = if_count(n, dr->indev);
+	if (n->in_window >= NFLOG_AUDIT_RATE || (mine && *mine >= NFLOG_IF_SHARE)) {
+		n->over_rate++;
+		report_soon(n);
+		return;
+	}
+	n->in_window++;
+	if (mine)
+		(*mine)++;
+	if (netd_engine_audit_drop(n->d, dr->src, dr->sport, dr->dst, dr->dport, dr->proto) < 0) {
+		n->unsent++;
+		report_soon(n);
+	}
+}
 
 static int nflog_cfg(struct mnl_socket *nl, uint16_t group, int attr, const void *data, size_t len)
 {
@@ -59,16 +165,18 @@ static void nflog_read_cb(evutil_socket_t fd, short what, void *arg)
 		int rem;
 
 		if (len < 0) {
-			if (errno == ENOBUFS)
-				log_warnx("NFLOG: the kernel dropped log messages (socket buffer full)");
+			if (errno == ENOBUFS) { /* counted by the gap in the sequence numbers */
+				n->buffer_full = true;
+				report_soon(n);
+				continue;
+			}
 			return;
 		}
 		rem = (int)len;
 		while (mnl_nlmsg_ok(nlh, rem)) {
 			struct netd_drop d;
 
-			if (netd_nflog_parse_msg(nlh, (size_t)rem, &d) == 0)
-				netd_engine_audit_drop(n->d, d.src, d.sport, d.dst, d.dport, d.proto);
+			drop_seen(n, &d, netd_nflog_parse_msg(nlh, (size_t)rem, &d) == 0);
 			nlh = mnl_nlmsg_next(nlh, &rem);
 		}
 	}
@@ -79,6 +187,7 @@ int netd_nflog_start(struct netd *d, char *err, size_t errlen)
 	struct netd_nflog *n = calloc(1, sizeof *n);
 	struct nfulnl_msg_config_cmd cmd = {NFULNL_CFG_CMD_BIND};
 	struct nfulnl_msg_config_mode mode = {htonl(128), NFULNL_COPY_PACKET, 0};
+	uint16_t flags = htons(NFULNL_CFG_F_SEQ);
 	int bufsz = 1 << 20, r;
 
 	if (!n)
@@ -94,13 +203,16 @@ int netd_nflog_start(struct netd *d, char *err, size_t errlen)
 	r = nflog_cfg(n->nl, (uint16_t)d->cfg.nflog_group, NFULA_CFG_CMD, &cmd, sizeof cmd);
 	if (r == 0)
 		r = nflog_cfg(n->nl, (uint16_t)d->cfg.nflog_group, NFULA_CFG_MODE, &mode, sizeof mode);
+	if (r == 0)
+		r = nflog_cfg(n->nl, (uint16_t)d->cfg.nflog_group, NFULA_CFG_FLAGS, &flags, sizeof flags);
 	if (r < 0) {
 		snprintf(err, errlen, "binding NFLOG group %u: %s%s", d->cfg.nflog_group, strerror(-r),
 			 r == -EBUSY ? " (another program listens on it: choose another with --nflog-group)" : "");
 		goto fail;
 	}
 	n->ev = event_new(d->base, mnl_socket_get_fd(n->nl), EV_READ | EV_PERSIST, nflog_read_cb, n);
-	if (!n->ev || event_add(n->ev, NULL) < 0) {
+	n->report = evtimer_new(d->base, report_cb, n);
+	if (!n->ev || !n->report || event_add(n->ev, NULL) < 0) {
 		r = -ENOMEM;
 		snprintf(err, errlen, "out of memory");
 		goto fail;
@@ -118,6 +230,10 @@ void netd_nflog_free(struct netd_nflog *n)
 		return;
 	if (n->ev)
 		event_free(n->ev);
+	if (n->report) {
+		report_cb(-1, 0, n); /* what was not reported yet */
+		event_free(n->report);
+	}
 	if (n->nl)
 		mnl_socket_close(n->nl);
 	if (n->d && n->d->nflog == n)

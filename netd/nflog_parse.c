@@ -83,6 +83,7 @@ int netd_nflog_parse_msg(const void *nlmsg, size_t len, struct netd_drop *d)
 	const struct nlmsghdr *nlh = nlmsg;
 	struct attrs at = {{0}};
 	const struct nlattr *pl;
+	int r;
 
 	memset(d, 0, sizeof *d);
 	if (len < sizeof *nlh || nlh->nlmsg_len < sizeof *nlh || nlh->nlmsg_len > len)
@@ -108,5 +109,19 @@ int netd_nflog_parse_msg(const void *nlmsg, size_t len, struct netd_drop *d)
 			if ((unsigned char)d->prefix[i] < 0x20 || (unsigned char)d->prefix[i] > 0x7e)
 				d->prefix[i] = d->prefix[i] ? '?' : '\0';
 	}
-	return netd_nflog_parse_packet(mnl_attr_get_payload(pl), mnl_attr_get_payload_len(pl), d);
+	r = netd_nflog_parse_packet(mnl_attr_get_payload(pl), mnl_attr_get_payload_len(pl), d);
+	if (at.tb[NFULA_IFINDEX_INDEV] && mnl_attr_get_payload_len(at.tb[NFULA_IFINDEX_INDEV]) >= sizeof(uint32_t)) {
+		uint32_t be;
+
+		memcpy(&be, mnl_attr_get_payload(at.tb[NFULA_IFINDEX_INDEV]), sizeof be);
+		d->indev = ntohl(be);
+	}
+	if (at.tb[NFULA_SEQ] && mnl_attr_get_payload_len(at.tb[NFULA_SEQ]) >= sizeof(uint32_t)) {
+		uint32_t be;
+
+		memcpy(&be, mnl_attr_get_payload(at.tb[NFULA_SEQ]), sizeof be);
+		d->seq = ntohl(be);
+		d->has_seq = true;
+	}
+	return r;
 }

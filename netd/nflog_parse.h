@@ -4,6 +4,7 @@
 #pragma once
 
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -13,6 +14,9 @@ struct netd_drop {
 	uint8_t proto;
 	uint16_t sport, dport; /* 0 unless TCP/UDP/SCTP and the header was captured */
 	char prefix[64];       /* the rule's log prefix ("sluice-drop", "sluice-spoof", "sluice-fwd") */
+	uint32_t indev;        /* the interface it came in on (NFULA_IFINDEX_INDEV), 0 if not said */
+	bool has_seq;          /* the message carried NFULA_SEQ (the group was bound with NFULNL_CFG_F_SEQ) */
+	uint32_t seq;          /* the group instance's packet number: a gap is messages the kernel lost */
 };
 
 /* Parses the IP packet at the start of a captured payload. 0, or -EBADMSG when it is not a

@@ -106,7 +106,7 @@ void policy_arena_release(struct policy_arena *a)
 
 	for (; c; c = n) {
 		n = c->next;
-		explicit_bzero(c->data, c->used); /* credentials' secrets live here (http_rules.c) */
+		explicit_bzero(c->data, c->used); /* credentials' secrets live here (http_load.c) */
 		free(c);
 	}
 	a->head = NULL;
@@ -642,7 +642,7 @@ void policy_unref(struct policy *p)
 	free(p->cidr);
 	policy_bulk_free(p->rules);
 	free(p->inspects);
-	policy_arena_release(&p->arena); /* (secrets of credentials are in it: see http_rules.c) */
+	policy_arena_release(&p->arena); /* (secrets of credentials are in it: see http_load.c) */
 	free(p);
 }
 
@@ -716,13 +716,8 @@ char *policy_serialize(const struct policy *p)
 				json_object_array_add(pa, json_object_new_string("udp"));
 			json_object_object_add(o, "protocol", pa);
 		}
-		if (r->methods) {
-			json_object *ma = json_object_new_array();
-			for (unsigned bit = 1; bit <= POLICY_M_TRACE; bit <<= 1)
-				if (r->methods & bit)
-					json_object_array_add(ma, json_object_new_string(policy_method_name(bit)));
-			json_object_object_add(o, "methods", ma);
-		}
+		if (r->methods)
+			json_object_object_add(o, "methods", policy_methods_json(r->methods));
 		json_object_object_add(o, "where", json_object_new_string(r->where));
 		json_object_object_add(o, "layer", json_object_new_string(policy_layer_name(r->layer)));
 		json_object_object_add(o, "kind", json_object_new_string(r->kind == RULE_DENY ? "deny"

@@ -289,7 +289,7 @@ char *policy_learn_render(struct policy_learn *l, const char *preset_dir, const 
  * keeping its original "file:line:col". Returns a malloced NUL-terminated string or NULL. */
 char *policy_serialize(const struct policy *p);
 
-/* ---- HTTPS inspection: HTTP rules and credentials (http_rules.c, docs/policy.md) ---- */
+/* ---- HTTPS inspection: HTTP rules and credentials (decided in http_rules.c, loaded in http_load.c) ---- */
 
 /* Request paths are normalised before any rule sees them (and rules' patterns the same way at load):
  * percent escapes of unreserved characters decoded, the hex of other escapes upper-cased, dot segments

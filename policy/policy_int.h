@@ -34,6 +34,7 @@ enum policy_pattern_kind { PAT_EXACT = 0, PAT_WILDCARD, PAT_CIDR };
 #define POLICY_MAX_PORT_RANGES 8
 #define POLICY_PB_TCP 1u
 #define POLICY_PB_UDP 2u
+#define POLICY_PATTERN_MAX 512 /* an HTTP rule's path pattern (http_load.c), and a glob's (http_rules.c) */
 /* The protocols a rule covers (its kind's default when it names none). */
 unsigned policy_rule_protos(const struct policy_rule *r);
 
@@ -74,7 +75,7 @@ struct policy_preset_seen {
 	char name[];
 };
 
-/* ---- HTTPS inspection (http_rules.c) ---- */
+/* ---- HTTPS inspection (http_rules.c: decisions; http_load.c: loading, serialisation) ---- */
 
 /* One HTTP rule of an inspected host: methods and a path pattern, and optionally a query parameter. */
 struct policy_http_rule {
@@ -123,12 +124,12 @@ struct policy {
 	size_t ncidr;
 	bool has_ceiling;
 	struct policy_options opts;
-	struct policy_inspect *inspects; /* owned array (http_rules.c); strings in arena */
+	struct policy_inspect *inspects; /* owned array (http_load.c); strings in arena */
 	size_t ninspects;
 	unsigned org_pins; /* options the org layer pinned off: 1 direct, 2 transparent, 4 ask, 8 learn */
 };
 
-/* The JSON loader's context (parse.c), shared with the loaders of other sections (http_rules.c). */
+/* The JSON loader's context (parse.c), shared with the loaders of other sections (http_load.c). */
 struct jpos;
 struct jctx {
 	struct policy_builder *b;
@@ -143,10 +144,12 @@ int policy_jfail(const struct jctx *c, const char *path, const char *fmt, ...) _
 void policy_jwhere(const struct jctx *c, const char *path, unsigned *line, unsigned *col);
 /* "file:line:col" of the value at path, in the arena (NULL: out of memory). */
 const char *policy_json_where(const struct jctx *c, const char *path);
-/* Loads the "inspect" list (http_rules.c). */
+/* Loads the "inspect" list (http_load.c). */
 int policy_inspect_load_json(const struct jctx *c, json_object *v);
 /* Adds the "inspect" list of p to a serialised policy's root object; -ENOMEM. */
 int policy_inspect_serialize(const struct policy *p, json_object *root);
+/* A method set (POLICY_M_* bits) as a JSON array of method names, in bit order (http_load.c). */
+json_object *policy_methods_json(unsigned methods);
 
 /* Error helper: fills err (may be NULL) and returns -EINVAL. */
 int policy_err(struct policy_error *err, const char *file, unsigned line, unsigned col, const char *fmt, ...)

@@ -17,11 +17,13 @@
  *
  * One thread, one poll loop: /dev/fuse, the control socket for sluicectl (common/fsask.h), its
  * clients, the init's socket (its "ready" byte ends the setup phase, in which init's own lookups for
- * the mount points are answered without asking), and the earliest ask deadline. */
-#define FUSE_USE_VERSION 35
-#include "session.h"
+ * the mount points are answered without asking), and the earliest ask deadline.
+ *
+ * This file is the file system: the rules and identities that decide, the audit records, the nodes and
+ * the FUSE operations, and the gate process with its loop. fsgate-ask.c is the ask channel (the opens
+ * held for a decision, the prompt, the control socket); fsgate.h is what the two share. */
+#include "fsgate.h"
 
-#include "fsask.h"
 #include "log.h"
 #include "util.h"
 
@@ -32,110 +34,19 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
-#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-#define GATE_TTL          86400.0 /* entry and attribute cache: the host view is read-only to the sandbox */
-#define GATE_BUCKETS      4096
-#define GATE_ASKS_MAX     64 /* held at once; beyond, opens are refused at once */
-#define GATE_RULES_MAX    4096
-#define GATE_CLIENTS_MAX  8
-#define GATE_DEFAULT_WAIT 60
-#define GATE_IDS_MAX      16384 /* identities of files in masked or denied trees */
-#define GATE_IDS_SLOTS    32768 /* their hash table (open addressing, at most half full) */
-#define GATE_SCAN_DEPTH   8
-#define GATE_SCAN_MAX     200000 /* directory entries read for identities, in all */
-#define GATE_QUIET_SLOTS  64     /* masked paths whose repeated refusals are counted, not each recorded */
-#define GATE_QUIET_S      10
-
-struct gate_node {
-	struct gate_node *hnext;  /* hash chain on (parent, name) */
-	struct gate_node *parent; /* borrowed; nodes live as long as the gate */
-	char *name;               /* owned */
-	char *path;               /* owned; the host path, built by the gate */
-	int fd;                   /* owned; O_PATH, opened by the gate relative to the parent's */
-	dev_t dev;
-	ino_t ino;
-	mode_t mode;
-	uint64_t nlookup;  /* the kernel's references (lookups not yet forgotten) */
-	unsigned children; /* nodes whose parent this is */
-};
-
-/* A path the sandbox may (allow) or may not read; subtree: everything beneath it too. */
-struct gate_rule {
-	char *path; /* owned */
-	bool subtree, allow;
-	bool mount; /* a mount point of the allow-list: its ancestors may be looked up */
-};
-
-enum gate_op { OP_OPEN, OP_OPENDIR };
-
-struct gate_wait {
-	struct gate_wait *next;
-	fuse_req_t req;
-	enum gate_op op;
-	struct gate_node *node; /* borrowed: the node being opened */
-	struct fuse_file_info fi;
-};
-
-struct gate_ask {
-	struct gate_ask *next;
-	char id[FSASK_ID_MAX + 1];
-	char *path;             /* owned */
-	struct gate_node *node; /* borrowed: the node asked about */
-	char cmd[FSASK_COMMAND_MAX + 1];
-	bool dir;
-	time_t created;
-	struct timespec deadline;
-	struct gate_wait *waiters; /* owned list */
-};
-
-struct gate {
-	const struct sb_session *s; /* borrowed (the launcher's copy, forked) */
-	struct fuse_session *se;    /* owned */
-	struct gate_node root;
-	struct gate_node *table[GATE_BUCKETS];
-	struct gate_rule rules[GATE_RULES_MAX];
-	size_t nrules;
-	struct gate_ask *asks; /* owned list */
-	unsigned nasks;
-	bool setup;   /* until init says ready: its lookups are answered without asking */
-	int initfd;   /* owned; socket to init */
-	int listenfd; /* owned; the control socket */
-	int clients[GATE_CLIENTS_MAX];
-	int auditfd; /* owned; O_APPEND, or -1 */
-	int procfd;  /* owned; the sandbox's /proc (from init), or -1 */
-	/* Files of masked and denied trees by identity: a hard link to one elsewhere is the same file. */
-	struct gate_id {
-		dev_t dev;
-		ino_t ino;
-		bool used;
-	} ids[GATE_IDS_SLOTS];
-	size_t nids;
-	size_t scanned; /* entries id_scan visited, in all (bounded) */
-	/* The masked paths recorded lately (audit_masked): a refusal repeated within GATE_QUIET_S is
-	 * counted, not written again. */
-	struct gate_quiet {
-		char path[PATH_MAX]; /* "" = free */
-		time_t last;         /* CLOCK_MONOTONIC seconds of its last record */
-		unsigned long repeated;
-	} quiet[GATE_QUIET_SLOTS];
-	unsigned wait_s;
-};
 
 /* ---- paths and rules ---- */
 
@@ -148,7 +59,7 @@ static bool under(const char *path, const char *base)
 	return strncmp(path, base, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
-static int rule_add(struct gate *g, const char *path, bool subtree, bool allow, bool mount)
+int sb_gate_rule_add(struct gate *g, const char *path, bool subtree, bool allow, bool mount)
 {
 	for (size_t i = 0; i < g->nrules; i++) {
 		struct gate_rule *r = &g->rules[i];
@@ -225,7 +136,7 @@ static void id_scan(struct gate *g, int dfd, int depth)
 
 /* A denied (or masked) object by its O_PATH fd: itself, or for a directory with subtree, the files
  * beneath it. */
-static void id_deny(struct gate *g, int fd, bool subtree)
+void sb_gate_id_deny(struct gate *g, int fd, bool subtree)
 {
 	struct stat st;
 	char proc[32];
@@ -261,12 +172,10 @@ static bool masked(const struct gate *g, const char *path, dev_t dev, ino_t ino,
 	return false;
 }
 
-enum verdict { V_ALLOW, V_DENY, V_MASKED, V_ASK };
-
 /* The most specific rule decides (an exact rule beats a subtree one of the same path, a denial beats
  * an allowance of the same specificity). lookup: the ancestors of the allow-list's mount points may
  * be looked up (not listed), or nothing beneath could be reached. */
-static enum verdict decide(const struct gate *g, const char *path, bool lookup)
+enum verdict sb_gate_decide(const struct gate *g, const char *path, bool lookup)
 {
 	const struct gate_rule *best = NULL;
 	size_t bestlen = 0;
@@ -370,8 +279,8 @@ static int audit_n(struct gate *g, const char *event, const char *decision, cons
 	return 0;
 }
 
-static int audit(struct gate *g, const char *event, const char *decision, const char *path, const char *cmd,
-                 const char *id, long long by)
+int sb_gate_audit(struct gate *g, const char *event, const char *decision, const char *path, const char *cmd,
+                  const char *id, long long by)
 {
 	return audit_n(g, event, decision, path, cmd, id, by, 0);
 }
@@ -400,7 +309,7 @@ static void audit_masked(struct gate *g, const char *path)
 	} else {
 		if (q->path[0] && q->repeated)
 			audit_n(g, "masked", "deny", q->path, NULL, NULL, -1, q->repeated);
-		audit(g, "masked", "deny", path, NULL, NULL, -1);
+		sb_gate_audit(g, "masked", "deny", path, NULL, NULL, -1);
 		util_strlcpy(q->path, path, sizeof q->path);
 	}
 	q->last = now.tv_sec;
@@ -502,7 +411,7 @@ static void lookup_real(struct gate *g, fuse_req_t req, struct gate_node *parent
 	fuse_reply_entry(req, &e);
 }
 
-static void open_real(struct gate *g, fuse_req_t req, struct gate_node *n, struct fuse_file_info *fi, bool dir)
+void sb_gate_open_real(struct gate *g, fuse_req_t req, struct gate_node *n, struct fuse_file_info *fi, bool dir)
 {
 	char proc[32];
 	int fd;
@@ -534,174 +443,6 @@ static void open_real(struct gate *g, fuse_req_t req, struct gate_node *n, struc
 		close(fd);
 }
 
-/* ---- asks ---- */
-
-/* pid is in the sandbox's pid namespace (FUSE reports the mounter's): read it from the sandbox's
- * own /proc, which init handed over with its ready byte. */
-static void cmdline_of(const struct gate *g, pid_t pid, char *out, size_t len)
-{
-	char path[32];
-	ssize_t n = -1;
-	int fd = -1;
-
-	snprintf(path, sizeof path, "%d/cmdline", (int)pid);
-	if (g->procfd >= 0)
-		fd = openat(g->procfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd >= 0) {
-		n = read(fd, out, len - 1);
-		close(fd);
-	}
-	if (n <= 0) {
-		snprintf(out, len, "pid %d", (int)pid);
-		return;
-	}
-	for (ssize_t i = 0; i < n; i++)
-		if (out[i] == '\0')
-			out[i] = ' ';
-		else if ((unsigned char)out[i] < 0x20 || out[i] == 0x7f)
-			out[i] = '?';
-	while (n > 0 && out[n - 1] == ' ')
-		n--;
-	out[n] = '\0';
-}
-
-#define GATE_PROMPT_CMD 48 /* bytes of the command line the prompt shows */
-
-/* The command line for the prompt: printable ASCII, at most GATE_PROMPT_CMD bytes (then "..."). The
- * sandbox writes its own argv, so it must neither carry terminal controls nor be long enough to push
- * the path out of the approver's sight (a command line that reads "wants to read /harmless" and then
- * pads the real path onto a later line). */
-static const char *prompt_cmd(const char *cmd, char *buf, size_t len)
-{
-	util_printable(buf, len, cmd);
-	for (char *q = buf; *q; q++)
-		if (*q == '"')
-			*q = '\''; /* the quotes around it are the prompt's */
-	if (strlen(buf) > GATE_PROMPT_CMD && len > GATE_PROMPT_CMD + 3)
-		memcpy(buf + GATE_PROMPT_CMD, "...", 4);
-	return buf;
-}
-
-static void ask_finish(struct gate *g, struct gate_ask *a, bool allow);
-
-/* A held open whose caller was interrupted: answered EINTR at once; an ask nobody waits for any more
- * ends (recorded as abandoned). */
-static void ask_interrupted(fuse_req_t req, void *data)
-{
-	struct gate *g = data;
-
-	for (struct gate_ask *a = g->asks; a; a = a->next)
-		for (struct gate_wait **pp = &a->waiters; *pp; pp = &(*pp)->next) {
-			if ((*pp)->req != req)
-				continue;
-			struct gate_wait *w = *pp;
-			*pp = w->next;
-			fuse_reply_err(req, EINTR);
-			free(w);
-			if (!a->waiters) {
-				audit(g, "abandoned", "deny", a->path, a->cmd, a->id, -1);
-				ask_finish(g, a, false);
-			}
-			return;
-		}
-}
-
-static void ask_wait(struct gate *g, fuse_req_t req, enum gate_op op, struct gate_node *node, const char *path,
-                     struct fuse_file_info *fi)
-{
-	struct gate_ask *a;
-	struct gate_wait *w = calloc(1, sizeof *w);
-
-	if (!w) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	w->req = req;
-	w->op = op;
-	w->node = node;
-	if (fi)
-		w->fi = *fi;
-	for (a = g->asks; a; a = a->next)
-		if (strcmp(a->path, path) == 0)
-			break;
-	if (!a) {
-		uint8_t rnd[4];
-		if (g->nasks >= GATE_ASKS_MAX || getrandom(rnd, sizeof rnd, 0) != sizeof rnd ||
-		    !(a = calloc(1, sizeof *a)) || !(a->path = strdup(path))) {
-			free(a);
-			free(w);
-			audit(g, "denied", "deny", path, NULL, NULL, -1);
-			fuse_reply_err(req, EACCES);
-			return;
-		}
-		snprintf(a->id, sizeof a->id, "fs-%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3]);
-		cmdline_of(g, fuse_req_ctx(req)->pid, a->cmd, sizeof a->cmd);
-		a->dir = op == OP_OPENDIR;
-		a->node = node;
-		a->created = time(NULL);
-		clock_gettime(CLOCK_MONOTONIC, &a->deadline);
-		a->deadline.tv_sec += g->wait_s;
-		if (audit(g, "asked", "ask", path, a->cmd, a->id, -1) < 0) {
-			/* not recorded, not asked: refused */
-			free(a->path);
-			free(a);
-			free(w);
-			fuse_reply_err(req, EACCES);
-			return;
-		}
-		a->next = g->asks;
-		g->asks = a;
-		g->nasks++;
-		if (!g->s->cfg->quiet) {
-			/* the host path first, before anything the sandbox wrote (its command line) */
-			char safe[PATH_MAX], cmd[FSASK_COMMAND_MAX + 1];
-			fprintf(stderr,
-			        "sluice: a read of %s is held (asked by \"%s\"); waiting: sluicectl approve %s "
-			        "[--subtree] | sluicectl deny %s (denied in %u s)\n",
-			        util_printable(safe, sizeof safe, a->path), prompt_cmd(a->cmd, cmd, sizeof cmd), a->id,
-			        a->id, g->wait_s);
-		}
-	}
-	w->next = a->waiters;
-	a->waiters = w;
-	/* the opener may give up (a signal, the session killed): the kernel says so with an INTERRUPT,
-	 * which must be answered, or a killed process would wait for the decision uninterruptibly */
-	fuse_req_interrupt_func(req, ask_interrupted, g);
-}
-
-static void ask_finish(struct gate *g, struct gate_ask *a, bool allow)
-{
-	struct gate_ask **pp;
-	struct gate_wait *w, *next;
-
-	for (pp = &g->asks; *pp && *pp != a; pp = &(*pp)->next)
-		;
-	if (*pp)
-		*pp = a->next;
-	g->nasks--;
-	for (w = a->waiters; w; w = next) {
-		next = w->next;
-		if (!allow)
-			fuse_reply_err(w->req, EACCES);
-		else
-			open_real(g, w->req, w->node, &w->fi, w->op == OP_OPENDIR);
-		free(w);
-	}
-	free(a->path);
-	free(a);
-}
-
-/* After a verdict: other held opens that a rule now decides end too (a --subtree approval). */
-static void asks_settle(struct gate *g)
-{
-	for (struct gate_ask *a = g->asks, *next; a; a = next) {
-		next = a->next;
-		enum verdict v = decide(g, a->path, false);
-		if (v != V_ASK)
-			ask_finish(g, a, v == V_ALLOW);
-	}
-}
-
 /* ---- FUSE operations ---- */
 
 static void gate_init(void *data, struct fuse_conn_info *conn)
@@ -724,7 +465,7 @@ static void gate_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	 * allow-list is answered (the sandbox learns that the name exists and its attributes, not its
 	 * content), so that `cat /a/b/c` asks once, about /a/b/c. The host's /sys is never shown, as in
 	 * the relaxed view. Masked and denied paths are refused here already. */
-	switch (decide(g, path, true)) {
+	switch (sb_gate_decide(g, path, true)) {
 	case V_ASK:
 		if (under(path, "/sys"))
 			fuse_reply_err(req, ENOENT);
@@ -804,17 +545,17 @@ static void gate_open_common(fuse_req_t req, fuse_ino_t ino, struct fuse_file_in
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	enum verdict v = decide(g, n->path, false);
+	enum verdict v = sb_gate_decide(g, n->path, false);
 	if (v != V_MASKED && id_denied(g, n->dev, n->ino))
 		v = V_MASKED; /* another name of a masked or denied file */
 	switch (v) {
-	case V_ALLOW: open_real(g, req, n, fi, dir); return;
+	case V_ALLOW: sb_gate_open_real(g, req, n, fi, dir); return;
 	case V_MASKED:
 		audit_masked(g, n->path);
 		fuse_reply_err(req, EACCES);
 		return;
 	case V_DENY: fuse_reply_err(req, EACCES); return;
-	case V_ASK: ask_wait(g, req, dir ? OP_OPENDIR : OP_OPEN, n, n->path, fi); return;
+	case V_ASK: sb_gate_ask_wait(g, req, dir ? OP_OPENDIR : OP_OPEN, n, n->path, fi); return;
 	}
 }
 
@@ -910,140 +651,6 @@ static const struct fuse_lowlevel_ops gate_ops = {
         .getxattr = gate_nosys,
 };
 
-/* ---- the control socket ---- */
-
-static void send_error(int fd, int e, const char *msg)
-{
-	struct ipc_buf b;
-	if (ipc_buf_init(&b, FSASK_MSG_ERROR, 0) < 0)
-		return;
-	ipc_buf_put_u32(&b, FSASK_A_ERRNO, (uint32_t)e);
-	ipc_buf_put_str(&b, FSASK_A_ERRMSG, msg);
-	ipc_send(fd, &b);
-	ipc_buf_release(&b);
-}
-
-static int send_ask(struct gate *g, int fd, const struct gate_ask *a, int verdict, bool subtree)
-{
-	struct ipc_buf b;
-	struct timespec now;
-	long long left;
-	int r;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	left = a->deadline.tv_sec - now.tv_sec;
-	if ((r = ipc_buf_init(&b, FSASK_MSG_ASK, 0)) < 0)
-		return r;
-	ipc_buf_put_str(&b, FSASK_A_ID, a->id);
-	ipc_buf_put_str(&b, FSASK_A_SESSION, g->s->id);
-	ipc_buf_put_u32(&b, FSASK_A_UID, (uint32_t)g->s->cfg->uid);
-	ipc_buf_put_str(&b, FSASK_A_PATH, a->path);
-	ipc_buf_put_str(&b, FSASK_A_COMMAND, a->cmd);
-	ipc_buf_put_u32(&b, FSASK_A_TIMEOUT, (uint32_t)((time(NULL) - a->created) + (left > 0 ? left : 0)));
-	ipc_buf_put_u64(&b, FSASK_A_CREATED, (uint64_t)a->created);
-	ipc_buf_put_u8(&b, FSASK_A_DIR, a->dir);
-	if (g->s->cfg->project_dir)
-		ipc_buf_put_str(&b, FSASK_A_PROJECT, g->s->cfg->project_dir);
-	if (verdict >= 0) {
-		ipc_buf_put_u8(&b, FSASK_A_VERDICT, (uint8_t)verdict);
-		ipc_buf_put_u8(&b, FSASK_A_SUBTREE, subtree);
-	}
-	r = ipc_send(fd, &b);
-	ipc_buf_release(&b);
-	return r;
-}
-
-static void client_msg(struct gate *g, int fd, uid_t by)
-{
-	struct ipc_msg m;
-	char err[256];
-	int r = ipc_recv_nowait(fd, &m);
-
-	if (r == -EAGAIN) {
-		ipc_msg_clear(&m);
-		return;
-	}
-	if (r < 0 || (r = ipc_msg_check(&fsask_proto, &m, FSASK_CS_GATE, err, sizeof err)) < 0) {
-		ipc_msg_clear(&m);
-		for (size_t i = 0; i < GATE_CLIENTS_MAX; i++)
-			if (g->clients[i] == fd)
-				g->clients[i] = -1;
-		close(fd);
-		return;
-	}
-	if (m.type == FSASK_MSG_LIST) {
-		for (const struct gate_ask *a = g->asks; a; a = a->next)
-			if (send_ask(g, fd, a, -1, false) < 0)
-				break;
-		ipc_send_empty(fd, FSASK_MSG_END, m.seq);
-	} else {
-		const char *id = ipc_get_str(&m, FSASK_A_ID);
-		bool allow = ipc_get_u8(&m, FSASK_A_VERDICT, 0) == 1;
-		bool subtree = ipc_get_u8(&m, FSASK_A_SUBTREE, 0) == 1;
-		struct gate_ask *a;
-
-		for (a = g->asks; a; a = a->next)
-			if (strcmp(a->id, id) == 0)
-				break;
-		if (!a) {
-			send_error(fd, ENOENT, "no such held open (it may have been decided or timed out)");
-		} else if (g->nrules == GATE_RULES_MAX) {
-			send_error(fd, ENOSPC, "too many decisions in this session");
-		} else if (audit(g, allow ? "approved" : "denied", allow ? "allow" : "deny", a->path, a->cmd, a->id,
-		                 (long long)by) < 0 &&
-		           allow) {
-			/* only a denial stands unrecorded */
-			send_error(fd, EIO, "the audit log cannot be written: not approved");
-		} else if (rule_add(g, a->path, subtree, allow, false) < 0) {
-			send_error(fd, ENOMEM, "out of memory");
-		} else {
-			if (!allow)
-				id_deny(g, a->node->fd, subtree);
-			const char *layer = ipc_get_str(&m, FSASK_A_REMEMBER);
-			if (allow && layer)
-				audit(g, "remembered", layer, a->path, a->cmd, a->id, (long long)by);
-			send_ask(g, fd, a, allow, subtree);
-			ask_finish(g, a, allow);
-			asks_settle(g);
-		}
-	}
-	ipc_msg_clear(&m);
-}
-
-static void accept_client(struct gate *g)
-{
-	int fd = accept4(g->listenfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-	uid_t uid;
-
-	if (fd < 0)
-		return;
-	/* only the session's user and root may see or decide its opens */
-	if (ipc_peer_cred(fd, &uid, NULL, NULL) < 0 || (uid != 0 && uid != g->s->cfg->uid)) {
-		close(fd);
-		return;
-	}
-	for (size_t i = 0; i < GATE_CLIENTS_MAX; i++)
-		if (g->clients[i] < 0) {
-			g->clients[i] = fd;
-			return;
-		}
-	close(fd);
-}
-
-static int listen_control(struct gate *g)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int n = snprintf(sa.sun_path + 1, sizeof sa.sun_path - 1, FSASK_SOCK_PREFIX "%u/%s", (unsigned)g->s->cfg->uid,
-	                 g->s->id);
-	g->listenfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (g->listenfd < 0 ||
-	    bind(g->listenfd, (struct sockaddr *)&sa,
-	         (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)) < 0 ||
-	    listen(g->listenfd, 16) < 0)
-		return -errno;
-	return 0;
-}
-
 /* The audit log: --audit-log, else the user's state directory (root: /var/log/sluice). */
 static int open_audit(const struct sb_config *c, char *path, size_t len)
 {
@@ -1118,13 +725,13 @@ static int rules_init(struct gate *g)
 	int r = 0;
 
 	for (size_t i = 0; r == 0 && i < sizeof sys / sizeof sys[0]; i++)
-		r = rule_add(g, sys[i], true, true, true);
+		r = sb_gate_rule_add(g, sys[i], true, true, true);
 	if (r == 0 && c->project_dir)
-		r = rule_add(g, c->project_dir, true, true, true);
+		r = sb_gate_rule_add(g, c->project_dir, true, true, true);
 	for (size_t i = 0; r == 0 && i < s->n_sources; i++)
-		r = rule_add(g, s->sources[i].dst ? s->sources[i].dst : s->sources[i].path, true, true, true);
+		r = sb_gate_rule_add(g, s->sources[i].dst ? s->sources[i].dst : s->sources[i].path, true, true, true);
 	for (size_t i = 0; r == 0 && i < c->fs_read.n; i++)
-		r = rule_add(g, c->fs_read.v[i], true, true, false);
+		r = sb_gate_rule_add(g, c->fs_read.v[i], true, true, false);
 	return r;
 }
 
@@ -1162,13 +769,13 @@ static __attribute__((noreturn)) void gate_main(struct gate *g)
 		        apath, strerror(errno));
 		_exit(1);
 	}
-	if ((r = rules_init(g)) < 0 || (r = listen_control(g)) < 0) {
+	if ((r = rules_init(g)) < 0 || (r = sb_gate_listen_control(g)) < 0) {
 		fprintf(stderr, "sluice: the filesystem gate cannot start: %s\n", strerror(-r));
 		_exit(1);
 	}
 	for (size_t i = 0; i < g->s->n_masks; i++) {
 		int mfd = open(g->s->masks[i].path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-		id_deny(g, mfd, true);
+		sb_gate_id_deny(g, mfd, true);
 		if (mfd >= 0)
 			close(mfd);
 	}
@@ -1187,27 +794,7 @@ static __attribute__((noreturn)) void gate_main(struct gate *g)
 	for (;;) {
 		struct pollfd p[3 + GATE_CLIENTS_MAX];
 		nfds_t n = 0;
-		int timeout = -1;
-		struct timespec now;
-
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		for (struct gate_ask *a = g->asks, *next; a; a = next) {
-			next = a->next;
-			long ms = (long)(a->deadline.tv_sec - now.tv_sec) * 1000 +
-			          (a->deadline.tv_nsec - now.tv_nsec) / 1000000;
-			if (ms <= 0) {
-				audit(g, "timed-out", "deny", a->path, a->cmd, a->id, -1);
-				if (!c->quiet) {
-					char safe[PATH_MAX];
-					fprintf(stderr, "sluice: %s: nobody decided in %u s; %s is denied\n", a->id,
-					        g->wait_s, util_printable(safe, sizeof safe, a->path));
-				}
-				ask_finish(g, a, false);
-				continue;
-			}
-			if (timeout < 0 || ms < timeout)
-				timeout = (int)ms;
-		}
+		int timeout = sb_gate_asks_expire(g); /* the earliest ask deadline, or -1 */
 		p[n++] = (struct pollfd){fuse_session_fd(g->se), POLLIN, 0};
 		p[n++] = (struct pollfd){g->listenfd, POLLIN, 0};
 		p[n++] = (struct pollfd){g->initfd, g->initfd >= 0 ? POLLIN : 0, 0};
@@ -1226,7 +813,7 @@ static __attribute__((noreturn)) void gate_main(struct gate *g)
 				break;
 		}
 		if (p[1].revents & POLLIN)
-			accept_client(g);
+			sb_gate_accept_client(g);
 		if (p[2].revents) {
 			char b = 0;
 			int pfd = recv_fd(g->initfd, &b);
@@ -1253,7 +840,7 @@ static __attribute__((noreturn)) void gate_main(struct gate *g)
 			if (g->clients[i] >= 0 && p[3 + i].revents) {
 				uid_t by = 0;
 				ipc_peer_cred(g->clients[i], &by, NULL, NULL);
-				client_msg(g, g->clients[i], by);
+				sb_gate_client_msg(g, g->clients[i], by);
 			}
 	}
 	_exit(0);

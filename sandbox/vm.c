@@ -22,6 +22,7 @@
 #include "session.h"
 
 #include "config.h"
+#include "fs_safe.h"
 #include "log.h"
 #include "util.h"
 
@@ -248,12 +249,32 @@ static int slurp(const char *path, char **out, size_t *len)
 	return 0;
 }
 
-/* Writes the initramfs to path (through a temporary file, renamed into place). */
-static int build_initramfs(const char *path, const char *kver, const char *init, char *err, size_t errlen)
+/* The cache: its directory, held open. Only the invoking user and root can have put anything in it
+ * (fs_safe_open_owned_dir): the kernel and initramfs it holds are booted and bound into the sandbox,
+ * so a directory another local user made, could write, or pointed at with a symlink would let them
+ * choose what a root or another user's VM runs, and a prune would delete through their symlink. */
+struct vm_cache {
+	int dfd;            /* owned */
+	char dir[PATH_MAX]; /* the directory's path without symlinks */
+	uid_t uid;          /* the invoking user, who (or root) must own the cache */
+};
+
+/* A new temporary file beside NAME in the cache (never through a symlink or an old file). */
+static int cache_tmp(const struct vm_cache *vc, const char *name, char *tmp, size_t tlen)
+{
+	snprintf(tmp, tlen, "%s.%d.tmp", name, (int)getpid());
+	unlinkat(vc->dfd, tmp, 0);
+	int fd = openat(vc->dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	return fd < 0 ? -errno : fd;
+}
+
+/* Writes the initramfs to NAME in the cache (through a temporary file, renamed into place). */
+static int build_initramfs(const struct vm_cache *vc, const char *name, const char *kver, const char *init, char *err,
+                           size_t errlen)
 {
 	struct sb_moddep m = {0};
 	struct sb_strv order = {0};
-	char tmp[PATH_MAX];
+	char tmp[NAME_MAX + 1];
 	FILE *f = NULL;
 	int r;
 
@@ -262,12 +283,14 @@ static int build_initramfs(const char *path, const char *kver, const char *init,
 	for (size_t i = 0; i < sizeof sb_vm_modules / sizeof sb_vm_modules[0]; i++)
 		if ((r = moddep_resolve(&m, sb_vm_modules[i], strlen(sb_vm_modules[i]), &order, 0, err, errlen)) < 0)
 			goto out;
-	snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	int fd = cache_tmp(vc, name, tmp, sizeof tmp);
 	if (fd < 0 || !(f = fdopen(fd, "w"))) {
-		r = sb_err(err, errlen, "--sandbox-type vm: cannot write %s: %s", tmp, strerror(errno));
-		if (fd >= 0)
+		r = sb_err(err, errlen, "--sandbox-type vm: cannot write %s in the cache: %s", tmp,
+		           strerror(fd < 0 ? -fd : errno));
+		if (fd >= 0) {
 			close(fd);
+			unlinkat(vc->dfd, tmp, 0);
+		}
 		goto out;
 	}
 	unsigned ino = 1;
@@ -292,14 +315,14 @@ static int build_initramfs(const char *path, const char *kver, const char *init,
 		goto out;
 	}
 	for (size_t i = 0; i < order.n; i++) {
-		char mp[PATH_MAX], name[16];
+		char mp[PATH_MAX], ent[16];
 		snprintf(mp, sizeof mp, "/lib/modules/%s/%s", kver, order.v[i]);
 		if ((r = slurp(mp, &data, &len)) < 0) {
 			r = sb_errc(err, errlen, -r, "--sandbox-type vm: %s: %s", mp, strerror(-r));
 			goto out;
 		}
-		snprintf(name, sizeof name, "m/%02zu.ko", i);
-		r = cpio_entry(f, name, 0100644, 0, 0, data, len, ino++);
+		snprintf(ent, sizeof ent, "m/%02zu.ko", i);
+		r = cpio_entry(f, ent, 0100644, 0, 0, data, len, ino++);
 		free(data);
 		if (r < 0)
 			goto write_err;
@@ -313,16 +336,17 @@ static int build_initramfs(const char *path, const char *kver, const char *init,
 		goto write_err;
 	}
 	f = NULL;
-	if (rename(tmp, path) < 0) {
-		r = sb_err(err, errlen, "--sandbox-type vm: cannot rename %s: %s", tmp, strerror(errno));
-		unlink(tmp);
+	if (renameat(vc->dfd, tmp, vc->dfd, name) < 0) {
+		r = sb_err(err, errlen, "--sandbox-type vm: cannot rename %s in the cache: %s", tmp, strerror(errno));
+		unlinkat(vc->dfd, tmp, 0);
 		goto out;
 	}
 	r = 0;
 	goto out;
 write_err:
-	r = sb_errc(err, errlen, EIO, "--sandbox-type vm: cannot write %s: %s", tmp, strerror(errno ? errno : EIO));
-	unlink(tmp);
+	r = sb_errc(err, errlen, EIO, "--sandbox-type vm: cannot write %s in the cache: %s", tmp,
+	            strerror(errno ? errno : EIO));
+	unlinkat(vc->dfd, tmp, 0);
 out:
 	if (f)
 		fclose(f);
@@ -331,75 +355,91 @@ out:
 	return r;
 }
 
-static int mkdirs(char *p, mode_t mode)
-{
-	for (char *s = p + 1;; s++) {
-		if (*s == '/' || !*s) {
-			char sv = *s;
-			*s = '\0';
-			int r = mkdir(p, mode);
-			*s = sv;
-			if (r < 0 && errno != EEXIST)
-				return -errno;
-			if (!sv)
-				return 0;
-		}
-	}
-}
-
-/* The cache directory: $SLUICE_VM_CACHE, else $XDG_CACHE_HOME/sluice/vm, else ~/.cache/sluice/vm. */
-static int cache_dir(const struct sb_config *c, char *dir, size_t len, char *err, size_t errlen)
+/* The cache directory: $SLUICE_VM_CACHE, else $XDG_CACHE_HOME/sluice/vm, else ~/.cache/sluice/vm;
+ * made 0700 when missing; refused (fail closed) unless the invoking user or root owns it and every
+ * directory above it, none of them is writable by others (sticky ones aside), and no symlink of
+ * another user's is on the way. */
+static int cache_open(const struct sb_config *c, struct vm_cache *vc, char *err, size_t errlen)
 {
 	const char *e = getenv("SLUICE_VM_CACHE"), *x = getenv("XDG_CACHE_HOME");
+	char path[PATH_MAX], why[PATH_MAX + 128];
 	if (e && e[0] == '/')
-		snprintf(dir, len, "%s", e);
+		snprintf(path, sizeof path, "%s", e);
 	else if (x && x[0] == '/')
-		snprintf(dir, len, "%s/sluice/vm", x);
+		snprintf(path, sizeof path, "%s/sluice/vm", x);
 	else if (c->home)
-		snprintf(dir, len, "%s/.cache/sluice/vm", c->home);
+		snprintf(path, sizeof path, "%s/.cache/sluice/vm", c->home);
 	else
 		return sb_errc(err, errlen, ENOENT, "--sandbox-type vm: no cache directory (set HOME or SLUICE_VM_CACHE)");
-	int r = mkdirs(dir, 0700);
-	if (r < 0)
-		return sb_errc(err, errlen, -r, "--sandbox-type vm: cannot create %s: %s", dir, strerror(-r));
+	vc->uid = c->uid;
+	vc->dfd = fs_safe_open_owned_dir(path, c->uid, true, 0700, vc->dir, sizeof vc->dir, why, sizeof why);
+	if (vc->dfd == -EPERM || vc->dfd == -ELOOP)
+		return sb_errc(err, errlen, -vc->dfd,
+		               "--sandbox-type vm: unsafe cache directory %s: %s (another user could choose the VM's "
+		               "kernel and initramfs); remove it, or set SLUICE_VM_CACHE to a directory of your own "
+		               "(mode 0700)",
+		               path, why);
+	if (vc->dfd < 0)
+		return sb_errc(err, errlen, -vc->dfd, "--sandbox-type vm: cache directory %s: %s", path,
+		               why[0] ? why : strerror(-vc->dfd));
 	return 0;
 }
 
-/* A cache file name for what `key` describes: DIR/PREFIX-KVER-HASH.EXT. */
-static int cache_name(const char *dir, const char *prefix, const char *kver, const char *key, const char *ext,
-                      char *out, size_t len, char *err, size_t errlen)
+/* A cache file name for what `key` describes: NAME is PREFIX-KVER-HASH.EXT, OUT the path DIR/NAME. */
+static int cache_name(const struct vm_cache *vc, const char *prefix, const char *kver, const char *key, const char *ext,
+                      char *name, size_t nlen, char *out, size_t len, char *err, size_t errlen)
 {
 	uint64_t h = 1469598103934665603ull;
 	for (const char *p = key; *p; p++)
 		h = (h ^ (unsigned char)*p) * 1099511628211ull;
-	if ((size_t)snprintf(out, len, "%s/%s-%s-%016llx.%s", dir, prefix, kver, (unsigned long long)h, ext) >= len)
-		return sb_errc(err, errlen, ENAMETOOLONG, "--sandbox-type vm: %s: path too long", dir);
+	if ((size_t)snprintf(name, nlen, "%s-%s-%016llx.%s", prefix, kver, (unsigned long long)h, ext) >= nlen - 24 ||
+	    (size_t)snprintf(out, len, "%s/%s", vc->dir, name) >= len)
+		return sb_errc(err, errlen, ENAMETOOLONG, "--sandbox-type vm: %s: path too long", vc->dir);
 	return 0;
+}
+
+/* Whether the cache holds NAME, and may use it: 1 yes, 0 absent (to be made), -errno when a file is
+ * there that the user or root did not make alone (a symlink, not a regular file, another owner,
+ * writable by others): refused, never rebuilt over (the directory is the user's: something is wrong). */
+static int cache_has(const struct vm_cache *vc, const char *name, char *err, size_t errlen)
+{
+	char why[NAME_MAX + 128];
+	int fd = fs_safe_open_owned_file(vc->dfd, name, vc->uid, why, sizeof why);
+	if (fd >= 0) {
+		close(fd);
+		return 1;
+	}
+	if (fd == -ENOENT)
+		return 0;
+	return sb_errc(err, errlen, -fd, "--sandbox-type vm: unsafe cache file %s/%s: %s; remove it", vc->dir, name,
+	               why[0] ? why : strerror(-fd));
 }
 
 /* Removes the cache's other files of the same kind ("PREFIX-..."), left by earlier kernels or init
  * binaries, once `keep` has been made. */
-static void cache_prune(const char *dir, const char *prefix, const char *keep)
+static void cache_prune(const struct vm_cache *vc, const char *prefix, const char *keep)
 {
-	DIR *d = opendir(dir);
+	int fd = fcntl(vc->dfd, F_DUPFD_CLOEXEC, 0);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	struct dirent *e;
-	const char *base = strrchr(keep, '/');
 	size_t pl = strlen(prefix);
-	if (!d)
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
 		return;
-	base = base ? base + 1 : keep;
+	}
 	while ((e = readdir(d)))
-		if (strncmp(e->d_name, prefix, pl) == 0 && e->d_name[pl] == '-' && strcmp(e->d_name, base) != 0 &&
+		if (strncmp(e->d_name, prefix, pl) == 0 && e->d_name[pl] == '-' && strcmp(e->d_name, keep) != 0 &&
 		    !strstr(e->d_name, ".tmp"))
 			unlinkat(dirfd(d), e->d_name, 0);
 	closedir(d);
 }
 
 /* The initramfs for kver and this init binary, built once into the cache directory. */
-static int cached_initramfs(const char *dir, const char *kver, const char *init, char *out, size_t len, char *err,
-                            size_t errlen)
+static int cached_initramfs(const struct vm_cache *vc, const char *kver, const char *init, char *out, size_t len,
+                            char *err, size_t errlen)
 {
-	char key[PATH_MAX + 128], dep[PATH_MAX];
+	char key[PATH_MAX + 128], dep[PATH_MAX], name[NAME_MAX + 1];
 	struct stat si, sd;
 	int r;
 
@@ -410,13 +450,12 @@ static int cached_initramfs(const char *dir, const char *kver, const char *init,
 	snprintf(key, sizeof key, "%s|%s|%llu|%llu|%lld.%ld|%llu|%lld.%ld", kver, init, (unsigned long long)si.st_ino,
 	         (unsigned long long)si.st_size, (long long)si.st_mtim.tv_sec, si.st_mtim.tv_nsec,
 	         (unsigned long long)sd.st_size, (long long)sd.st_mtim.tv_sec, sd.st_mtim.tv_nsec);
-	if ((r = cache_name(dir, "initramfs", kver, key, "cpio", out, len, err, errlen)) < 0)
-		return r;
-	if (access(out, R_OK) == 0)
-		return 0;
+	if ((r = cache_name(vc, "initramfs", kver, key, "cpio", name, sizeof name, out, len, err, errlen)) < 0 ||
+	    (r = cache_has(vc, name, err, errlen)) != 0)
+		return r < 0 ? r : 0;
 	log_info("vm: building %s", out);
-	if ((r = build_initramfs(out, kver, init, err, errlen)) == 0)
-		cache_prune(dir, "initramfs", out);
+	if ((r = build_initramfs(vc, name, kver, init, err, errlen)) == 0)
+		cache_prune(vc, "initramfs", name);
 	return r;
 }
 
@@ -439,7 +478,8 @@ static bool kernel_has_pvh(const char *kver)
  * it through its PVH entry, which skips the decompressor (seconds under TCG). Only xz and gzip
  * payloads (Debian's is xz), decompressed by xz(1) or gzip(1). 0 with out set, or -errno (the
  * caller then boots the bzImage). */
-static int cached_vmlinux(const char *dir, const char *kernel, const char *kver, char *out, size_t len)
+static int cached_vmlinux(const struct vm_cache *vc, const char *kernel, const char *kver, char *out, size_t len,
+                          char *err, size_t errlen)
 {
 	static const struct {
 		const char *magic;
@@ -450,7 +490,7 @@ static int cached_vmlinux(const char *dir, const char *kernel, const char *kver,
 	        {"\xfd" "7zXZ\0", 6, "/usr/bin/xz", {"xz", "-dc", "--single-stream", NULL}},
 	        {"\x1f\x8b\x08", 3, "/usr/bin/gzip", {"gzip", "-dc", NULL}},
 	};
-	char key[PATH_MAX + 64], tmp[PATH_MAX + 32], e[SB_ERR_MAX];
+	char key[PATH_MAX + 64], tmp[NAME_MAX + 1], name[NAME_MAX + 1];
 	struct stat st;
 	char *img = NULL;
 	size_t ilen = 0;
@@ -460,10 +500,9 @@ static int cached_vmlinux(const char *dir, const char *kernel, const char *kver,
 		return -ENOTSUP;
 	snprintf(key, sizeof key, "%s|%llu|%llu|%lld", kernel, (unsigned long long)st.st_ino,
 	         (unsigned long long)st.st_size, (long long)st.st_mtim.tv_sec);
-	if (cache_name(dir, "vmlinux", kver, key, "elf", out, len, e, sizeof e) < 0)
-		return -ENAMETOOLONG;
-	if (access(out, R_OK) == 0)
-		return 0;
+	if ((r = cache_name(vc, "vmlinux", kver, key, "elf", name, sizeof name, out, len, err, errlen)) < 0 ||
+	    (r = cache_has(vc, name, err, errlen)) != 0)
+		return r < 0 ? -EPERM : 0;
 	if ((r = slurp(kernel, &img, &ilen)) < 0)
 		return r;
 	size_t off = 0, f = 0;
@@ -478,9 +517,8 @@ static int cached_vmlinux(const char *dir, const char *kernel, const char *kver,
 		free(img);
 		return -ENOTSUP;
 	}
-	snprintf(tmp, sizeof tmp, "%s.%d.tmp", out, (int)getpid());
 	int in = memfd_create("sluice-bzimage", MFD_CLOEXEC);
-	int o = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	int o = cache_tmp(vc, name, tmp, sizeof tmp);
 	bool ok = in >= 0 && o >= 0 && write(in, img + off, ilen - off) == (ssize_t)(ilen - off) &&
 	          lseek(in, 0, SEEK_SET) == 0;
 	free(img);
@@ -504,16 +542,16 @@ static int cached_vmlinux(const char *dir, const char *kernel, const char *kver,
 		close(o);
 	/* gzip ends with status 2 ("trailing garbage ignored"): the result is judged by its header. */
 	char hdr[4] = {0};
-	int c = open(tmp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int c = openat(vc->dfd, tmp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	ok = ok && pid > 0 && WIFEXITED(ws) && WEXITSTATUS(ws) <= 2 && c >= 0 && read(c, hdr, 4) == 4 &&
 	     memcmp(hdr, "\x7f" "ELF", 4) == 0;
 	if (c >= 0)
 		close(c);
-	if (!ok || rename(tmp, out) < 0) {
-		unlink(tmp);
+	if (!ok || renameat(vc->dfd, tmp, vc->dfd, name) < 0) {
+		unlinkat(vc->dfd, tmp, 0);
 		return -EIO;
 	}
-	cache_prune(dir, "vmlinux", out);
+	cache_prune(vc, "vmlinux", name);
 	return 0;
 }
 
@@ -543,8 +581,8 @@ static int add_ro_bind(struct sb_config *c, const char *path)
 
 int sb_vm_prepare(struct sb_config *c, char *err, size_t errlen)
 {
-	char kernel[PATH_MAX], kver[256], init[PATH_MAX], initrd[PATH_MAX], qemu[PATH_MAX], dir[PATH_MAX],
-	        vmlinux[PATH_MAX];
+	char kernel[PATH_MAX], kver[256], init[PATH_MAX], initrd[PATH_MAX], qemu[PATH_MAX], vmlinux[PATH_MAX];
+	struct vm_cache vc = {.dfd = -1};
 	int r;
 
 	if (find_qemu(qemu, sizeof qemu) < 0)
@@ -562,11 +600,13 @@ int sb_vm_prepare(struct sb_config *c, char *err, size_t errlen)
 		c->allow_kvm = true;
 	}
 	if ((r = find_kernel(kernel, sizeof kernel, kver, sizeof kver, err, errlen)) < 0 ||
-	    (r = find_init(init, sizeof init, err, errlen)) < 0 || (r = cache_dir(c, dir, sizeof dir, err, errlen)) < 0 ||
-	    (r = cached_initramfs(dir, kver, init, initrd, sizeof initrd, err, errlen)) < 0)
-		return r;
-	if ((r = cached_vmlinux(dir, kernel, kver, vmlinux, sizeof vmlinux)) == 0)
+	    (r = find_init(init, sizeof init, err, errlen)) < 0 || (r = cache_open(c, &vc, err, errlen)) < 0 ||
+	    (r = cached_initramfs(&vc, kver, init, initrd, sizeof initrd, err, errlen)) < 0)
+		goto out;
+	if ((r = cached_vmlinux(&vc, kernel, kver, vmlinux, sizeof vmlinux, err, errlen)) == 0)
 		snprintf(kernel, sizeof kernel, "%s", vmlinux);
+	else if (r == -EPERM)
+		goto out; /* an unsafe file in the cache: refused, err says which */
 	else
 		log_info("vm: booting %s (no uncompressed kernel: %s)", kernel, strerror(-r));
 	free(c->vm_kernel);
@@ -574,6 +614,11 @@ int sb_vm_prepare(struct sb_config *c, char *err, size_t errlen)
 	c->vm_kernel = strdup(kernel);
 	c->vm_initrd = strdup(initrd);
 	if (!c->vm_kernel || !c->vm_initrd || add_ro_bind(c, kernel) < 0 || add_ro_bind(c, initrd) < 0)
-		return sb_errc(err, errlen, ENOMEM, "out of memory");
-	return 0;
+		r = sb_errc(err, errlen, ENOMEM, "out of memory");
+	else
+		r = 0;
+out:
+	if (vc.dfd >= 0)
+		close(vc.dfd);
+	return r;
 }

@@ -11,11 +11,22 @@ set -u
 . "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
 . "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
 . "$SLUICE_SOURCE_DIR/tests/lib/ctr-image.sh"
+# before the lab: a Podman graph mount an earlier run left on the test store in the host's namespace
+[ "${LAB_INSIDE:-}" ] || ctr_image_release || true
 lab_enter "$@"
 _lab_need curl jq podman
 
 SLUICE=$SLUICE_BUILD_DIR/sandbox/sluice
 ctr_image_ensure
+# What an earlier run can leave in the namespace the test starts in: the overlay driver's bind mount of the
+# store's graph onto itself, twice over (two runs). The lab's copy stands in for the host's here.
+G=$SLUICE_BUILD_DIR/tests/ctr-image/graph/overlay
+mount -n --bind "$G" "$G" && mount -n --bind "$G" "$G"
+ctr_image_release >/dev/null
+check_eq "a leftover Podman graph mount on the store is removed at start (rm -rf build works again)" "" \
+	"$(ctr_image_mounts)"
+check "... and the store still serves the test image" env CONTAINERS_STORAGE_CONF="$CONTAINERS_STORAGE_CONF" \
+	podman image exists "$CTR_IMAGE"
 lab_internet_up >/dev/null
 lab_forward on
 
@@ -221,5 +232,8 @@ rm -rf "$P/.devcontainer"
 check_match "no devcontainer.json: a clear error" 'devcontainer\.json: No such file.*--sandbox-type container' \
 	"$(dc -- true 2>&1)"
 check_eq "nothing is left after the refusals" "$base" "$(leftovers)"
+# the lab's exit (lab_defer) runs it again: nothing of the store stays mounted whatever Podman did
+ctr_image_release >/dev/null
+check_eq "at the end no mount is left on the store" "" "$(ctr_image_mounts)"
 
 done_testing

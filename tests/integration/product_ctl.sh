@@ -6,6 +6,9 @@
 set -u
 . "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
 . "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
+. "$SLUICE_SOURCE_DIR/tests/lib/ctr-image.sh"
+# before the lab: a Podman graph mount an earlier run left on the test store in the host's namespace
+[ "${LAB_INSIDE:-}" ] || ctr_image_release || true
 lab_enter "$@"
 _lab_need curl jq nsenter patch diff
 
@@ -96,7 +99,6 @@ kill "$runpid"
 wait "$runpid"
 check_eq "the launcher ends on SIGTERM after its session was ended (143)" 143 "$?"
 # a container session (issue 18) shows its type
-. "$SLUICE_SOURCE_DIR/tests/lib/ctr-image.sh"
 ctr_image_ensure
 (cd "$P" && exec env -i HOME="$H" PATH=/usr/bin:/bin SLUICE_RUN_DIR=$RUN CONTAINERS_STORAGE_CONF="$CONTAINERS_STORAGE_CONF" \
 	"$SLUICE" run --sandbox-type container --image "$CTR_IMAGE" --allow-network --allow allowed.test -- sleep 60) \

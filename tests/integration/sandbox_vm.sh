@@ -27,7 +27,7 @@ echo not-for-the-vm >"$H/.ssh/id_test"
 AUDIT=$LAB_DIR/audit.log
 # The initramfs is built once per build directory.
 CACHE=$SLUICE_BUILD_DIR/tests/vm-cache
-mkdir -p "$CACHE"
+mkdir -p "$CACHE" && chmod 0700 "$CACHE" # the launcher refuses a cache others could write
 # sb ARGS...: sluice run --sandbox-type vm as root in the project (embedded netd: no sluiced in the lab)
 sb() { (cd "$P" && exec env -i HOME="$H" PATH=/usr/bin:/bin SLUICE_VM_CACHE="$CACHE" "$SLUICE" run --quiet \
 	--sandbox-type vm --vm-accel tcg "$@"); }
@@ -75,6 +75,48 @@ dropped() { jq -r "select(.protocol == \"drop\" and .host == \"$LAB_ALLOWED4\") 
 check "the raw connection was dropped by nftables and audited" eventually dropped
 check_eq "nothing left after a normal exit (interfaces, netns, mounts, session dirs)" "$before" "$(state)"
 check_eq "... and no QEMU process" "" "$(qemus)"
+
+# The cache is the user's alone: a directory or file another local user made, could write or pointed
+# at with a symlink would let them choose the kernel and initramfs a root VM boots. Each is refused
+# before any VM starts, with the path and what to do.
+sbc() { (cd "$P" && exec env -i HOME="$H" PATH=/usr/bin:/bin SLUICE_VM_CACHE="$1" "$SLUICE" run --quiet \
+	--sandbox-type vm --vm-accel tcg -- echo booted 2>&1); }
+refused() { # NAME PATTERN OUTPUT RC
+	check_match "$1" "$2" "$3"
+	check_not "... and no VM booted (exit $4)" test "$4" = 0 -o -n "$(grep '^booted' <<<"$3")"
+}
+BAD=$LAB_DIR/theirs-cache
+mkdir -m 0700 "$BAD" && chown 65534:65534 "$BAD"
+o=$(sbc "$BAD"); rc=$?
+refused "a cache directory another user owns is refused" \
+	"unsafe cache directory $BAD: $BAD is owned by uid 65534, not by uid 0 or root .*set SLUICE_VM_CACHE" "$o" $rc
+check_eq "... and nothing was written into it" "" "$(ls -A "$BAD")"
+o=$(sbc "$BAD/sub"); rc=$?
+refused "... as is one beneath it" "$BAD is owned by uid 65534" "$o" $rc
+ln -s "$CACHE" "$LAB_DIR/cache-link"
+o=$(sbc "$LAB_DIR/cache-link"); rc=$?
+refused "a cache directory that is a symlink is refused" "cache-link is a symlink" "$o" $rc
+OPEN=$LAB_DIR/open-cache
+mkdir -m 0777 "$OPEN"
+o=$(sbc "$OPEN"); rc=$?
+refused "a cache directory others can write is refused" "$OPEN is writable by others" "$o" $rc
+MINE=$LAB_DIR/my-cache
+cp -a "$CACHE" "$MINE"
+o=$(sbc "$MINE"); rc=$?
+check_match "a copy of the cache of the user's own boots" '^booted' "$o"
+INITRD=$(cd "$MINE" && ls initramfs-*.cpio | head -1)
+chown 65534:65534 "$MINE/$INITRD"
+o=$(sbc "$MINE"); rc=$?
+refused "an initramfs in the cache owned by another user is refused" \
+	"unsafe cache file $MINE/$INITRD: $INITRD is owned by uid 65534.*remove it" "$o" $rc
+rm "$MINE/$INITRD" && ln -s "$CACHE/$INITRD" "$MINE/$INITRD"
+o=$(sbc "$MINE"); rc=$?
+refused "... and one that is a symlink" "$INITRD is a symlink" "$o" $rc
+if VMLINUX=$(cd "$MINE" && ls vmlinux-*.elf 2>/dev/null | head -1) && [ -n "$VMLINUX" ]; then
+	rm "$MINE/$INITRD" && cp -a "$CACHE/$INITRD" "$MINE/$INITRD" && chmod 0666 "$MINE/$VMLINUX"
+	o=$(sbc "$MINE"); rc=$?
+	refused "an uncompressed kernel in the cache others can write is refused" "$VMLINUX is writable by others" "$o" $rc
+fi
 
 # The sandbox's other mounts reach the guest as they are: a read-only project, a --ro-bind and a --bind
 # directory (under the lab's /tmp, which the guest's fresh /tmp would otherwise hide).

@@ -288,6 +288,120 @@ static void test_run_as(void **state)
 	}
 }
 
+/* The VM cache's directory: only the caller and root may have made it what it is. */
+static void test_owned_dir(void **state)
+{
+	char p[256], res[256], why[512], want[256];
+	uid_t me = geteuid();
+	struct stat st;
+	int fd;
+
+	/* made when missing, 0700, and its path comes back */
+	pathf(p, sizeof p, "a/b/cache");
+	fd = fs_safe_open_owned_dir(p, me, true, 0700, res, sizeof res, why, sizeof why);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_string_equal(res, p);
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0700);
+
+	/* the directory itself a symlink (even to the caller's own directory): refused */
+	ln("a/b/cache", "cachelink");
+	pathf(p, sizeof p, "cachelink");
+	assert_int_equal(fs_safe_open_owned_dir(p, me, true, 0700, res, sizeof res, why, sizeof why), -ELOOP);
+	assert_non_null(strstr(why, "cachelink is a symlink"));
+
+	/* a symlink of the caller's on the way is followed, and the path without it comes back */
+	ln("a", "alink");
+	pathf(p, sizeof p, "alink/b/../b/cache");
+	fd = fs_safe_open_owned_dir(p, me, false, 0700, res, sizeof res, why, sizeof why);
+	assert_true(fd >= 0);
+	close(fd);
+	pathf(want, sizeof want, "a/b/cache");
+	assert_string_equal(res, want);
+
+	/* writable by its group or by others: refused */
+	pathf(p, sizeof p, "a/b/cache");
+	assert_int_equal(chmod(p, 0770), 0);
+	assert_int_equal(fs_safe_open_owned_dir(p, me, true, 0700, res, sizeof res, why, sizeof why), -EPERM);
+	assert_non_null(strstr(why, "cache is writable by its group"));
+	assert_int_equal(chmod(p, 01777), 0); /* sticky does not help the directory itself */
+	assert_int_equal(fs_safe_open_owned_dir(p, me, true, 0700, res, sizeof res, why, sizeof why), -EPERM);
+	assert_non_null(strstr(why, "cache is writable by others"));
+	assert_int_equal(chmod(p, 0700), 0);
+
+	/* a directory above it writable by others: refused, unless sticky (as /tmp) */
+	pathf(want, sizeof want, "a/b");
+	assert_int_equal(chmod(want, 0777), 0);
+	assert_int_equal(fs_safe_open_owned_dir(p, me, true, 0700, res, sizeof res, why, sizeof why), -EPERM);
+	assert_non_null(strstr(why, "/a/b is writable by others"));
+	assert_int_equal(chmod(want, 01777), 0);
+	fd = fs_safe_open_owned_dir(p, me, true, 0700, res, sizeof res, why, sizeof why);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(chmod(want, 0755), 0);
+
+	/* a path below a file, and a relative path */
+	put("file", "x");
+	pathf(p, sizeof p, "file/cache");
+	assert_int_equal(fs_safe_open_owned_dir(p, me, true, 0700, res, sizeof res, why, sizeof why), -ENOTDIR);
+	assert_int_equal(fs_safe_open_owned_dir("tmp/x", me, true, 0700, res, sizeof res, why, sizeof why), -EINVAL);
+
+	if (me != 0)
+		return; /* the rest needs files of another user */
+	/* another user's directory, at the end or on the way, or their symlink on the way: refused */
+	mk("theirs");
+	pathf(p, sizeof p, "theirs");
+	assert_int_equal(chown(p, NOBODY, NOBODY), 0);
+	assert_int_equal(fs_safe_open_owned_dir(p, 0, true, 0700, res, sizeof res, why, sizeof why), -EPERM);
+	assert_non_null(strstr(why, "theirs is owned by uid 65534, not by uid 0 or root"));
+	pathf(p, sizeof p, "theirs/cache");
+	assert_int_equal(fs_safe_open_owned_dir(p, 0, true, 0700, res, sizeof res, why, sizeof why), -EPERM);
+	assert_non_null(strstr(why, "theirs is owned by uid 65534"));
+	assert_int_equal(access(p, F_OK), -1); /* nothing made inside */
+	/* ... but the same directory is fine for its owner */
+	pathf(p, sizeof p, "theirs");
+	fd = fs_safe_open_owned_dir(p, NOBODY, false, 0700, res, sizeof res, why, sizeof why);
+	assert_true(fd >= 0);
+	close(fd);
+	ln("a", "theirlink");
+	pathf(p, sizeof p, "theirlink");
+	assert_int_equal(lchown(p, NOBODY, NOBODY), 0);
+	pathf(p, sizeof p, "theirlink/b/cache");
+	assert_int_equal(fs_safe_open_owned_dir(p, 0, true, 0700, res, sizeof res, why, sizeof why), -EPERM);
+	assert_non_null(strstr(why, "theirlink is owned by uid 65534"));
+}
+
+/* The VM cache's files: regular, the caller's or root's, written by nobody else, not a symlink. */
+static void test_owned_file(void **state)
+{
+	int t = top_fd(), fd;
+	char why[256], p[256];
+	uid_t me = geteuid();
+
+	put("kernel", "k");
+	fd = fs_safe_open_owned_file(t, "kernel", me, why, sizeof why);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(fs_safe_open_owned_file(t, "missing", me, why, sizeof why), -ENOENT);
+	ln("kernel", "klink");
+	assert_int_equal(fs_safe_open_owned_file(t, "klink", me, why, sizeof why), -ELOOP);
+	assert_non_null(strstr(why, "klink is a symlink"));
+	mk("d");
+	assert_int_equal(fs_safe_open_owned_file(t, "d", me, why, sizeof why), -EINVAL);
+	pathf(p, sizeof p, "kernel");
+	assert_int_equal(chmod(p, 0666), 0);
+	assert_int_equal(fs_safe_open_owned_file(t, "kernel", me, why, sizeof why), -EPERM);
+	assert_non_null(strstr(why, "kernel is writable by others"));
+	assert_int_equal(chmod(p, 0644), 0);
+	if (me == 0) {
+		assert_int_equal(chown(p, NOBODY, NOBODY), 0);
+		assert_int_equal(fs_safe_open_owned_file(t, "kernel", 0, why, sizeof why), -EPERM);
+		assert_non_null(strstr(why, "kernel is owned by uid 65534"));
+	}
+	close(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -297,6 +411,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_replace_not_through, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_swap_race, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_run_as, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_owned_dir, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_owned_file, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,8 @@
  * rejected with its reason; past the deadline the callback gets -ETIMEDOUT with the error a user sees and
  * the late result is dropped; a cancelled job never calls back; an unprivileged uid may run only
  * NETD_COMPILE_MAX_PER_UID compiles at once; a compile that began before a reload of the organisation
- * layer is refused; an embedded helper refuses "ask". */
+ * layer is compiled again under the reloaded one (refused only after 3 such reloads); an embedded helper
+ * refuses "ask". */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -184,16 +185,50 @@ static void test_cancel_and_per_uid_limit(void **state)
 	assert_int_equal(o[0].calls + o[1].calls + o[2].calls, 0);
 }
 
+/* A compile that began before a reload of the organisation layer is compiled again under the reloaded
+ * layer (same input), and the caller gets that result, not "try again". */
 static void test_stale_after_reload(void **state)
+{
+	struct outcome o = {0};
+	struct netd_compile *job;
+	struct policy_decision dec;
+	char err[256], p[128];
+	const char *text = "{ \"allow\": [\"registry.test\"] }";
+	FILE *f;
+
+	assert_int_equal(netd_compile_start(&d, strdup(text), 0, done_cb, &o, &job, err, sizeof err), 0);
+	/* netd_reload_org: the layer changes (registry.test denied from now on) */
+	snprintf(p, sizeof p, "%s/policy.json", orgdir);
+	assert_non_null(f = fopen(p, "w"));
+	fputs("{ \"deny\": [\"evil.test\", \"registry.test\"] }\n", f);
+	fclose(f);
+	d.org_gen++;
+	run_until(&o);
+	assert_int_equal(o.calls, 1);
+	assert_int_equal(o.r, 0);
+	assert_string_equal(o.res.client, text);
+	assert_non_null(o.res.policy);
+	policy_decide(o.res.policy, "registry.test", 443, 0, &dec);
+	assert_int_equal(dec.verdict, POLICY_DENY); /* compiled under the reloaded layer */
+	netd_compiled_clear(&o.res);
+}
+
+/* Reloads that keep coming while it compiles: it is compiled again 3 times, then refused with "try
+ * again" (a bound, so a SIGHUP storm cannot keep a compile slot forever). */
+static void test_stale_reloads_bounded(void **state)
 {
 	struct outcome o = {0};
 	struct netd_compile *job;
 	char err[256];
 
-	assert_int_equal(netd_compile_start(&d, strdup("{ \"allow\": [\"registry.test\"] }"), 0, done_cb, &o, &job,
-	                                    err, sizeof err), 0);
-	d.org_gen++; /* netd_reload_org */
-	run_until(&o);
+	assert_int_equal(netd_compile_start(&d, huge(5000), 0, done_cb, &o, &job, err, sizeof err), 0);
+	for (int i = 0; i < 20000 && o.calls == 0; i++) {
+		struct timeval tv = {0, 1000};
+		d.org_gen++; /* a reload before every turn of the loop: each compile ends stale */
+		event_base_loopexit(d.base, &tv);
+		event_base_dispatch(d.base);
+	}
+	assert_int_equal(o.calls, 1);
 	assert_int_equal(o.r, -EAGAIN);
 	assert_string_equal(o.err, "the organisation policy was reloaded while this policy compiled; try again");
 }
@@ -220,6 +255,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_deadline, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_cancel_and_per_uid_limit, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_stale_after_reload, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_stale_reloads_bounded, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_embedded_refuses_ask, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -111,6 +111,42 @@ static void test_later_fragment_has_no_ports(void **state)
 	assert_int_equal(d.dport, 0);
 }
 
+/* The group's sequence number (NFULNL_CFG_F_SEQ): nflog.c counts a gap as messages the kernel lost. A
+ * short attribute is no number; a message without one has none. And the incoming interface. */
+static void test_seq(void **state)
+{
+	char buf[512];
+	struct netd_drop d;
+	struct nlmsghdr *nlh = (struct nlmsghdr *)buf;
+	size_t n = build(buf, ipv4_tcp, sizeof ipv4_tcp, "sluice-drop");
+
+	assert_int_equal(netd_nflog_parse_msg(buf, n, &d), 0);
+	assert_false(d.has_seq);
+	mnl_attr_put_u32(nlh, NFULA_SEQ, htonl(0xfffffffeu));
+	assert_int_equal(netd_nflog_parse_msg(buf, nlh->nlmsg_len, &d), 0);
+	assert_true(d.has_seq);
+	assert_int_equal(d.seq, 0xfffffffeu);
+	assert_string_equal(d.dst, "198.18.1.11");
+	n = build(buf, ipv4_tcp, sizeof ipv4_tcp, NULL);
+	mnl_attr_put_u16(nlh, NFULA_SEQ, 7);
+	assert_int_equal(netd_nflog_parse_msg(buf, nlh->nlmsg_len, &d), 0);
+	assert_false(d.has_seq);
+	/* the incoming interface (the per-session share of the audit rate is counted by it) */
+	n = build(buf, ipv4_tcp, sizeof ipv4_tcp, NULL);
+	assert_int_equal(netd_nflog_parse_msg(buf, nlh->nlmsg_len, &d), 0);
+	assert_int_equal(d.indev, 0);
+	mnl_attr_put_u32(nlh, NFULA_IFINDEX_INDEV, htonl(4242));
+	assert_int_equal(netd_nflog_parse_msg(buf, nlh->nlmsg_len, &d), 0);
+	assert_int_equal(d.indev, 4242);
+	/* a packet that does not parse still carries its number (it counts for the gaps) */
+	n = build(buf, ipv4_tcp, 10, NULL);
+	mnl_attr_put_u32(nlh, NFULA_SEQ, htonl(5));
+	assert_int_equal(netd_nflog_parse_msg(buf, nlh->nlmsg_len, &d), -EBADMSG);
+	assert_true(d.has_seq);
+	assert_int_equal(d.seq, 5);
+	(void)n;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -119,6 +155,7 @@ int main(void)
 		cmocka_unit_test(test_truncated),
 		cmocka_unit_test(test_prefix_sanitised),
 		cmocka_unit_test(test_later_fragment_has_no_ports),
+		cmocka_unit_test(test_seq),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

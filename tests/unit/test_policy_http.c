@@ -1,4 +1,4 @@
-/* Unit tests: HTTPS inspection in the policy (policy/http_rules.c): the path normaliser, the glob
+/* Unit tests: HTTPS inspection in the policy (policy/http_rules.c, http_load.c): the path normaliser, the glob
  * against a naive reference over a small alphabet, HTTP rule decisions (deny wins, layers narrow,
  * query parameters, escapes), load errors with file:line:col, credentials and the serialised form. */
 #include <setjmp.h>
