@@ -433,6 +433,10 @@ static void handle_request(struct http_conn *c, const struct http_request *req, 
 	c->client_keep = req->keep_alive;
 	c->client_http10 = req->version_minor == 0;
 	c->head_request = http_token_eq(req->method, req->method_len, "HEAD");
+	/* RFC 9110 9.2.2: only an idempotent request may be sent again when a kept-alive upstream fails before
+	 * answering (the server may have acted on a POST and then closed) */
+	c->req_idempotent = (req->method_bit & (POLICY_M_GET | POLICY_M_HEAD | POLICY_M_OPTIONS | POLICY_M_TRACE |
+	                                        POLICY_M_PUT | POLICY_M_DELETE)) != 0;
 	c->req_body = req->chunked ? HTTP_BODY_CHUNKED : (req->content_length > 0 ? HTTP_BODY_LENGTH : HTTP_BODY_NONE);
 	c->req_left = req->content_length > 0 ? (uint64_t)req->content_length : 0;
 	c->req_done = c->req_body == HTTP_BODY_NONE;

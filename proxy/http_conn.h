@@ -39,6 +39,7 @@ struct http_conn {
 	uint64_t up_policy_gen;                 /* the session's policy_gen when up_sa was last checked */
 	/* the current request */
 	bool head_request, client_keep, client_http10;
+	bool req_idempotent; /* GET, HEAD, OPTIONS, TRACE, PUT, DELETE: may be retried on a fresh upstream */
 	enum http_body_kind req_body;
 	uint64_t req_left;
 	bool ph_scan;           /* the policy has credentials: the body is searched for placeholders */

@@ -544,7 +544,8 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg)
 	if (c->up_reused && !c->resp_started && c->rscan.total == 0 && evbuffer_get_length(c->head_copy) &&
 	    evbuffer_get_length(bufferevent_get_input(c->r.up)) == 0) {
 		/* A kept-alive upstream closed as we reused it (the server's idle timeout raced our
-		 * request): a request without a body is sent again once, on a fresh connection. */
+		 * request): an idempotent request without a body is sent again once, on a fresh connection
+		 * (anything else gets the 502 below: the server may have acted on it). */
 		log_debug("%s: kept-alive upstream closed before answering; retrying on a new connection", c->r.t.host);
 		proxy_relay_drop_upstream(&c->r);
 		evbuffer_add_buffer(c->head_out, c->head_copy);
@@ -607,7 +608,7 @@ void http_forward_start(struct http_conn *c)
 	 * when it fires idle): only when it is off. send_now writes the head directly. */
 	bufferevent_enable(c->r.up, (bufferevent_get_enabled(c->r.up) & EV_WRITE) ? EV_READ : EV_READ | EV_WRITE);
 	evbuffer_drain(c->head_copy, evbuffer_get_length(c->head_copy));
-	if (c->up_reused && c->req_body == HTTP_BODY_NONE)
+	if (c->up_reused && c->req_body == HTTP_BODY_NONE && c->req_idempotent)
 		evbuffer_add(c->head_copy, evbuffer_pullup(c->head_out, -1), evbuffer_get_length(c->head_out));
 	send_now(c->r.up, c->head_out);
 	http_set_timer(c, c->r.e->tv_idle);

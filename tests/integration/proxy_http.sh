@@ -150,6 +150,11 @@ pd=$("${CURL[@]}" http://allowed.test/dropnext | cport)
 body=$("${CURL[@]}" http://allowed.test/after-drop)
 check_match "pool: a kept connection closed unanswered: the request is retried and answered" '"target": ?"/after-drop"' "$body"
 check "pool: ... on a new connection" test -n "$pd" -a "$(cport <<<"$body")" != "$pd"
+# ... but not a POST (not idempotent: the origin may have acted on it before closing): a 502, not sent twice
+"${CURL[@]}" -o /dev/null http://allowed.test/dropnext
+code=$("${CURL[@]}" -o /dev/null -w '%{http_code}' -X POST -H 'Content-Length: 0' http://allowed.test/after-drop-post)
+check "pool: a POST on a kept connection closed unanswered is not retried (502)" test "$code" = 502
+check_not "pool: ... and never reached the origin a second time" grep -q after-drop-post "$LAB_DIR/log/http-inet.jsonl"
 
 # one client connection, requests to two hosts in turn: the upstream of the first host waits in the pool
 # while the second is served, and the third request (the first host again) takes it back
