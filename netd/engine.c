@@ -549,6 +549,8 @@ static int send_config(struct netd *d, int sock, char *err, size_t errlen)
 		ipc_buf_put_u32(&b, NETD_A_GID, (uint32_t)d->cfg.engine_gid);
 		if (d->upstream_proxy[0])
 			ipc_buf_put_str(&b, NETD_A_UPSTREAM_PROXY, d->upstream_proxy);
+		if (d->cfg.dns_cache_entries)
+			ipc_buf_put_u32(&b, NETD_A_DNS_CACHE, d->cfg.dns_cache_entries);
 		ipc_buf_put_fd(&b, afd);
 		r = ipc_send(sock, &b);
 		ipc_buf_release(&b);

@@ -40,6 +40,7 @@ struct child {
 	socklen_t dns_len;
 	uid_t uid;
 	gid_t gid;
+	unsigned dns_cache_entries; /* 0: no DNS cache */
 	bool configured;
 	int lfd[CHILD_MAX_LISTENERS]; /* owned until the engine takes them */
 	int lkind[CHILD_MAX_LISTENERS];
@@ -398,6 +399,11 @@ static int child_init(struct child *c)
 			}
 			c->uid = (uid_t)ipc_get_u32(&m, NETD_A_UID, 0);
 			c->gid = (gid_t)ipc_get_u32(&m, NETD_A_GID, 0);
+			c->dns_cache_entries = ipc_get_u32(&m, NETD_A_DNS_CACHE, 0);
+			if (c->dns_cache_entries > 1000000) {
+				ipc_msg_clear(&m);
+				return -EINVAL;
+			}
 			if (ipc_get_str(&m, NETD_A_UPSTREAM_PROXY)) {
 				/* still privileged: the auth_file is readable by root only */
 				char perr[600];
@@ -436,6 +442,7 @@ static int child_init(struct child *c)
 			cfg.audit_fd = steal_fd(&c->audit_fd);
 			cfg.upstream_dns = c->dns;
 			cfg.upstream_dns_len = c->dns_len;
+			cfg.dns_cache_entries = c->dns_cache_entries;
 			cfg.ask_notify = ask_notify;
 			cfg.ask_arg = c;
 			cfg.direct_notify = direct_notify;

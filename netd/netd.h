@@ -57,6 +57,7 @@ struct netd_config {
 	gid_t engine_gid;
 	unsigned max_per_uid; /* sessions per non-root uid */
 	unsigned compile_timeout_ms; /* deadline of a session policy's compile (compile.c) */
+	unsigned dns_cache_entries;  /* the engine's DNS answer cache (docs/proxy.md); 0 = none */
 	bool embedded;        /* one-session helper of a root launcher */
 };
 

@@ -110,6 +110,7 @@ enum netd_attr {
 	NETD_A_CNI_KEY = 44,  /* str NETD_CNI_KEY_MAX: "CONTAINERID/IFNAME" of a CNI session */
 	NETD_A_SESS_IF = 45,  /* str 15: the session-side interface name (default eth0) */
 	NETD_A_METRICS = 46,  /* bytes: the engine's struct proxy_metrics (sluiced checks the exact size) */
+	NETD_A_DNS_CACHE = 47, /* u32: DNS answers the engine's cache keeps (absent: no cache) */
 };
 
 extern const struct ipc_proto netd_control_proto;

@@ -38,6 +38,7 @@ static void usage(FILE *f)
 		"  --user USER          unprivileged user of the proxy engine (default sluice, else nobody)\n"
 		"  --max-per-uid N      sessions per unprivileged user (default 64)\n"
 		"  --compile-timeout MS a session's policy compiles within MS or is refused (default 30000)\n"
+		"  --dns-cache N        keep up to N DNS answers, filtered per session policy (default 0: none)\n"
 		"  --sysconfdir DIR     organisation policy directory (default /etc/sluice)\n"
 		"  --audit-ship syslog|journald  also send every audit record to syslog (RFC 5424) or journald\n"
 		"  --audit-ship-socket PATH      syslog's socket (default /dev/log)\n"
@@ -124,7 +125,7 @@ int main(int argc, char **argv)
 		{"socks-port", required_argument, NULL, 's'},
 		{"upstream-dns", required_argument, NULL, 'u'}, {"nflog-group", required_argument, NULL, 'g'},
 		{"user", required_argument, NULL, 'U'},    {"max-per-uid", required_argument, NULL, 'm'},
-		{"compile-timeout", required_argument, NULL, 'T'},
+		{"compile-timeout", required_argument, NULL, 'T'}, {"dns-cache", required_argument, NULL, 'C'},
 		{"sysconfdir", required_argument, NULL, 'c'}, {"verbose", no_argument, NULL, 'v'},
 		{"metrics-listen", required_argument, NULL, 'M'}, {"audit-ship", required_argument, NULL, 'S'},
 		{"audit-ship-socket", required_argument, NULL, 'O'},
@@ -210,6 +211,14 @@ int main(int argc, char **argv)
 			if (parse_uint(optarg, 600000, &v) < 0 || v == 0)
 				goto bad;
 			cfg.compile_timeout_ms = (unsigned)v;
+			break;
+		case 'C':
+			if (parse_uint(optarg, 1000000, &v) < 0) {
+				fprintf(stderr, "sluiced: --dns-cache %s: want a number of answers from 0 (no cache) to 1000000\n",
+				        optarg);
+				return 2;
+			}
+			cfg.dns_cache_entries = (unsigned)v;
 			break;
 		case 'c':
 			util_strlcpy(cfg.sysconfdir, optarg, sizeof cfg.sysconfdir);

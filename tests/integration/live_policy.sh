@@ -3,8 +3,10 @@
 # `sluicectl session policy ID --allow/--deny` adds rules and `--file` replaces the policy; the next
 # request is decided by the new one, a tunnel in flight that the new policy still allows carries on,
 # the organisation's ceiling still bounds it, every audit record names the policy version; the session's
-# user may change it from outside the session, not from inside it, another user not at all; and an
-# operator's approval survives kill -9 of the engine.
+# user may change it from outside the session, not from inside it, another user not at all; an
+# operator's approval survives kill -9 of the engine; and the engine's DNS cache (--dns-cache) answers a
+# repeated question without the upstream, each answer decided and audited, never one filtered for an
+# earlier policy.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
 . "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
@@ -26,9 +28,12 @@ printf '{"allow": ["registry.test"], "options": {"ask": true, "ask_timeout": 30}
 chmod 0644 "$POLICY" "$LAB_DIR/tmp/file.json"
 . "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh" # start_sluiced, eventually, session, reply
 
-check "sluiced starts" start_sluiced
+check_match "sluiced refuses a bad --dns-cache, saying what it wants" 'dns-cache many: want a number' \
+	"$("$SLUICED" --dns-cache many 2>&1; echo "exit $?")"
+check "sluiced starts" start_sluiced -- --dns-cache 100
 check "session s1 opens" session s1
-ID=$(reply s1 id) GW=$(reply s1 gw4)
+ID=$(reply s1 id) GW=$(reply s1 gw4) GW4=$(reply s1 gw4)
+dns_records() { jq -r --arg n "$1" 'select(.session == "'"$ID"'" and .protocol == "dns" and .host == $n) | .decision' "$AUDIT" | wc -l; }
 code() { lab_exec s1 curl -s -m 10 --noproxy '' -x "http://$GW:3128" -o /dev/null -w '%{http_code}' "$@"; }
 version_of() { # version_of TARGET: the policy_version of the last audit record for that request target
 	jq -r --arg t "$1" 'select(.reason != null or .host != null) | select(.session == "'"$ID"'") |
@@ -49,12 +54,24 @@ out=$("$CTL" session policy "$ID" --allow other.test 2>&1)
 check_match "root adds an allow rule to the live session" "policy changed" "$out"
 check_eq "the next request to other.test is allowed" 200 "$(code http://other.test/v2)"
 check_eq "... and its record names policy version 2" 2 "$(version_of other.test:80)"
+
+# the DNS cache: the second question is answered from it (the upstream resolver never sees it), and both
+# are decided and audited
+a1=$(gw_addrs s1 other.test)
+n1=$(dns_records other.test)
+lab_dns_mark
+a2=$(gw_addrs s1 other.test)
+check "dns cache: other.test resolves ($a1), the same the second time" test -n "$a1" -a "$a1" = "$a2" -a "${a1#rcode=}" = "$a1"
+check_eq "dns cache: the second question never reached the upstream resolver" 0 "$(lab_dns_queries | grep -c '^other.test$')"
+check "dns cache: ... and it has its own audit record" eventually test "$(dns_records other.test)" -gt "$n1"
 wait "$slow"
 check_eq "the tunnel in flight carried on to its last byte" 8000000 "$(cat "$LAB_DIR/tmp/slow.out")"
 out=$("$CTL" session policy "$ID" --allow evil.test 2>&1)
 check_eq "the organisation's ceiling bounds a live change: evil.test stays refused" 403 "$(code http://evil.test/)"
 out=$("$CTL" session policy "$ID" --deny other.test 2>&1)
 check_eq "a deny rule added live wins over the earlier allow" 403 "$(code http://other.test/v4)"
+a3=$(gw_addrs s1 other.test)
+check "dns cache: the answer kept under the old policy is not given under the new one ($a3)" test "${a3#rcode=}" != "$a3" -a "$a3" != rcode=0
 check_match "a bad pattern is refused before anything is sent, with where" 'allow.*\*' \
 	"$("$CTL" session policy "$ID" --allow '*' 2>&1)"
 out=$("$CTL" session policy "$ID" --file "$LAB_DIR/tmp/file.json" 2>&1)
