@@ -169,6 +169,56 @@ out=$(sb --policy "$LAB_DIR/pol.json" -- "$LAB_PYTHON" -c '
 import urllib.request
 print(urllib.request.urlopen("https://allowed.test/pub/py", timeout=10).status)' 2>&1)
 check_eq "python urllib through the inspecting proxy" 200 "$out"
+# A client that sends its ClientHello in the same write as its CONNECT head (the proxy reads it before its
+# 200 went out): the 200 first, then the TLS the engine runs on the socket with those bytes handed to it.
+out=$(sb --policy "$LAB_DIR/pol.json" -- "$LAB_PYTHON" -c '
+import os, socket, ssl, urllib.parse
+u = urllib.parse.urlsplit(os.environ.get("https_proxy") or os.environ["HTTPS_PROXY"])
+inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+tls = ssl.create_default_context().wrap_bio(inc, out, server_hostname="allowed.test")
+s = socket.create_connection((u.hostname, u.port), timeout=10)
+def more():
+    d = s.recv(65536)
+    if not d:
+        raise SystemExit("closed")
+    inc.write(d)
+try:
+    tls.do_handshake()
+except ssl.SSLWantReadError:
+    pass
+s.sendall(b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n" + out.read())
+buf = b""
+while b"\r\n\r\n" not in buf:
+    d = s.recv(65536)
+    if not d:
+        raise SystemExit("closed after %r" % buf)
+    buf += d
+head, _, rest = buf.partition(b"\r\n\r\n")
+print(head.split(b"\r\n")[0].decode())
+inc.write(rest)
+while True:
+    try:
+        tls.do_handshake()
+        break
+    except ssl.SSLWantReadError:
+        s.sendall(out.read())
+        more()
+tls.write(b"GET /pub/eager HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n")
+s.sendall(out.read())
+resp = b""
+while b"\r\n" not in resp:
+    try:
+        resp += tls.read(65536)
+    except ssl.SSLWantReadError:
+        more()
+print(resp.split(b"\r\n")[0].decode())' 2>&1)
+check_match "a ClientHello right behind the CONNECT head: the 200, then TLS with the session CA" \
+	'^HTTP/1.1 200 Connection established$' "$(sed -n 1p <<<"$out")"
+check_match "... and the request over it answered" '^HTTP/1.1 200' "$(sed -n 2p <<<"$out")"
+out=$(sb --policy "$LAB_DIR/pol.json" -- sh -c 'p=${https_proxy#http://}; openssl s_client -brief -proxy "${p%/}" \
+	-connect allowed.test:443 -servername allowed.test </dev/null 2>&1' 2>&1)
+check_match "the inspecting proxy's TLS: 1.3, AES-128-GCM first (OpenSSL's client lists AES-256 first)" \
+	'Protocol version: TLSv1.3.*Ciphersuite: TLS_AES_128_GCM_SHA256' "$(echo $out)"
 # pip from the lab's PyPI simple index, with the PIP_CERT sluice sets (a pip from PyPI has its own CA bundle
 # otherwise; Debian's reads the system bundle, which is the merged one inside too)
 PIP="$LAB_PYTHON -m pip --no-cache-dir --disable-pip-version-check --no-input --timeout 10"
