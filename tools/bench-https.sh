@@ -71,7 +71,7 @@ lab_wait_port s1 "$GW" 3128 5 || lab_bail "sluice-proxy did not start: $(tail -n
 contenders=(3128 3129 direct)
 if [ -n "${BENCH_AB_BUILD:-}" ]; then
 	mkdir -p "$LAB_DIR/proxyb" && chmod 0777 "$LAB_DIR/proxyb"
-	sed -e "s|$LAB_DIR/proxy/|$LAB_DIR/proxyb/|g" -e "s|$GW:3128|$GW:3130|" -e 's|"kind": "dns"[^}]*}, ||' \
+	sed -e "s|$LAB_DIR/proxy/|$LAB_DIR/proxyb/|g" -e "s|$GW:3128|$GW:3130|" -e 's|, {"kind": "dns"[^}]*}||' \
 		"$LAB_DIR/proxy/config.json" >"$LAB_DIR/proxyb/config.json"
 	SLUICE_TLS_TRUST=$LAB_CA lab_bg proxyb "$BENCH_AB_BUILD/proxy/sluice-proxy" --config "$LAB_DIR/proxyb/config.json"
 	lab_wait_port s1 "$GW" 3130 5 || lab_bail "sluice-proxy B did not start: $(tail -n 5 "$(lab_log proxyb)")"
