@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "http_conn.h"
@@ -36,35 +37,138 @@ static void set_nodelay(int fd)
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
 }
 
+/* ---- upstream TLS sessions ----
+ * A new inspected tunnel dials the upstream again and would pay a full TLS handshake each time (key
+ * exchange, certificate chain, verification). The upstream context keeps the last resumable session
+ * (TLS 1.3 ticket, or TLS 1.2 session) per "host:port", from handshakes that verified the server, and
+ * offers it on the next connection to exactly that host and port; a session is taken out when offered
+ * (one use: a ticket is not sent twice) and the connection brings new ones. A server that declines makes
+ * a full handshake, verified as usual. In memory only, per engine: the UP_SESSIONS_MAX most recently
+ * stored, none older than UP_SESSION_MAX_AGE. */
+#define UP_SESSIONS_MAX 128
+#define UP_SESSION_MAX_AGE 3600 /* s: then a full handshake (the server's ticket lifetime may be longer) */
+#define UP_KEY_MAX (POLICY_HOST_MAX + 8)
+
+struct up_session {
+	char key[UP_KEY_MAX]; /* "host:port" */
+	SSL_SESSION *sess;    /* owned; NULL: a free slot */
+	uint64_t stored;
+};
+
+struct up_sessions {
+	struct up_session s[UP_SESSIONS_MAX];
+	uint64_t tick;
+};
+
+static int up_ctx_idx = -1, up_ssl_idx = -1; /* ex_data: the SSL_CTX's up_sessions, an SSL's key */
+
+static void free_key(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
+{
+	(void)parent, (void)ad, (void)idx, (void)argl, (void)argp;
+	free(ptr);
+}
+
+static int up_new_session(SSL *ssl, SSL_SESSION *sess)
+{
+	struct up_sessions *c = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), up_ctx_idx);
+	const char *key = SSL_get_ex_data(ssl, up_ssl_idx);
+	struct up_session *slot = NULL;
+	SSL_SESSION *copy;
+
+	/* A copy: the connection's own session is marked not resumable when the connection is freed
+	 * without a TLS shutdown (how bufferevents end), which would spoil the one kept here. */
+	if (!c || !key || !SSL_SESSION_is_resumable(sess) || SSL_get_verify_result(ssl) != X509_V_OK ||
+	    !(copy = SSL_SESSION_dup(sess)))
+		return 0;
+	for (size_t i = 0; i < UP_SESSIONS_MAX && !slot; i++)
+		if (c->s[i].sess && strcmp(c->s[i].key, key) == 0)
+			slot = &c->s[i];
+	for (size_t i = 0; i < UP_SESSIONS_MAX && !slot; i++)
+		if (!c->s[i].sess)
+			slot = &c->s[i];
+	if (!slot) {
+		slot = &c->s[0];
+		for (size_t i = 1; i < UP_SESSIONS_MAX; i++)
+			if (c->s[i].stored < slot->stored)
+				slot = &c->s[i];
+	}
+	SSL_SESSION_free(slot->sess);
+	snprintf(slot->key, sizeof slot->key, "%s", key);
+	slot->sess = copy;
+	slot->stored = ++c->tick;
+	return 0; /* (sess stays the connection's) */
+}
+
+/* ssl will connect to key: its stored session, if any, is offered (and taken out of the store). */
+static bool up_session_offer(SSL_CTX *ctx, SSL *ssl, const char *host, uint16_t port)
+{
+	struct up_sessions *c = SSL_CTX_get_ex_data(ctx, up_ctx_idx);
+	char key[UP_KEY_MAX], *dup;
+
+	snprintf(key, sizeof key, "%s:%u", host, port);
+	if (!c || !(dup = strdup(key)))
+		return false;
+	if (!SSL_set_ex_data(ssl, up_ssl_idx, dup)) {
+		free(dup);
+		return false;
+	}
+	for (size_t i = 0; i < UP_SESSIONS_MAX; i++) {
+		if (c->s[i].sess && strcmp(c->s[i].key, key) == 0) {
+			if (time(NULL) - (time_t)SSL_SESSION_get_time(c->s[i].sess) < UP_SESSION_MAX_AGE)
+				(void)SSL_set_session(ssl, c->s[i].sess); /* (a failure: a full handshake) */
+			SSL_SESSION_free(c->s[i].sess);
+			c->s[i].sess = NULL;
+			break;
+		}
+	}
+	return true;
+}
+
 void proxy_inspect_engine_free(struct proxy_engine *e)
 {
+	struct up_sessions *c = e->tls_up ? SSL_CTX_get_ex_data(e->tls_up, up_ctx_idx) : NULL;
+
+	if (c) {
+		for (size_t i = 0; i < UP_SESSIONS_MAX; i++)
+			SSL_SESSION_free(c->s[i].sess);
+		free(c);
+	}
 	SSL_CTX_free(e->tls_up);
 	e->tls_up = NULL;
 }
 
 /* The upstream TLS client context, made on first use: the host's trust store (or the bundle named by
  * $SLUICE_TLS_TRUST, for a private CA or a test lab), peer verification, TLS 1.2 at least, TLS 1.3's
- * cheapest cipher suite offered first. */
+ * cheapest cipher suite offered first, the sessions above. */
 static SSL_CTX *up_ctx(struct proxy_engine *e, char *err, size_t errlen)
 {
 	static const unsigned char h11[] = "\x08http/1.1";
 	const char *trust = getenv("SLUICE_TLS_TRUST");
+	struct up_sessions *c = NULL;
 	SSL_CTX *ctx;
 
 	if (e->tls_up)
 		return e->tls_up;
+	if (up_ctx_idx < 0)
+		up_ctx_idx = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+	if (up_ssl_idx < 0)
+		up_ssl_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, free_key);
 	ctx = SSL_CTX_new(TLS_client_method());
-	if (!ctx || !SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) ||
+	if (!ctx || up_ctx_idx < 0 || up_ssl_idx < 0 || !(c = calloc(1, sizeof *c)) ||
+	    !SSL_CTX_set_ex_data(ctx, up_ctx_idx, c) || !SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) ||
 	    (trust && *trust ? SSL_CTX_load_verify_locations(ctx, trust, NULL) : SSL_CTX_set_default_verify_paths(ctx)) != 1 ||
 	    SSL_CTX_set_alpn_protos(ctx, h11, sizeof h11 - 1) != 0 || !SSL_CTX_set_ciphersuites(ctx, PROXY_TLS13_SUITES)) {
 		snprintf(err, errlen, "cannot set up upstream TLS (trust store %s): %s",
 		         trust && *trust ? trust : "the system's", ERR_reason_error_string(ERR_get_error()));
 		ERR_clear_error();
+		free(c);
 		SSL_CTX_free(ctx);
 		return NULL;
 	}
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
 	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+	SSL_CTX_sess_set_new_cb(ctx, up_new_session);
 	e->tls_up = ctx;
 	return ctx;
 }
@@ -296,7 +400,8 @@ void http_inspect_upstream(struct http_conn *c)
 	SSL *ssl = ctx ? SSL_new(ctx) : NULL;
 	struct bufferevent *tls;
 
-	if (!ssl || !SSL_set_tlsext_host_name(ssl, c->r.t.host) || !SSL_set1_host(ssl, c->r.t.host)) {
+	if (!ssl || !SSL_set_tlsext_host_name(ssl, c->r.t.host) || !SSL_set1_host(ssl, c->r.t.host) ||
+	    !up_session_offer(ctx, ssl, c->r.t.host, c->r.t.port)) {
 		if (ctx)
 			snprintf(err, sizeof err, "cannot start TLS with the upstream %s", c->r.t.host);
 		SSL_free(ssl);

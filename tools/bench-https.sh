@@ -6,7 +6,8 @@
 #
 #   keep-alive requests/s: BENCH_CLIENTS (default 4) curl processes, each BENCH_REQS (default 2000) GETs of a
 #                          tiny response over one kept-alive inspected TLS connection (curl's URL globbing)
-#   bulk MB/s:             one curl download of BENCH_BULK_MIB (default 256) MiB through the inspecting proxy
+#   bulk MB/s:             one curl download of BENCH_BULK_MIB (default 256) MiB through the inspecting proxy,
+#                          and the proxy's CPU seconds per GiB
 # Both proxies decrypt, check and re-encrypt (each with its own CA, trusted by the client; each verifies the
 # origin against the lab's CA); "direct" is curl to the origin without a proxy, for scale. Median of
 # BENCH_ROUNDS (default 3) rounds whose order rotates.
@@ -129,15 +130,19 @@ rps_run() {
 	[ "$ok" -eq $((clients * reqs)) ] || { echo 0; return; }
 	awk -v n="$ok" -v ns="$((t1 - t0))" 'BEGIN { printf "%.0f\n", n / (ns / 1e9) }'
 }
-# bulk_run PORT|direct: MB/s of one download ("0" if incomplete)
+# bulk_run PORT|direct: "MB/s cpu_s_per_GiB" of one download ("0 -" if incomplete; "-" for the CPU of the
+# direct path)
 bulk_run() {
-	local where=$1 out speed size
+	local where=$1 out speed size t0 t1
+	t0=$(cpu_ticks "$where")
 	# shellcheck disable=SC2046
 	out=$(lab_exec s1 curl -sS -m 300 $(via "$1") --cacert "${CA[$where]}" -o /dev/null \
 		-w '%{speed_download} %{size_download}' "https://bench.allowed.test:$PORT/bulk/file")
+	t1=$(cpu_ticks "$where")
 	read -r speed size <<<"$out"
-	[ "${size:-0}" = $((mib * 1048576)) ] || { echo 0; return; }
-	awk -v s="$speed" 'BEGIN { printf "%.0f\n", s / 1e6 }'
+	[ "${size:-0}" = $((mib * 1048576)) ] || { echo "0 -"; return; }
+	awk -v s="$speed" -v t="$((t1 - t0))" -v hz="$(getconf CLK_TCK)" -v d="$where" -v mib="$mib" \
+		'BEGIN { printf "%.0f %s\n", s / 1e6, d == "direct" ? "-" : sprintf("%.2f", t / hz * 1024 / mib) }'
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "n/a" }'; }
@@ -180,9 +185,9 @@ for ((round = 1; round <= rounds; round++)); do
 		p=${contenders[(k + round) % nc]}
 		read -r l cpu < <(light_run "$p")
 		r=$(rps_run "$p")
-		b=$(bulk_run "$p")
-		echo "# round $round via $p: $l requests/s ($cpu us CPU/request), curl $r requests/s, $b MB/s"
-		S[light_$p]+=" $l" S[cpu_$p]+=" $cpu" S[rps_$p]+=" $r" S[bulk_$p]+=" $b"
+		read -r b bcpu < <(bulk_run "$p")
+		echo "# round $round via $p: $l requests/s ($cpu us CPU/request), curl $r requests/s, $b MB/s ($bcpu CPU s/GiB)"
+		S[light_$p]+=" $l" S[cpu_$p]+=" $cpu" S[rps_$p]+=" $r" S[bulk_$p]+=" $b" S[bcpu_$p]+=" $bcpu"
 	done
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -205,6 +210,7 @@ mapfile -t v < <(cell light); row "keep-alive requests/s ($clients conns x $ligh
 mapfile -t v < <(cell cpu); row "  proxy CPU us/request" "${v[@]}"
 mapfile -t v < <(cell rps); row "keep-alive requests/s ($clients curls x $reqs)" "${v[@]}"
 mapfile -t v < <(cell bulk); row "bulk MB/s ($mib MiB, one download)" "${v[@]}"
+mapfile -t v < <(cell bcpu); row "  proxy CPU s/GiB" "${v[@]}"
 echo
 echo "ratios (target >= 1.5):"
 echo "  keep-alive requests/s sluice/squid (light client)  $(ratio "${R[light_3128]}" "${R[light_3129]}")"

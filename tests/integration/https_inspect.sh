@@ -29,6 +29,9 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 
 lab_bg self-signed -n inet openssl s_server -quiet -accept 9443 -cert "$LAB_DIR/self.pem" -key "$LAB_DIR/self.key" -www
 lab_wait_port inet "$LAB_OTHER4" 9444 10 || lab_bail "the lab's git server did not start: $(tail -n 5 "$(lab_log git-https)")"
 lab_wait_port inet "$LAB_EVIL4" 9443 10 || lab_bail "the self-signed server did not start"
+# an HTTPS server that says whether the TLS session was resumed (openssl s_server -www: "New," or "Reused,")
+lab_bg resume -n inet openssl s_server -quiet -accept 9445 -cert "$LAB_DIR/tls/server.pem" -key "$LAB_DIR/tls/server.key" -www
+lab_wait_port inet "$LAB_ALLOWED4" 9445 10 || lab_bail "the s_server on allowed.test:9445 did not start"
 
 P=$LAB_DIR/proj
 H=$LAB_DIR/home
@@ -43,7 +46,7 @@ sb() { (cd "$P" && exec env -i HOME="$H" PATH=/usr/bin:/bin SLUICE_TLS_TRUST="$L
 
 cat >"$LAB_DIR/pol.json" <<JSON
 {
-  "allow": ["allowed.test", "registry.test", "other.test", "evil.test:9443", "git.other.test:9444"],
+  "allow": ["allowed.test", "allowed.test:9445", "registry.test", "other.test", "evil.test:9443", "git.other.test:9444"],
   "inspect": [
     {"host": "allowed.test",
      "allow": ["GET,HEAD /pub/**", "GET /status/**", "POST /upload/*", "GET /headers"],
@@ -161,6 +164,12 @@ check_not "no private key readable inside" grep -q 'PRIVATE' <<<"$out"
 check_eq "the bundle inside is the host's plus the session CA" "$(($(grep -c 'BEGIN CERTIFICATE' /etc/ssl/certs/ca-certificates.crt) + 1))" \
 	"$(sed -n 1p <<<"$out")"
 check_match "the variables name it" "^vars:( /etc/ssl/certs/ca-certificates.crt){7}$" "$(sed -n 2p <<<"$out")"
+# Upstream TLS sessions: a second tunnel to the same host resumes the first's session (two curls, two CONNECTs).
+out=$(sb --policy "$LAB_DIR/pol.json" -- sh -c 'for i in 1 2; do curl -sS -m 10 https://allowed.test:9445/pub/r$i |
+	grep -E "^(New|Reused), "; done' 2>&1)
+check_match "a second inspected tunnel to a host resumes the upstream TLS session of the first" \
+	'^New, TLSv1.3, Cipher is TLS_AES_128_GCM_SHA256 Reused, TLSv1.3' "$(echo $out)"
+
 out=$(sb -- sh -c 'echo "vars: ${SSL_CERT_FILE:-none}"; grep -c "BEGIN CERTIFICATE" /etc/ssl/certs/ca-certificates.crt' 2>&1)
 check_eq "a session that inspects nothing gets neither" "vars: none $(grep -c 'BEGIN CERTIFICATE' /etc/ssl/certs/ca-certificates.crt)" "$(echo $out)"
 
