@@ -153,27 +153,23 @@ for p in "${contenders[@]}"; do
 done
 if [ -n "${BENCH_PROFILE:-}" ]; then
 	mkdir -p "$BENCH_PROFILE"
-	for p in 3128 3129; do
-		pid=$(lab_pid "${PIDNAME[$p]}")
-		perf record -q -g -p "$pid" -o "$BENCH_PROFILE/perf.$p.data" 2>/dev/null &
+	# traced FILE RUN PORT TRACER...: RUN (light_run or bulk_run) through PORT with TRACER attached to the proxy
+	traced() {
+		local out=$1 run=$2 p=$3 prec
+		shift 3
+		"$@" -p "$(lab_pid "${PIDNAME[$p]}")" -o "$BENCH_PROFILE/$out" 2>/dev/null &
 		prec=$!
 		sleep 0.5
-		echo "# perf via $p: $(light_run "$p") (requests/s, us CPU/request)"
+		echo "# $out: $($run "$p")"
 		kill -INT "$prec"
 		wait "$prec"
-		strace -c -f -p "$pid" -o "$BENCH_PROFILE/strace.$p.txt" &
-		prec=$!
-		sleep 0.5
-		echo "# strace via $p: $(light_run "$p") (requests/s, us CPU/request; strace slows it)"
-		kill -INT "$prec"
-		wait "$prec"
-		[ -n "${BENCH_PERF_EVENTS:-}" ] || continue
-		perf stat -e "$BENCH_PERF_EVENTS" -p "$pid" -o "$BENCH_PROFILE/stat.$p.txt" &
-		prec=$!
-		sleep 0.5
-		echo "# perf stat via $p: $(light_run "$p") (requests/s, us CPU/request)"
-		kill -INT "$prec"
-		wait "$prec"
+	}
+	for p in "${contenders[@]}"; do
+		[ "$p" != direct ] || continue
+		traced "perf.$p.data" light_run "$p" perf record -q -g
+		traced "strace.$p.txt" light_run "$p" strace -c -f
+		traced "strace-bulk.$p.txt" bulk_run "$p" strace -c -f
+		[ -z "${BENCH_PERF_EVENTS:-}" ] || traced "stat.$p.txt" light_run "$p" perf stat -e "$BENCH_PERF_EVENTS"
 	done
 	exit 0
 fi
