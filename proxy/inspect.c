@@ -45,9 +45,9 @@ static void set_nodelay(int fd)
  * (one use: a ticket is not sent twice) and the connection brings new ones. A server that declines makes
  * a full handshake, verified as usual. In memory only, per engine: the UP_SESSIONS_MAX most recently
  * stored, none older than UP_SESSION_MAX_AGE. */
-#define UP_SESSIONS_MAX 128
+#define UP_SESSIONS_MAX    128
 #define UP_SESSION_MAX_AGE 3600 /* s: then a full handshake (the server's ticket lifetime may be longer) */
-#define UP_KEY_MAX (POLICY_HOST_MAX + 8)
+#define UP_KEY_MAX         (POLICY_HOST_MAX + 8)
 
 struct up_session {
 	char key[UP_KEY_MAX]; /* "host:port" */
@@ -156,8 +156,10 @@ static SSL_CTX *up_ctx(struct proxy_engine *e, char *err, size_t errlen)
 	ctx = SSL_CTX_new(TLS_client_method());
 	if (!ctx || up_ctx_idx < 0 || up_ssl_idx < 0 || !(c = calloc(1, sizeof *c)) ||
 	    !SSL_CTX_set_ex_data(ctx, up_ctx_idx, c) || !SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) ||
-	    (trust && *trust ? SSL_CTX_load_verify_locations(ctx, trust, NULL) : SSL_CTX_set_default_verify_paths(ctx)) != 1 ||
-	    SSL_CTX_set_alpn_protos(ctx, h11, sizeof h11 - 1) != 0 || !SSL_CTX_set_ciphersuites(ctx, PROXY_TLS13_SUITES)) {
+	    (trust && *trust ? SSL_CTX_load_verify_locations(ctx, trust, NULL)
+	                     : SSL_CTX_set_default_verify_paths(ctx)) != 1 ||
+	    SSL_CTX_set_alpn_protos(ctx, h11, sizeof h11 - 1) != 0 ||
+	    !SSL_CTX_set_ciphersuites(ctx, PROXY_TLS13_SUITES)) {
 		snprintf(err, errlen, "cannot set up upstream TLS (trust store %s): %s",
 		         trust && *trust ? trust : "the system's", ERR_reason_error_string(ERR_get_error()));
 		ERR_clear_error();
@@ -351,7 +353,8 @@ void proxy_inspect_begin(struct proxy_relay *r)
 	}
 	bufferevent_free(cl); /* closes the original descriptor; the duplicate stays open */
 	set_nodelay(fd);
-	tls = bufferevent_openssl_socket_new(s->engine->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+	tls = bufferevent_openssl_socket_new(s->engine->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
+	                                     BEV_OPT_CLOSE_ON_FREE);
 	if (!tls) {
 		SSL_free(ssl);
 		close(fd);

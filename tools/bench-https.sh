@@ -99,7 +99,9 @@ lab_forward on # the direct path
 
 declare -A CA=([3128]=$LAB_DIR/proxy/ca.pem [3130]=$LAB_DIR/proxyb/ca.pem [3129]=$Q/ca.pem [direct]=$LAB_CA)
 declare -A PIDNAME=([3128]=proxy [3130]=proxyb [3129]=squid)
-cpu_ticks() { [ "$1" = direct ] && echo 0 || awk '{ print $14 + $15 }' "/proc/$(lab_pid "${PIDNAME[$1]}")/stat"; }
+cpu_ticks() {
+	if [ "$1" = direct ]; then echo 0; else awk '{ print $14 + $15 }' "/proc/$(lab_pid "${PIDNAME[$1]}")/stat"; fi
+}
 # light_run PORT|direct: "requests/s cpu_us_per_request" of bench-https-client's $clients connections x
 # $light_reqs requests ("0 -" if any failed; "-" for the CPU of the direct path)
 light_run() {
