@@ -6,7 +6,8 @@
  * connection goes straight to HOST (resolved with getaddrinfo), for scale.
  * Prints "OK SECONDS" (responses with status 200, wall time from the first connect to the last response)
  * on stdout; errors on stderr, exit 1 if any request failed.
- * Usage: bench-https-client PROXY|- PROXY_PORT HOST PORT PATH CAFILE CONNS REQS. Not installed. */
+ * With "new", each request has a connection (CONNECT, TLS handshake) of its own instead.
+ * Usage: bench-https-client PROXY|- PROXY_PORT HOST PORT PATH CAFILE CONNS REQS [new]. Not installed. */
 #include <netdb.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -23,6 +24,7 @@
 
 static const char *proxy, *proxy_port, *host, *port, *path;
 static long reqs;
+static bool newconn; /* a new connection (and TLS handshake) per request */
 static SSL_CTX *ctx;
 static atomic_long ok;
 
@@ -78,23 +80,24 @@ static int tls_read(void *io, char *buf, int len)
 	return SSL_read(io, buf, len);
 }
 
-static void *run(void *arg)
+/* A connection to the origin (through the proxy's CONNECT), TLS verified: 0 with *fdp and *sslp set, or -1
+ * (what is open is closed). */
+static int open_tls(int *fdp, SSL **sslp)
 {
-	char buf[16384], req[1024];
+	char buf[4096], req[1024];
 	int fd, n, have, head;
 	SSL *ssl = NULL;
-	long i;
-	(void)arg;
 
 	fd = proxy ? dial(proxy, proxy_port) : dial(host, port);
 	if (fd < 0)
-		return NULL;
+		return -1;
 	if (proxy) {
 		n = snprintf(req, sizeof req, "CONNECT %s:%s HTTP/1.1\r\nHost: %s:%s\r\n\r\n", host, port, host, port);
 		if (write(fd, req, (size_t)n) != n || (head = read_head(fd_read, &fd, buf, sizeof buf, &have)) < 0 ||
 		    strncmp(buf, "HTTP/1.1 200", 12) != 0 || have != head) {
 			fprintf(stderr, "bench-https-client: the proxy refused the CONNECT\n");
-			goto out;
+			close(fd);
+			return -1;
 		}
 	}
 	ssl = SSL_new(ctx);
@@ -102,45 +105,75 @@ static void *run(void *arg)
 	    SSL_connect(ssl) != 1) {
 		fprintf(stderr, "bench-https-client: TLS with %s failed: %s\n", host,
 		        ERR_reason_error_string(ERR_get_error()));
-		goto out;
+		SSL_free(ssl);
+		close(fd);
+		return -1;
 	}
+	*fdp = fd;
+	*sslp = ssl;
+	return 0;
+}
+
+/* One GET on ssl, its response read whole: 1 for a 200, 0 for another status, -1 on failure. */
+static int get(SSL *ssl, long i)
+{
+	char buf[16384], req[1024];
+	int n, have, head;
+
 	n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: %s:%s\r\nUser-Agent: bench-https-client\r\n\r\n", path,
 	             host, port);
-	for (i = 0; i < reqs; i++) {
-		if (SSL_write(ssl, req, n) != n || (head = read_head(tls_read, ssl, buf, sizeof buf, &have)) < 0) {
-			fprintf(stderr, "bench-https-client: request %ld: no response\n", i + 1);
-			goto out;
-		}
-		/* the body: Content-Length bytes, of which have - head came with the head */
-		bool good = strncmp(buf, "HTTP/1.1 200", 12) == 0;
-		const char *cl = NULL;
-		for (char *p = buf; p < buf + head;) {
-			if (strncasecmp(p, "Content-Length:", 15) == 0)
-				cl = p + 15;
-			char *nl = memchr(p, '\n', (size_t)(buf + head - p));
-			p = nl ? nl + 1 : buf + head;
-		}
-		if (!cl) {
-			fprintf(stderr, "bench-https-client: request %ld: no Content-Length\n", i + 1);
-			goto out;
-		}
-		long left = strtol(cl, NULL, 10) - (have - head);
-		while (left > 0) {
-			int k = SSL_read(ssl, buf, left < (long)sizeof buf ? (int)left : (int)sizeof buf);
-			if (k <= 0)
-				goto out;
-			left -= k;
-		}
-		if (left < 0) {
-			fprintf(stderr, "bench-https-client: request %ld: more bytes than its Content-Length\n", i + 1);
-			goto out;
-		}
-		if (good)
-			atomic_fetch_add(&ok, 1);
+	if (SSL_write(ssl, req, n) != n || (head = read_head(tls_read, ssl, buf, sizeof buf, &have)) < 0) {
+		fprintf(stderr, "bench-https-client: request %ld: no response\n", i + 1);
+		return -1;
 	}
-out:
-	SSL_free(ssl);
-	close(fd);
+	/* the body: Content-Length bytes, of which have - head came with the head */
+	bool good = strncmp(buf, "HTTP/1.1 200", 12) == 0;
+	const char *cl = NULL;
+	for (char *p = buf; p < buf + head;) {
+		if (strncasecmp(p, "Content-Length:", 15) == 0)
+			cl = p + 15;
+		char *nl = memchr(p, '\n', (size_t)(buf + head - p));
+		p = nl ? nl + 1 : buf + head;
+	}
+	if (!cl) {
+		fprintf(stderr, "bench-https-client: request %ld: no Content-Length\n", i + 1);
+		return -1;
+	}
+	long left = strtol(cl, NULL, 10) - (have - head);
+	while (left > 0) {
+		int k = SSL_read(ssl, buf, left < (long)sizeof buf ? (int)left : (int)sizeof buf);
+		if (k <= 0)
+			return -1;
+		left -= k;
+	}
+	if (left < 0) {
+		fprintf(stderr, "bench-https-client: request %ld: more bytes than its Content-Length\n", i + 1);
+		return -1;
+	}
+	return good;
+}
+
+static void *run(void *arg)
+{
+	int fd = -1, r = 0;
+	SSL *ssl = NULL;
+	(void)arg;
+
+	for (long i = 0; i < reqs && r >= 0; i++) {
+		if (!ssl && open_tls(&fd, &ssl) != 0)
+			break;
+		if ((r = get(ssl, i)) > 0)
+			atomic_fetch_add(&ok, 1);
+		if (newconn || r < 0) {
+			SSL_free(ssl);
+			close(fd);
+			ssl = NULL;
+		}
+	}
+	if (ssl) {
+		SSL_free(ssl);
+		close(fd);
+	}
 	return NULL;
 }
 
@@ -149,10 +182,13 @@ int main(int argc, char **argv)
 	struct timespec t0, t1;
 	long conns, i;
 
-	if (argc != 9 || (conns = atol(argv[7])) <= 0 || conns > 1024 || (reqs = atol(argv[8])) <= 0) {
-		fprintf(stderr, "usage: bench-https-client PROXY|- PROXY_PORT HOST PORT PATH CAFILE CONNS REQS\n");
+	if ((argc != 9 && (argc != 10 || strcmp(argv[9], "new") != 0)) || (conns = atol(argv[7])) <= 0 ||
+	    conns > 1024 || (reqs = atol(argv[8])) <= 0) {
+		fprintf(stderr,
+		        "usage: bench-https-client PROXY|- PROXY_PORT HOST PORT PATH CAFILE CONNS REQS [new]\n");
 		return 2;
 	}
+	newconn = argc == 10;
 	proxy = strcmp(argv[1], "-") ? argv[1] : NULL;
 	proxy_port = argv[2], host = argv[3], port = argv[4], path = argv[5];
 	ctx = SSL_CTX_new(TLS_client_method());

@@ -20,7 +20,7 @@ SLUICE_BUILD_DIR=$(cd "$SLUICE_BUILD_DIR" && pwd) || exit 2
 . "$src/tests/lib/proxy-lab.sh"
 lab_enter "$@"
 _lab_need squid nginx curl openssl
-clients=${BENCH_CLIENTS:-4} reqs=${BENCH_REQS:-2000} light_reqs=${BENCH_LIGHT_REQS:-5000} mib=${BENCH_BULK_MIB:-256} rounds=${BENCH_ROUNDS:-3}
+clients=${BENCH_CLIENTS:-4} reqs=${BENCH_REQS:-2000} light_reqs=${BENCH_LIGHT_REQS:-5000} new_reqs=${BENCH_NEW_REQS:-250} mib=${BENCH_BULK_MIB:-256} rounds=${BENCH_ROUNDS:-3}
 PORT=9443
 
 lab_internet_up >/dev/null
@@ -104,12 +104,13 @@ cpu_ticks() {
 }
 # light_run PORT|direct: "requests/s cpu_us_per_request" of bench-https-client's $clients connections x
 # $light_reqs requests ("0 -" if any failed; "-" for the CPU of the direct path)
+# (light_run PORT|direct N new: N requests per thread, each on a new connection: CONNECT, TLS handshake)
 light_run() {
 	local where=$1 out n secs t0 t1 proxy=- pport=0
 	[ "$where" = direct ] || proxy=$GW pport=$where
 	t0=$(cpu_ticks "$where")
 	out=$(lab_exec s1 "$SLUICE_BUILD_DIR/tools/bench-https-client" "$proxy" "$pport" bench.allowed.test "$PORT" /small \
-		"${CA[$where]}" "$clients" "$light_reqs") || { echo "0 -"; return; }
+		"${CA[$where]}" "$clients" "${2:-$light_reqs}" ${3:+"$3"}) || { echo "0 -"; return; }
 	t1=$(cpu_ticks "$where")
 	read -r n secs <<<"$out"
 	awk -v n="$n" -v s="$secs" -v t="$((t1 - t0))" -v hz="$(getconf CLK_TCK)" -v d="$where" \
@@ -182,10 +183,13 @@ for ((round = 1; round <= rounds; round++)); do
 	for ((k = 0; k < nc; k++)); do
 		p=${contenders[(k + round) % nc]}
 		read -r l cpu < <(light_run "$p")
+		read -r nl ncpu < <(light_run "$p" "$new_reqs" new)
 		r=$(rps_run "$p")
 		read -r b bcpu < <(bulk_run "$p")
-		echo "# round $round via $p: $l requests/s ($cpu us CPU/request), curl $r requests/s, $b MB/s ($bcpu CPU s/GiB)"
-		S[light_$p]+=" $l" S[cpu_$p]+=" $cpu" S[rps_$p]+=" $r" S[bulk_$p]+=" $b" S[bcpu_$p]+=" $bcpu"
+		echo "# round $round via $p: $l requests/s ($cpu us CPU/request), new connection each $nl/s ($ncpu us CPU each)," \
+			"curl $r requests/s, $b MB/s ($bcpu CPU s/GiB)"
+		S[light_$p]+=" $l" S[cpu_$p]+=" $cpu" S[new_$p]+=" $nl" S[ncpu_$p]+=" $ncpu" S[rps_$p]+=" $r" S[bulk_$p]+=" $b"
+		S[bcpu_$p]+=" $bcpu"
 	done
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -206,6 +210,8 @@ echo "load average before: $load_before, after: $load_after"
 row "" sluice "${b[@]}" "squid bump" direct
 mapfile -t v < <(cell light); row "keep-alive requests/s ($clients conns x $light_reqs, light client)" "${v[@]}"
 mapfile -t v < <(cell cpu); row "  proxy CPU us/request" "${v[@]}"
+mapfile -t v < <(cell new); row "new connection each: requests/s ($clients x $new_reqs)" "${v[@]}"
+mapfile -t v < <(cell ncpu); row "  proxy CPU us/request" "${v[@]}"
 mapfile -t v < <(cell rps); row "keep-alive requests/s ($clients curls x $reqs)" "${v[@]}"
 mapfile -t v < <(cell bulk); row "bulk MB/s ($mib MiB, one download)" "${v[@]}"
 mapfile -t v < <(cell bcpu); row "  proxy CPU s/GiB" "${v[@]}"
@@ -213,9 +219,10 @@ echo
 echo "ratios (target >= 1.5):"
 echo "  keep-alive requests/s sluice/squid (light client)  $(ratio "${R[light_3128]}" "${R[light_3129]}")"
 echo "  proxy CPU per request squid/sluice                 $(ratio "${R[cpu_3129]}" "${R[cpu_3128]}")"
+echo "  new connection each requests/s sluice/squid       $(ratio "${R[new_3128]}" "${R[new_3129]}")"
 echo "  keep-alive requests/s sluice/squid (curl)          $(ratio "${R[rps_3128]}" "${R[rps_3129]}")"
 echo "  bulk MB/s sluice/squid                             $(ratio "${R[bulk_3128]}" "${R[bulk_3129]}")"
 if [ -n "${BENCH_AB_BUILD:-}" ]; then
-	echo "  sluice B/squid: light $(ratio "${R[light_3130]}" "${R[light_3129]}"), curl $(ratio "${R[rps_3130]}" "${R[rps_3129]}"), bulk $(ratio "${R[bulk_3130]}" "${R[bulk_3129]}")"
+	echo "  sluice B/squid: light $(ratio "${R[light_3130]}" "${R[light_3129]}"), new connection each $(ratio "${R[new_3130]}" "${R[new_3129]}"), curl $(ratio "${R[rps_3130]}" "${R[rps_3129]}"), bulk $(ratio "${R[bulk_3130]}" "${R[bulk_3129]}")"
 fi
 echo "  sluice wrote $inspected audit records of inspected requests"
