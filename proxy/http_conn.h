@@ -82,6 +82,9 @@ void http_park_upstream(struct http_conn *c);
 /* r.up was dialled for an inspected request: TLS to it (verified), then http_forward_start, or
  * http_fail with 502 and why. */
 void http_inspect_upstream(struct http_conn *c);
+/* send_now for a TLS bufferevent: data (up to a record's worth) as one SSL_write, made now when nothing
+ * is queued on bev; what was not written stays in data for the caller to queue. */
+void http_inspect_send_now(struct bufferevent *bev, struct evbuffer *data);
 
 /* ---- http_forward.c ---- */
 /* Builds the head sent upstream for req: origin-form target, our Host, no hop-by-hop fields. */

@@ -170,9 +170,9 @@ static void send_now(struct bufferevent *bev, struct evbuffer *data)
 {
 	struct evbuffer *out = bufferevent_get_output(bev);
 
-	/* (not under TLS: its descriptor only takes ciphertext) */
-	if (evbuffer_get_length(out) == 0 && evbuffer_get_length(data) > 0 && !bufferevent_get_underlying(bev) &&
-	    !bufferevent_openssl_get_ssl(bev))
+	if (bufferevent_openssl_get_ssl(bev))
+		http_inspect_send_now(bev, data); /* TLS (HTTPS inspection): inspect.c */
+	else if (evbuffer_get_length(out) == 0 && evbuffer_get_length(data) > 0 && !bufferevent_get_underlying(bev))
 		(void)evbuffer_write(data, bufferevent_getfd(bev));
 	if (evbuffer_get_length(data) > 0)
 		evbuffer_add_buffer(out, data);

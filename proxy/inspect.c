@@ -14,49 +14,283 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "http_conn.h"
 #include "log.h"
 #include "mitm_ca.h"
 
+/* TLS on a socket writes each record as it is made (one SSL_write, one write(2)): with Nagle's algorithm
+ * a record that follows a small one waits for the peer's (delayed) ACK, 40 ms a response when its head
+ * and body are two records. */
+static void set_nodelay(int fd)
+{
+	int on = 1;
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+}
+
+/* ---- upstream TLS sessions ----
+ * A new inspected tunnel dials the upstream again and would pay a full TLS handshake each time (key
+ * exchange, certificate chain, verification). The upstream context keeps the last resumable session
+ * (TLS 1.3 ticket, or TLS 1.2 session) per "host:port", from handshakes that verified the server, and
+ * offers it on the next connection to exactly that host and port; a session is taken out when offered
+ * (one use: a ticket is not sent twice) and the connection brings new ones. A server that declines makes
+ * a full handshake, verified as usual. In memory only, per engine: the UP_SESSIONS_MAX most recently
+ * stored, none older than UP_SESSION_MAX_AGE. */
+#define UP_SESSIONS_MAX    128
+#define UP_SESSION_MAX_AGE 3600 /* s: then a full handshake (the server's ticket lifetime may be longer) */
+#define UP_KEY_MAX         (POLICY_HOST_MAX + 8)
+
+struct up_session {
+	char key[UP_KEY_MAX]; /* "host:port" */
+	SSL_SESSION *sess;    /* owned; NULL: a free slot */
+	uint64_t stored;
+};
+
+struct up_sessions {
+	struct up_session s[UP_SESSIONS_MAX];
+	uint64_t tick;
+};
+
+static int up_ctx_idx = -1, up_ssl_idx = -1; /* ex_data: the SSL_CTX's up_sessions, an SSL's key */
+
+static void free_key(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
+{
+	(void)parent, (void)ad, (void)idx, (void)argl, (void)argp;
+	free(ptr);
+}
+
+static int up_new_session(SSL *ssl, SSL_SESSION *sess)
+{
+	struct up_sessions *c = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), up_ctx_idx);
+	const char *key = SSL_get_ex_data(ssl, up_ssl_idx);
+	struct up_session *slot = NULL;
+	SSL_SESSION *copy;
+
+	/* A copy: the connection's own session is marked not resumable when the connection is freed
+	 * without a TLS shutdown (how bufferevents end), which would spoil the one kept here. */
+	if (!c || !key || !SSL_SESSION_is_resumable(sess) || SSL_get_verify_result(ssl) != X509_V_OK ||
+	    !(copy = SSL_SESSION_dup(sess)))
+		return 0;
+	for (size_t i = 0; i < UP_SESSIONS_MAX && !slot; i++)
+		if (c->s[i].sess && strcmp(c->s[i].key, key) == 0)
+			slot = &c->s[i];
+	for (size_t i = 0; i < UP_SESSIONS_MAX && !slot; i++)
+		if (!c->s[i].sess)
+			slot = &c->s[i];
+	if (!slot) {
+		slot = &c->s[0];
+		for (size_t i = 1; i < UP_SESSIONS_MAX; i++)
+			if (c->s[i].stored < slot->stored)
+				slot = &c->s[i];
+	}
+	SSL_SESSION_free(slot->sess);
+	snprintf(slot->key, sizeof slot->key, "%s", key);
+	slot->sess = copy;
+	slot->stored = ++c->tick;
+	return 0; /* (sess stays the connection's) */
+}
+
+/* ssl will connect to key: its stored session, if any, is offered (and taken out of the store). */
+static bool up_session_offer(SSL_CTX *ctx, SSL *ssl, const char *host, uint16_t port)
+{
+	struct up_sessions *c = SSL_CTX_get_ex_data(ctx, up_ctx_idx);
+	char key[UP_KEY_MAX], *dup;
+
+	snprintf(key, sizeof key, "%s:%u", host, port);
+	if (!c || !(dup = strdup(key)))
+		return false;
+	if (!SSL_set_ex_data(ssl, up_ssl_idx, dup)) {
+		free(dup);
+		return false;
+	}
+	for (size_t i = 0; i < UP_SESSIONS_MAX; i++) {
+		if (c->s[i].sess && strcmp(c->s[i].key, key) == 0) {
+			if (time(NULL) - (time_t)SSL_SESSION_get_time(c->s[i].sess) < UP_SESSION_MAX_AGE)
+				(void)SSL_set_session(ssl, c->s[i].sess); /* (a failure: a full handshake) */
+			SSL_SESSION_free(c->s[i].sess);
+			c->s[i].sess = NULL;
+			break;
+		}
+	}
+	return true;
+}
+
 void proxy_inspect_engine_free(struct proxy_engine *e)
 {
+	struct up_sessions *c = e->tls_up ? SSL_CTX_get_ex_data(e->tls_up, up_ctx_idx) : NULL;
+
+	if (c) {
+		for (size_t i = 0; i < UP_SESSIONS_MAX; i++)
+			SSL_SESSION_free(c->s[i].sess);
+		free(c);
+	}
 	SSL_CTX_free(e->tls_up);
 	e->tls_up = NULL;
 }
 
 /* The upstream TLS client context, made on first use: the host's trust store (or the bundle named by
- * $SLUICE_TLS_TRUST, for a private CA or a test lab), peer verification, TLS 1.2 at least. */
+ * $SLUICE_TLS_TRUST, for a private CA or a test lab), peer verification, TLS 1.2 at least, TLS 1.3's
+ * cheapest cipher suite offered first, the sessions above. */
 static SSL_CTX *up_ctx(struct proxy_engine *e, char *err, size_t errlen)
 {
 	static const unsigned char h11[] = "\x08http/1.1";
 	const char *trust = getenv("SLUICE_TLS_TRUST");
+	struct up_sessions *c = NULL;
 	SSL_CTX *ctx;
 
 	if (e->tls_up)
 		return e->tls_up;
+	if (up_ctx_idx < 0)
+		up_ctx_idx = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+	if (up_ssl_idx < 0)
+		up_ssl_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, free_key);
 	ctx = SSL_CTX_new(TLS_client_method());
-	if (!ctx || !SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) ||
-	    (trust && *trust ? SSL_CTX_load_verify_locations(ctx, trust, NULL) : SSL_CTX_set_default_verify_paths(ctx)) != 1 ||
-	    SSL_CTX_set_alpn_protos(ctx, h11, sizeof h11 - 1) != 0) {
+	if (!ctx || up_ctx_idx < 0 || up_ssl_idx < 0 || !(c = calloc(1, sizeof *c)) ||
+	    !SSL_CTX_set_ex_data(ctx, up_ctx_idx, c) || !SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) ||
+	    (trust && *trust ? SSL_CTX_load_verify_locations(ctx, trust, NULL)
+	                     : SSL_CTX_set_default_verify_paths(ctx)) != 1 ||
+	    SSL_CTX_set_alpn_protos(ctx, h11, sizeof h11 - 1) != 0 ||
+	    !SSL_CTX_set_ciphersuites(ctx, PROXY_TLS13_SUITES)) {
 		snprintf(err, errlen, "cannot set up upstream TLS (trust store %s): %s",
 		         trust && *trust ? trust : "the system's", ERR_reason_error_string(ERR_get_error()));
 		ERR_clear_error();
+		free(c);
 		SSL_CTX_free(ctx);
 		return NULL;
 	}
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
 	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+	SSL_CTX_sess_set_new_cb(ctx, up_new_session);
 	e->tls_up = ctx;
 	return ctx;
 }
 
 /* ---- client side ---- */
+
+/* The client's TLS runs on its socket itself, not as a filter over the socket's bufferevent: one
+ * bufferevent, one copy and the filter's extra SSL_read calls less per request (docs/proxy.md, "HTTPS
+ * inspection", the profile). The ClientHello connect.c read and checked is already out of the socket, so
+ * the SSL reads through a small BIO that hands out those bytes first and then reads the socket below it
+ * (its write side is the socket BIO itself). */
+struct prefix_bio {
+	unsigned char *buf; /* owned; NULL once handed out */
+	size_t len, off;
+};
+
+static int prefix_read(BIO *b, char *out, int outl)
+{
+	struct prefix_bio *p = BIO_get_data(b);
+	int n;
+
+	BIO_clear_retry_flags(b);
+	if (p && p->buf) {
+		n = (size_t)outl < p->len - p->off ? outl : (int)(p->len - p->off);
+		memcpy(out, p->buf + p->off, (size_t)n);
+		p->off += (size_t)n;
+		if (p->off == p->len) {
+			free(p->buf);
+			p->buf = NULL;
+		}
+		return n;
+	}
+	if (!BIO_next(b))
+		return 0;
+	n = BIO_read(BIO_next(b), out, outl);
+	BIO_copy_next_retry(b);
+	return n;
+}
+
+static int prefix_write(BIO *b, const char *in, int inl)
+{
+	int n;
+
+	BIO_clear_retry_flags(b);
+	if (!BIO_next(b))
+		return 0;
+	n = BIO_write(BIO_next(b), in, inl);
+	BIO_copy_next_retry(b);
+	return n;
+}
+
+static long prefix_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+	struct prefix_bio *p = BIO_get_data(b);
+	long below = BIO_next(b) ? BIO_ctrl(BIO_next(b), cmd, num, ptr) : 0;
+
+	if (cmd == BIO_CTRL_PENDING && p && p->buf)
+		return (long)(p->len - p->off) + (below > 0 ? below : 0);
+	return below;
+}
+
+static int prefix_create(BIO *b)
+{
+	BIO_set_data(b, NULL);
+	BIO_set_init(b, 1);
+	return 1;
+}
+
+static int prefix_destroy(BIO *b)
+{
+	struct prefix_bio *p = BIO_get_data(b);
+
+	if (p) {
+		free(p->buf);
+		free(p);
+	}
+	BIO_set_data(b, NULL);
+	return 1;
+}
+
+static BIO_METHOD *prefix_method(void)
+{
+	static BIO_METHOD *m;
+
+	if (!m && (m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_FILTER, "sluice ClientHello prefix"))) {
+		BIO_meth_set_read(m, prefix_read);
+		BIO_meth_set_write(m, prefix_write);
+		BIO_meth_set_ctrl(m, prefix_ctrl);
+		BIO_meth_set_create(m, prefix_create);
+		BIO_meth_set_destroy(m, prefix_destroy);
+	}
+	return m;
+}
+
+/* ssl reads first the bytes of in (drained), then fd; it writes to fd. Returns 0 or -ENOMEM. */
+static int set_client_bios(SSL *ssl, int fd, struct evbuffer *in)
+{
+	BIO_METHOD *m = prefix_method();
+	BIO *sock = BIO_new_socket(fd, BIO_NOCLOSE), *pre = m ? BIO_new(m) : NULL;
+	struct prefix_bio *p = calloc(1, sizeof *p);
+	size_t len = evbuffer_get_length(in);
+
+	if (!sock || !pre || !p || (len && !(p->buf = malloc(len))) || !BIO_up_ref(sock)) {
+		if (p)
+			free(p->buf);
+		free(p);
+		BIO_free(pre);
+		BIO_free(sock);
+		return -ENOMEM;
+	}
+	p->len = (size_t)evbuffer_remove(in, p->buf, len);
+	if (p->len == 0) {
+		free(p->buf);
+		p->buf = NULL;
+	}
+	BIO_set_data(pre, p);
+	BIO_push(pre, sock);
+	SSL_set_bio(ssl, pre, sock); /* (one reference of sock each: the chain's and the write side's) */
+	return 0;
+}
 
 void proxy_inspect_begin(struct proxy_relay *r)
 {
@@ -67,6 +301,7 @@ void proxy_inspect_begin(struct proxy_relay *r)
 	SSL_CTX *ctx = s->ca ? proxy_mitm_ca_server_ctx(s->ca, r->t.host, err, sizeof err) : NULL;
 	SSL *ssl = ctx ? SSL_new(ctx) : NULL;
 	struct bufferevent *cl, *tls;
+	int fd;
 
 	if (!ssl) {
 		if (!s->ca)
@@ -96,14 +331,33 @@ void proxy_inspect_begin(struct proxy_relay *r)
 	cl = r->client;
 	r->client = NULL;
 	bufferevent_setcb(cl, NULL, NULL, NULL, NULL);
-	bufferevent_set_timeouts(cl, NULL, NULL);
-	bufferevent_setwatermark(cl, EV_READ, 0, 0);
 	proxy_relay_end(r); /* frees r */
-	tls = bufferevent_openssl_filter_new(s->engine->base, cl, ssl, BUFFEREVENT_SSL_ACCEPTING,
+	/* What is still queued for the client (the 200, when the ClientHello came right behind the
+	 * CONNECT head) goes before our ServerHello; a fresh socket takes these few bytes at once, and one
+	 * that does not is closed rather than waited for. (A socket bufferevent keeps its output frozen
+	 * for anyone else's reads: cl is freed right after.) */
+	struct evbuffer *pending = bufferevent_get_output(cl);
+	evbuffer_unfreeze(pending, 1);
+	while (evbuffer_get_length(pending) > 0 && evbuffer_write(pending, bufferevent_getfd(cl)) > 0)
+		;
+	fd = evbuffer_get_length(pending) == 0 ? fcntl(bufferevent_getfd(cl), F_DUPFD_CLOEXEC, 0) : -1;
+	if (fd < 0 || set_client_bios(ssl, fd, bufferevent_get_input(cl)) != 0) {
+		log_warnx("session %s: inspecting %s: cannot start TLS with the client", s->id, host);
+		if (fd >= 0)
+			close(fd);
+		SSL_free(ssl);
+		bufferevent_free(cl);
+		if (up)
+			bufferevent_free(up);
+		return;
+	}
+	bufferevent_free(cl); /* closes the original descriptor; the duplicate stays open */
+	set_nodelay(fd);
+	tls = bufferevent_openssl_socket_new(s->engine->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
 	                                     BEV_OPT_CLOSE_ON_FREE);
 	if (!tls) {
 		SSL_free(ssl);
-		bufferevent_free(cl);
+		close(fd);
 		if (up)
 			bufferevent_free(up);
 		return;
@@ -149,7 +403,8 @@ void http_inspect_upstream(struct http_conn *c)
 	SSL *ssl = ctx ? SSL_new(ctx) : NULL;
 	struct bufferevent *tls;
 
-	if (!ssl || !SSL_set_tlsext_host_name(ssl, c->r.t.host) || !SSL_set1_host(ssl, c->r.t.host)) {
+	if (!ssl || !SSL_set_tlsext_host_name(ssl, c->r.t.host) || !SSL_set1_host(ssl, c->r.t.host) ||
+	    !up_session_offer(ctx, ssl, c->r.t.host, c->r.t.port)) {
 		if (ctx)
 			snprintf(err, sizeof err, "cannot start TLS with the upstream %s", c->r.t.host);
 		SSL_free(ssl);
@@ -165,6 +420,8 @@ void http_inspect_upstream(struct http_conn *c)
 	                                               BEV_OPT_CLOSE_ON_FREE)
 	              : NULL;
 	proxy_relay_drop_upstream(&c->r); /* closes the original descriptor; the duplicate stays open */
+	if (fd >= 0)
+		set_nodelay(fd);
 	if (!tls) {
 		if (fd >= 0)
 			close(fd);
@@ -177,4 +434,28 @@ void http_inspect_upstream(struct http_conn *c)
 	bufferevent_setcb(tls, NULL, NULL, up_handshake_cb, c);
 	bufferevent_set_timeouts(tls, c->r.e->tv_connect, c->r.e->tv_connect);
 	bufferevent_enable(tls, EV_READ | EV_WRITE);
+}
+
+/* A bufferevent over TLS writes only once epoll says the socket is writable: two epoll_ctl calls and a
+ * loop iteration per write, and it writes each chain of its output as a record of its own (a response's
+ * head and body: two records, two write(2)s). A small write is one record, made at once when nothing
+ * is queued ahead of it. If the socket does not take it all, OpenSSL keeps the record and wants the
+ * write repeated: the bytes go to the bufferevent's output (the caller queues what is left of data),
+ * whose next SSL_write repeats it with at least as many bytes (SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER,
+ * which libevent sets). A socket error leaves the data queued, so the bufferevent reports it. */
+void http_inspect_send_now(struct bufferevent *bev, struct evbuffer *data)
+{
+	SSL *ssl = bufferevent_openssl_get_ssl(bev);
+	size_t len = evbuffer_get_length(data);
+	unsigned char *p;
+
+	if (len == 0 || len > SSL3_RT_MAX_PLAIN_LENGTH || !(p = evbuffer_pullup(data, -1)))
+		return;
+	if (!ssl || bufferevent_get_underlying(bev) || evbuffer_get_length(bufferevent_get_output(bev)) > 0 ||
+	    !SSL_is_init_finished(ssl))
+		return;
+	ERR_clear_error();
+	if (SSL_write(ssl, p, (int)len) == (int)len)
+		evbuffer_drain(data, len);
+	ERR_clear_error();
 }

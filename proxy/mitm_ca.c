@@ -262,7 +262,9 @@ SSL_CTX *proxy_mitm_ca_server_ctx(struct proxy_mitm_ca *ca, const char *host, ch
 		return NULL;
 	}
 	X509_free(leaf);
-	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE |
+	                                 SSL_OP_PRIORITIZE_CHACHA);
+	(void)SSL_CTX_set_ciphersuites(ctx, PROXY_TLS13_SUITES); /* (the defaults, in our order) */
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
 	SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
 	if (ca->ncache < PROXY_MITM_CACHE_MAX) {

@@ -14,6 +14,10 @@
 
 typedef struct ssl_ctx_st SSL_CTX;
 
+/* TLS 1.3 cipher suites of both inspected sides, cheapest first: AES-128-GCM (AES-NI), ChaCha20-Poly1305
+ * (preferred for a client that lists it first: one without AES in hardware), AES-256-GCM. */
+#define PROXY_TLS13_SUITES "TLS_AES_128_GCM_SHA256:TLS_CHACHA20_POLY1305_SHA256:TLS_AES_256_GCM_SHA384"
+
 #define PROXY_MITM_PEM_MAX   4096 /* a CA key or certificate in PEM */
 #define PROXY_MITM_CACHE_MAX 256  /* leaf contexts kept per session */
 

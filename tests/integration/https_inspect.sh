@@ -29,6 +29,9 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 
 lab_bg self-signed -n inet openssl s_server -quiet -accept 9443 -cert "$LAB_DIR/self.pem" -key "$LAB_DIR/self.key" -www
 lab_wait_port inet "$LAB_OTHER4" 9444 10 || lab_bail "the lab's git server did not start: $(tail -n 5 "$(lab_log git-https)")"
 lab_wait_port inet "$LAB_EVIL4" 9443 10 || lab_bail "the self-signed server did not start"
+# an HTTPS server that says whether the TLS session was resumed (openssl s_server -www: "New," or "Reused,")
+lab_bg resume -n inet openssl s_server -quiet -accept 9445 -cert "$LAB_DIR/tls/server.pem" -key "$LAB_DIR/tls/server.key" -www
+lab_wait_port inet "$LAB_ALLOWED4" 9445 10 || lab_bail "the s_server on allowed.test:9445 did not start"
 
 P=$LAB_DIR/proj
 H=$LAB_DIR/home
@@ -43,7 +46,7 @@ sb() { (cd "$P" && exec env -i HOME="$H" PATH=/usr/bin:/bin SLUICE_TLS_TRUST="$L
 
 cat >"$LAB_DIR/pol.json" <<JSON
 {
-  "allow": ["allowed.test", "registry.test", "other.test", "evil.test:9443", "git.other.test:9444"],
+  "allow": ["allowed.test", "allowed.test:9445", "registry.test", "other.test", "evil.test:9443", "git.other.test:9444"],
   "inspect": [
     {"host": "allowed.test",
      "allow": ["GET,HEAD /pub/**", "GET /status/**", "POST /upload/*", "GET /headers"],
@@ -161,6 +164,12 @@ check_not "no private key readable inside" grep -q 'PRIVATE' <<<"$out"
 check_eq "the bundle inside is the host's plus the session CA" "$(($(grep -c 'BEGIN CERTIFICATE' /etc/ssl/certs/ca-certificates.crt) + 1))" \
 	"$(sed -n 1p <<<"$out")"
 check_match "the variables name it" "^vars:( /etc/ssl/certs/ca-certificates.crt){7}$" "$(sed -n 2p <<<"$out")"
+# Upstream TLS sessions: a second tunnel to the same host resumes the first's session (two curls, two CONNECTs).
+out=$(sb --policy "$LAB_DIR/pol.json" -- sh -c 'for i in 1 2; do curl -sS -m 10 https://allowed.test:9445/pub/r$i |
+	grep -E "^(New|Reused), "; done' 2>&1)
+check_match "a second inspected tunnel to a host resumes the upstream TLS session of the first" \
+	'^New, TLSv1.3, Cipher is TLS_AES_128_GCM_SHA256 Reused, TLSv1.3' "$(echo $out)"
+
 out=$(sb -- sh -c 'echo "vars: ${SSL_CERT_FILE:-none}"; grep -c "BEGIN CERTIFICATE" /etc/ssl/certs/ca-certificates.crt' 2>&1)
 check_eq "a session that inspects nothing gets neither" "vars: none $(grep -c 'BEGIN CERTIFICATE' /etc/ssl/certs/ca-certificates.crt)" "$(echo $out)"
 
@@ -169,6 +178,56 @@ out=$(sb --policy "$LAB_DIR/pol.json" -- "$LAB_PYTHON" -c '
 import urllib.request
 print(urllib.request.urlopen("https://allowed.test/pub/py", timeout=10).status)' 2>&1)
 check_eq "python urllib through the inspecting proxy" 200 "$out"
+# A client that sends its ClientHello in the same write as its CONNECT head (the proxy reads it before its
+# 200 went out): the 200 first, then the TLS the engine runs on the socket with those bytes handed to it.
+out=$(sb --policy "$LAB_DIR/pol.json" -- "$LAB_PYTHON" -c '
+import os, socket, ssl, urllib.parse
+u = urllib.parse.urlsplit(os.environ.get("https_proxy") or os.environ["HTTPS_PROXY"])
+inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+tls = ssl.create_default_context().wrap_bio(inc, out, server_hostname="allowed.test")
+s = socket.create_connection((u.hostname, u.port), timeout=10)
+def more():
+    d = s.recv(65536)
+    if not d:
+        raise SystemExit("closed")
+    inc.write(d)
+try:
+    tls.do_handshake()
+except ssl.SSLWantReadError:
+    pass
+s.sendall(b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n" + out.read())
+buf = b""
+while b"\r\n\r\n" not in buf:
+    d = s.recv(65536)
+    if not d:
+        raise SystemExit("closed after %r" % buf)
+    buf += d
+head, _, rest = buf.partition(b"\r\n\r\n")
+print(head.split(b"\r\n")[0].decode())
+inc.write(rest)
+while True:
+    try:
+        tls.do_handshake()
+        break
+    except ssl.SSLWantReadError:
+        s.sendall(out.read())
+        more()
+tls.write(b"GET /pub/eager HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n")
+s.sendall(out.read())
+resp = b""
+while b"\r\n" not in resp:
+    try:
+        resp += tls.read(65536)
+    except ssl.SSLWantReadError:
+        more()
+print(resp.split(b"\r\n")[0].decode())' 2>&1)
+check_match "a ClientHello right behind the CONNECT head: the 200, then TLS with the session CA" \
+	'^HTTP/1.1 200 Connection established$' "$(sed -n 1p <<<"$out")"
+check_match "... and the request over it answered" '^HTTP/1.1 200' "$(sed -n 2p <<<"$out")"
+out=$(sb --policy "$LAB_DIR/pol.json" -- sh -c 'p=${https_proxy#http://}; openssl s_client -brief -proxy "${p%/}" \
+	-connect allowed.test:443 -servername allowed.test </dev/null 2>&1' 2>&1)
+check_match "the inspecting proxy's TLS: 1.3, AES-128-GCM first (OpenSSL's client lists AES-256 first)" \
+	'Protocol version: TLSv1.3.*Ciphersuite: TLS_AES_128_GCM_SHA256' "$(echo $out)"
 # pip from the lab's PyPI simple index, with the PIP_CERT sluice sets (a pip from PyPI has its own CA bundle
 # otherwise; Debian's reads the system bundle, which is the merged one inside too)
 PIP="$LAB_PYTHON -m pip --no-cache-dir --disable-pip-version-check --no-input --timeout 10"
