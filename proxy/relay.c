@@ -164,10 +164,6 @@ void proxy_relay_end(struct proxy_relay *r)
 	proxy_relay_drop_upstream(r);
 	tunnel_free(r->tunnel);
 	r->tunnel = NULL;
-	if (r->tail) {
-		event_free(r->tail);
-		r->tail = NULL;
-	}
 	if (r->client) {
 		bufferevent_free(r->client);
 		r->client = NULL;
@@ -267,42 +263,9 @@ static void refuse_error(struct proxy_relay *r, int status, const char *reason)
 	r->ops->refuse(r, status, "error", body);
 }
 
-/* A TLS client (HTTPS inspection): once the filter's own output is empty, its last bytes are ciphertext
- * in the socket's bufferevent below it. The relay waits for them (checked every few milliseconds, at
- * most the header timeout) before it frees the filter and with it the socket. */
-#define TLS_TAIL_POLL_MS 5
-
-static void tls_tail_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct proxy_relay *r = arg;
-	struct bufferevent *under = r->client ? bufferevent_get_underlying(r->client) : NULL;
-	struct timeval tv = {0, TLS_TAIL_POLL_MS * 1000};
-	(void)fd;
-	(void)what;
-	if (under && evbuffer_get_length(bufferevent_get_output(under)) > 0 &&
-	    proxy_mono_ms() - r->tail_since_ms < r->e->header_timeout_ms) {
-		event_add(r->tail, &tv);
-		return;
-	}
-	proxy_relay_end(r);
-}
-
-static bool end_after_tls_tail(struct proxy_relay *r)
-{
-	struct bufferevent *under = r->client ? bufferevent_get_underlying(r->client) : NULL;
-
-	if (!under || evbuffer_get_length(bufferevent_get_output(under)) == 0)
-		return false;
-	if (!r->tail && !(r->tail = evtimer_new(r->e->base, tls_tail_cb, r)))
-		return false;
-	r->tail_since_ms = proxy_mono_ms();
-	tls_tail_cb(-1, 0, r);
-	return true;
-}
-
 static void drained_cb(struct bufferevent *bev, void *arg)
 {
-	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0 && !end_after_tls_tail(arg))
+	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
 		proxy_relay_end(arg);
 }
 
@@ -320,8 +283,7 @@ void proxy_relay_close_after_flush(struct proxy_relay *r)
 	if (r->wait.ask)
 		proxy_ask_unhold(&r->wait);
 	if (!r->client || evbuffer_get_length(bufferevent_get_output(r->client)) == 0) {
-		if (!end_after_tls_tail(r))
-			proxy_relay_end(r);
+		proxy_relay_end(r);
 		return;
 	}
 	bufferevent_disable(r->client, EV_READ);

@@ -69,8 +69,6 @@ struct proxy_relay {
 	bool bad_target;                   /* the destination was not acceptable (400) */
 	bool upstream_tls;                 /* the front speaks TLS to the upstream itself (HTTPS inspection):
 	                                    * a parent proxy is asked for a tunnel, whatever ops->speaks_http */
-	struct event *tail;                /* owned: waits for a TLS client's last ciphertext (close_after_flush) */
-	uint64_t tail_since_ms;
 
 	/* ---- the current exchange (one request, or one tunnel) and its audit fields ---- */
 	bool active; /* begun and its last record (close or complete) not yet written */
