@@ -4,8 +4,10 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -14,57 +16,99 @@
 #include "log.h"
 #include "util.h"
 
-#define REAPER_COALESCE_NS 50000000L /* 50 ms */
+#define REAPER_COALESCE_NS 50000000LL   /* 50 ms: what ends meanwhile goes in the same deletions */
+#define REAPER_QUIET_NS 20000000LL      /* 20 ms without a setup: sluiced is idle, deleting costs nobody */
+#define REAPER_DEFER_MAX_NS 2000000000LL /* 2 s: a link waits no longer for a quiet moment */
+#define REAPER_CHUNK 8                  /* links per deletion request (see reaper.h) */
 
 struct job {
 	struct job *next;
 	char ifname[16];
 	unsigned slot;
 	int lease_fd; /* owned */
+	int netns_fd; /* owned, or -1: the session's namespace, closed after its link is gone */
+	dev_t ns_dev; /* that namespace, while its side of the link may still be in it */
+	ino_t ns_ino;
+	int64_t queued; /* monotonic ns */
 };
 
 struct netd_reaper {
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t more, idle;
-	struct job *head, *tail; /* owned queue */
+	struct job *head, *tail; /* owned queue, oldest first */
+	struct job *doing;       /* the chunk being deleted (owned by the worker; read under lock) */
 	bool busy, stop, draining;
+	unsigned setups;         /* setups between netd_reaper_setup_begin and _end (under lock) */
+	int64_t last_setup;      /* monotonic ns when the last one ended (under lock) */
 	struct nl_sock *nl;      /* owned; used by the worker only */
 	char lease_dir[PATH_MAX];
 };
 
-/* Takes every queued job at once: moves their links into the doomed group, deletes the group in one
- * request, then releases the leases. A link that cannot be moved is deleted on its own. */
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* When (monotonic ns) the queue's head may be deleted; 0 = now. Under lock. */
+static int64_t due(const struct netd_reaper *r, int64_t now)
+{
+	int64_t coalesced, quiet, forced;
+
+	if (r->stop || r->draining)
+		return 0;
+	coalesced = r->head->queued + REAPER_COALESCE_NS;
+	forced = r->head->queued + REAPER_DEFER_MAX_NS;
+	quiet = r->setups ? forced : r->last_setup + REAPER_QUIET_NS;
+	if (quiet < coalesced)
+		quiet = coalesced;
+	if (quiet > forced)
+		quiet = forced;
+	return quiet <= now ? 0 : quiet;
+}
+
+/* Takes up to REAPER_CHUNK queued jobs once sluiced is quiet (or the oldest waited too long): moves their
+ * links into the doomed group, deletes the group in one request, then releases the leases. A link that
+ * cannot be moved is deleted on its own. A setup is not made to wait for a chunk under way (it waits only
+ * where the kernel makes it, for the RTNL lock, not for the RCU barrier the deletion waits for after). */
 static void *worker(void *arg)
 {
 	struct netd_reaper *r = arg;
 
 	pthread_mutex_lock(&r->lock);
 	for (;;) {
-		struct job *batch, *j;
-		int rc;
+		struct job *batch, *j, **pp;
+		int64_t when;
+		int rc, n;
 
 		while (!r->head && !r->stop)
 			pthread_cond_wait(&r->more, &r->lock);
 		if (!r->head)
 			break;
-		if (!r->stop && !r->draining) {
-			/* gather what ends meanwhile: one deletion per batch holds the kernel's RTNL lock once */
-			struct timespec until;
+		if ((when = due(r, now_ns())) != 0) {
+			/* re-checked at least every 10 ms: a setup's end does not signal */
+			int64_t wake = now_ns() + 10000000LL;
+			struct timespec ts;
 
-			clock_gettime(CLOCK_REALTIME, &until);
-			until.tv_nsec += REAPER_COALESCE_NS;
-			if (until.tv_nsec >= 1000000000L) {
-				until.tv_sec++;
-				until.tv_nsec -= 1000000000L;
-			}
-			while (!r->stop && !r->draining &&
-			       pthread_cond_timedwait(&r->more, &r->lock, &until) != ETIMEDOUT)
-				;
+			if (when < wake)
+				wake = when;
+			ts.tv_sec = (time_t)(wake / 1000000000LL);
+			ts.tv_nsec = (long)(wake % 1000000000LL);
+			pthread_cond_timedwait(&r->more, &r->lock, &ts);
+			continue;
 		}
 		batch = r->head;
-		r->head = r->tail = NULL;
+		for (n = 1, pp = &batch->next; *pp && n < REAPER_CHUNK; n++)
+			pp = &(*pp)->next;
+		r->head = *pp;
+		*pp = NULL;
+		if (!r->head)
+			r->tail = NULL;
 		r->busy = true;
+		r->doing = batch;
 		pthread_mutex_unlock(&r->lock);
 		for (j = batch; j; j = j->next) {
 			rc = netd_link_set_group(r->nl, j->ifname, NETD_DOOMED_GROUP);
@@ -74,11 +118,19 @@ static void *worker(void *arg)
 		rc = netd_link_delete_group(r->nl, NETD_DOOMED_GROUP);
 		if (rc < 0 && rc != -ENODEV)
 			log_warnx("deleting ended sessions' links: %s", strerror(-rc));
+		pthread_mutex_lock(&r->lock);
+		r->doing = NULL;
+		pthread_mutex_unlock(&r->lock);
 		while (batch) {
 			j = batch;
 			batch = j->next;
 			/* only now may the slot (and its addresses and routes) be reused */
 			netd_lease_release(r->lease_dir, j->slot, j->lease_fd);
+			/* the namespace's own teardown (the kernel's, once its last reference goes, under the
+			 * same RTNL lock and with grace periods of its own) happens here too, not on sluiced's
+			 * loop when the session ends, just before the next setup */
+			if (j->netns_fd >= 0)
+				close(j->netns_fd);
 			free(j);
 		}
 		pthread_mutex_lock(&r->lock);
@@ -93,6 +145,7 @@ static void *worker(void *arg)
 struct netd_reaper *netd_reaper_new(const char *lease_dir, int *err)
 {
 	struct netd_reaper *r = calloc(1, sizeof *r);
+	pthread_condattr_t ca;
 
 	if (!r) {
 		*err = -ENOMEM;
@@ -105,9 +158,15 @@ struct netd_reaper *netd_reaper_new(const char *lease_dir, int *err)
 		return NULL;
 	}
 	pthread_mutex_init(&r->lock, NULL);
-	pthread_cond_init(&r->more, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the deadlines above are monotonic */
+	pthread_cond_init(&r->more, &ca);
+	pthread_condattr_destroy(&ca);
 	pthread_cond_init(&r->idle, NULL);
 	if ((*err = -pthread_create(&r->thread, NULL, worker, r)) < 0) {
+		pthread_mutex_destroy(&r->lock);
+		pthread_cond_destroy(&r->more);
+		pthread_cond_destroy(&r->idle);
 		netd_rtnl_close(r->nl);
 		free(r);
 		return NULL;
@@ -115,7 +174,8 @@ struct netd_reaper *netd_reaper_new(const char *lease_dir, int *err)
 	return r;
 }
 
-int netd_reaper_push(struct netd_reaper *r, const char *ifname, unsigned slot, int lease_fd)
+int netd_reaper_push(struct netd_reaper *r, const char *ifname, unsigned slot, int lease_fd, int netns_fd,
+		     dev_t ns_dev, ino_t ns_ino)
 {
 	struct job *j = calloc(1, sizeof *j);
 
@@ -124,6 +184,10 @@ int netd_reaper_push(struct netd_reaper *r, const char *ifname, unsigned slot, i
 	util_strlcpy(j->ifname, ifname, sizeof j->ifname);
 	j->slot = slot;
 	j->lease_fd = lease_fd;
+	j->netns_fd = netns_fd;
+	j->ns_dev = ns_dev;
+	j->ns_ino = ns_ino;
+	j->queued = now_ns();
 	pthread_mutex_lock(&r->lock);
 	if (r->tail)
 		r->tail->next = j;
@@ -133,6 +197,41 @@ int netd_reaper_push(struct netd_reaper *r, const char *ifname, unsigned slot, i
 	pthread_cond_signal(&r->more);
 	pthread_mutex_unlock(&r->lock);
 	return 0;
+}
+
+void netd_reaper_setup_begin(struct netd_reaper *r)
+{
+	if (!r)
+		return;
+	pthread_mutex_lock(&r->lock);
+	r->setups++; /* the worker starts no deletion until it is over */
+	pthread_mutex_unlock(&r->lock);
+}
+
+void netd_reaper_setup_end(struct netd_reaper *r)
+{
+	if (!r)
+		return;
+	pthread_mutex_lock(&r->lock);
+	r->setups--;
+	r->last_setup = now_ns();
+	pthread_mutex_unlock(&r->lock);
+}
+
+void netd_reaper_wait_ns(struct netd_reaper *r, dev_t ns_dev, ino_t ns_ino)
+{
+	bool pending = false;
+
+	if (!r)
+		return;
+	pthread_mutex_lock(&r->lock);
+	for (struct job *j = r->head; j && !pending; j = j->next)
+		pending = j->ns_dev == ns_dev && j->ns_ino == ns_ino;
+	for (struct job *j = r->doing; j && !pending; j = j->next)
+		pending = j->ns_dev == ns_dev && j->ns_ino == ns_ino;
+	pthread_mutex_unlock(&r->lock);
+	if (pending) /* rare: the same namespace attached again right after its session ended */
+		netd_reaper_drain(r);
 }
 
 void netd_reaper_drain(struct netd_reaper *r)

@@ -221,7 +221,9 @@ static void session_nft_view(const struct netd *d, const struct netd_sess *s, st
 
 /* Undoes whatever of the wiring exists (each step tolerates "already gone"). The set elements go first:
  * from then on the interface only drops (every sl-* interface is filtered). The link deletion, which
- * costs the kernel RCU grace periods, then runs on the reaper thread, which releases the lease after it. */
+ * costs the kernel RCU grace periods, then runs on the reaper thread when no setup is under way
+ * (reaper.h), which releases the lease after it and only then closes our reference to the namespace
+ * (whose teardown, when that was the last, costs the same). */
 static void session_unwire(struct netd *d, struct netd_sess *s, bool nft_added)
 {
 	struct netd_nft_session v;
@@ -233,14 +235,11 @@ static void session_unwire(struct netd *d, struct netd_sess *s, bool nft_added)
 		if (netd_nft_session_del(d->nft, &v, err, sizeof err) < 0)
 			log_warnx("session %s: %s", s->id, err);
 	}
-	if (s->netns_path) {
-		close(s->netns_fd);
-		s->netns_fd = -1;
-		if ((r = netd_ns_bind_remove(s->netns_path)) < 0)
-			log_warnx("removing %s: %s", s->netns_path, strerror(-r));
-	}
-	if (s->lease_fd >= 0 && d->reaper && netd_reaper_push(d->reaper, s->ifname, s->slot, s->lease_fd) == 0) {
-		s->lease_fd = -1;
+	if (s->netns_path && (r = netd_ns_bind_remove(s->netns_path)) < 0)
+		log_warnx("removing %s: %s", s->netns_path, strerror(-r));
+	if (s->lease_fd >= 0 && d->reaper &&
+	    netd_reaper_push(d->reaper, s->ifname, s->slot, s->lease_fd, s->netns_fd, s->ns_dev, s->ns_ino) == 0) {
+		s->lease_fd = s->netns_fd = -1;
 		return;
 	}
 	r = netd_link_delete(d->rtnl, s->ifname);
@@ -260,7 +259,7 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 	unsigned char rnd[5];
 	char rec[NETD_LEASE_RECORD_MAX];
 	struct stat st;
-	bool nft_added = false;
+	bool nft_added = false, linking = false;
 	int r, e = 0, lease;
 
 	*out = NULL;
@@ -377,6 +376,7 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 		goto fail;
 	s->ns_dev = st.st_dev;
 	s->ns_ino = st.st_ino;
+	netd_reaper_wait_ns(d->reaper, s->ns_dev, s->ns_ino);
 	snprintf(rec, sizeof rec, "session %s %s %s\n", s->id, s->ifname, s->netns_path ? s->netns_path : "-");
 	lease = netd_lease_alloc(d->lease_dir, d->slot_first, d->slot_last, &d->slot_hint, rec, NULL, NULL, &s->slot);
 	if (lease == -ENOSPC && d->reaper) {
@@ -412,6 +412,9 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 	lc.gw4 = d->gw4;
 	lc.addr6 = s->addr6;
 	lc.gw6 = d->gw6;
+	/* the reaper starts no link deletion from here to the session side's routes (reaper.h) */
+	netd_reaper_setup_begin(d->reaper);
+	linking = true;
 	if ((r = netd_link_create(d->rtnl, &lc, err, errlen)) < 0)
 		goto fail;
 	netd_test_stop_at("link");
@@ -428,6 +431,8 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 	netd_rtnl_close(sess_nl);
 	if (r < 0)
 		goto fail;
+	netd_reaper_setup_end(d->reaper);
+	linking = false;
 	s->wired = true;
 	netd_test_stop_at("session-up");
 	s->owner = req->owner;
@@ -444,6 +449,8 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 	*out = s;
 	return 0;
 fail:
+	if (linking)
+		netd_reaper_setup_end(d->reaper);
 	session_unwire(d, s, nft_added);
 fail_early:
 	netd_compiled_clear(req->policy); /* what session_free does not own yet */

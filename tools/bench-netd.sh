@@ -8,7 +8,8 @@
 # teardown; from /proc: wall time is noisy on a shared machine, CPU time less so) and the load average when the level
 # began; writes the same as JSON to JSON_OUT (default BUILD_DIR/bench-netd.json).
 #   usage: tools/bench-netd.sh [BUILD_DIR] [SAMPLES]     (env: RUNS=3, LIVES="1 100 1000", JSON_OUT=FILE,
-#          PERF_OUT=FILE: perf record -g of sluiced and its engine per level; STRACE_OUT=FILE: strace -f -T)
+#          PERF_OUT=FILE: perf record -g of sluiced and its engine per level (PERF_EVENTS=LIST: those events,
+#          e.g. sched:sched_switch for where it waits); STRACE_OUT=FILE: strace -f -T)
 set -uo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 export SLUICE_SOURCE_DIR=${SLUICE_SOURCE_DIR:-$src}
@@ -70,7 +71,7 @@ for live in ${LIVES:-1 100 1000}; do # LIVES="..." picks other levels
 		out=$LAB_DIR/sl.$live.$run
 		if [ -n "${PERF_OUT:-}" ] && [ "$run" = 1 ]; then # perf record -g of sluiced and its engine
 			spid=$(lab_pid sluiced)
-			perf record -q -g -o "$PERF_OUT.$live" -p "$spid,$(pgrep -P "$spid" | paste -sd,)" >/dev/null 2>&1 &
+			perf record -q -g ${PERF_EVENTS:+-e "$PERF_EVENTS"} -o "$PERF_OUT.$live" -p "$spid,$(pgrep -P "$spid" | paste -sd,)" >/dev/null 2>&1 &
 			perfpid=$!
 			sleep 0.5
 		elif [ -n "${STRACE_OUT:-}" ] && [ "$run" = 1 ]; then # strace -f -T (wall time per call) of sluiced

@@ -180,6 +180,17 @@ kill -TERM "$MANY_PID"
 wait "$MANY_PID"
 check "closing the 50 removed their links" eventually no_sl_links_but 1
 
+# the same namespace attached again the moment its session ended: its old eth0 is still in it until the
+# reaper has deleted the old link (which waits for a quiet moment), so the new setup waits for that
+# deletion instead of failing on an eth0 that exists
+ip netns add again
+mkdir -p "$LAB_DIR/again"
+for i in 0 1 2; do ln -s /run/netns/again "$LAB_DIR/again/n$i"; done
+check "one namespace attached three times in a row, each right after the last session ended" \
+	"$CLIENT" bench 0 3 "$LAB_DIR/again" "$POLICY"
+check "its eth0 is gone with the last of them" eventually sh -c "! ip -n again link show eth0 2>/dev/null"
+ip netns del again
+
 # named namespaces for other backends
 check "a named namespace is created" sh -c "'$CLIENT' create web1 '$POLICY' >'$LAB_DIR/state/web1.out'"
 WID=$(sed -n 's/^id=//p' "$LAB_DIR/state/web1.out")
