@@ -20,6 +20,8 @@
 #define REAPER_QUIET_NS 20000000LL      /* 20 ms without a setup: sluiced is idle, deleting costs nobody */
 #define REAPER_DEFER_MAX_NS 2000000000LL /* 2 s: a link waits no longer for a quiet moment */
 #define REAPER_CHUNK 8                  /* links per deletion request (see reaper.h) */
+#define REAPER_IDLE_NS 1000000000LL     /* 1 s without a setup: sluiced is idle, ... */
+#define REAPER_CHUNK_IDLE 64            /* ... and deletes more per request (mass teardown) */
 
 struct job {
 	struct job *next;
@@ -81,14 +83,15 @@ static void *worker(void *arg)
 	pthread_mutex_lock(&r->lock);
 	for (;;) {
 		struct job *batch, *j, **pp;
-		int64_t when;
-		int rc, n;
+		int64_t when, now;
+		int rc, n, most;
 
 		while (!r->head && !r->stop)
 			pthread_cond_wait(&r->more, &r->lock);
 		if (!r->head)
 			break;
-		if ((when = due(r, now_ns())) != 0) {
+		now = now_ns();
+		if ((when = due(r, now)) != 0) {
 			/* re-checked at least every 10 ms: a setup's end does not signal */
 			int64_t wake = now_ns() + 10000000LL;
 			struct timespec ts;
@@ -100,8 +103,13 @@ static void *worker(void *arg)
 			pthread_cond_timedwait(&r->more, &r->lock, &ts);
 			continue;
 		}
+		/* each request costs the kernel its grace periods however many links it deletes: when no setup
+		 * came for a second (a mass teardown, or a drain), fewer larger requests; otherwise small ones,
+		 * so that a setup arriving meanwhile waits for little */
+		most = r->stop || r->draining || (!r->setups && now - r->last_setup >= REAPER_IDLE_NS) ? REAPER_CHUNK_IDLE
+		                                                                                   : REAPER_CHUNK;
 		batch = r->head;
-		for (n = 1, pp = &batch->next; *pp && n < REAPER_CHUNK; n++)
+		for (n = 1, pp = &batch->next; *pp && n < most; n++)
 			pp = &(*pp)->next;
 		r->head = *pp;
 		*pp = NULL;
