@@ -18,10 +18,12 @@
 
 #define REAPER_COALESCE_NS 50000000LL   /* 50 ms: what ends meanwhile goes in the same deletions */
 #define REAPER_QUIET_NS 20000000LL      /* 20 ms without a setup: sluiced is idle, deleting costs nobody */
-#define REAPER_DEFER_MAX_NS 2000000000LL /* 2 s: a link waits no longer for a quiet moment */
+#define REAPER_DEFER_MAX_NS 1000000000LL /* 1 s: a link waits no longer for a quiet moment (under a stream
+                                          * of setups the links it defers add to the kernel lists a setup
+                                          * walks: 1 s of them, not more) */
 #define REAPER_CHUNK 8                  /* links per deletion request (see reaper.h) */
 #define REAPER_IDLE_NS 1000000000LL     /* 1 s without a setup: sluiced is idle, ... */
-#define REAPER_CHUNK_IDLE 64            /* ... and deletes more per request (mass teardown) */
+#define REAPER_CHUNK_IDLE 64            /* ... and deletes more per request (also when overdue) */
 
 struct job {
 	struct job *next;
@@ -104,10 +106,11 @@ static void *worker(void *arg)
 			continue;
 		}
 		/* each request costs the kernel its grace periods however many links it deletes: when no setup
-		 * came for a second (a mass teardown, or a drain), fewer larger requests; otherwise small ones,
-		 * so that a setup arriving meanwhile waits for little */
-		most = r->stop || r->draining || (!r->setups && now - r->last_setup >= REAPER_IDLE_NS) ? REAPER_CHUNK_IDLE
-		                                                                                   : REAPER_CHUNK;
+		 * came for a second (a mass teardown), for a drain, and when links waited their 1 s (setups come
+		 * without a pause: the fewer requests, the fewer of them a setup lands on), larger requests;
+		 * otherwise small ones, so that a setup arriving meanwhile waits for little */
+		most = r->stop || r->draining || now - r->head->queued >= REAPER_DEFER_MAX_NS ||
+		       (!r->setups && now - r->last_setup >= REAPER_IDLE_NS) ? REAPER_CHUNK_IDLE : REAPER_CHUNK;
 		batch = r->head;
 		for (n = 1, pp = &batch->next; *pp && n < most; n++)
 			pp = &(*pp)->next;

@@ -6,9 +6,9 @@
  *
  * A deletion holds the kernel's RTNL lock, which every step of a setup's link work needs too, so the
  * worker gives way to setups: it starts a deletion only when no setup is under way and none ran for 20 ms
- * (or a link waited 2 s), at most 8 links per request (64 when no setup came for a second), so that a
- * setup arriving meanwhile waits for one small deletion at most, never for one that slipped between the
- * requests of its own link work. */
+ * (or a link waited 1 s), at most 8 links per request (64 when no setup came for a second, or links
+ * waited their 1 s), so that a setup arriving meanwhile waits for one small deletion at most, never for
+ * one that slipped between the requests of its own link work. */
 #pragma once
 
 #include <stdbool.h>
