@@ -40,17 +40,19 @@ static void set_nodelay(int fd)
 /* ---- upstream TLS sessions ----
  * A new inspected tunnel dials the upstream again and would pay a full TLS handshake each time (key
  * exchange, certificate chain, verification). The upstream context keeps the last resumable session
- * (TLS 1.3 ticket, or TLS 1.2 session) per "host:port", from handshakes that verified the server, and
- * offers it on the next connection to exactly that host and port; a session is taken out when offered
+ * (TLS 1.3 ticket, or TLS 1.2 session) per session and "host:port", from handshakes that verified the
+ * server, and offers it on the next connection of that session (under the same policy: its policy_gen) to
+ * exactly that host and port, never another's: one sandbox must not learn from a faster handshake that
+ * another reached a host, nor present to the origin a ticket issued to another; a session is taken out when offered
  * (one use: a ticket is not sent twice) and the connection brings new ones. A server that declines makes
  * a full handshake, verified as usual. In memory only, per engine: the UP_SESSIONS_MAX most recently
  * stored, none older than UP_SESSION_MAX_AGE. */
 #define UP_SESSIONS_MAX    128
 #define UP_SESSION_MAX_AGE 3600 /* s: then a full handshake (the server's ticket lifetime may be longer) */
-#define UP_KEY_MAX         (POLICY_HOST_MAX + 8)
+#define UP_KEY_MAX         (POLICY_HOST_MAX + 32) /* "policy_gen/host:port" */
 
 struct up_session {
-	char key[UP_KEY_MAX]; /* "host:port" */
+	char key[UP_KEY_MAX]; /* "policy_gen/host:port" */
 	SSL_SESSION *sess;    /* owned; NULL: a free slot */
 	uint64_t stored;
 };
@@ -99,13 +101,14 @@ static int up_new_session(SSL *ssl, SSL_SESSION *sess)
 	return 0; /* (sess stays the connection's) */
 }
 
-/* ssl will connect to key: its stored session, if any, is offered (and taken out of the store). */
-static bool up_session_offer(SSL_CTX *ctx, SSL *ssl, const char *host, uint16_t port)
+/* ssl will connect to host:port for the session whose policy generation is gen: the session stored under
+ * that key, if any, is offered (and taken out of the store). */
+static bool up_session_offer(SSL_CTX *ctx, SSL *ssl, uint64_t gen, const char *host, uint16_t port)
 {
 	struct up_sessions *c = SSL_CTX_get_ex_data(ctx, up_ctx_idx);
 	char key[UP_KEY_MAX], *dup;
 
-	snprintf(key, sizeof key, "%s:%u", host, port);
+	snprintf(key, sizeof key, "%llu/%s:%u", (unsigned long long)gen, host, port);
 	if (!c || !(dup = strdup(key)))
 		return false;
 	if (!SSL_set_ex_data(ssl, up_ssl_idx, dup)) {
@@ -404,7 +407,7 @@ void http_inspect_upstream(struct http_conn *c)
 	struct bufferevent *tls;
 
 	if (!ssl || !SSL_set_tlsext_host_name(ssl, c->r.t.host) || !SSL_set1_host(ssl, c->r.t.host) ||
-	    !up_session_offer(ctx, ssl, c->r.t.host, c->r.t.port)) {
+	    !up_session_offer(ctx, ssl, c->r.s->policy_gen, c->r.t.host, c->r.t.port)) {
 		if (ctx)
 			snprintf(err, sizeof err, "cannot start TLS with the upstream %s", c->r.t.host);
 		SSL_free(ssl);
