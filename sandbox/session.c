@@ -281,6 +281,8 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 	/* the policy is compiled before the namespace exists: the request goes as soon as it does */
 	if ((r = sb_net_compile(&s, &go, err, sizeof err)) < 0)
 		goto fail;
+	if (cfg->allow_network)
+		log_info("launcher: network policy compiled: %ld us", lap_us());
 	/* A root launch runs the command as an unprivileged uid of its own (ns.c, docs/sandbox.md). */
 	s.host_uid = s.userns ? cfg->uid : cfg->keep_root_uid ? 0 : sb_ns_pick_uid(cfg, s.id);
 	sb_ulimits_compute(&s.ulimits, cfg->allow_containers);
