@@ -255,18 +255,26 @@ void netd_session_unprepare(void)
 	prepared.audit_log = NULL;
 }
 
-struct netd_session *netd_session_open(const struct netd_session_request *req, struct netd_session_reply *reply,
-				       char *err, size_t errlen)
+/* A session that failed: an embedded helper exits once every copy of its socket is closed, not waited
+ * for here, as a copy may live on in a child the caller forked since netd_session_prepare (the
+ * sandbox's pid 1, which the caller ends after this failure). */
+static void drop(int fd, pid_t pid)
+{
+	close(fd);
+	if (pid > 0)
+		waitpid(pid, NULL, WNOHANG);
+}
+
+struct netd_session *netd_session_send(const struct netd_session_request *req, char *err, size_t errlen)
 {
 	struct netd_session *s = NULL;
-	struct ipc_msg m = {0};
 	struct ipc_buf b = {0};
 	pid_t pid = -1;
 	int fd, r;
 	bool embedded = false;
 
 	if (!req || req->netns_fd < 0 || !req->command || !req->policy_json) {
-		snprintf(err, errlen, "netd_session_open: missing netns fd, command or policy");
+		snprintf(err, errlen, "netd_session_send: missing netns fd, command or policy");
 		return NULL;
 	}
 	if (prepared.fd >= 0 && same_log(prepared.audit_log, req->audit_log)) {
@@ -307,28 +315,12 @@ struct netd_session *netd_session_open(const struct netd_session_request *req, s
 		policy_send_error(r, req->policy_json, "sending the session request", err, errlen);
 	}
 	ipc_buf_release(&b);
-	if (r == 0)
-		r = recv_reply(fd, 1, &m, err, errlen);
-	if (r == 0 && m.type != NETD_MSG_SESSION) {
-		snprintf(err, errlen, "unexpected answer from the network daemon");
-		r = -EPROTO;
+	if (r == 0 && !(s = calloc(1, sizeof *s))) {
+		snprintf(err, errlen, "out of memory");
+		r = -ENOMEM;
 	}
-	if (r == 0) {
-		fill_reply(&m, reply);
-		s = calloc(1, sizeof *s);
-		if (!s) {
-			snprintf(err, errlen, "out of memory");
-			r = -ENOMEM;
-		}
-	}
-	ipc_msg_clear(&m);
 	if (r < 0) {
-		/* An embedded helper exits once every copy of its socket is closed: not waited for here, as
-		 * a copy may live on in a child the caller forked since netd_session_prepare (the sandbox's
-		 * pid 1, which the caller ends after this failure). */
-		close(fd);
-		if (pid > 0)
-			waitpid(pid, NULL, WNOHANG);
+		drop(fd, pid);
 		return NULL;
 	}
 	s->fd = fd;
@@ -336,11 +328,49 @@ struct netd_session *netd_session_open(const struct netd_session_request *req, s
 	return s;
 }
 
+int netd_session_wait(struct netd_session *s, struct netd_session_reply *reply, char *err, size_t errlen)
+{
+	struct ipc_msg m = {0};
+	int r;
+
+	if (!s || s->fd < 0) {
+		snprintf(err, errlen, "netd_session_wait: no session request is on its way");
+		return -EINVAL;
+	}
+	r = recv_reply(s->fd, 1, &m, err, errlen);
+	if (r == 0 && m.type != NETD_MSG_SESSION) {
+		snprintf(err, errlen, "unexpected answer from the network daemon");
+		r = -EPROTO;
+	}
+	if (r == 0)
+		fill_reply(&m, reply);
+	ipc_msg_clear(&m);
+	if (r < 0) {
+		drop(s->fd, s->pid);
+		s->fd = s->pid = -1;
+	}
+	return r;
+}
+
+struct netd_session *netd_session_open(const struct netd_session_request *req, struct netd_session_reply *reply,
+				       char *err, size_t errlen)
+{
+	struct netd_session *s = netd_session_send(req, err, errlen);
+
+	if (s && netd_session_wait(s, reply, err, errlen) < 0) {
+		netd_session_close(s);
+		return NULL;
+	}
+	return s;
+}
+
 void netd_session_close(struct netd_session *s)
 {
 	if (!s)
 		return;
-	if (s->pid > 0) {
+	if (s->fd < 0) {
+		/* netd_session_wait failed and let go of the connection already */
+	} else if (s->pid > 0) {
 		/* An embedded helper tears the session down on our end of file and closes its end once
 		 * the audit log is complete (embedded.c); its kernel clean-up after that does not hold
 		 * us up. The helper is reaped here if it is done already, else by whoever inherits it. */

@@ -33,6 +33,13 @@ struct netd_session_reply {
  * CLOEXEC fd; keep it open for the life of the session (across fork, not across exec). */
 struct netd_session *netd_session_open(const struct netd_session_request *req, struct netd_session_reply *reply,
 				       char *err, size_t errlen);
+/* netd_session_open in two halves, for a caller with work of its own to do while the session is set up:
+ * send makes the connection (or takes the prepared one) and sends the request, returning the handle
+ * (NULL with err set on failure); wait reads the answer into reply (0, or -errno with err set, the
+ * connection then let go: netd_session_close the handle either way). The session is usable only after
+ * wait returned 0. */
+struct netd_session *netd_session_send(const struct netd_session_request *req, char *err, size_t errlen);
+int netd_session_wait(struct netd_session *s, struct netd_session_reply *reply, char *err, size_t errlen);
 void netd_session_close(struct netd_session *s); /* NULL no-op; waits for an embedded helper's audit log */
 /* Optional, before netd_session_open: makes the connection now (to sluiced, or, root without sluiced,
  * by starting the embedded helper, with audit_log as in the request), so that the helper's start (exec,

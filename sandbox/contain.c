@@ -114,6 +114,34 @@ static int step_vm_network(struct sb_session *s, struct sb_go *go, char *err, si
 	return sb_vm_net_setup(s, err, errlen);
 }
 
+/* --allow-network, when the launcher let netd wire the namespace while this pid 1 built the
+ * filesystem (go->net_late): a second go says whether it is wired and policed, and where the proxy
+ * is. Nothing of the command runs before it: a failure ends the session here. */
+static int step_network(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
+{
+	struct sb_go late;
+	ssize_t n;
+
+	if (!go->net_late)
+		return 0;
+	do
+		n = read(s->sync_fd, &late, sizeof late);
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof late) {
+		snprintf(err, errlen, "the launcher went away while the network was wired");
+		return -EPIPE;
+	}
+	if (late.status < 0) {
+		err[0] = '\0'; /* the launcher already said why */
+		return late.status;
+	}
+	memcpy(go->proxy_url, late.proxy_url, sizeof go->proxy_url);
+	memcpy(go->socks_url, late.socks_url, sizeof go->socks_url);
+	go->proxy_url[sizeof go->proxy_url - 1] = '\0';
+	go->socks_url[sizeof go->socks_url - 1] = '\0';
+	return 0;
+}
+
 static int step_close_fds(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
 {
 	(void)go;
@@ -173,6 +201,7 @@ static const struct sb_step sb_steps[] = {
         {"filesystem", step_mounts},
         {"sandbox uid", step_sandbox_uid},
         {"per-user limits", step_user_limits},
+        {"network", step_network},
         {"file descriptors", step_close_fds},
         {"dumpable", step_not_dumpable},
         {"capabilities", step_caps},

@@ -34,6 +34,9 @@ struct sb_netsess {
 	char audit_log[4096]; /* where this session's records go ("" = unknown) */
 	long long audit_from; /* the log's size when the session started */
 	bool embedded;        /* served by an embedded helper (else sluiced) */
+	bool inspects;        /* the policy inspects HTTPS: sluiced sends a CA for the sandbox's trust */
+	char *policy_json;    /* owned: compiled, not sent yet (sb_net_compile to sb_net_send) */
+	bool wired;           /* sluiced answered: the namespace is wired and policed */
 #if SB_HAVE_NETD
 	bool watching; /* --ask: a thread announces held requests on stderr */
 	int watch_fd;  /* owned while watching: sluiced's WATCH connection */
@@ -57,7 +60,7 @@ static bool looks_like_file(const char *p)
 }
 
 /* Compiles the session's policy and returns policy_serialize() output (malloced). */
-static char *build_policy(const struct sb_config *c, struct sb_go *go, char *err, size_t errlen)
+static char *build_policy(const struct sb_config *c, struct sb_go *go, bool *inspects, char *err, size_t errlen)
 {
 	struct policy_builder *b = policy_builder_new();
 	struct policy *p = NULL;
@@ -114,6 +117,7 @@ static char *build_policy(const struct sb_config *c, struct sb_go *go, char *err
 		}
 		o += (size_t)n;
 	}
+	*inspects = policy_inspects_any(p);
 	json = policy_serialize(p);
 	if (!json)
 		snprintf(err, errlen, "cannot serialise the policy (out of memory)");
@@ -182,11 +186,13 @@ static void watch_stop(struct sb_netsess *n)
 }
 #endif
 
-static int write_resolv(const struct sb_session *s, const char *content, char *err, size_t errlen)
+/* SESSION/resolv.conf: made (flags with O_CREAT | O_EXCL), or filled in (the placeholder, already bound
+ * over the sandbox's /etc/resolv.conf: the same inode, so the content shows there). */
+static int put_resolv(const struct sb_session *s, int flags, const char *content, char *err, size_t errlen)
 {
 	char path[4096];
 	snprintf(path, sizeof path, "%s/resolv.conf", s->dir);
-	cleanup_fd int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	cleanup_fd int fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | flags, 0644);
 	size_t len = strlen(content);
 	if (fd < 0 || write(fd, content, len) != (ssize_t)len) {
 		snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno ? errno : EIO));
@@ -195,43 +201,107 @@ static int write_resolv(const struct sb_session *s, const char *content, char *e
 	return 0;
 }
 
-int sb_net_open(struct sb_session *s, int netns_fd, struct sb_go *go, char *err, size_t errlen)
+static int write_resolv(const struct sb_session *s, const char *content, char *err, size_t errlen)
+{
+	return put_resolv(s, O_CREAT | O_EXCL, content, err, errlen);
+}
+
+static int fill_resolv(const struct sb_session *s, const char *content, char *err, size_t errlen)
+{
+	return put_resolv(s, O_TRUNC, content, err, errlen);
+}
+
+int sb_net_compile(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
 {
 	const struct sb_config *c = s->cfg;
 
-	if (!c->allow_network)
+	if (!c->allow_network || s->net)
 		return 0;
 	if (c->org_forbid_network) {
 		snprintf(err, errlen, "--allow-network is forbidden by the organisation policy (%s/policy.json)",
 		         SLUICE_SYSCONFDIR);
 		return -EPERM;
 	}
-#if SB_HAVE_POLICY
-	cleanup_free char *policy_json = build_policy(c, go, err, errlen);
-	if (!policy_json)
-		return -EINVAL;
-#endif
 #if SB_HAVE_NETD && SB_HAVE_POLICY
+	struct sb_netsess *n = calloc(1, sizeof *n);
+	if (!n) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	if (!(n->policy_json = build_policy(c, go, &n->inspects, err, errlen))) {
+		free(n);
+		return -EINVAL;
+	}
+	s->net = n;
+	return 0;
+#else
+	(void)go;
+	(void)write_resolv;
+	snprintf(err, errlen,
+	         "--allow-network is not available in this build: the netd client (netd/client.h) is not "
+	         "built in yet; run without --allow-network (no network) or update sluice");
+	return -ENOSYS;
+#endif
+}
+
+int sb_net_send(struct sb_session *s, int netns_fd, char *err, size_t errlen)
+{
+#if SB_HAVE_NETD && SB_HAVE_POLICY
+	const struct sb_config *c = s->cfg;
+	struct sb_netsess *n = s->net;
+
+	if (!n || n->ns || !n->policy_json)
+		return 0;
 	struct netd_session_request req = {
 	        .netns_fd = netns_fd,
 	        .command = s->argv[0],
 	        .sandbox = sb_sandbox_type_name(c->type),
-	        .policy_json = policy_json,
+	        .policy_json = n->policy_json,
 	        .audit_log = c->audit_log,
 	};
+	n->ns = netd_session_send(&req, err, errlen);
+	free(n->policy_json); /* sent: sluiced has its copy */
+	n->policy_json = NULL;
+	return n->ns ? 0 : -ECONNREFUSED;
+#else
+	(void)s;
+	(void)netns_fd;
+	(void)err;
+	(void)errlen;
+	return 0;
+#endif
+}
+
+bool sb_net_can_finish_late(const struct sb_session *s)
+{
+	/* HTTPS inspection's CA bundle is mounted with the filesystem, and a VM's tap is wired before it */
+	return s->net && !s->net->inspects && s->cfg->type == SB_TYPE_LOCAL;
+}
+
+int sb_net_placeholder(const struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
+{
+	int r = write_resolv(s, "", err, errlen);
+	if (r == 0)
+		go->have_resolv = 1;
+	return r;
+}
+
+int sb_net_finish(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
+{
+#if SB_HAVE_NETD && SB_HAVE_POLICY
+	const struct sb_config *c = s->cfg;
+	struct sb_netsess *n = s->net;
 	struct netd_session_reply reply;
-	struct sb_netsess *n = calloc(1, sizeof *n);
 	int r;
 
+	bool late = go->have_resolv; /* the filesystem is built already, on the placeholder */
+
+	if (!n || !n->ns || n->wired)
+		return 0;
 	memset(&reply, 0, sizeof reply);
-	if (!n)
-		return -ENOMEM;
-	n->ns = netd_session_open(&req, &reply, err, errlen);
-	if (!n->ns) {
-		free(n);
+	if (netd_session_wait(n->ns, &reply, err, errlen) < 0)
 		return -ECONNREFUSED;
-	}
-	s->net = n;
+	n->wired = true;
 	util_strlcpy(n->id, reply.id, sizeof n->id);
 	n->id[strspn(n->id, "0123456789abcdefABCDEF-_")] = '\0'; /* printed and matched: keep it plain */
 	n->embedded = netd_session_is_embedded(n->ns);
@@ -267,11 +337,18 @@ int sb_net_open(struct sb_session *s, int netns_fd, struct sb_go *go, char *err,
 		snprintf(err, errlen, "netd returned no usable gateway address");
 		return -EPROTO;
 	}
-	if ((r = write_resolv(s, reply.resolv_conf, err, errlen)) < 0)
+	/* sb_net_placeholder made the file already when the filesystem was built before this answer */
+	if ((r = late ? fill_resolv(s, reply.resolv_conf, err, errlen)
+	                         : write_resolv(s, reply.resolv_conf, err, errlen)) < 0)
 		return r;
 	go->have_resolv = 1;
 	reply.ca_cert[sizeof reply.ca_cert - 1] = '\0';
 	if (reply.ca_cert[0]) {
+		if (late) { /* the trust store is mounted already: sluiced's organisation layer inspects */
+			snprintf(err, errlen, "sluiced inspects HTTPS in this session, but the policy the launcher "
+			         "compiled does not (is sluiced's --sysconfdir another than %s?)", SLUICE_SYSCONFDIR);
+			return -EPROTO;
+		}
 		if ((r = sb_ca_bundle_write(s, reply.ca_cert, err, errlen)) < 0)
 			return r;
 		go->have_ca = 1;
@@ -280,14 +357,23 @@ int sb_net_open(struct sb_session *s, int netns_fd, struct sb_go *go, char *err,
 		watch_start(n);
 	return 0;
 #else
-	(void)netns_fd;
+	(void)s;
 	(void)go;
-	(void)write_resolv;
-	snprintf(err, errlen,
-	         "--allow-network is not available in this build: the netd client (netd/client.h) is not "
-	         "built in yet; run without --allow-network (no network) or update sluice");
-	return -ENOSYS;
+	(void)err;
+	(void)errlen;
+	return 0;
 #endif
+}
+
+int sb_net_open(struct sb_session *s, int netns_fd, struct sb_go *go, char *err, size_t errlen)
+{
+	int r;
+
+	if (!s->cfg->allow_network)
+		return 0;
+	if ((r = sb_net_compile(s, go, err, errlen)) < 0 || (r = sb_net_send(s, netns_fd, err, errlen)) < 0)
+		return r;
+	return sb_net_finish(s, go, err, errlen);
 }
 
 /* At exit: what this session was denied, and how to allow it (unless --quiet). */
@@ -375,6 +461,7 @@ void sb_net_close(struct sb_session *s)
 		                     !s->net->embedded && records_fd < 0);
 	if (records_fd >= 0)
 		close(records_fd);
+	free(s->net->policy_json);
 	free(s->net);
 	s->net = NULL;
 }

@@ -44,11 +44,25 @@ static int status_of(int st)
 	return SB_EXIT_FAIL;
 }
 
-/* Everything the launcher does between clone and "go". Returns 0 or -errno with err set. */
+/* Everything the launcher does between clone and "go". The network request goes first, so that netd
+ * wires the namespace while the launcher writes the id maps and places init in its cgroup, and, when
+ * the answer may come later (sb_net_can_finish_late), while pid 1 builds the filesystem: *late is then
+ * set and the caller finishes the network step after the go. Returns 0 or -errno with err set. */
 static int prepare_outside(struct sb_session *s, struct sb_go *go, char *err, size_t errlen)
 {
 	int r;
 
+	if (s->cfg->allow_network) {
+		char path[64];
+		snprintf(path, sizeof path, "/proc/%d/ns/net", (int)s->init_pid);
+		cleanup_fd int nsfd = open(path, O_RDONLY | O_CLOEXEC);
+		if (nsfd < 0) {
+			snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+			return -errno;
+		}
+		if ((r = sb_net_send(s, nsfd, err, errlen)) < 0)
+			return r;
+	}
 	/* --allow-containers: the command is uid 0 of its namespace, as rootless Podman wants to be
 	 * (nest.c); otherwise it keeps its own ids. */
 	bool nested = s->cfg->allow_containers;
@@ -60,17 +74,27 @@ static int prepare_outside(struct sb_session *s, struct sb_go *go, char *err, si
 	/* Always a cgroup namespace: without a session cgroup it still hides the host's cgroup paths. */
 	go->cgroup_ns = 1;
 	if (s->cfg->allow_network) {
-		char path[64];
-		snprintf(path, sizeof path, "/proc/%d/ns/net", (int)s->init_pid);
-		cleanup_fd int nsfd = open(path, O_RDONLY | O_CLOEXEC);
-		if (nsfd < 0) {
-			snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
-			return -errno;
-		}
-		if ((r = sb_net_open(s, nsfd, go, err, errlen)) < 0)
+		if (sb_net_can_finish_late(s)) {
+			if ((r = sb_net_placeholder(s, go, err, errlen)) < 0)
+				return r;
+			go->net_late = 1;
+		} else if ((r = sb_net_finish(s, go, err, errlen)) < 0) {
 			return r;
+		}
 	}
 	return 0;
+}
+
+/* The go, to pid 1 (again after a late network step: pid 1 takes the status and the proxy's addresses
+ * from that one). Returns r, or -EPIPE with err set when pid 1 cannot be told. */
+static int send_go(struct sb_session *s, struct sb_go *go, int r, char *err, size_t errlen)
+{
+	go->status = r < 0 ? r : 0;
+	if (write(s->sync_fd, go, sizeof *go) != (ssize_t)sizeof *go && r == 0) {
+		snprintf(err, errlen, "cannot start the sandbox: %s", strerror(errno));
+		return -EPIPE;
+	}
+	return r;
 }
 
 static int wait_session(struct sb_session *s, const sigset_t *set, bool *timed_out)
@@ -254,6 +278,11 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 	log_info("launcher: session directory %s: %ld us", s.dir, lap_us());
 	/* the embedded network helper starts now, alongside the steps below (docs/sandbox.md) */
 	sb_net_prepare(&s);
+	/* the policy is compiled before the namespace exists: the request goes as soon as it does */
+	if ((r = sb_net_compile(&s, &go, err, sizeof err)) < 0)
+		goto fail;
+	if (cfg->allow_network)
+		log_info("launcher: network policy compiled: %ld us", lap_us());
 	/* A root launch runs the command as an unprivileged uid of its own (ns.c, docs/sandbox.md). */
 	s.host_uid = s.userns ? cfg->uid : cfg->keep_root_uid ? 0 : sb_ns_pick_uid(cfg, s.id);
 	sb_ulimits_compute(&s.ulimits, cfg->allow_containers);
@@ -313,11 +342,13 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 	s.sync_fd = sv[0];
 
 	r = prepare_outside(&s, &go, err, sizeof err);
-	log_info("launcher: id maps, cgroup, network: %ld us", lap_us());
-	go.status = r < 0 ? r : 0;
-	if (write(s.sync_fd, &go, sizeof go) != (ssize_t)sizeof go && r == 0) {
-		snprintf(err, sizeof err, "cannot start the sandbox: %s", strerror(errno));
-		r = -EPIPE;
+	log_info("launcher: id maps, cgroup%s: %ld us", go.net_late ? ", network request" : ", network",
+	         lap_us());
+	r = send_go(&s, &go, r, err, sizeof err);
+	if (r == 0 && go.net_late) {
+		/* pid 1 builds the filesystem meanwhile, and forks the command only after this go */
+		r = send_go(&s, &go, sb_net_finish(&s, &go, err, sizeof err), err, sizeof err);
+		log_info("launcher: network (while pid 1 built the filesystem): %ld us", lap_us());
 	}
 	if (r < 0) {
 		fprintf(stderr, "sluice: %s\n", err);

@@ -66,6 +66,8 @@ struct sb_go {
 	uint8_t have_ca;     /* session dir holds ca-bundle.crt (HTTPS inspection) to bind over the system bundle */
 	char cred_env[1024]; /* "NAME=PLACEHOLDER\n"...: credentials' placeholders for the environment (inspection) */
 	uint8_t cgroup_ns;   /* enter a cgroup namespace (after init was placed in its cgroups) */
+	uint8_t net_late;    /* the network is being wired: a second go (its status and the proxy's
+	                      * addresses) follows, and the command waits for it (sb_net_can_finish_late) */
 };
 
 struct sb_session {
@@ -405,8 +407,21 @@ void sb_forward_sigset(sigset_t *set);
 
 /* ---- net.c (launcher side) ---- */
 /* The --allow-network step: wires the session's netns (netns_fd, borrowed) through netd, writes
- * SESSION/resolv.conf and fills go->proxy_url. Without --allow-network: nothing. */
+ * SESSION/resolv.conf and fills go->proxy_url. Without --allow-network: nothing. It is three steps,
+ * which a launcher can spread out so that netd works while it does (docs/sandbox.md "Start-up"):
+ * compile (the policy, before the namespace exists; fills go->cred_env), send (the request, as soon as
+ * the namespace exists) and finish (netd's answer: the session is wired and policed only after it
+ * returned 0). */
 int sb_net_open(struct sb_session *s, int netns_fd, struct sb_go *go, char *err, size_t errlen);
+int sb_net_compile(struct sb_session *s, struct sb_go *go, char *err, size_t errlen);
+int sb_net_send(struct sb_session *s, int netns_fd, char *err, size_t errlen);
+int sb_net_finish(struct sb_session *s, struct sb_go *go, char *err, size_t errlen);
+/* Whether sb_net_finish may come after the sandbox built its filesystem (no HTTPS inspection, whose CA
+ * is mounted with it; a local sandbox): the launcher then makes an empty SESSION/resolv.conf first
+ * (sb_net_placeholder, which sets go->have_resolv), fills it in at the finish, and sends pid 1 the
+ * proxy's address in a second go (go->net_late) that pid 1 waits for before it forks the command. */
+bool sb_net_can_finish_late(const struct sb_session *s);
+int sb_net_placeholder(const struct sb_session *s, struct sb_go *go, char *err, size_t errlen);
 /* With --allow-network: connects to netd now (starting the embedded helper when there is no sluiced), so
  * that the helper's start overlaps the launcher's own set-up; sb_net_open uses the connection. */
 void sb_net_prepare(const struct sb_session *s);

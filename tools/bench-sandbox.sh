@@ -164,11 +164,13 @@ if [ "$phase" = lab ]; then
 		"env SLUICE_RUN_DIR=/run/sluice $sluice run --allow-network -- true"
 		"env SLUICE_RUN_DIR=$work/no-daemon $sluice run --allow-network -- true")
 	if [ -n "$baseline" ]; then
-		names+=("sluice run (baseline)" "sluice run --allow-network (embedded) (baseline)")
+		names+=("sluice run (baseline)" "sluice run --allow-network (embedded) (baseline)"
+			"sluice run --allow-network (sluiced) (baseline)")
 		# the same run directory: helpers of two run directories in one network namespace lease the same
 		# gateway address and fight over it (the proxy's port "already in use", the table deleted under the
 		# other); in one directory the namespace lock (netd/core.c, on main since issue 16) orders them
-		cmds+=("$baseline run -- true" "env SLUICE_RUN_DIR=$work/no-daemon $baseline run --allow-network -- true")
+		cmds+=("$baseline run -- true" "env SLUICE_RUN_DIR=$work/no-daemon $baseline run --allow-network -- true"
+			"env SLUICE_RUN_DIR=/run/sluice $baseline run --allow-network -- true")
 	fi
 	slow_cmds=() slow_names=()
 	if [ -n "${SLUICE_BENCH_CONTAINERS:-}" ]; then
@@ -295,6 +297,7 @@ if "lab" in phases:
         b = commands["host"]["sluice run (baseline)"].split(" run ")[0]
         commands["lab"]["sluice run (baseline)"] = f"{b} run -- true"
         commands["lab"]["sluice run --allow-network (embedded) (baseline)"] = f"env SLUICE_RUN_DIR=(the same) {b} run --allow-network -- true"
+        commands["lab"]["sluice run --allow-network (sluiced) (baseline)"] = f"env SLUICE_RUN_DIR=/run/sluice {b} run --allow-network -- true"
 
 inter = {}
 for ph, prefix in (("host", "h"), ("lab", "l")):
@@ -351,6 +354,10 @@ add_paired("--allow-network through sluiced / sluice run (lab)", "lab", "sluice 
 add_paired("sluice run / sluice run (baseline)", "host", "sluice run", "sluice run (baseline)")
 add_paired("--allow-network embedded / embedded (baseline) (lab)", "lab", "sluice run --allow-network (embedded)",
            "sluice run --allow-network (embedded) (baseline)")
+add_paired("--allow-network through sluiced / sluiced (baseline) (lab)", "lab", "sluice run --allow-network (sluiced)",
+           "sluice run --allow-network (sluiced) (baseline)")
+add_paired("--allow-network through sluiced (baseline) / sluice run (baseline) (lab)", "lab",
+           "sluice run --allow-network (sluiced) (baseline)", "sluice run (baseline)")
 def mm(ph, n, key):
     return statistics.median(statistics.median(x for x in rd[n][key] if x is not None) for rd in inter[ph])
 inter_med = {ph: {n: mm(ph, n, "wall_ms") for n in inter[ph][0]} for ph in inter}

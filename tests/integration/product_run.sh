@@ -99,4 +99,28 @@ check_eq "40 embedded launches back to back all start" 0 "$fails"
 for _ in $(seq 200); do [ -z "$(nft list ruleset)" ] && break; sleep 0.05; done
 check_eq "... and the last helper leaves no nftables table behind" "" "$(nft list ruleset)"
 
+# The network is wired while pid 1 builds the filesystem (docs/sandbox.md "Start-up"); the command runs
+# only once it is: the helper stopped before its answer and killed there, the session fails (125) and the
+# command never ran.
+rm -f "$P/ran"
+(cd "$P" && exec env -i HOME="$H" PATH=/usr/bin:/bin SLUICED_TEST_STOP_AT=engine "$SLUICE" run --project-mode rw \
+	--allow-network -- touch ran) 2>"$LAB_DIR/err-stop" &
+lpid=$!
+hpid=
+for _ in $(seq 200); do
+	for c in $(cat /proc/$lpid/task/*/children 2>/dev/null); do
+		[ "$(sed -n 's/^State:\t\(.\).*/\1/p' /proc/$c/status 2>/dev/null)" = T ] && hpid=$c
+	done
+	[ -n "$hpid" ] && break
+	sleep 0.05
+done
+check "the helper stopped before it answered" test -n "$hpid"
+sleep 0.3 # pid 1 has built the filesystem by now and waits for the network
+check_not "... and the command has not run" test -e "$P/ran"
+[ -n "$hpid" ] && kill -9 "$hpid"
+wait "$lpid"
+check_eq "the session fails when the network step does (125)" 125 "$?"
+check_not "... and the command never ran" test -e "$P/ran"
+check_match "... saying why" 'sluice: ' "$(cat "$LAB_DIR/err-stop")"
+
 done_testing
