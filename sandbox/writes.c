@@ -221,4 +221,12 @@ void sb_writes_record(const struct sb_session *s, int64_t start, int64_t end)
 			record_one(f, s, c->binds[i].src, start, end);
 	if (fclose(f) != 0)
 		log_warn("cannot record what the session could write in %s", rec);
+	/* File times come from the coarse clock, up to a tick behind the fine one that ended the window: a
+	 * change made right after the launcher returns (a script's `touch` after a refusal) could get a
+	 * ctime inside the window and be refused again. Return once the coarse clock has passed the end
+	 * (at most a tick: 1-10 ms; bounded at 100 ms should the clock misbehave). */
+	for (int i = 0; i < 200 && sb_writes_now(true) <= end; i++) {
+		struct timespec pause = {0, 500000};
+		nanosleep(&pause, NULL);
+	}
 }
