@@ -60,10 +60,25 @@ int sb_scratch_mount(struct sb_session *s, int hostroot, char *err, size_t errle
 	cleanup_fd int fs = sb_new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen);
 	if (fs < 0)
 		return fs;
+	/* Under it, the session directory bound onto itself and unbindable: a recursive clone of a host
+	 * path made later (the unsafe profile's "/", base's /usr, /etc and /opt, a view of the home, a
+	 * plugin path) skips an unbindable mount with everything on it, so neither the scratch space's root
+	 * (the overlay's upper and work directories) nor the masks' tmpfs in it (masks.c) is in the
+	 * sandbox, wherever the session directory lies (an XDG_RUNTIME_DIR in the home, or under /opt).
+	 * The scratch space itself stays bindable: its directories are cloned (sb_scratch_at). */
+	cleanup_fd int hold = open_tree(hostroot, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	struct mount_attr unbindable = {.propagation = MS_UNBINDABLE};
+	if (hold < 0)
+		return sb_err(err, errlen, "cannot bind the session directory: %s", strerror(errno));
+	int r = sb_attach(hold, hostroot, "the session directory", err, errlen);
+	if (r < 0)
+		return r;
+	if (mount_setattr(hold, "", AT_EMPTY_PATH, &unbindable, sizeof unbindable) < 0)
+		return sb_err(err, errlen, "cannot make the session directory unbindable: %s", strerror(errno));
 	/* On the session directory, in this mount namespace only; the new root is stacked on top of it,
 	 * and pivot_root detaches it with the host's tree: what is used of it are clones of its
 	 * directories and the descriptors. */
-	int r = sb_attach(fs, hostroot, "the session's scratch space", err, errlen);
+	r = sb_attach(fs, hostroot, "the session's scratch space", err, errlen);
 	if (r < 0)
 		return r;
 	if (s->cfg->project_mode == SB_PROJECT_OVERLAY) {

@@ -89,9 +89,14 @@ check_match "the summary names the denied host" 'other\.test:80' "$(cat "$LAB_DI
 check_eq "nothing is left after a normal exit" "$base" "$(leftovers)"
 [ "$base" = "$(leftovers)" ] || diag "$(leftovers)"
 
-# 2. Without --allow-network: only lo.
-out=$(ct -- sh -c 'tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " "')
-check_eq "without --allow-network the container has only lo" lo "$out"
+# 2. Without --allow-network: only lo. Nothing of the session's scratch space but the files Podman binds from it
+# (/etc/hosts and the like) is reachable from the container (tests/lib/reach-probe.sh).
+cp "$SLUICE_SOURCE_DIR/tests/lib/reach-probe.sh" "$P/reach-probe.sh"
+out=$(ct -- sh -c 'tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " "; sh reach-probe.sh container')
+rm -f "$P/reach-probe.sh"
+check_eq "without --allow-network the container has only lo" lo "$(head -n 1 <<<"$out")"
+check_eq "neither the scratch space's root nor a process or fd of the sandbox is reachable from the container" \
+	"reach: ok" "$(tail -n +2 <<<"$out")"
 
 # 3. --save keeps the changes as in local mode.
 out=$(ct --save -- sh -c 'echo saved >>file; echo new >added' 2>&1)

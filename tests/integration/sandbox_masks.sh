@@ -74,6 +74,18 @@ for m in $MODES; do
 	check_eq "$m: a user mask hides ~/my-token; unmask shows ~/.npmrc" "SECRET-.npmrc" \
 		"$(sb "$m" --profile unsafe -- sh -c "cat $H/my-token $H/.npmrc 2>/dev/null")"
 	rm -f "$H/.config/sluice/policy.json"
+
+	# --- the masks' source and the scratch space (tests/lib/reach-probe.sh) ---
+	# A masked file of the project is a read-only clone of the masks' tmpfs, which sits in the scratch
+	# space's root; the session directory lies beneath what the unsafe profile shows (root: its
+	# XDG_RUNTIME_DIR under $SB_T) or beneath /var/tmp (the user's): neither root may show, in any profile.
+	cp "$SLUICE_SOURCE_DIR/tests/lib/reach-probe.sh" "$P/reach-probe.sh"; echo SECRET-env >"$P/secret.env"; own "$P"
+	echo "{ \"sandbox\": { \"masks\": [\"$P/secret.env\"] } }" >"$H/.config/sluice/policy.json"; own "$H"
+	for prof in base unsafe; do
+		check_eq "$m: $prof: neither the scratch space's root nor the masks' source is reachable (mountinfo, pid 1, fds)" \
+			"reach: ok" "$(sb "$m" --profile "$prof" -- sh reach-probe.sh local masks 2>&1)"
+	done
+	rm -f "$H/.config/sluice/policy.json" "$P/secret.env" "$P/reach-probe.sh"
 	org='{"sandbox": {"masks": ["~/corp-token", "~/.npmrc"]}}'
 	check_eq "$m: an organisation mask hides ~/corp-token" "" \
 		"$(org_sb "$org" "$m" --profile unsafe -- cat "$H/corp-token" 2>/dev/null)"

@@ -152,6 +152,11 @@ lpid=$!
 for _ in $(seq 100); do [ -n "$(qemus)" ] && break; sleep 0.1; done
 check "(test) QEMU runs" test -n "$(qemus)"
 sleep 1
+# QEMU's view is what the guest reaches through the root share (all of it, once the guest is root in the VM:
+# it can mount the share again and read QEMU's /proc): neither the scratch space's root nor the masks' source
+# may be in it (tests/lib/reach-probe.sh, looking at QEMU from here)
+check_eq "QEMU's view (the guest's, over the root share) holds neither the scratch space's root nor the masks' source" \
+	"reach: ok" "$(sh "$SLUICE_SOURCE_DIR/tests/lib/reach-probe.sh" pid "$(qemus | head -1)" masks)"
 kill -KILL "$lpid"
 wait "$lpid" 2>/dev/null
 check "killing the launcher (SIGKILL) ends QEMU" eventually gone
