@@ -24,15 +24,36 @@ void audit_chain_init(struct audit_chain *c)
 static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
 static EVP_MD *sha256_md; /* owned for the process; NULL: fetch failed, EVP_sha256() each time */
 
+/* One digest context for the process, reset for each digest (EVP_MD_CTX_new and _free each time were a
+ * malloc and a free per audit record); under a lock, as threads may seal or verify at once.
+ *
+ * fork: a child made while another thread held the lock would find it held forever, and its first
+ * digest (an audit record) would hang. No process does that today: the writers are the proxy engine
+ * (its compile workers never digest, and it never forks), sluice-proxy (no threads, no fork) and
+ * sluicectl log verify (no threads); sluiced and the embedded helper never digest, and fork their
+ * engine only while single-threaded, or exec (netd/engine.c); the launcher never digests. The
+ * handlers below keep it so for any later fork: the lock is taken around fork(), so the child gets
+ * it free and the context between two digests. */
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static EVP_MD_CTX *shared_ctx; /* owned for the process; NULL: not made yet (or could not be) */
+
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&ctx_lock);
+}
+
+static void fork_release(void)
+{
+	pthread_mutex_unlock(&ctx_lock);
+}
+
 static void sha256_fetch(void)
 {
 	sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+	/* before the first digest: a fork earlier finds nothing held. On failure (ENOMEM) a fork during
+	 * a digest stays unsafe, as it was: nothing in this module forks. */
+	(void)pthread_atfork(fork_prepare, fork_release, fork_release);
 }
-
-/* One digest context for the process, reset for each digest (EVP_MD_CTX_new and _free each time were a
- * malloc and a free per audit record); under a lock, as threads may seal or verify at once. */
-static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
-static EVP_MD_CTX *shared_ctx; /* owned for the process; NULL: not made yet (or could not be) */
 
 static int digest(const char *prev, const char *body, size_t len, char out[AUDIT_HASH_HEX + 1])
 {

@@ -6,9 +6,14 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "audit_chain.h"
@@ -106,11 +111,66 @@ static void test_resume(void **state)
 	unlink(path);
 }
 
+static atomic_bool sealing_stop;
+
+static void *sealer(void *arg)
+{
+	struct audit_chain c;
+	char suffix[AUDIT_CHAIN_SUFFIX_LEN + 1];
+	(void)arg;
+	audit_chain_init(&c);
+	while (!atomic_load(&sealing_stop))
+		if (audit_chain_seal(&c, "{\"host\":\"busy.test\"", 20, suffix) != 0)
+			break;
+	return NULL;
+}
+
+/* A process forked while another thread seals: the child's first seal finishes (the digest lock was
+ * not left held in it). Each child gets 2 s; a hang is SIGALRM. 200 forks or 1 to 2 s, whichever comes
+ * first (under valgrind a fork takes most of a second); without the fork handlers the first or
+ * second child hangs. */
+static void test_fork_while_sealing(void **state)
+{
+	struct audit_chain c;
+	char suffix[AUDIT_CHAIN_SUFFIX_LEN + 1];
+	pthread_t t;
+	int hung = 0;
+	(void)state;
+
+	audit_chain_init(&c);
+	assert_int_equal(audit_chain_seal(&c, "{\"host\":\"first.test\"", 21, suffix), 0);
+	atomic_store(&sealing_stop, false);
+	assert_int_equal(pthread_create(&t, NULL, sealer, NULL), 0);
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int i = 0; i < 200; i++) {
+		int st;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (i > 0 && now.tv_sec - t0.tv_sec >= 2)
+			break;
+		pid_t p = fork();
+		assert_true(p >= 0);
+		if (p == 0) {
+			alarm(2);
+			_exit(audit_chain_seal(&c, "{\"host\":\"child.test\"", 21, suffix) == 0 ? 0 : 1);
+		}
+		assert_int_equal(waitpid(p, &st, 0), p);
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			hung++;
+		if (hung)
+			break;
+	}
+	atomic_store(&sealing_stop, true);
+	pthread_join(t, NULL);
+	assert_int_equal(hung, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_chain),
 		cmocka_unit_test(test_resume),
+		cmocka_unit_test(test_fork_while_sealing),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
