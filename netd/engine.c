@@ -204,6 +204,24 @@ int netd_engine_audit_drop(struct netd *d, const char *src, uint16_t sport, cons
 	return r;
 }
 
+int netd_engine_drop_summary(struct netd *d, uint32_t over_rate, uint32_t lost, uint32_t unsent)
+{
+	struct netd_engine *e = d->engine;
+	struct ipc_buf b;
+	int r;
+
+	if (!e || !e->ready)
+		return -ENOTCONN;
+	if ((r = ipc_buf_init(&b, NETD_ENG_DROP_SUMMARY, next_seq(e))) < 0)
+		return r;
+	ipc_buf_put_u32(&b, NETD_A_DROPS_OVER_RATE, over_rate);
+	ipc_buf_put_u32(&b, NETD_A_DROPS_LOST, lost);
+	ipc_buf_put_u32(&b, NETD_A_DROPS_UNSENT, unsent);
+	r = ipc_send(e->sock, &b);
+	ipc_buf_release(&b);
+	return r;
+}
+
 void netd_engine_reopen_log(struct netd *d)
 {
 	struct netd_engine *e = d->engine;

@@ -289,6 +289,12 @@ static void dispatch(struct child *c, struct ipc_msg *m, struct policy *p, int r
 		if (handle_drop(c, m) < 0)
 			log_debug("engine: drop record not written");
 		break;
+	case NETD_ENG_DROP_SUMMARY:
+		if (proxy_engine_audit_drop_summary(c->engine, ipc_get_u32(m, NETD_A_DROPS_OVER_RATE, 0),
+		                                    ipc_get_u32(m, NETD_A_DROPS_LOST, 0),
+		                                    ipc_get_u32(m, NETD_A_DROPS_UNSENT, 0)) < 0)
+			log_warnx("engine: the summary of the drops not audited was not written");
+		break;
 	case NETD_ENG_VERDICT:
 		r = proxy_engine_ask_decide(c->engine, ipc_get_str(m, NETD_A_ASK_ID), ipc_get_u8(m, NETD_A_VERDICT, 0) == 1,
 		                            (uid_t)ipc_get_u32(m, NETD_A_UID, 0));

@@ -7,8 +7,9 @@
  * session cannot keep another's drops out of the audit log. Nothing is lost without a word: the drops
  * over the rate, the messages the kernel lost (a gap in the group's sequence numbers,
  * NFULNL_CFG_F_SEQ: its socket buffer was full) and those the engine's socket did not take are
- * counted, and one line in sluiced's log reports them a second after the first of them, even when no
- * packet follows. */
+ * counted, and a second after the first of them, even when no packet follows, one line in sluiced's log
+ * and one "drop-summary" record in the audit log (through the engine, which writes it) report them.
+ * What the engine did not take of a summary is owed and goes with the next one. */
 #include "netd.h"
 
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <libmnl/libmnl.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter/nfnetlink_log.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,10 +45,17 @@ struct netd_nflog {
 	} ifs[NFLOG_IF_SLOTS];
 	/* not audited since the last report */
 	unsigned over_rate, lost, unsent;
+	/* not in an audit summary yet (the engine did not take the last): joins the next */
+	uint32_t owed_over_rate, owed_lost, owed_unsent;
 	bool buffer_full; /* recv said ENOBUFS since the last report */
 	bool seq_known;
 	uint32_t next_seq; /* the sequence number the next message should carry */
 };
+
+static uint32_t add_sat(uint32_t a, unsigned b)
+{
+	return b > UINT32_MAX - a ? UINT32_MAX : a + (uint32_t)b;
+}
 
 static void report_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -58,6 +67,13 @@ static void report_cb(evutil_socket_t fd, short what, void *arg)
 			  "%u lost by the kernel%s, %u not taken by the engine)",
 			  total, n->over_rate, NFLOG_AUDIT_RATE, NFLOG_IF_SHARE, n->lost,
 			  n->buffer_full ? ": its socket buffer was full" : "", n->unsent);
+	/* the audit log, which companies keep as the egress trail, gets the same count as a record */
+	n->owed_over_rate = add_sat(n->owed_over_rate, n->over_rate);
+	n->owed_lost = add_sat(n->owed_lost, n->lost);
+	n->owed_unsent = add_sat(n->owed_unsent, n->unsent);
+	if ((n->owed_over_rate || n->owed_lost || n->owed_unsent) &&
+	    netd_engine_drop_summary(n->d, n->owed_over_rate, n->owed_lost, n->owed_unsent) == 0)
+		n->owed_over_rate = n->owed_lost = n->owed_unsent = 0;
 	n->over_rate = n->lost = n->unsent = 0;
 	n->buffer_full = false;
 }

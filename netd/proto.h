@@ -111,6 +111,9 @@ enum netd_attr {
 	NETD_A_SESS_IF = 45,  /* str 15: the session-side interface name (default eth0) */
 	NETD_A_METRICS = 46,  /* bytes: the engine's struct proxy_metrics (sluiced checks the exact size) */
 	NETD_A_DNS_CACHE = 47, /* u32: DNS answers the engine's cache keeps (absent: no cache) */
+	NETD_A_DROPS_OVER_RATE = 48, /* u32: dropped packets over NFLOG's audit rate (DROP_SUMMARY) */
+	NETD_A_DROPS_LOST = 49,      /* u32: NFLOG messages the kernel lost (a gap in their sequence numbers) */
+	NETD_A_DROPS_UNSENT = 50,    /* u32: drops the engine's socket did not take */
 };
 
 extern const struct ipc_proto netd_control_proto;
@@ -136,6 +139,7 @@ enum netd_eng_msg {
 	NETD_ENG_GRANT = 10,         /* d -> engine: a verdict given in an earlier engine's life, restored */
 	NETD_ENG_DIRECT_DONE = 11,   /* d -> engine: the DIRECT_ADD with this seq was dealt with (answer held for it goes) */
 	NETD_ENG_METRICS = 12,       /* d -> engine: send your counters (METRICS_DATA) */
+	NETD_ENG_DROP_SUMMARY = 13,  /* d -> engine: the drops not audited one by one since the last (netd/nflog.c) */
 	NETD_ENG_READY = 16,         /* engine -> d: running (or ERRNO/ERRMSG if it could not start) */
 	NETD_ENG_RESULT = 17,        /* engine -> d: result of the request with the same seq */
 	NETD_ENG_ASK = 18,           /* engine -> d: a request is held for approval */

@@ -441,6 +441,35 @@ int proxy_engine_audit_drop(struct proxy_engine *e, const struct sockaddr *src, 
 	return rc;
 }
 
+int proxy_engine_audit_drop_summary(struct proxy_engine *e, uint32_t over_rate, uint32_t lost, uint32_t unsent)
+{
+	struct audit_record r;
+	char reason[192];
+	uint64_t total = (uint64_t)over_rate + lost + unsent;
+	int rc;
+
+	if (!total)
+		return -EINVAL;
+	memset(&r, 0, sizeof r);
+	clock_gettime(CLOCK_REALTIME, &r.start);
+	r.protocol = "drop-summary";
+	r.decision = "deny";
+	/* the numbers in a fixed order and wording (docs/audit-log.md): readers parse them */
+	snprintf(reason, sizeof reason,
+	         "%llu dropped packets not audited one by one: %u over the rate limit, %u lost by the kernel, "
+	         "%u not taken by the engine",
+	         (unsigned long long)total, over_rate, lost, unsent);
+	r.reason = reason;
+	r.flow = proxy_flow_next(e);
+	/* no decision of its own: not counted in the metrics' decisions, only a failed write */
+	rc = audit_log_write(e->audit, &r);
+	if (rc) {
+		e->metrics.audit_write_errors++;
+		proxy_audit_failed(e);
+	}
+	return rc;
+}
+
 void proxy_engine_metrics(const struct proxy_engine *e, struct proxy_metrics *out)
 {
 	*out = e->metrics;

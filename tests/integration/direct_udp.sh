@@ -10,7 +10,7 @@
 . "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
 . "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
 lab_enter "$@"
-_lab_need nft "$LAB_PYTHON"
+_lab_need nft jq "$LAB_PYTHON"
 
 B=$SLUICE_BUILD_DIR
 SLUICED=$B/netd/sluiced
@@ -193,13 +193,14 @@ check_eq "... and UDP to allowed.test:7 is dropped" timeout "$(udp u1 "$LAB_ALLO
 
 # A flood of UDP to a destination no rule names: every datagram is dropped, and every drop is either an
 # audit record (at most 1000 a second, 500 of them from one session's interface: netd/nflog.c) or counted
-# in sluiced's "NFLOG: N dropped packets not audited (...)" line, which comes within a second or two even
-# when nothing follows the flood. The datagrams go out within one second, so the last second's excess is
+# in sluiced's "NFLOG: N dropped packets not audited (...)" line and in a "drop-summary" record of the audit
+# log (docs/audit-log.md), which come within a second or two even when nothing follows the flood. The datagrams go out within one second, so the last second's excess is
 # what an uncounted loss would hide. In the middle of the flood session t1 sends a few datagrams that are
 # dropped too: the flood of u1 cannot keep them out of the audit log.
 FLOOD=3000 FEW=5
 log=$(lab_log sluiced)
 reports=$(grep -c "NFLOG: [0-9]* dropped packets not audited" "$log")
+summaries=$(grep -c '"protocol":"drop-summary"' "$AUDIT")
 # SENDER ADDR N PORT PAUSE_EVERY DELAY: N datagrams to ADDR:PORT+i%100 from the start of a second plus DELAY s,
 # pausing 20 ms after every PAUSE_EVERY
 cat >"$LAB_DIR/tmp/sender.py" <<-'PY'
@@ -223,16 +224,25 @@ T1=$(reply t1 id)
 drops_of() { grep -c "\"session\":\"$1\".*\"protocol\":\"drop\",\"host\":\"$LAB_ALLOWED4\",\"port\":$2[0-9][0-9],\"method\":\"udp\"" "$AUDIT"; }
 flood_reported() { grep "NFLOG: [0-9]* dropped packets not audited" "$log" | tail -n +$((reports + 1)) |
 	sed -n 's/.*NFLOG: \([0-9]*\) dropped packets not audited.*/\1/p' | awk '{ n += $1 } END { if (NR) print n }'; }
+# the counts of the drop-summary records written since the flood began
+flood_summarised() { grep '"protocol":"drop-summary"' "$AUDIT" | tail -n +$((summaries + 1)) |
+	sed -n 's/.*"reason":"\([0-9]*\) dropped packets not audited one by one.*/\1/p' | awk '{ n += $1 } END { if (NR) print n }'; }
 for _ in $(seq 100); do r=$(flood_reported); [ -n "$r" ] && [ $(( $(drops_of "$U1" 410) + r )) -ge "$FLOOD" ] && break; sleep 0.05; done
 sleep 1.2 # a second report, had the flood spilled into the next second
-r=$(flood_reported)
-diag "UDP flood of $FLOOD datagrams: $(drops_of "$U1" 410) audited, ${r:-no} reported as not audited; the other session's $FEW: $(drops_of "$T1" 420) audited"
+r=$(flood_reported) a=$(flood_summarised)
+diag "UDP flood of $FLOOD datagrams: $(drops_of "$U1" 410) audited, ${r:-no} reported as not audited (${a:-no} in drop-summary records); the other session's $FEW: $(drops_of "$T1" 420) audited"
 check "a UDP flood's drops are audited up to one session's share of the rate (at least 500 records)" \
 	test "$(drops_of "$U1" 410)" -ge 500
 check "... and every one of the $FLOOD is either audited or reported as not audited in sluiced's log" \
 	test "$(( $(drops_of "$U1" 410) + ${r:-0} ))" -eq "$FLOOD"
 check_match "... whose line says why" "NFLOG: [0-9]+ dropped packets not audited \([0-9]+ over the limit of 1000/s, 500/s from one interface, 0 lost by the kernel, 0 not taken by the engine\)" \
 	"$(tail -n +$((reports + 1)) <(grep "NFLOG: [0-9]* dropped packets not audited" "$log") | head -1)"
+check "... and in the audit log: the drop-summary records count the same (sluiced's engine writes them)" \
+	test "$(( $(drops_of "$U1" 410) + ${a:-0} ))" -eq "$FLOOD"
+check_match "... whose reason says why, in a fixed wording" '^[0-9]+ dropped packets not audited one by one: [0-9]+ over the rate limit, 0 lost by the kernel, 0 not taken by the engine$' \
+	"$(grep '"protocol":"drop-summary"' "$AUDIT" | tail -n +$((summaries + 1)) | head -1 | jq -r 'select(.session == null and .host == null and .decision == "deny" and .event == "complete") | .reason')"
+check_eq "... and the log's hash chain takes them (sluicectl log verify)" 0 \
+	"$("$SLUICE_BUILD_DIR/tools/sluicectl/sluicectl" log verify "$AUDIT" >/dev/null 2>&1; echo $?)"
 check_eq "the drops of another session in the same second are all audited" "$FEW" "$(drops_of "$T1" 420)"
 kill -TERM "${HOLD[u1]}" "${HOLD[t1]}"
 check "when the sessions end, their elements are removed" eventually sh -c \
