@@ -372,6 +372,6 @@ void dns_relay_flush(struct dns_relay *r);
 struct dns_relay_query *dns_relay_send_tcp(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb, void *arg);
 void dns_relay_cancel(struct dns_relay_query *q); /* NULL no-op */
 
-/* ---- dns_msg.c: DNS message checks and rewriting (pure, fuzzable); dns_cache.c ---- */
+/* ---- dns_msg.c, dns_answer.c, dns_wire.c: DNS message checks and rewriting (pure, fuzzable); dns_cache.c ---- */
 #include "dns_cache.h"
 #include "dns_msg.h"

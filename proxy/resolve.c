@@ -1,6 +1,6 @@
 /* Asynchronous upstream name resolution for HTTP and CONNECT destinations: A and AAAA queries in
  * parallel through the engine's DNS relay (dns_relay.c: the configured upstream resolver only, fresh
- * ids and source ports), answers checked and read with the DNS proxy's message code (dns_msg.c).
+ * ids and source ports), answers checked and read with the DNS proxy's message code (dns_msg.c, dns_answer.c).
  *
  * Each answer, whatever its rcode, is the answer to its own question and to nothing else: a resolver
  * that refuses AAAA (REFUSED, NOTIMP), as some corporate resolvers do, costs the AAAA addresses of that

@@ -1,4 +1,4 @@
-/* bench-dns-msg: CPU time of dns_msg_filter_answer (proxy/dns_msg.c) per upstream answer, for a few typical
+/* bench-dns-msg: CPU time of dns_msg_filter_answer (proxy/dns_answer.c) per upstream answer, for a few typical
  * answers, on its two paths: passed on (the upstream's bytes with the client's id: the client asked without
  * EDNS, as the answer) and rebuilt (ldns encodes what it read: the client asked with EDNS, so the OPT
  * differs). The gap is what forwarding only ldns's re-encoding would cost (docs/proxy.md, "Why the fast path

@@ -1,4 +1,4 @@
-/* Fuzz target: DNS message handling (proxy/dns_msg.c). The input is checked as a query; an accepted
+/* Fuzz target: DNS message handling (proxy/dns_msg.c, dns_answer.c, dns_wire.c). The input is checked as a query; an accepted
  * query is rebuilt for upstream and answered locally; then the input is also treated as an upstream
  * answer to a fixed query and filtered (forbidden addresses removed, truncated to a small size), and as
  * the name of a query of the engine's own resolver (dns_msg_query_init); an answer that filters is put into
@@ -35,7 +35,7 @@ static bool keep_odd(const struct sockaddr *sa, void *arg)
 }
 
 /* The message the client gets, read here by RDLENGTH as a strict client does (independently of
- * dns_msg.c's walker): each record must read to the same end with ldns, and each A/AAAA record must hold
+ * dns_wire.c's walker): each record must read to the same end with ldns, and each A/AAAA record must hold
  * an address of its family's size that keep() takes; their number must be what the filter kept. */
 static void check_forwarded(const uint8_t *m, size_t len, const struct dns_filter_result *fr)
 {
