@@ -179,16 +179,22 @@ check_match "... the project is the workspace" 'original' "$out"
 check_match "... allowed.test reached (200), other.test refused (403)" '200.403' "$(tr '\n' ' ' <<<"$out")"
 check_eq "nothing is left after the devcontainer" "$base" "$(leftovers)"
 
-# 8. build.dockerfile: built into the session's store from the local image.
+# 8. build.dockerfile: built into the session's store from the local image. Its rootful RUN steps reach
+# nothing of the scratch space (the store lives on it) either (tests/lib/reach-probe.sh).
+cp "$SLUICE_SOURCE_DIR/tests/lib/reach-probe.sh" "$P/.devcontainer/reach-probe.sh"
 cat >"$P/.devcontainer/Containerfile" <<EOF
 FROM $CTR_IMAGE
-RUN echo built-by-sluice >/built
+COPY reach-probe.sh /reach-probe.sh
+RUN echo built-by-sluice >/built && sh /reach-probe.sh container >/reach-build
 USER 1000
 EOF
 printf '{ "build": { "dockerfile": "Containerfile" } }\n' >"$P/.devcontainer/devcontainer.json"
-out=$(dc -- sh -c 'cat /built; id -u' 2>&1)
+out=$(dc -- sh -c 'cat /built; id -u; cat /reach-build' 2>&1)
+rm -f "$P/.devcontainer/reach-probe.sh"
 check_eq "devcontainer with build.dockerfile: built and run (as the one mapped uid, whatever the image's USER)" \
-	"built-by-sluice 0" "$(tr '\n' ' ' <<<"$out" | sed 's/ $//')"
+	"built-by-sluice 0" "$(head -n 2 <<<"$out" | tr '\n' ' ' | sed 's/ $//')"
+check_eq "... and its RUN step reached neither the scratch space's root nor a process or fd of the sandbox" \
+	"reach: ok" "$(tail -n +3 <<<"$out")"
 check_eq "... into the session's store: the user's store did not get it" 0 \
 	"$(podman images --format '{{.Repository}}' 2>/dev/null | grep -c sluice-build)"
 
