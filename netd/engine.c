@@ -204,7 +204,7 @@ int netd_engine_audit_drop(struct netd *d, const char *src, uint16_t sport, cons
 	return r;
 }
 
-int netd_engine_drop_summary(struct netd *d, uint32_t over_rate, uint32_t lost, uint32_t unsent)
+int netd_engine_drop_summary(struct netd *d, const char *id, uint32_t over_rate, uint32_t lost, uint32_t unsent)
 {
 	struct netd_engine *e = d->engine;
 	struct ipc_buf b;
@@ -214,6 +214,8 @@ int netd_engine_drop_summary(struct netd *d, uint32_t over_rate, uint32_t lost, 
 		return -ENOTCONN;
 	if ((r = ipc_buf_init(&b, NETD_ENG_DROP_SUMMARY, next_seq(e))) < 0)
 		return r;
+	if (id)
+		ipc_buf_put_str(&b, NETD_A_ID, id);
 	ipc_buf_put_u32(&b, NETD_A_DROPS_OVER_RATE, over_rate);
 	ipc_buf_put_u32(&b, NETD_A_DROPS_LOST, lost);
 	ipc_buf_put_u32(&b, NETD_A_DROPS_UNSENT, unsent);

@@ -290,7 +290,8 @@ static void dispatch(struct child *c, struct ipc_msg *m, struct policy *p, int r
 			log_debug("engine: drop record not written");
 		break;
 	case NETD_ENG_DROP_SUMMARY:
-		if (proxy_engine_audit_drop_summary(c->engine, ipc_get_u32(m, NETD_A_DROPS_OVER_RATE, 0),
+		if (proxy_engine_audit_drop_summary(c->engine, ipc_get_str(m, NETD_A_ID),
+		                                    ipc_get_u32(m, NETD_A_DROPS_OVER_RATE, 0),
 		                                    ipc_get_u32(m, NETD_A_DROPS_LOST, 0),
 		                                    ipc_get_u32(m, NETD_A_DROPS_UNSENT, 0)) < 0)
 			log_warnx("engine: the summary of the drops not audited was not written");

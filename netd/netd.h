@@ -308,8 +308,8 @@ int netd_engine_session_release(struct netd *d, struct netd_sess *s);
 int netd_engine_audit_drop(struct netd *d, const char *src, uint16_t sport, const char *dst, uint16_t dport,
 			   uint8_t proto);
 /* Hands the engine the count of drops not audited one by one (nflog.c), for one "drop-summary" record in
- * the audit log: 0, -ENOTCONN when no engine runs, or ipc_send's -errno. */
-int netd_engine_drop_summary(struct netd *d, uint32_t over_rate, uint32_t lost, uint32_t unsent);
+ * the audit log, of session id (NULL: of none): 0, -ENOTCONN when no engine runs, or ipc_send's -errno. */
+int netd_engine_drop_summary(struct netd *d, const char *id, uint32_t over_rate, uint32_t lost, uint32_t unsent);
 void netd_engine_reopen_log(struct netd *d);
 /* Sends the session's new policy (SESSION_POLICY); s->policy_seq tracks the RESULT. */
 int netd_engine_session_policy(struct netd *d, struct netd_sess *s);

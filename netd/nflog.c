@@ -8,8 +8,10 @@
  * over the rate, the messages the kernel lost (a gap in the group's sequence numbers,
  * NFULNL_CFG_F_SEQ: its socket buffer was full) and those the engine's socket did not take are
  * counted, and a second after the first of them, even when no packet follows, one line in sluiced's log
- * and one "drop-summary" record in the audit log (through the engine, which writes it) report them.
- * What the engine did not take of a summary is owed and goes with the next one. */
+ * and "drop-summary" records in the audit log (through the engine, which writes them) report them: one per
+ * session whose interface drops came in on over the rate (the session's own count), one for the rest (the
+ * kernel's and the engine socket's losses, drops of no session's interface). What the engine did not take
+ * of a summary is owed and goes with the next one of no session. */
 #include "netd.h"
 
 #include <errno.h>
@@ -17,6 +19,7 @@
 #include <libmnl/libmnl.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter/nfnetlink_log.h>
+#include <net/if.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,8 +46,9 @@ struct netd_nflog {
 		uint32_t ifindex; /* 0: a free slot */
 		unsigned n;
 	} ifs[NFLOG_IF_SLOTS];
-	/* not audited since the last report */
+	/* not audited since the last report; over_ifs: over_rate by incoming interface (those it could hold) */
 	unsigned over_rate, lost, unsent;
+	struct nflog_if over_ifs[NFLOG_IF_SLOTS];
 	/* not in an audit summary yet (the engine did not take the last): joins the next */
 	uint32_t owed_over_rate, owed_lost, owed_unsent;
 	bool buffer_full; /* recv said ENOBUFS since the last report */
@@ -57,22 +61,43 @@ static uint32_t add_sat(uint32_t a, unsigned b)
 	return b > UINT32_MAX - a ? UINT32_MAX : a + (uint32_t)b;
 }
 
+/* The session whose host-side interface has index ifindex, or NULL. */
+static const struct netd_sess *sess_by_ifindex(struct netd *d, uint32_t ifindex)
+{
+	char name[IF_NAMESIZE];
+
+	if (!if_indextoname(ifindex, name))
+		return NULL;
+	for (const struct netd_sess *s = d->sessions; s; s = s->next)
+		if (strcmp(s->ifname, name) == 0)
+			return s;
+	return NULL;
+}
+
 static void report_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct netd_nflog *n = arg;
-	unsigned total = n->over_rate + n->lost + n->unsent;
+	unsigned total = n->over_rate + n->lost + n->unsent, attributed = 0;
 
 	if (total)
 		log_warnx("NFLOG: %u dropped packets not audited (%u over the limit of %d/s, %d/s from one interface, "
 			  "%u lost by the kernel%s, %u not taken by the engine)",
 			  total, n->over_rate, NFLOG_AUDIT_RATE, NFLOG_IF_SHARE, n->lost,
 			  n->buffer_full ? ": its socket buffer was full" : "", n->unsent);
-	/* the audit log, which companies keep as the egress trail, gets the same count as a record */
-	n->owed_over_rate = add_sat(n->owed_over_rate, n->over_rate);
+	/* the audit log, which companies keep as the egress trail, gets the same counts as records: a
+	 * session's drops over the rate in a record of that session, the rest in one of none */
+	for (size_t i = 0; i < NFLOG_IF_SLOTS; i++) {
+		const struct nflog_if *o = &n->over_ifs[i];
+		const struct netd_sess *s = o->ifindex && o->n ? sess_by_ifindex(n->d, o->ifindex) : NULL;
+		if (s && netd_engine_drop_summary(n->d, s->id, o->n, 0, 0) == 0)
+			attributed += o->n;
+	}
+	memset(n->over_ifs, 0, sizeof n->over_ifs);
+	n->owed_over_rate = add_sat(n->owed_over_rate, n->over_rate - attributed);
 	n->owed_lost = add_sat(n->owed_lost, n->lost);
 	n->owed_unsent = add_sat(n->owed_unsent, n->unsent);
 	if ((n->owed_over_rate || n->owed_lost || n->owed_unsent) &&
-	    netd_engine_drop_summary(n->d, n->owed_over_rate, n->owed_lost, n->owed_unsent) == 0)
+	    netd_engine_drop_summary(n->d, NULL, n->owed_over_rate, n->owed_lost, n->owed_unsent) == 0)
 		n->owed_over_rate = n->owed_lost = n->owed_unsent = 0;
 	n->over_rate = n->lost = n->unsent = 0;
 	n->buffer_full = false;
@@ -87,19 +112,20 @@ static void report_soon(struct netd_nflog *n)
 		evtimer_add(n->report, &one_second);
 }
 
-/* This second's count of drops that came in on IFINDEX (0: not said), or NULL when the table is full. */
-static unsigned *if_count(struct netd_nflog *n, uint32_t ifindex)
+/* The count of IFINDEX (0: not said) in the table tab (NFLOG_IF_SLOTS: this second's drops, or the drops
+ * over the rate since the last report), or NULL when the table is full. */
+static unsigned *if_count(struct nflog_if *tab, uint32_t ifindex)
 {
 	size_t i = (ifindex * 2654435761u) % NFLOG_IF_SLOTS;
 
 	if (!ifindex)
 		return NULL;
 	for (size_t k = 0; k < NFLOG_IF_SLOTS; k++, i = (i + 1) % NFLOG_IF_SLOTS) {
-		if (n->ifs[i].ifindex == ifindex)
-			return &n->ifs[i].n;
-		if (!n->ifs[i].ifindex) {
-			n->ifs[i].ifindex = ifindex;
-			return &n->ifs[i].n;
+		if (tab[i].ifindex == ifindex)
+			return &tab[i].n;
+		if (!tab[i].ifindex) {
+			tab[i].ifindex = ifindex;
+			return &tab[i].n;
 		}
 	}
 	return NULL;
@@ -129,9 +155,12 @@ static void drop_seen(struct netd_nflog *n, const struct netd_drop *dr, bool par
 		n->in_window = 0;
 		memset(n->ifs, 0, sizeof n->ifs);
 	}
-	unsigned *mine = if_count(n, dr->indev);
+	unsigned *mine = if_count(n->ifs, dr->indev);
 	if (n->in_window >= NFLOG_AUDIT_RATE || (mine && *mine >= NFLOG_IF_SHARE)) {
+		unsigned *over = if_count(n->over_ifs, dr->indev);
 		n->over_rate++;
+		if (over)
+			(*over)++;
 		report_soon(n);
 		return;
 	}

@@ -438,11 +438,14 @@ int proxy_engine_audit_drop(struct proxy_engine *e, const struct sockaddr *src, 
 	proxy_metrics_note(&e->metrics, &r, rc);
 	if (rc)
 		proxy_audit_failed(e);
+	proxy_audit_schedule(e); /* batched: written at the end of this loop iteration */
 	return rc;
 }
 
-int proxy_engine_audit_drop_summary(struct proxy_engine *e, uint32_t over_rate, uint32_t lost, uint32_t unsent)
+int proxy_engine_audit_drop_summary(struct proxy_engine *e, const char *id, uint32_t over_rate, uint32_t lost,
+                                    uint32_t unsent)
 {
+	const struct proxy_session *s = id ? proxy_session_by_id(e, id) : NULL;
 	struct audit_record r;
 	char reason[192];
 	uint64_t total = (uint64_t)over_rate + lost + unsent;
@@ -460,6 +463,13 @@ int proxy_engine_audit_drop_summary(struct proxy_engine *e, uint32_t over_rate, 
 	         "%u not taken by the engine",
 	         (unsigned long long)total, over_rate, lost, unsent);
 	r.reason = reason;
+	if (s) { /* the session whose interface the drops came in on (one that ended meanwhile: none) */
+		r.session = s->id;
+		r.uid = s->uid;
+		r.has_uid = true;
+		r.command = s->command;
+		r.policy_version = s->policy_version;
+	}
 	r.flow = proxy_flow_next(e);
 	/* no decision of its own: not counted in the metrics' decisions, only a failed write */
 	rc = audit_log_write(e->audit, &r);
@@ -467,6 +477,7 @@ int proxy_engine_audit_drop_summary(struct proxy_engine *e, uint32_t over_rate, 
 		e->metrics.audit_write_errors++;
 		proxy_audit_failed(e);
 	}
+	proxy_audit_schedule(e); /* batched: written at the end of this loop iteration */
 	return rc;
 }
 

@@ -143,9 +143,11 @@ int proxy_engine_audit_drop(struct proxy_engine *e, const struct sockaddr *src, 
 
 /* netd's count of the dropped packets it did not report one by one since its last summary (netd/nflog.c):
  * over its rate limit, lost by the kernel, not taken by the engine's socket. One record, protocol
- * "drop-summary", no session (docs/audit-log.md). 0, -EINVAL when all are 0, or audit_log_write's -errno
- * (the record is queued, or lost and counted, as any other). */
-int proxy_engine_audit_drop_summary(struct proxy_engine *e, uint32_t over_rate, uint32_t lost, uint32_t unsent);
+ * "drop-summary" (docs/audit-log.md), of session id (the one whose interface they came in on) or, id NULL
+ * or unknown, of none. 0, -EINVAL when all are 0, or audit_log_write's -errno (the record is queued, or
+ * lost and counted, as any other). */
+int proxy_engine_audit_drop_summary(struct proxy_engine *e, const char *id, uint32_t over_rate, uint32_t lost,
+                                    uint32_t unsent);
 
 /* Reopens audit_path (SIGHUP, logrotate). On failure the old log stays in use and -errno is returned.
  * -EBADF when the log was given as an fd (use proxy_engine_replace_log_fd). */

@@ -193,8 +193,9 @@ check_eq "... and UDP to allowed.test:7 is dropped" timeout "$(udp u1 "$LAB_ALLO
 
 # A flood of UDP to a destination no rule names: every datagram is dropped, and every drop is either an
 # audit record (at most 1000 a second, 500 of them from one session's interface: netd/nflog.c) or counted
-# in sluiced's "NFLOG: N dropped packets not audited (...)" line and in a "drop-summary" record of the audit
-# log (docs/audit-log.md), which come within a second or two even when nothing follows the flood. The datagrams go out within one second, so the last second's excess is
+# in sluiced's "NFLOG: N dropped packets not audited (...)" line and in a "drop-summary" record of the
+# flooding session in the audit log (docs/audit-log.md), which come within a second or two even when nothing
+# follows the flood. The datagrams go out within one second, so the last second's excess is
 # what an uncounted loss would hide. In the middle of the flood session t1 sends a few datagrams that are
 # dropped too: the flood of u1 cannot keep them out of the audit log.
 FLOOD=3000 FEW=5
@@ -224,8 +225,8 @@ T1=$(reply t1 id)
 drops_of() { grep -c "\"session\":\"$1\".*\"protocol\":\"drop\",\"host\":\"$LAB_ALLOWED4\",\"port\":$2[0-9][0-9],\"method\":\"udp\"" "$AUDIT"; }
 flood_reported() { grep "NFLOG: [0-9]* dropped packets not audited" "$log" | tail -n +$((reports + 1)) |
 	sed -n 's/.*NFLOG: \([0-9]*\) dropped packets not audited.*/\1/p' | awk '{ n += $1 } END { if (NR) print n }'; }
-# the counts of the drop-summary records written since the flood began
-flood_summarised() { grep '"protocol":"drop-summary"' "$AUDIT" | tail -n +$((summaries + 1)) |
+# the counts of the flooding session's drop-summary records written since the flood began
+flood_summarised() { grep '"protocol":"drop-summary"' "$AUDIT" | tail -n +$((summaries + 1)) | grep "\"session\":\"$U1\"" |
 	sed -n 's/.*"reason":"\([0-9]*\) dropped packets not audited one by one.*/\1/p' | awk '{ n += $1 } END { if (NR) print n }'; }
 for _ in $(seq 100); do r=$(flood_reported); [ -n "$r" ] && [ $(( $(drops_of "$U1" 410) + r )) -ge "$FLOOD" ] && break; sleep 0.05; done
 sleep 1.2 # a second report, had the flood spilled into the next second
@@ -237,10 +238,12 @@ check "... and every one of the $FLOOD is either audited or reported as not audi
 	test "$(( $(drops_of "$U1" 410) + ${r:-0} ))" -eq "$FLOOD"
 check_match "... whose line says why" "NFLOG: [0-9]+ dropped packets not audited \([0-9]+ over the limit of 1000/s, 500/s from one interface, 0 lost by the kernel, 0 not taken by the engine\)" \
 	"$(tail -n +$((reports + 1)) <(grep "NFLOG: [0-9]* dropped packets not audited" "$log") | head -1)"
-check "... and in the audit log: the drop-summary records count the same (sluiced's engine writes them)" \
+check "... and in the audit log: the flooding session's drop-summary records count the same (sluiced's engine writes them)" \
 	test "$(( $(drops_of "$U1" 410) + ${a:-0} ))" -eq "$FLOOD"
 check_match "... whose reason says why, in a fixed wording" '^[0-9]+ dropped packets not audited one by one: [0-9]+ over the rate limit, 0 lost by the kernel, 0 not taken by the engine$' \
-	"$(grep '"protocol":"drop-summary"' "$AUDIT" | tail -n +$((summaries + 1)) | head -1 | jq -r 'select(.session == null and .host == null and .decision == "deny" and .event == "complete") | .reason')"
+	"$(grep '"protocol":"drop-summary"' "$AUDIT" | tail -n +$((summaries + 1)) | head -1 | jq -r "select(.session == \"$U1\" and .host == null and .decision == \"deny\" and .event == \"complete\") | .reason")"
+check_eq "... and no drop-summary of another session or of none (nothing lost, nothing else over the rate)" "" \
+	"$(grep '"protocol":"drop-summary"' "$AUDIT" | tail -n +$((summaries + 1)) | grep -v "\"session\":\"$U1\"")"
 check_eq "... and the log's hash chain takes them (sluicectl log verify)" 0 \
 	"$("$SLUICE_BUILD_DIR/tools/sluicectl/sluicectl" log verify "$AUDIT" >/dev/null 2>&1; echo $?)"
 check_eq "the drops of another session in the same second are all audited" "$FEW" "$(drops_of "$T1" 420)"

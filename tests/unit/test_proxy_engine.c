@@ -34,6 +34,18 @@ static void sin4(struct sockaddr_storage *ss, const char *ip, uint16_t port)
 	assert_int_equal(inet_pton(AF_INET, ip, &s->sin_addr), 1);
 }
 
+/* The number of complete lines in the file at path now. */
+static int file_lines(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	int n = 0, c;
+	assert_non_null(f);
+	while ((c = fgetc(f)) != EOF)
+		n += c == '\n';
+	fclose(f);
+	return n;
+}
+
 static struct policy *mkpolicy(void)
 {
 	struct policy_builder *b = policy_builder_new();
@@ -104,11 +116,22 @@ static void test_api(void **state)
 	sin4(&src, "100.64.0.2", 40000);
 	sin4(&dst, "192.0.2.7", 22);
 	assert_int_equal(proxy_engine_audit_drop(e, (struct sockaddr *)&src, (struct sockaddr *)&dst, IPPROTO_TCP), 0);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	assert_int_equal(file_lines(path), 1);
+	/* each record is in the file at the end of the loop's iteration (batched), not when the engine ends:
+	 * also one of no session */
 	sin4(&src, "100.64.9.9", 1234);
 	assert_int_equal(proxy_engine_audit_drop(e, (struct sockaddr *)&src, (struct sockaddr *)&dst, IPPROTO_UDP), 0);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	assert_int_equal(file_lines(path), 2);
 	/* netd's count of the drops it did not report one by one: one record; nothing to count, none */
-	assert_int_equal(proxy_engine_audit_drop_summary(e, 0, 0, 0), -EINVAL);
-	assert_int_equal(proxy_engine_audit_drop_summary(e, 2495, 3, 1), 0);
+	assert_int_equal(proxy_engine_audit_drop_summary(e, NULL, 0, 0, 0), -EINVAL);
+	assert_int_equal(proxy_engine_audit_drop_summary(e, NULL, 2495, 3, 1), 0);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	assert_int_equal(file_lines(path), 3);
+	assert_int_equal(proxy_engine_audit_drop_summary(e, "s1", 7, 0, 0), 0); /* a session's drops */
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	assert_int_equal(file_lines(path), 4);
 	assert_int_equal(proxy_engine_reopen_log(e), -EBADF); /* given as an fd: netd replaces it instead */
 	assert_int_equal(proxy_engine_session_remove(e, "s1"), 0);
 	assert_int_equal(proxy_engine_session_remove(e, "s1"), -ENOENT);
@@ -121,21 +144,26 @@ static void test_api(void **state)
 	while (fgets(line, sizeof line, f)) {
 		json_object *o = json_tokener_parse(line), *v;
 		assert_non_null(o);
-		if (n == 2) { /* the summary */
+		if (n >= 2) { /* the summaries: of no session, then of s1 */
 			assert_true(json_object_object_get_ex(o, "protocol", &v));
 			assert_string_equal(json_object_get_string(v), "drop-summary");
 			assert_true(json_object_object_get_ex(o, "event", &v));
 			assert_string_equal(json_object_get_string(v), "complete");
 			assert_true(json_object_object_get_ex(o, "decision", &v));
 			assert_string_equal(json_object_get_string(v), "deny");
-			assert_true(json_object_object_get_ex(o, "session", &v));
-			assert_true(json_object_is_type(v, json_type_null));
 			assert_true(json_object_object_get_ex(o, "host", &v));
 			assert_true(json_object_is_type(v, json_type_null));
+			assert_true(json_object_object_get_ex(o, "session", &v));
+			if (n == 2)
+				assert_true(json_object_is_type(v, json_type_null));
+			else
+				assert_string_equal(json_object_get_string(v), "s1");
 			assert_true(json_object_object_get_ex(o, "reason", &v));
 			assert_string_equal(json_object_get_string(v),
-			                    "2499 dropped packets not audited one by one: 2495 over the rate limit, 3 lost by the "
-			                    "kernel, 1 not taken by the engine");
+			                    n == 2 ? "2499 dropped packets not audited one by one: 2495 over the rate limit, 3 "
+			                             "lost by the kernel, 1 not taken by the engine"
+			                           : "7 dropped packets not audited one by one: 7 over the rate limit, 0 lost "
+			                             "by the kernel, 0 not taken by the engine");
 			json_object_put(o);
 			n++;
 			continue;
@@ -157,7 +185,7 @@ static void test_api(void **state)
 		json_object_put(o);
 		n++;
 	}
-	assert_int_equal(n, 3);
+	assert_int_equal(n, 4);
 	fclose(f);
 	unlink(path);
 
