@@ -130,8 +130,7 @@ static const char *ldns_reads_to(const uint8_t *w, size_t len, size_t start, siz
 	return p == end ? NULL : "ldns reads its rdata to another end than its RDLENGTH";
 }
 
-
-
+/* dns_wire.h says what the walk promises. */
 long dns_wire_walk(const uint8_t *w, size_t len, dns_wire_visit_fn visit, void *arg, struct dns_wire_walk_info *fail)
 {
 	size_t pos = 12;

@@ -19,13 +19,12 @@ struct dns_wire_walk_info {
 /* A bounded walk over every record of a message: visit(w, pos, sec, arg) is called with pos at each
  * record's TYPE field (questions: sec 0; then answer 1, authority 2, additional 3; for sections 1-3 the
  * TTL, RDLENGTH and RDATA are known to lie within len, and the RDATA to read the same to ldns, see
- * dns_wire.c). Returns where the last record ends (bytes after it belong to no record), or -1 when a section
- * overruns the message, a record's rdata does not end where ldns's reading does, a compression pointer
- * aims anywhere but backwards past the header (pointer_check in dns_wire.c), or visit returns nonzero (info, when not
- * NULL, says why). */
+ * dns_wire.c). Returns where the last record ends (bytes after it belong to no record), or -1 when a
+ * section overruns the message, a record's rdata does not end where ldns's reading does, a compression
+ * pointer aims anywhere but backwards past the header (pointer_check in dns_wire.c), or visit returns
+ * nonzero (info, when not NULL, says why). */
 typedef int (*dns_wire_visit_fn)(const uint8_t *w, size_t pos, int sec, void *arg);
-long dns_wire_walk(const uint8_t *w, size_t len, dns_wire_visit_fn visit, void *arg,
-                   struct dns_wire_walk_info *fail);
+long dns_wire_walk(const uint8_t *w, size_t len, dns_wire_visit_fn visit, void *arg, struct dns_wire_walk_info *fail);
 
 /* Before ldns (or our query reader) sees a message: rejects messages whose sections overrun it or whose
  * records ldns would read with other boundaries (dns_wire_walk), and any TSIG record or more than one OPT

@@ -1,12 +1,11 @@
-/* Fuzz target: DNS message handling (proxy/dns_msg.c, dns_answer.c, dns_wire.c). The input is checked as a query; an accepted
- * query is rebuilt for upstream and answered locally; then the input is also treated as an upstream
- * answer to a fixed query and filtered (forbidden addresses removed, truncated to a small size), and as
- * the name of a query of the engine's own resolver (dns_msg_query_init); an answer that filters is put into
- * the DNS cache and read back aged (dns_cache.c), and the aged copy must filter again (the cache keeps
- * answers re-encoded by ldns: an upstream's pointer into a TTL made an aged copy read differently); that
- * filtered copy is kept as a view and read back later, and must be byte for byte what filtering the entry's
- * copy again at that time gives (the view is patched, not filtered: its aging must not make it read
- * otherwise), and a view is never served to another policy generation.
+/* Fuzz target: DNS message handling (proxy/dns_msg.c, dns_answer.c, dns_wire.c). The input is checked as a query; an
+ * accepted query is rebuilt for upstream and answered locally; then the input is also treated as an upstream answer to
+ * a fixed query and filtered (forbidden addresses removed, truncated to a small size), and as the name of a query of
+ * the engine's own resolver (dns_msg_query_init); an answer that filters is put into the DNS cache and read back aged
+ * (dns_cache.c), and the aged copy must filter again (the cache keeps answers re-encoded by ldns: an upstream's pointer
+ * into a TTL made an aged copy read differently); that filtered copy is kept as a view and read back later, and must be
+ * byte for byte what filtering the entry's copy again at that time gives (the view is patched, not filtered: its aging
+ * must not make it read otherwise), and a view is never served to another policy generation.
  *
  * The invariant of the filter (check_forwarded): what goes to the client reads the same record by record
  * to a strict reader (RDLENGTH) and to ldns, and every A/AAAA record in it is one keep() took: an upstream

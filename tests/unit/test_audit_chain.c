@@ -168,9 +168,9 @@ static void test_fork_while_sealing(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_chain),
-		cmocka_unit_test(test_resume),
-		cmocka_unit_test(test_fork_while_sealing),
+	        cmocka_unit_test(test_chain),
+	        cmocka_unit_test(test_resume),
+	        cmocka_unit_test(test_fork_while_sealing),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,8 +1,7 @@
-/* Unit tests of DNS message handling (proxy/dns_msg.c, dns_answer.c, dns_wire.c): query checks (FORMERR/REFUSED/drop), the
- * rebuilt upstream query, local answers, and answer filtering (question must match, forbidden
- * addresses removed, client id restored, truncation, answers whose records read differently by
- * RDLENGTH and to ldns refused). Messages are built with ldns, or by hand where ldns would not write
- * them. */
+/* Unit tests of DNS message handling (proxy/dns_msg.c, dns_answer.c, dns_wire.c): query checks (FORMERR/REFUSED/drop),
+ * the rebuilt upstream query, local answers, and answer filtering (question must match, forbidden addresses removed,
+ * client id restored, truncation, answers whose records read differently by RDLENGTH and to ldns refused). Messages are
+ * built with ldns, or by hand where ldns would not write them. */
 #include <arpa/inet.h>
 #include <ldns/ldns.h>
 #include <errno.h>

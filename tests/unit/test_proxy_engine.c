@@ -159,11 +159,12 @@ static void test_api(void **state)
 			else
 				assert_string_equal(json_object_get_string(v), "s1");
 			assert_true(json_object_object_get_ex(o, "reason", &v));
-			assert_string_equal(json_object_get_string(v),
-			                    n == 2 ? "2499 dropped packets not audited one by one: 2495 over the rate limit, 3 "
-			                             "lost by the kernel, 1 not taken by the engine"
-			                           : "7 dropped packets not audited one by one: 7 over the rate limit, 0 lost "
-			                             "by the kernel, 0 not taken by the engine");
+			assert_string_equal(
+			        json_object_get_string(v),
+			        n == 2 ? "2499 dropped packets not audited one by one: 2495 over the rate limit, 3 "
+			                 "lost by the kernel, 1 not taken by the engine"
+			               : "7 dropped packets not audited one by one: 7 over the rate limit, 0 lost "
+			                 "by the kernel, 0 not taken by the engine");
 			json_object_put(o);
 			n++;
 			continue;
