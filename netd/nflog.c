@@ -11,7 +11,7 @@
  * and "drop-summary" records in the audit log (through the engine, which writes them) report them: one per
  * session whose interface drops came in on over the rate (the session's own count), one for the rest (the
  * kernel's and the engine socket's losses, drops of no session's interface). What the engine did not take
- * of a summary is owed and goes with the next one of no session. */
+ * of a summary is owed: it goes with the next one of no session, offered again each second. */
 #include "netd.h"
 
 #include <errno.h>
@@ -56,6 +56,8 @@ struct netd_nflog {
 	uint32_t next_seq; /* the sequence number the next message should carry */
 };
 
+static const struct timeval nflog_report_delay = {1, 0};
+
 static uint32_t add_sat(uint32_t a, unsigned b)
 {
 	return b > UINT32_MAX - a ? UINT32_MAX : a + (uint32_t)b;
@@ -96,9 +98,12 @@ static void report_cb(evutil_socket_t fd, short what, void *arg)
 	n->owed_over_rate = add_sat(n->owed_over_rate, n->over_rate - attributed);
 	n->owed_lost = add_sat(n->owed_lost, n->lost);
 	n->owed_unsent = add_sat(n->owed_unsent, n->unsent);
-	if ((n->owed_over_rate || n->owed_lost || n->owed_unsent) &&
-	    netd_engine_drop_summary(n->d, NULL, n->owed_over_rate, n->owed_lost, n->owed_unsent) == 0)
-		n->owed_over_rate = n->owed_lost = n->owed_unsent = 0;
+	if (n->owed_over_rate || n->owed_lost || n->owed_unsent) {
+		if (netd_engine_drop_summary(n->d, NULL, n->owed_over_rate, n->owed_lost, n->owed_unsent) == 0)
+			n->owed_over_rate = n->owed_lost = n->owed_unsent = 0;
+		else if (what & EV_TIMEOUT) /* the engine is away (restarting, or its socket full): again later */
+			evtimer_add(n->report, &nflog_report_delay);
+	}
 	n->over_rate = n->lost = n->unsent = 0;
 	n->buffer_full = false;
 }
@@ -106,10 +111,8 @@ static void report_cb(evutil_socket_t fd, short what, void *arg)
 /* Something was not audited: the report comes a second later (what follows meanwhile joins it). */
 static void report_soon(struct netd_nflog *n)
 {
-	static const struct timeval one_second = {1, 0};
-
 	if (!evtimer_pending(n->report, NULL))
-		evtimer_add(n->report, &one_second);
+		evtimer_add(n->report, &nflog_report_delay);
 }
 
 /* The count of IFINDEX (0: not said) in the table tab (NFLOG_IF_SLOTS: this second's drops, or the drops

@@ -247,6 +247,26 @@ check_eq "... and no drop-summary of another session or of none (nothing lost, n
 check_eq "... and the log's hash chain takes them (sluicectl log verify)" 0 \
 	"$("$SLUICE_BUILD_DIR/tools/sluicectl/sluicectl" log verify "$AUDIT" >/dev/null 2>&1; echo $?)"
 check_eq "the drops of another session in the same second are all audited" "$FEW" "$(drops_of "$T1" 420)"
+
+# The engine stalls (SIGSTOP) through a flood: its socket fills, the drops it cannot take are counted ("not
+# taken by the engine"), and so are the summaries it cannot take, which sluiced offers again each second; once
+# the engine runs again they reach the audit log, and still every datagram is audited or counted.
+STALL=1500
+summaries=$(grep -c '"protocol":"drop-summary"' "$AUDIT")
+EPID=$(pgrep -P "$(lab_pid sluiced)" | head -n 1)
+kill -STOP "$EPID"
+lab_exec u1 "$LAB_PYTHON" "$LAB_DIR/tmp/sender.py" "$LAB_ALLOWED4" "$STALL" 43000 100 0
+sleep 2.5 # a report, and a second offer of what the engine did not take
+kill -CONT "$EPID"
+all_summarised() { grep '"protocol":"drop-summary"' "$AUDIT" | tail -n +$((summaries + 1)) |
+	sed -n 's/.*"reason":"\([0-9]*\) dropped packets not audited one by one.*/\1/p' | awk '{ n += $1 } END { print n + 0 }'; }
+stall_counted() { [ $(( $(drops_of "$U1" 430) + $(all_summarised) )) -eq "$STALL" ]; }
+check "a flood while the engine stalls: every datagram is audited or counted in a drop-summary once it runs again" \
+	eventually stall_counted
+diag "stalled engine: $(drops_of "$U1" 430) audited, $(all_summarised) in drop-summary records"
+check_match "... the summary of no session counts what the engine's socket did not take" \
+	'"session":null.*"reason":"[0-9]+ dropped packets not audited one by one: [0-9]+ over the rate limit, [0-9]+ lost by the kernel, [1-9][0-9]* not taken by the engine"' \
+	"$(grep '"protocol":"drop-summary"' "$AUDIT" | tail -n +$((summaries + 1)))"
 kill -TERM "${HOLD[u1]}" "${HOLD[t1]}"
 check "when the sessions end, their elements are removed" eventually sh -c \
 	"! nft list set inet sluice direct4 | grep -q -e 'sl-$U1' -e 'sl-$T1'"
