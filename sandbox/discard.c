@@ -100,11 +100,11 @@ void sb_discard_summary(const struct sb_session *s)
 	struct counts c = {0, 0, 0};
 	char upper[4096];
 
-	if (cfg->quiet || cfg->project_mode != SB_PROJECT_OVERLAY || cfg->save != SB_SAVE_NONE || !s->dir ||
-	    !cfg->project_dir)
+	if (cfg->quiet || cfg->project_mode != SB_PROJECT_OVERLAY || cfg->save != SB_SAVE_NONE ||
+	    !cfg->project_dir || (s->scratch_fd < 0 && !s->dir))
 		return;
 	/* the upper directory lives in the session's scratch space (scratch.c), else in SESSION/upper */
-	snprintf(upper, sizeof upper, "%s/upper", s->dir);
+	snprintf(upper, sizeof upper, "%s/upper", s->dir ? s->dir : "");
 	int ufd = s->scratch_fd >= 0 ? openat(s->scratch_fd, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
 	                             : open(upper, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (ufd < 0)

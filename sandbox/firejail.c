@@ -237,7 +237,6 @@ out:
 	sb_env_free(env);
 	sb_net_close(&s);
 	sb_session_dir_remove(&s);
-	free(s.dir);
 	free(s.cwd);
 	if (s.lock_fd >= 0)
 		close(s.lock_fd);

@@ -396,11 +396,11 @@ int sb_mounts_build(struct sb_session *s, const struct sb_go *go, char *err, siz
 		return sb_err(err, errlen, "cannot make the mount namespace private: %s", strerror(errno));
 	if ((r = sb_sources_prepare(s, err, errlen)) < 0)
 		return r;
-	hostroot = open(s->dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	hostroot = open(s->anchor, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (hostroot < 0)
-		return sb_err(err, errlen, "cannot open %s: %s", s->dir, strerror(errno));
+		return sb_err(err, errlen, "cannot open %s: %s", s->anchor, strerror(errno));
 	if (go->have_resolv && (resolvfd = openat(hostroot, "resolv.conf", O_PATH | O_NOFOLLOW | O_CLOEXEC)) < 0)
-		return sb_err(err, errlen, "cannot open %s/resolv.conf: %s", s->dir, strerror(errno));
+		return sb_err(err, errlen, "cannot open %s/resolv.conf: %s", s->anchor, strerror(errno));
 	/* Everything the command may write but the project and binds: one limited tmpfs (--disk). */
 	if ((r = sb_scratch_mount(s, hostroot, err, errlen)) < 0)
 		return r;
@@ -411,7 +411,7 @@ int sb_mounts_build(struct sb_session *s, const struct sb_go *go, char *err, siz
 			return sb_err(err, errlen, "cannot open the overlay directories: %s", strerror(errno));
 	}
 	if (go->have_ca && (cafd = openat(hostroot, "ca-bundle.crt", O_PATH | O_NOFOLLOW | O_CLOEXEC)) < 0)
-		return sb_err(err, errlen, "cannot open %s/ca-bundle.crt: %s", s->dir, strerror(errno));
+		return sb_err(err, errlen, "cannot open %s/ca-bundle.crt: %s", s->anchor, strerror(errno));
 
 	if (c->profile == SB_PROFILE_UNSAFE) {
 		/* The whole host, read-only; fresh /tmp, /run, /dev, /proc go on top below. */

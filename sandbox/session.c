@@ -211,7 +211,7 @@ static void teardown(struct sb_session *s, bool ran)
 	sb_net_close(s);
 	if (ran)
 		sb_scratch_report(s);
-	if (ran && s->dir && s->cfg->save == SB_SAVE_NONE)
+	if (ran && s->cfg->save == SB_SAVE_NONE)
 		sb_discard_summary(s);
 	if (ran && s->dir && s->cfg->save != SB_SAVE_NONE && s->cfg->project_mode == SB_PROJECT_OVERLAY) {
 		err[0] = '\0';
@@ -223,8 +223,6 @@ static void teardown(struct sb_session *s, bool ran)
 	if (ran)
 		sb_protect_rw_end(s);
 	sb_session_dir_remove(s);
-	free(s->dir);
-	s->dir = NULL;
 	if (s->remap_userns >= 0)
 		close(s->remap_userns);
 	s->remap_userns = -1;
@@ -275,7 +273,7 @@ int sb_session_run(const struct sb_config *cfg, char *const *argv)
 		return SB_EXIT_FAIL;
 	if ((r = sb_session_dir_create(&s, err, sizeof err)) < 0)
 		goto fail;
-	log_info("launcher: session directory %s: %ld us", s.dir, lap_us());
+	log_info("launcher: session %s in %s%s: %ld us", s.id, s.anchor, s.dir ? "" : " (lock file only)", lap_us());
 	/* the embedded network helper starts now, alongside the steps below (docs/sandbox.md) */
 	sb_net_prepare(&s);
 	/* the policy is compiled before the namespace exists: the request goes as soon as it does */

@@ -73,8 +73,10 @@ struct sb_go {
 struct sb_session {
 	const struct sb_config *cfg; /* borrowed */
 	char id[SB_ID_LEN];
-	char *dir;                 /* owned; the session directory (upper/, work/, resolv.conf); the new
-	                            * root is mounted over it in the sandbox's mount namespace */
+	char *dir;                 /* owned; the session directory (upper/, resolv.conf, ...), or NULL for a
+	                            * session that records nothing there (a lock file of its id instead) */
+	char *anchor;              /* owned; where pid 1 stacks the scratch space and the new root in the
+	                            * sandbox's mount namespace: the session directory, else its base */
 	bool keep_dir;             /* --save: leave it for the user */
 	bool userns;               /* cloned into a user namespace (the launcher is not root) */
 	uid_t host_uid;            /* the host uid (and gid) the command runs as: the user's; for a root

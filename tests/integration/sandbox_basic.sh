@@ -82,12 +82,18 @@ for m in $MODES; do
 	lpid=$!
 	for _ in $(seq 50); do [ -s "$P/out.kill" ] && pgrep -f "^sleep $marker" >/dev/null && break; sleep 0.1; done
 	check "$m: (test) the session is running" pgrep -f "^sleep $marker"
+	# A session that records nothing in a session directory has none: an empty lock file of its id
+	# marks it live (docs/sandbox.md, step 2), and a session started meanwhile leaves it alone.
+	sid=$(head -1 "$P/out.kill")
+	if [ "$m" = root ]; then sbase="$ROOT_RT/sluice"; else sbase="/var/tmp/sluice-$TU_UID"; fi
+	check "$m: a running session without records has a lock file, not a directory" test -f "$sbase/$sid" -a ! -d "$sbase/$sid"
+	sb "$m" -- true
+	check "$m: ... which a session started meanwhile leaves alone" test -f "$sbase/$sid"
 	kill -KILL "$lpid"
 	wait "$lpid" 2>/dev/null
 	for _ in $(seq 20); do pgrep -f "sleep $marker" >/dev/null || break; sleep 0.1; done
 	check_not "$m: killing the launcher (SIGKILL) kills the session" pgrep -f "sleep $marker"
-	# What a SIGKILLed launcher leaves (its session directory and cgroups) the next one removes.
-	sid=$(head -1 "$P/out.kill")
+	# What a SIGKILLed launcher leaves (its lock file, or session directory, and cgroups) the next one removes.
 	check_match "$m: (test) the killed session reported its id" "^[0-9a-f]{16}$" "$sid"
 	# (its pid 1 may stay a zombie for a moment, keeping the cgroup busy: a later launcher retries)
 	for _ in $(seq 30); do sb "$m" -- true; [ "$(session_dirs "$m")" = 0 ] && break; sleep 0.2; done
