@@ -635,6 +635,7 @@ void proxy_http_accept_transparent(struct proxy_session *s, int fd, uint16_t ori
 		close(fd);
 		return;
 	}
+	proxy_bev_fast_read(client);
 	if (!conn_start(c, s, client, &http_ops, orig_port))
 		return;
 	/* A client sends its request right behind the handshake, so it is usually here by the time the

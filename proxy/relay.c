@@ -194,6 +194,7 @@ int proxy_relay_accept_handshake(struct proxy_relay *r, struct proxy_session *s,
 		proxy_relay_end(r);
 		return -ENOMEM;
 	}
+	proxy_bev_fast_read(client);
 	bufferevent_setcb(client, read_cb, NULL, event_cb, r);
 	bufferevent_setwatermark(client, EV_READ, 0, read_max);
 	bufferevent_enable(client, EV_READ | EV_WRITE);
