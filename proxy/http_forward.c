@@ -200,7 +200,15 @@ static void write_response_head(struct http_conn *c, const struct http_response 
 	struct evbuffer *o = c->tx;
 	bool keep = c->client_keep && r->body != HTTP_BODY_CLOSE;
 
-	evbuffer_add_printf(o, "HTTP/1.1 %u %.*s\r\n", r->status, (int)r->reason_len, r->reason);
+	/* "HTTP/1.1 %u %s\r\n" without printf: the parser let through three digits and a reason without
+	 * control bytes */
+	char sl[13] = "HTTP/1.1 000 ";
+	sl[9] = (char)('0' + r->status / 100 % 10);
+	sl[10] = (char)('0' + r->status / 10 % 10);
+	sl[11] = (char)('0' + r->status % 10);
+	evbuffer_add(o, sl, sizeof sl);
+	evbuffer_add(o, r->reason, r->reason_len);
+	evbuffer_add(o, "\r\n", 2);
 	put_headers(o, r->headers, r->nheaders, final && c->resp_dechunk);
 	evbuffer_add(o, "Via: 1.1 sluice\r\n", 17);
 	if (final && !keep)
