@@ -2,20 +2,21 @@
  * transparent fronts, connected upstreams): libevent's own read callback asks the socket how much it
  * holds (ioctl FIONREAD) before every read, a system call per read that the proxy does not need (two per
  * keep-alive request, issue 16). This callback does what libevent 2.1's does (bufferevent_sock.c,
- * bufferevent_readcb) with one recv-sized readv into the input's reserved space: the same bounds (the
- * read high watermark, max_single_read, and at most 4096 bytes a read, libevent's EVBUFFER_MAX_READ),
- * the same callbacks (the read callback through bufferevent_trigger, watermarks respected; end of file
- * and errors through bufferevent_trigger_event with reading disabled first), and everything else of the
- * bufferevent unchanged: enabling, disabling, the high-watermark suspension, timeouts (a read timeout goes
- * to libevent's callback), freeing. Only the read event's callback is replaced (its struct is public in
- * event2/bufferevent_struct.h); TLS bufferevents and the DNS fronts keep libevent's. The engine sets no
- * rate limits, the one part of libevent's callback left out. */
+ * bufferevent_readcb) with one recv: the same bounds (the read high watermark, max_single_read, and at
+ * most 4096 bytes a read, libevent's EVBUFFER_MAX_READ), the same callbacks (the read callback through
+ * bufferevent_trigger, watermarks respected; end of file and errors through bufferevent_trigger_event
+ * with reading disabled first), and everything else of the bufferevent unchanged: enabling, disabling,
+ * the high-watermark suspension, timeouts (a read timeout goes to libevent's callback), freeing. Only
+ * the read event's callback is replaced (its struct is public in event2/bufferevent_struct.h); TLS
+ * bufferevents and the DNS fronts keep libevent's. The engine sets no rate limits, the one part of
+ * libevent's callback left out. Bytes read that cannot be added (no memory) end the connection as a
+ * read error, never vanish from the stream. */
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_struct.h>
 #include <event2/event.h>
-#include <sys/uio.h>
+#include <sys/socket.h>
 
 #include "proxy_int.h"
 
@@ -27,11 +28,11 @@ static void readcb(evutil_socket_t fd, short what, void *arg)
 {
 	struct bufferevent *bev = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
-	struct evbuffer_iovec v[2];
+	char buf[BEV_READ_MAX];
 	size_t high = 0, len = evbuffer_get_length(in);
 	ev_ssize_t howmuch = BEV_READ_MAX, readmax = bufferevent_get_max_single_read(bev);
 	ssize_t n;
-	int nv, err;
+	int err, added;
 	short ev = BEV_EVENT_READING;
 
 	if (what == EV_TIMEOUT) {
@@ -47,31 +48,20 @@ static void readcb(evutil_socket_t fd, short what, void *arg)
 		howmuch = (ev_ssize_t)(high - len);
 	if (readmax > 0 && readmax < howmuch)
 		howmuch = readmax;
-	evbuffer_unfreeze(in, 0); /* (a socket bufferevent keeps its input's end frozen but while it reads) */
-	nv = evbuffer_reserve_space(in, howmuch, v, 2);
-	if (nv <= 0) {
-		evbuffer_freeze(in, 0);
-		libevent_readcb(fd, what, arg); /* no memory for the read: libevent's own way */
-		return;
-	}
-	if (nv == 2 && v[0].iov_len >= (size_t)howmuch)
-		nv = 1;
-	if (nv == 1 && v[0].iov_len > (size_t)howmuch)
-		v[0].iov_len = (size_t)howmuch;
-	else if (nv == 2 && v[0].iov_len + v[1].iov_len > (size_t)howmuch)
-		v[1].iov_len = (size_t)howmuch - v[0].iov_len;
-	n = readv(fd, (struct iovec *)v, nv);
+	/* Into a buffer here, then added: a chain reserved for the most a read may bring (4 KiB) is a
+	 * malloc glibc's per-thread cache does not serve, where the bytes of a small request fit the 1 KiB
+	 * chain evbuffer_add makes (or the last chain's room), as after libevent's FIONREAD. */
+	n = recv(fd, buf, (size_t)howmuch, 0);
 	err = errno;
 	if (n > 0) {
-		if ((size_t)n <= v[0].iov_len) {
-			v[0].iov_len = (size_t)n;
-			nv = 1;
-		} else {
-			v[1].iov_len = (size_t)n - v[0].iov_len;
+		evbuffer_unfreeze(in, 0); /* (a socket bufferevent keeps its input's end frozen but while it reads) */
+		added = evbuffer_add(in, buf, (size_t)n);
+		evbuffer_freeze(in, 0);
+		if (added != 0) {
+			n = -1;
+			err = ENOMEM;
 		}
-		evbuffer_commit_space(in, v, nv);
 	}
-	evbuffer_freeze(in, 0);
 	if (n > 0) {
 		bufferevent_trigger(bev, EV_READ, 0); /* (the callback may free bev) */
 		return;
