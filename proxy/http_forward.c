@@ -234,11 +234,11 @@ static void write_response_head(struct http_conn *c, const struct http_response 
 
 	/* "HTTP/1.1 %u %s\r\n" without printf: the parser let through three digits and a reason without
 	 * control bytes */
-	char sl[13] = "HTTP/1.1 000 ";
+	char sl[] = "HTTP/1.1 000 ";
 	sl[9] = (char)('0' + r->status / 100 % 10);
 	sl[10] = (char)('0' + r->status / 10 % 10);
 	sl[11] = (char)('0' + r->status % 10);
-	head_put(o, sl, sizeof sl);
+	head_put(o, sl, sizeof sl - 1);
 	head_put(o, r->reason, r->reason_len);
 	head_put(o, "\r\n", 2);
 	put_headers(o, r->headers, r->nheaders, final && c->resp_dechunk);
