@@ -143,7 +143,7 @@ int audit_json_string(char *buf, size_t len, size_t *pos, const char *s, size_t 
 }
 
 /* A field's key as the line spells it before the value, `,"name":`, and its length: made at compile time
- * (a record has 20 fields, and their strlen and three copies each were a tenth of its formatting). */
+ * (a record has 20 fields: their strlen and three copies each were a good part of its formatting). */
 #define FIELD_KEY(name) ",\"" name "\":", sizeof(",\"" name "\":") - 1
 
 /* key: `,"name":` (FIELD_KEY), klen its length */
@@ -240,15 +240,19 @@ static int format_body(const struct audit_record *r, char *buf, size_t len, stru
 		return -ENOSPC;
 	}
 	if (field_str(buf, len, &pos, FIELD_KEY("protocol"), r->protocol) ||
-	    field_str(buf, len, &pos, FIELD_KEY("host"), r->host) || field_num(buf, len, &pos, FIELD_KEY("port"), r->port) ||
+	    field_str(buf, len, &pos, FIELD_KEY("host"), r->host) ||
+	    field_num(buf, len, &pos, FIELD_KEY("port"), r->port) ||
 	    field_str(buf, len, &pos, FIELD_KEY("method"), r->method) ||
-	    (r->path && field_str(buf, len, &pos, FIELD_KEY("path"), r->path)) || field_str(buf, len, &pos, FIELD_KEY("decision"), r->decision) ||
+	    (r->path && field_str(buf, len, &pos, FIELD_KEY("path"), r->path)) ||
+	    field_str(buf, len, &pos, FIELD_KEY("decision"), r->decision) ||
 	    field_str(buf, len, &pos, FIELD_KEY("rule"), (r->rule && *r->rule) ? r->rule : NULL) ||
-	    field_str(buf, len, &pos, FIELD_KEY("reason"), r->reason) || field_str(buf, len, &pos, FIELD_KEY("address"), r->address) ||
+	    field_str(buf, len, &pos, FIELD_KEY("reason"), r->reason) ||
+	    field_str(buf, len, &pos, FIELD_KEY("address"), r->address) ||
 	    field_num(buf, len, &pos, FIELD_KEY("status"), (uint64_t)(r->status < 0 ? 0 : r->status)) ||
 	    field_num(buf, len, &pos, FIELD_KEY("bytes_out"), r->bytes_out) ||
 	    field_num(buf, len, &pos, FIELD_KEY("bytes_in"), r->bytes_in) ||
-	    field_num(buf, len, &pos, FIELD_KEY("duration_ms"), r->duration_ms) || field_str(buf, len, &pos, FIELD_KEY("error"), r->error))
+	    field_num(buf, len, &pos, FIELD_KEY("duration_ms"), r->duration_ms) ||
+	    field_str(buf, len, &pos, FIELD_KEY("error"), r->error))
 		return -ENOSPC;
 	buf[pos] = '\0';
 	return (int)pos;

@@ -298,9 +298,12 @@ static void test_enabled_and_others(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_bytes_in_order), cmocka_unit_test(test_max_read),
-	        cmocka_unit_test(test_watermark),      cmocka_unit_test(test_eof),
-	        cmocka_unit_test(test_reset),          cmocka_unit_test(test_timeout),
+	        cmocka_unit_test(test_bytes_in_order),
+	        cmocka_unit_test(test_max_read),
+	        cmocka_unit_test(test_watermark),
+	        cmocka_unit_test(test_eof),
+	        cmocka_unit_test(test_reset),
+	        cmocka_unit_test(test_timeout),
 	        cmocka_unit_test(test_enabled_and_others),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
