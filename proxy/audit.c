@@ -28,6 +28,7 @@ struct audit_log {
 	int fd;        /* owned */
 	char *pending; /* owned; lines not yet written, in order */
 	size_t npending;
+	size_t cap; /* bytes allocated at pending (it grows by doubling, so a record is not a realloc) */
 	bool failed; /* the last write failed */
 	uint64_t lost;
 	struct audit_chain chain; /* hash of the last line handed to the file */
@@ -77,6 +78,28 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
 	return need;
 }
 
+/* Bytes copied into a JSON string as they are: printable ASCII but the quote and the backslash (a table:
+ * host names, rules and reasons are runs of these, and the four comparisons a byte were most of the
+ * escaping's cost). */
+static const unsigned char json_plain[256] = {
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
+
 int audit_json_string(char *buf, size_t len, size_t *pos, const char *s, size_t slen)
 {
 	const unsigned char *u = (const unsigned char *)s;
@@ -87,10 +110,10 @@ int audit_json_string(char *buf, size_t len, size_t *pos, const char *s, size_t 
 		unsigned char c = u[i];
 		char esc[8];
 		size_t n;
-		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+		if (json_plain[c]) {
 			/* a run of printable ASCII that needs no escape: copied at once (host names, rules) */
 			n = 1;
-			while (i + n < slen && u[i + n] >= 0x20 && u[i + n] < 0x7f && u[i + n] != '"' && u[i + n] != '\\')
+			while (i + n < slen && json_plain[u[i + n]])
 				n++;
 			if (put(buf, len, pos, s + i, n))
 				return -ENOSPC;
@@ -119,16 +142,21 @@ int audit_json_string(char *buf, size_t len, size_t *pos, const char *s, size_t 
 	return put(buf, len, pos, "\"", 1);
 }
 
-static int field_str(char *buf, size_t len, size_t *pos, const char *key, const char *v)
+/* A field's key as the line spells it before the value, `,"name":`, and its length: made at compile time
+ * (a record has 20 fields: their strlen and three copies each were a good part of its formatting). */
+#define FIELD_KEY(name) ",\"" name "\":", sizeof(",\"" name "\":") - 1
+
+/* key: `,"name":` (FIELD_KEY), klen its length */
+static int field_str(char *buf, size_t len, size_t *pos, const char *key, size_t klen, const char *v)
 {
-	if (put(buf, len, pos, ",\"", 2) || put(buf, len, pos, key, strlen(key)) || put(buf, len, pos, "\":", 2))
+	if (put(buf, len, pos, key, klen))
 		return -ENOSPC;
 	if (!v)
 		return put(buf, len, pos, "null", 4);
 	return audit_json_string(buf, len, pos, v, strlen(v));
 }
 
-static int field_num(char *buf, size_t len, size_t *pos, const char *key, uint64_t v)
+static int field_num(char *buf, size_t len, size_t *pos, const char *key, size_t klen, uint64_t v)
 {
 	char num[24];
 	size_t i = sizeof num;
@@ -137,7 +165,7 @@ static int field_num(char *buf, size_t len, size_t *pos, const char *key, uint64
 		num[--i] = (char)('0' + v % 10);
 		v /= 10;
 	} while (v);
-	if (put(buf, len, pos, ",\"", 2) || put(buf, len, pos, key, strlen(key)) || put(buf, len, pos, "\":", 2))
+	if (put(buf, len, pos, key, klen))
 		return -ENOSPC;
 	return put(buf, len, pos, num + i, sizeof num - i);
 }
@@ -194,33 +222,37 @@ static int format_body(const struct audit_record *r, char *buf, size_t len, stru
 	ms[4] = '"';
 	if (put(buf, len, &pos, ms, sizeof ms))
 		return -ENOSPC;
-	if (field_str(buf, len, &pos, "event", r->event ? r->event : AUDIT_EVENT_COMPLETE) ||
-	    field_flow(buf, len, &pos, r->flow) || field_str(buf, len, &pos, "session", r->session))
+	if (field_str(buf, len, &pos, FIELD_KEY("event"), r->event ? r->event : AUDIT_EVENT_COMPLETE) ||
+	    field_flow(buf, len, &pos, r->flow) || field_str(buf, len, &pos, FIELD_KEY("session"), r->session))
 		return -ENOSPC;
 	if (r->has_uid) {
-		if (field_num(buf, len, &pos, "uid", r->uid))
+		if (field_num(buf, len, &pos, FIELD_KEY("uid"), r->uid))
 			return -ENOSPC;
 	} else if (put(buf, len, &pos, ",\"uid\":null", 11)) {
 		return -ENOSPC;
 	}
-	if (field_str(buf, len, &pos, "command", r->command))
+	if (field_str(buf, len, &pos, FIELD_KEY("command"), r->command))
 		return -ENOSPC;
 	if (r->policy_version) {
-		if (field_num(buf, len, &pos, "policy_version", r->policy_version))
+		if (field_num(buf, len, &pos, FIELD_KEY("policy_version"), r->policy_version))
 			return -ENOSPC;
 	} else if (put(buf, len, &pos, ",\"policy_version\":null", 22)) {
 		return -ENOSPC;
 	}
-	if (field_str(buf, len, &pos, "protocol", r->protocol) ||
-	    field_str(buf, len, &pos, "host", r->host) || field_num(buf, len, &pos, "port", r->port) ||
-	    field_str(buf, len, &pos, "method", r->method) ||
-	    (r->path && field_str(buf, len, &pos, "path", r->path)) || field_str(buf, len, &pos, "decision", r->decision) ||
-	    field_str(buf, len, &pos, "rule", (r->rule && *r->rule) ? r->rule : NULL) ||
-	    field_str(buf, len, &pos, "reason", r->reason) || field_str(buf, len, &pos, "address", r->address) ||
-	    field_num(buf, len, &pos, "status", (uint64_t)(r->status < 0 ? 0 : r->status)) ||
-	    field_num(buf, len, &pos, "bytes_out", r->bytes_out) ||
-	    field_num(buf, len, &pos, "bytes_in", r->bytes_in) ||
-	    field_num(buf, len, &pos, "duration_ms", r->duration_ms) || field_str(buf, len, &pos, "error", r->error))
+	if (field_str(buf, len, &pos, FIELD_KEY("protocol"), r->protocol) ||
+	    field_str(buf, len, &pos, FIELD_KEY("host"), r->host) ||
+	    field_num(buf, len, &pos, FIELD_KEY("port"), r->port) ||
+	    field_str(buf, len, &pos, FIELD_KEY("method"), r->method) ||
+	    (r->path && field_str(buf, len, &pos, FIELD_KEY("path"), r->path)) ||
+	    field_str(buf, len, &pos, FIELD_KEY("decision"), r->decision) ||
+	    field_str(buf, len, &pos, FIELD_KEY("rule"), (r->rule && *r->rule) ? r->rule : NULL) ||
+	    field_str(buf, len, &pos, FIELD_KEY("reason"), r->reason) ||
+	    field_str(buf, len, &pos, FIELD_KEY("address"), r->address) ||
+	    field_num(buf, len, &pos, FIELD_KEY("status"), (uint64_t)(r->status < 0 ? 0 : r->status)) ||
+	    field_num(buf, len, &pos, FIELD_KEY("bytes_out"), r->bytes_out) ||
+	    field_num(buf, len, &pos, FIELD_KEY("bytes_in"), r->bytes_in) ||
+	    field_num(buf, len, &pos, FIELD_KEY("duration_ms"), r->duration_ms) ||
+	    field_str(buf, len, &pos, FIELD_KEY("error"), r->error))
 		return -ENOSPC;
 	buf[pos] = '\0';
 	return (int)pos;
@@ -350,13 +382,21 @@ static int queue(struct audit_log *a, const char *line, size_t n)
 		log_warnx("audit log: record lost (queue full, %" PRIu64 " lost so far)", a->lost);
 		return -ENOSPC;
 	}
-	p = realloc(a->pending, a->npending + n);
-	if (!p) {
-		a->lost++;
-		return -ENOMEM;
+	if (a->npending + n > a->cap) {
+		size_t cap = a->cap ? a->cap * 2 : 16384;
+		while (cap < a->npending + n)
+			cap *= 2;
+		if (cap > AUDIT_PENDING_MAX)
+			cap = AUDIT_PENDING_MAX;
+		p = realloc(a->pending, cap);
+		if (!p) {
+			a->lost++;
+			return -ENOMEM;
+		}
+		a->pending = p;
+		a->cap = cap;
 	}
-	memcpy(p + a->npending, line, n);
-	a->pending = p;
+	memcpy(a->pending + a->npending, line, n);
 	a->npending += n;
 	return 0;
 }

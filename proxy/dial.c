@@ -149,6 +149,7 @@ static void connected(struct proxy_dial *d)
 {
 	bufferevent_set_timeouts(d->bev, NULL, NULL);
 	bufferevent_setcb(d->bev, NULL, NULL, NULL, NULL);
+	proxy_bev_fast_read(d->bev); /* (its fd is final now: bufferevent_socket_connect set it again) */
 	if (d->parent && d->tunnel) {
 		parent_connect(d);
 		return;

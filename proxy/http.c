@@ -16,6 +16,7 @@
 #include "engine.h"
 #include "http_conn.h"
 #include "log.h"
+#include "util.h"
 #include "parent.h"
 #include "splice_pump.h"
 
@@ -182,7 +183,7 @@ static bool take_pooled(struct http_conn *c)
 	r->up = up;
 	c->up_parent = false;
 	c->up_policy_gen = r->s->policy_gen; /* (checked by the take) */
-	snprintf(c->up_host, sizeof c->up_host, "%s", r->t.host);
+	util_strlcpy(c->up_host, r->t.host, sizeof c->up_host);
 	c->up_port = r->t.port;
 	return true;
 }
@@ -204,7 +205,7 @@ static void allowed(struct proxy_relay *r)
 	if (r->up && !same)
 		http_park_upstream(c); /* another host's, idle: the session's next request to it may take it */
 	if ((same && (!c->up_plain || evbuffer_get_length(bufferevent_get_input(r->up)) == 0)) || take_pooled(c)) {
-		snprintf(r->address, sizeof r->address, "%s", c->up_address);
+		util_strlcpy(r->address, c->up_address, sizeof r->address);
 		if (c->up_plain) {
 			/* the inspected CONNECT's own connection: its TLS now (verified), then the request */
 			c->up_plain = false;
@@ -478,9 +479,10 @@ static void head_read(struct http_conn *c)
 	struct evbuffer *in = bufferevent_get_input(c->r.client);
 	size_t avail = evbuffer_get_length(in);
 	enum http_scan_result sr;
-	struct http_request *req;
+	struct http_request rq, *req = &rq; /* (on the stack like a response's: a 4 KiB malloc a request was
+	                                     * one glibc's per-thread cache does not serve) */
 	const char *why, *head;
-	char method[33];
+	size_t mlen;
 	int st;
 
 	if (avail == 0)
@@ -503,24 +505,21 @@ static void head_read(struct http_conn *c)
 		return;
 	}
 	head = (const char *)evbuffer_pullup(in, (ev_ssize_t)c->scan.total);
-	req = malloc(sizeof *req);
-	if (!head || !req) {
-		free(req);
+	if (!head) {
 		snprintf(c->r.error, sizeof c->r.error, "out of memory");
 		http_close_after_flush(c);
 		return;
 	}
 	st = http_parse_request(head, c->scan.total, c->transparent_port || c->inspect ? HTTP_PARSE_ORIGIN_OK : 0, req, &why);
-	snprintf(method, sizeof method, "%.*s", (int)(req->method_len < 32 ? req->method_len : 32),
-	         req->method ? req->method : "");
-	snprintf(c->r.method, sizeof c->r.method, "%s", method);
+	/* (the first 32 bytes of a longer one) */
+	mlen = !req->method ? 0 : req->method_len < sizeof c->r.method ? req->method_len : sizeof c->r.method - 1;
+	memcpy(c->r.method, req->method ? req->method : "", mlen);
+	c->r.method[mlen] = '\0';
 	if (st != 0) {
-		free(req);
 		proxy_relay_deny(&c->r, st, why);
 		return;
 	}
 	handle_request(c, req, c->scan.total);
-	free(req);
 }
 
 static void client_read_cb(struct bufferevent *bev, void *arg)
@@ -635,6 +634,7 @@ void proxy_http_accept_transparent(struct proxy_session *s, int fd, uint16_t ori
 		close(fd);
 		return;
 	}
+	proxy_bev_fast_read(client);
 	if (!conn_start(c, s, client, &http_ops, orig_port))
 		return;
 	/* A client sends its request right behind the handshake, so it is usually here by the time the

@@ -178,36 +178,77 @@ static void send_now(struct bufferevent *bev, struct evbuffer *data)
 		evbuffer_add_buffer(out, data);
 }
 
+/* A head being written to an evbuffer in pieces, gathered here first: one evbuffer_add for a head
+ * rather than four per header field. */
+struct head_buf {
+	struct evbuffer *o; /* borrowed: where the bytes go */
+	size_t n;
+	char b[1024];
+};
+
+static void head_put(void *ctx, const void *data, size_t len)
+{
+	struct head_buf *h = ctx;
+
+	if (h->n + len > sizeof h->b) {
+		evbuffer_add(h->o, h->b, h->n);
+		h->n = 0;
+		if (len > sizeof h->b) {
+			evbuffer_add(h->o, data, len);
+			return;
+		}
+	}
+	memcpy(h->b + h->n, data, len);
+	h->n += len;
+}
+
+static void head_flush(struct head_buf *h)
+{
+	if (h->n)
+		evbuffer_add(h->o, h->b, h->n);
+	h->n = 0;
+}
+
 /* ---- response: upstream -> client ---- */
 
 /* The end-to-end header fields of a response head (hop-by-hop ones, and those Connection names, stay here). */
-static void put_headers(struct evbuffer *o, const struct http_header *hs, unsigned n, bool dechunk)
+static void put_headers(struct head_buf *o, const struct http_header *hs, unsigned n, bool dechunk)
 {
 	for (unsigned i = 0; i < n; i++) {
 		if (hs[i].hop || (dechunk && (http_token_eq(hs[i].name, hs[i].name_len, "transfer-encoding") ||
 		                              http_token_eq(hs[i].name, hs[i].name_len, "content-length"))))
 			continue;
-		evbuffer_add(o, hs[i].name, hs[i].name_len);
-		evbuffer_add(o, ": ", 2);
-		evbuffer_add(o, hs[i].value, hs[i].value_len);
-		evbuffer_add(o, "\r\n", 2);
+		head_put(o, hs[i].name, hs[i].name_len);
+		head_put(o, ": ", 2);
+		head_put(o, hs[i].value, hs[i].value_len);
+		head_put(o, "\r\n", 2);
 	}
 }
 
 /* Response bytes go to c->tx first and out in one write (send_now) when the pump stops. */
 static void write_response_head(struct http_conn *c, const struct http_response *r, bool final)
 {
-	struct evbuffer *o = c->tx;
+	struct head_buf hb = {.o = c->tx};
+	struct head_buf *o = &hb;
 	bool keep = c->client_keep && r->body != HTTP_BODY_CLOSE;
 
-	evbuffer_add_printf(o, "HTTP/1.1 %u %.*s\r\n", r->status, (int)r->reason_len, r->reason);
+	/* "HTTP/1.1 %u %s\r\n" without printf: the parser let through three digits and a reason without
+	 * control bytes */
+	char sl[] = "HTTP/1.1 000 ";
+	sl[9] = (char)('0' + r->status / 100 % 10);
+	sl[10] = (char)('0' + r->status / 10 % 10);
+	sl[11] = (char)('0' + r->status % 10);
+	head_put(o, sl, sizeof sl - 1);
+	head_put(o, r->reason, r->reason_len);
+	head_put(o, "\r\n", 2);
 	put_headers(o, r->headers, r->nheaders, final && c->resp_dechunk);
-	evbuffer_add(o, "Via: 1.1 sluice\r\n", 17);
+	head_put(o, "Via: 1.1 sluice\r\n", 17);
 	if (final && !keep)
-		evbuffer_add(o, "Connection: close\r\n", 19);
+		head_put(o, "Connection: close\r\n", 19);
 	else if (final && c->client_http10)
-		evbuffer_add(o, "Connection: keep-alive\r\n", 24);
-	evbuffer_add(o, "\r\n", 2);
+		head_put(o, "Connection: keep-alive\r\n", 24);
+	head_put(o, "\r\n", 2);
+	head_flush(o);
 }
 
 /* Returns false when the connection was closed. */
@@ -617,11 +658,6 @@ void http_forward_start(struct http_conn *c)
 		http_forward_client_read(c);
 }
 
-static void put_evbuffer(void *ctx, const void *data, size_t len)
-{
-	evbuffer_add(ctx, data, len);
-}
-
 void http_forward_build_head(struct http_conn *c, const struct http_request *req)
 {
 	/* inside an inspected tunnel the origin gets origin form over TLS (a parent, if any, only tunnels) */
@@ -637,6 +673,9 @@ void http_forward_build_head(struct http_conn *c, const struct http_request *req
 	        .cred = c->inspect ? policy_credential_for(c->r.s->policy, c->r.t.host) : NULL,
 	};
 
+	struct head_buf hb = {.o = c->head_out};
+
 	evbuffer_drain(c->head_out, evbuffer_get_length(c->head_out));
-	http_rewrite_head(req, &rw, put_evbuffer, c->head_out);
+	http_rewrite_head(req, &rw, head_put, &hb);
+	head_flush(&hb);
 }

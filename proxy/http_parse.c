@@ -47,9 +47,9 @@ static bool ci_eq(const char *a, size_t alen, const char *b, size_t blen)
 	return true;
 }
 
-bool http_token_eq(const char *s, size_t len, const char *lit)
+bool http_token_eq_n(const char *s, size_t len, const char *lit, size_t litlen)
 {
-	return ci_eq(s, len, lit, strlen(lit));
+	return ci_eq(s, len, lit, litlen);
 }
 
 /* ---- scanner ---- */
@@ -255,10 +255,15 @@ static int next_line(const char *buf, size_t len, size_t *pos, struct line *l, c
 	return -1;
 }
 
-static const char *const hop_headers[] = {
-        "connection",         "keep-alive", "proxy-connection", "proxy-authorization",
-        "proxy-authenticate", "te",         "trailer",          "upgrade",
+#define HOP(s) {s, sizeof s - 1}
+static const struct {
+	const char *name;
+	size_t len;
+} hop_headers[] = {
+        HOP("connection"),         HOP("keep-alive"), HOP("proxy-connection"), HOP("proxy-authorization"),
+        HOP("proxy-authenticate"), HOP("te"),         HOP("trailer"),          HOP("upgrade"),
 };
+#undef HOP
 
 /* Parses one header line into h; returns 0 or -1 with *why. */
 static int parse_header_line(const struct line *l, struct http_header *h, const char **why)
@@ -295,7 +300,7 @@ static int parse_header_line(const struct line *l, struct http_header *h, const 
 	h->value_len = end - i;
 	h->hop = false;
 	for (size_t k = 0; k < sizeof hop_headers / sizeof hop_headers[0]; k++)
-		if (http_token_eq(h->name, h->name_len, hop_headers[k]))
+		if (ci_eq(h->name, h->name_len, hop_headers[k].name, hop_headers[k].len))
 			h->hop = true;
 	return 0;
 }

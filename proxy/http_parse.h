@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define HTTP_REQLINE_MAX    8192  /* longer request line: 414 */
 #define HTTP_HEAD_MAX       65536 /* longer head: 431 (502 for a response) */
@@ -129,5 +130,10 @@ uint64_t http_chunked_data_left(const struct http_chunked *c);
 /* n (at most http_chunked_data_left) data bytes were passed on without being fed (spliced). */
 void http_chunked_skip(struct http_chunked *c, uint64_t n);
 
-/* Case-insensitive comparison of a counted string with a literal. */
-bool http_token_eq(const char *s, size_t len, const char *lit);
+/* Case-insensitive comparison of a counted string with litlen bytes at lit. */
+bool http_token_eq_n(const char *s, size_t len, const char *lit, size_t litlen);
+/* ... with a literal (inline: its strlen is made at compile time) */
+static inline bool http_token_eq(const char *s, size_t len, const char *lit)
+{
+	return http_token_eq_n(s, len, lit, strlen(lit));
+}

@@ -157,6 +157,10 @@ void proxy_http_accept(struct proxy_session *s, int fd);
 /* The same for a connection redirected from the session's port orig_port (transparent mode): requests
  * are origin-form and the Host header names the destination. orig_port 0 = forward proxy. */
 void proxy_http_accept_transparent(struct proxy_session *s, int fd, uint16_t orig_port);
+/* ---- bev_read.c ---- */
+/* bev (a plain socket bufferevent with its final fd) reads without libevent's ioctl(FIONREAD) before
+ * each read, otherwise as before (bev_read.c). Other bufferevents (TLS) are left alone. */
+void proxy_bev_fast_read(struct bufferevent *bev);
 /* ---- transparent.c ---- */
 /* Serves fd (accepted on the transparent listener at local; taken over) for an admitted session. */
 void proxy_transparent_accept(struct proxy_session *s, int fd, const struct sockaddr_storage *local);

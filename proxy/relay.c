@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "util.h"
 
 /* ---- audit ---- */
 
@@ -132,7 +133,7 @@ void proxy_relay_begin(struct proxy_relay *r, const struct timespec *start_rt, u
 	r->flow = proxy_flow_next(r->e);
 	memset(&r->t, 0, sizeof r->t);
 	r->method_bit = 0;
-	snprintf(r->method, sizeof r->method, "%s", method ? method : "");
+	util_strlcpy(r->method, method ? method : "", sizeof r->method);
 	r->decision = r->logged = NULL;
 	r->rule[0] = r->address[0] = r->reason[0] = r->error[0] = '\0';
 	r->status = 0;
@@ -194,6 +195,7 @@ int proxy_relay_accept_handshake(struct proxy_relay *r, struct proxy_session *s,
 		proxy_relay_end(r);
 		return -ENOMEM;
 	}
+	proxy_bev_fast_read(client);
 	bufferevent_setcb(client, read_cb, NULL, event_cb, r);
 	bufferevent_setwatermark(client, EV_READ, 0, read_max);
 	bufferevent_enable(client, EV_READ | EV_WRITE);
@@ -360,7 +362,7 @@ enum policy_verdict proxy_relay_decide(struct proxy_relay *r, const char *host, 
 		r->decision = "deny";
 		return POLICY_DENY;
 	}
-	snprintf(r->rule, sizeof r->rule, "%s", policy_decision_where(&r->t.dec));
+	util_strlcpy(r->rule, policy_decision_where(&r->t.dec), sizeof r->rule);
 	if (r->ops->redecide)
 		r->conn.still_allowed = still_allowed_cb; /* a policy change decides the destination again */
 	if (r->t.dec.verdict == POLICY_ASK && !r->ops->hold_asks)

@@ -29,6 +29,11 @@
 # port 3128) against OTHER's ("B", port 3131, e.g. main's build) and the direct path, in the same lab, on
 # the keep-alive and new-connection rows, the order rotating each round; prints every run and the medians
 # (A/B and A/direct), no JSON. For measuring a change on a shared machine.
+# BENCH_CALLGRIND=DIR (with BENCH_AB): both sluice-proxy processes run under callgrind (their event loop
+# only) on the keep-alive row alone (at valgrind's pace: the rates mean nothing), and the instructions each
+# spent per request (its close records) are printed, in all and without libcrypto (SHA-256 of the audit
+# chain, which under valgrind takes a path without the CPU's SHA instructions): user-space work that the
+# machine's load does not move; DIR/callgrind-{A,B}.out for callgrind_annotate.
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
 export SLUICE_SOURCE_DIR=$src SLUICE_BUILD_DIR=${1:-${SLUICE_BUILD_DIR:-$src/build}}
@@ -72,8 +77,21 @@ lab_wait_port inet 198.18.1.11 "$ORIGIN_PORT" 5 || lab_bail "bench-origin did no
 proxy_start s1 "{\"allow\": [{\"host\": \"allowed.test\", \"ports\": [$ORIGIN_PORT]}, \"bench.test\", \"registry.test\"]}"
 sed -i "s/\"upstream_dns\": \"[^\"]*\"/\"upstream_dns\": \"$UPSTREAM_DNS:53\"/" "$LAB_DIR/proxy/config-s1.json"
 lab_stop proxy
-lab_bg proxy "$SLUICE_BUILD_DIR/proxy/sluice-proxy" --config "$LAB_DIR/proxy/config-s1.json"
-lab_wait_port s1 "$GW" 3128 5 || lab_bail "sluice-proxy did not restart"
+# callgrind_of A|B: the command prefix that runs a sluice-proxy under callgrind (BENCH_CALLGRIND), or nothing
+callgrind_of() {
+	[ -n "${BENCH_CALLGRIND:-}" ] || return 0
+	echo valgrind --tool=callgrind --toggle-collect=event_base_loop \
+		"--callgrind-out-file=$BENCH_CALLGRIND/callgrind-$1.out"
+}
+if [ -n "${BENCH_CALLGRIND:-}" ]; then
+	[ -n "${BENCH_AB:-}" ] || lab_bail "BENCH_CALLGRIND needs BENCH_AB"
+	mkdir -p "$BENCH_CALLGRIND" && rm -f "$BENCH_CALLGRIND"/callgrind-[AB].out
+fi
+# (the proxy drops root: the profile it writes at its exit goes to a file it may write)
+cg_writable() { [ -z "${BENCH_CALLGRIND:-}" ] || chmod 0666 "$BENCH_CALLGRIND/callgrind-$1.out"; }
+lab_bg proxy $(callgrind_of A) "$SLUICE_BUILD_DIR/proxy/sluice-proxy" --config "$LAB_DIR/proxy/config-s1.json"
+lab_wait_port s1 "$GW" 3128 $([ -n "${BENCH_CALLGRIND:-}" ] && echo 60 || echo 5) || lab_bail "sluice-proxy did not restart"
+cg_writable A
 
 mkdir -p "$LAB_DIR/squid" "$LAB_DIR/tinyproxy" && chmod 0777 "$LAB_DIR/squid" "$LAB_DIR/tinyproxy"
 printf '%s\n' "http_port $GW:3129" "http_access allow all" "cache deny all" "dns_nameservers $UPSTREAM_DNS" \
@@ -191,8 +209,10 @@ median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) prin
 if [ -n "${BENCH_AB:-}" ]; then
 	sed -e 's/:3128"/:3131"/g' -e '/"kind": "dns"/s/:53"/:5354"/' -e "s|\"audit_log\": \"[^\"]*\"|\"audit_log\": \"$PROXY_AUDIT.b\"|" \
 		"$LAB_DIR/proxy/config-s1.json" >"$LAB_DIR/proxy/config-b.json"
-	lab_bg proxyb "$BENCH_AB/proxy/sluice-proxy" --config "$LAB_DIR/proxy/config-b.json"
-	lab_wait_port s1 "$GW" 3131 5 || lab_bail "the B sluice-proxy ($BENCH_AB) did not start"
+	lab_bg proxyb $(callgrind_of B) "$BENCH_AB/proxy/sluice-proxy" --config "$LAB_DIR/proxy/config-b.json"
+	lab_wait_port s1 "$GW" 3131 $([ -n "${BENCH_CALLGRIND:-}" ] && echo 60 || echo 5) ||
+		lab_bail "the B sluice-proxy ($BENCH_AB) did not start"
+	cg_writable B
 	PIDNAME[3131]=proxyb
 	declare -A AB=([3128]=A [3131]=B [direct]=direct)
 	wrk_run 3128 10 >/dev/null
@@ -208,6 +228,7 @@ if [ -n "${BENCH_AB:-}" ]; then
 			watch_end
 			echo "# round $round: ${AB[$p]}: keep-alive $rps req/s, p50 $p50 ms, p99 $p99 ms, $cpu us CPU/req, non-2xx $bad"
 			S[ka_rps_$p]+=" $rps" S[ka_p99_$p]+=" $p99" S[ka_cpu_$p]+=" $cpu"
+			[ -z "${BENCH_CALLGRIND:-}" ] || continue
 			watch_start newconn
 			read -r rps p50 p99 cpu bad < <(ab_run "$p")
 			watch_end
@@ -216,7 +237,20 @@ if [ -n "${BENCH_AB:-}" ]; then
 		done
 	done
 	echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-	for m in ka_rps ka_p99 ka_cpu nc_rps nc_p99 nc_cpu; do
+	if [ -n "${BENCH_CALLGRIND:-}" ]; then
+		lab_stop proxy
+		lab_stop proxyb
+		for x in A B; do
+			log=$PROXY_AUDIT
+			[ "$x" = A ] || log=$PROXY_AUDIT.b
+			n=$(grep -c '"event":"close"' "$log")
+			callgrind_annotate "$BENCH_CALLGRIND/callgrind-$x.out" 2>/dev/null | awk -v x="$x" -v n="$n" '
+				/PROGRAM TOTALS/ { gsub(",", "", $1); t = $1 }
+				/libcrypto/ && $1 ~ /^[0-9,]+$/ { gsub(",", "", $1); c += $1 }
+				END { if (n > 0) printf "callgrind %s: %d requests, %.0f instructions/request, %.0f without libcrypto\n", x, n, t / n, (t - c) / n }'
+		done
+	fi
+	for m in ka_rps ka_p99 ka_cpu $([ -n "${BENCH_CALLGRIND:-}" ] || echo nc_rps nc_p99 nc_cpu); do
 		a=$(median ${S[${m}_3128]}) b=$(median ${S[${m}_3131]}) d=$(median ${S[${m}_direct]} 2>/dev/null)
 		awk -v m="$m" -v a="$a" -v b="$b" -v d="$d" 'BEGIN { printf "%-7s A %10s  B %10s  A/B %.3f", m, a, b, b ? a / b : 0;
 			if (m ~ /rps|p99/ && d != "" && d != "-" && d > 0) printf "  direct %10s  A/direct %.3f  B/direct %.3f", d, a / d, b / d; print "" }'
