@@ -202,6 +202,7 @@ static void teardown(struct sb_session *s, bool ran)
 {
 	char err[SB_ERR_MAX];
 
+	sb_net_records_ask(s); /* gathered by sluiced while the rest of the teardown runs */
 	sb_cgroup_free(s->cg);
 	s->cg = NULL;
 	/* every process of the session is gone: what it could write is written */
