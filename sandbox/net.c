@@ -450,6 +450,18 @@ void sb_net_prepare(const struct sb_session *s)
 #endif
 }
 
+#if SB_HAVE_NETD
+static struct netd_session *lingering; /* owned: a sluiced session's connection, until sb_net_release */
+#endif
+
+void sb_net_release(void)
+{
+#if SB_HAVE_NETD
+	netd_session_close(lingering);
+	lingering = NULL;
+#endif
+}
+
 void sb_net_close(struct sb_session *s)
 {
 	struct timespec t0, t1;
@@ -472,8 +484,16 @@ void sb_net_close(struct sb_session *s)
 		log_info("launcher: the session's records from sluiced: %ld us",
 		         (long)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000));
 #if SB_HAVE_NETD
-	/* Closing waits until an embedded helper has written the log (netd/embedded.c). */
-	netd_session_close(s->net->ns);
+	/* Closing waits until an embedded helper has written the log (netd/embedded.c). A connection to
+	 * sluiced, whose records are read by now, is closed last (sb_net_release): its close wakes sluiced to
+	 * end the session, which on 2 CPUs took the launcher's CPU in the middle of its teardown (a launch
+	 * ~2-4 % slower, docs/sandbox.md). */
+	if (netd_session_is_embedded(s->net->ns)) {
+		netd_session_close(s->net->ns);
+	} else {
+		sb_net_release();
+		lingering = s->net->ns;
+	}
 	s->net->ns = NULL;
 #endif
 	print_summary(s, s->net);

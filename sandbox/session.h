@@ -430,3 +430,6 @@ void sb_net_prepare(const struct sb_session *s);
 /* At the start of the teardown: asks sluiced for the session's records, read by sb_net_close. */
 void sb_net_records_ask(struct sb_session *s);
 void sb_net_close(struct sb_session *s);
+/* Last of the teardown: closes the connection to sluiced that sb_net_close left open (sluiced then
+ * ends the session); no-op without one. */
+void sb_net_release(void);
