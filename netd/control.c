@@ -191,8 +191,9 @@ void netd_conn_session_ready(struct netd *d, struct netd_sess *s, int err, const
 		double now = netd_metrics_now();
 
 		netd_metrics_session_ready(d, now - s->setup_start);
-		log_debug("session %s: answered %.0f us after the request (the engine's answer %.0f us after the wiring)",
-			  s->id, (now - s->setup_start) * 1e6, s->wired_at > 0 ? (now - s->wired_at) * 1e6 : 0.0);
+		log_debug(
+		        "session %s: answered %.0f us after the request (the engine's answer %.0f us after the wiring)",
+		        s->id, (now - s->setup_start) * 1e6, s->wired_at > 0 ? (now - s->wired_at) * 1e6 : 0.0);
 	}
 	s->setup_start = 0;
 	if (c && send_session(d, c->fd, seq, s) < 0)

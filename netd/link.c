@@ -137,7 +137,7 @@ struct batch {
 	struct nl_msg *m[BATCH_MAX];
 	const char *what[BATCH_MAX]; /* for the error message */
 	unsigned n;
-	int r;            /* a request that could not be built */
+	int r; /* a request that could not be built */
 	const char *rwhat;
 };
 
@@ -237,7 +237,7 @@ static void req_no_ll6(struct batch *b, int ifindex, const char *what)
 }
 
 static void req_addr(struct batch *b, int ifindex, int family, const void *a, unsigned plen, unsigned flags6,
-		     const char *what)
+                     const char *what)
 {
 	struct rtnl_addr *ra = rtnl_addr_alloc();
 	struct nl_addr *na = nl_addr_build(family, a, family == AF_INET ? 4 : 16);
@@ -259,7 +259,7 @@ static void req_addr(struct batch *b, int ifindex, int family, const void *a, un
 }
 
 static void req_route(struct batch *b, int ifindex, int family, const void *dst, unsigned plen, const void *gw,
-		      const char *what)
+                      const char *what)
 {
 	struct rtnl_route *rt = rtnl_route_alloc();
 	struct rtnl_nexthop *nh = rtnl_route_nh_alloc();

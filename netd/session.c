@@ -449,8 +449,9 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 	s->wired_at = netd_metrics_now();
 	/* sluiced -v: where a setup's time goes (docs/netd.md) */
 	log_debug("session %s: wired %.0f us after the request: policy and lease %.0f, nft %.0f, veth %.0f, host side "
-		  "%.0f, session side %.0f us", s->id, (s->wired_at - s->setup_start) * 1e6, (t[0] - s->setup_start) * 1e6,
-		  (t[1] - t[0]) * 1e6, (t[2] - t[1]) * 1e6, (t[3] - t[2]) * 1e6, (s->wired_at - t[3]) * 1e6);
+	          "%.0f, session side %.0f us",
+	          s->id, (s->wired_at - s->setup_start) * 1e6, (t[0] - s->setup_start) * 1e6, (t[1] - t[0]) * 1e6,
+	          (t[2] - t[1]) * 1e6, (t[3] - t[2]) * 1e6, (s->wired_at - t[3]) * 1e6);
 	netd_test_stop_at("session-up");
 	s->owner = req->owner;
 	s->next = d->sessions;
