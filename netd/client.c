@@ -25,6 +25,7 @@
 struct netd_session {
 	int fd;    /* owned: the control connection; closing it ends the session */
 	pid_t pid; /* embedded helper, or -1 */
+	int records_asked; /* RECORDS: 0 not sent, 1 sent, -errno sending failed */
 };
 
 static const char *run_dir(void)
@@ -527,16 +528,28 @@ static int send_policy(struct netd_session *s, const char *id, const char *polic
 	return r;
 }
 
+#define RECORDS_SEQ 0x2000
+
+void netd_session_records_ask(struct netd_session *s)
+{
+	if (!s || s->pid > 0 || s->fd < 0 || s->records_asked)
+		return;
+	s->records_asked = ipc_send_empty(s->fd, NETD_MSG_RECORDS, RECORDS_SEQ);
+	if (s->records_asked == 0)
+		s->records_asked = 1;
+}
+
 int netd_session_records(struct netd_session *s, int out_fd, char *err, size_t errlen)
 {
-	uint32_t seq = 0x2000;
+	uint32_t seq = RECORDS_SEQ;
 	int r;
 
-	if (!s || s->pid > 0) {
+	if (!s || s->pid > 0 || s->fd < 0) {
 		snprintf(err, errlen, "only a session of sluiced has its records read by sluiced");
 		return -EOPNOTSUPP;
 	}
-	r = ipc_send_empty(s->fd, NETD_MSG_RECORDS, seq);
+	netd_session_records_ask(s);
+	r = s->records_asked < 0 ? s->records_asked : 0;
 	if (r < 0)
 		snprintf(err, errlen, "asking the network daemon for the session's records: %s", strerror(-r));
 	while (r == 0) {

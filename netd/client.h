@@ -69,6 +69,10 @@ int netd_session_add_rules_by_id(const char *id, const char *rules_json, char *e
  * this. Only for sessions of sluiced: -EOPNOTSUPP for an embedded one (its log is the caller's own).
  * 0 or -errno with a one-line message in err. */
 int netd_session_records(struct netd_session *s, int out_fd, char *err, size_t errlen);
+/* Optional, before netd_session_records: sends the request now, so that sluiced and its engine gather
+ * the records while the caller finishes its own teardown; netd_session_records then only reads them.
+ * No error here: one that sending meets comes back from netd_session_records. */
+void netd_session_records_ask(struct netd_session *s);
 
 /* ---- sluiced administration (daemon only) ---- */
 

@@ -56,6 +56,7 @@ struct pending_open {
 	char *command, *name;     /* owned; name may be NULL */
 	char *cni_key, *sess_if;  /* owned; CNI_ADD only, else NULL */
 	char *sandbox;            /* owned; the launcher's sandbox type, or NULL */
+	double received;          /* netd_metrics_now() when the request arrived */
 };
 
 static void pending_open_free(struct pending_open *po)
@@ -186,8 +187,14 @@ void netd_conn_session_ready(struct netd *d, struct netd_sess *s, int err, const
 		netd_sess_close(d, s);
 		return;
 	}
-	if (s->setup_start > 0) /* once: a restarted engine's re-registration is no new session */
-		netd_metrics_session_ready(d, netd_metrics_now() - s->setup_start);
+	if (s->setup_start > 0) { /* once: a restarted engine's re-registration is no new session */
+		double now = netd_metrics_now();
+
+		netd_metrics_session_ready(d, now - s->setup_start);
+		log_debug(
+		        "session %s: answered %.0f us after the request (the engine's answer %.0f us after the wiring)",
+		        s->id, (now - s->setup_start) * 1e6, s->wired_at > 0 ? (now - s->wired_at) * 1e6 : 0.0);
+	}
 	s->setup_start = 0;
 	if (c && send_session(d, c->fd, seq, s) < 0)
 		log_warnx("session %s: the reply could not be sent", s->id);
@@ -221,6 +228,7 @@ static void open_compiled(struct netd *d, int r, struct netd_compiled *res, cons
 	req.cni_key = po->cni_key;
 	req.sess_if = po->sess_if;
 	req.policy = res;
+	req.requested = po->received;
 	req.uid = c->uid;
 	req.pid = c->pid;
 	req.owner = po->type == NETD_MSG_ATTACH ? c : NULL;
@@ -304,6 +312,7 @@ static void handle_open(struct netd *d, struct netd_conn *c, struct ipc_msg *m)
 	}
 	po->type = m->type;
 	po->seq = m->seq;
+	po->received = netd_metrics_now();
 	po->netns_fd = netns_fd;
 	r = netd_compile_start(d, policy, c->uid, open_compiled, c, &po->job, err, sizeof err);
 	if (r < 0) {

@@ -112,7 +112,9 @@ int netd_link_create(struct nl_sock *host, const struct netd_link_cfg *c, char *
 	return 0;
 }
 
-static int link_index(struct nl_sock *sk, const char *name)
+/* The index of link `name` and, for a veth end, of its peer in the peer's namespace (IFLA_LINK; 0 when
+ * the link names none). */
+static int link_index(struct nl_sock *sk, const char *name, int *peer)
 {
 	struct rtnl_link *l = NULL;
 	int r = rtnl_link_get_kernel(sk, 0, name, &l);
@@ -120,24 +122,96 @@ static int link_index(struct nl_sock *sk, const char *name)
 	if (r < 0)
 		return nlerr(r);
 	r = rtnl_link_get_ifindex(l);
+	if (peer)
+		*peer = (int)rtnl_link_get_link(l);
 	rtnl_link_put(l);
 	return r;
 }
 
-static int link_set_up(struct nl_sock *sk, int ifindex)
+/* A side's requests, sent in one sendmsg and acknowledged one by one in order. The kernel handles them
+ * one after the other as if sent apart (each under the RTNL lock, each acknowledged, a failed one not
+ * stopping the next), so the order still carries the dependencies (an address before the route through
+ * it); what goes is two system calls and a wake-up per request (a setup's ~15 requests, docs/netd.md). */
+#define BATCH_MAX 10
+struct batch {
+	struct nl_msg *m[BATCH_MAX];
+	const char *what[BATCH_MAX]; /* for the error message */
+	unsigned n;
+	int r; /* a request that could not be built */
+	const char *rwhat;
+};
+
+static void batch_add(struct batch *b, int r, struct nl_msg *m, const char *what)
+{
+	if (r == 0 && (!m || b->n == BATCH_MAX))
+		r = m ? -E2BIG : -ENOMEM;
+	if (r < 0) {
+		if (m)
+			nlmsg_free(m);
+		if (!b->r) {
+			b->r = r;
+			b->rwhat = what;
+		}
+		return;
+	}
+	b->m[b->n] = m;
+	b->what[b->n++] = what;
+}
+
+/* Sends the batch and reads every acknowledgement: 0, or the first failure (-errno, *what saying which). */
+static int batch_run(struct nl_sock *sk, struct batch *b, const char **what)
+{
+	size_t len = 0, off = 0;
+	char *buf = NULL;
+	int r = b->r, e;
+
+	*what = b->rwhat;
+	for (unsigned i = 0; r == 0 && i < b->n; i++) {
+		nl_complete_msg(sk, b->m[i]); /* sequence number, NLM_F_REQUEST | NLM_F_ACK */
+		len += NLMSG_ALIGN(nlmsg_hdr(b->m[i])->nlmsg_len);
+	}
+	if (r == 0 && b->n && !(buf = calloc(1, len)))
+		r = -ENOMEM;
+	for (unsigned i = 0; r == 0 && i < b->n; i++) {
+		struct nlmsghdr *h = nlmsg_hdr(b->m[i]);
+
+		memcpy(buf + off, h, h->nlmsg_len);
+		off += NLMSG_ALIGN(h->nlmsg_len);
+	}
+	if (r == 0 && b->n && (e = nl_sendto(sk, buf, len)) < 0) {
+		r = nlerr(e);
+		*what = b->what[0];
+	}
+	/* one acknowledgement (or error) a request, in order; libnl checks their sequence numbers */
+	for (unsigned i = 0; r == 0 && i < b->n; i++)
+		if ((e = nl_wait_for_ack(sk)) < 0 && r == 0) {
+			r = nlerr(e);
+			*what = b->what[i];
+			/* the ones after it are acknowledged too: read them, the socket stays in step */
+			for (unsigned j = i + 1; j < b->n; j++)
+				(void)nl_wait_for_ack(sk);
+		}
+	free(buf);
+	for (unsigned i = 0; i < b->n; i++)
+		nlmsg_free(b->m[i]);
+	b->n = 0;
+	return r;
+}
+
+static void req_link_up(struct batch *b, int ifindex, const char *what)
 {
 	struct rtnl_link *orig = rtnl_link_alloc(), *chg = rtnl_link_alloc();
-	int r = -ENOMEM;
+	struct nl_msg *m = NULL;
+	int r = -NLE_NOMEM;
 
 	if (orig && chg) {
 		rtnl_link_set_ifindex(orig, ifindex);
 		rtnl_link_set_flags(chg, IFF_UP);
-		r = rtnl_link_change(sk, orig, chg, 0);
-		r = r < 0 ? nlerr(r) : 0;
+		r = rtnl_link_build_change_request(orig, chg, 0, &m);
 	}
 	rtnl_link_put(orig);
 	rtnl_link_put(chg);
-	return r;
+	batch_add(b, r < 0 ? nlerr(r) : 0, m, what);
 }
 
 /* No IPv6 link-local address on a host-side link (the session's end keeps its own): nothing on the host
@@ -145,28 +219,30 @@ static int link_set_up(struct nl_sock *sk, int ifindex)
  * two more routes per session in the host's one IPv6 table, which the kernel walks whole at every link
  * deletion, under the RTNL lock that setups wait for. Set before the link is up (it cannot be given at
  * creation: the link has no IPv6 state yet). */
-static int link_no_ll6(struct nl_sock *sk, int ifindex)
+static void req_no_ll6(struct batch *b, int ifindex, const char *what)
 {
 	struct rtnl_link *orig = rtnl_link_alloc(), *chg = rtnl_link_alloc();
-	int r = -ENOMEM;
+	struct nl_msg *m = NULL;
+	int r = -NLE_NOMEM;
 
 	if (orig && chg) {
 		rtnl_link_set_ifindex(orig, ifindex);
 		r = rtnl_link_inet6_set_addr_gen_mode(chg, IN6_ADDR_GEN_MODE_NONE);
 		if (r == 0)
-			r = rtnl_link_change(sk, orig, chg, 0);
-		r = r < 0 ? nlerr(r) : 0;
+			r = rtnl_link_build_change_request(orig, chg, 0, &m);
 	}
 	rtnl_link_put(orig);
 	rtnl_link_put(chg);
-	return r;
+	batch_add(b, r < 0 ? nlerr(r) : 0, m, what);
 }
 
-static int addr_add(struct nl_sock *sk, int ifindex, int family, const void *a, unsigned plen, unsigned flags6)
+static void req_addr(struct batch *b, int ifindex, int family, const void *a, unsigned plen, unsigned flags6,
+                     const char *what)
 {
 	struct rtnl_addr *ra = rtnl_addr_alloc();
 	struct nl_addr *na = nl_addr_build(family, a, family == AF_INET ? 4 : 16);
-	int r = -ENOMEM;
+	struct nl_msg *m = NULL;
+	int r = -NLE_NOMEM;
 
 	if (ra && na) {
 		nl_addr_set_prefixlen(na, (int)plen);
@@ -175,100 +251,102 @@ static int addr_add(struct nl_sock *sk, int ifindex, int family, const void *a, 
 		rtnl_addr_set_local(ra, na);
 		if (family == AF_INET6)
 			rtnl_addr_set_flags(ra, IFA_F_NODAD | flags6);
-		r = rtnl_addr_add(sk, ra, 0);
-		r = r < 0 ? nlerr(r) : 0;
+		r = rtnl_addr_build_add_request(ra, 0, &m);
 	}
 	nl_addr_put(na);
 	rtnl_addr_put(ra);
-	return r;
+	batch_add(b, r < 0 ? nlerr(r) : 0, m, what);
 }
 
-/* dst/plen via ifindex (and gateway gw if given) */
-static int route_add(struct nl_sock *sk, int ifindex, int family, const void *dst, unsigned plen,
-		     const void *gw)
+static void req_route(struct batch *b, int ifindex, int family, const void *dst, unsigned plen, const void *gw,
+                      const char *what)
 {
 	struct rtnl_route *rt = rtnl_route_alloc();
 	struct rtnl_nexthop *nh = rtnl_route_nh_alloc();
-	struct nl_addr *d = nl_addr_build(family, dst, family == AF_INET ? 4 : 16);
-	struct nl_addr *g = gw ? nl_addr_build(family, gw, family == AF_INET ? 4 : 16) : NULL;
-	int r = -ENOMEM;
+	size_t alen = family == AF_INET ? 4 : 16;
+	struct nl_addr *d = nl_addr_build(family, dst, alen), *g = gw ? nl_addr_build(family, gw, alen) : NULL;
+	struct nl_msg *m = NULL;
+	int r = -NLE_NOMEM;
 
-	if (!rt || !nh || !d || (gw && !g))
-		goto out;
-	nl_addr_set_prefixlen(d, (int)plen);
-	rtnl_route_set_family(rt, (uint8_t)family);
-	rtnl_route_set_table(rt, RT_TABLE_MAIN);
-	rtnl_route_set_protocol(rt, NETD_ROUTE_PROTO);
-	rtnl_route_set_dst(rt, d);
-	rtnl_route_set_scope(rt, gw ? RT_SCOPE_UNIVERSE : RT_SCOPE_LINK);
-	rtnl_route_nh_set_ifindex(nh, ifindex);
-	if (g)
-		rtnl_route_nh_set_gateway(nh, g);
-	rtnl_route_add_nexthop(rt, nh);
-	nh = NULL; /* owned by the route now */
-	r = rtnl_route_add(sk, rt, NLM_F_EXCL);
-	r = r < 0 ? nlerr(r) : 0;
-out:
+	if (rt && nh && d && (!gw || g)) {
+		nl_addr_set_prefixlen(d, (int)plen);
+		rtnl_route_set_family(rt, (uint8_t)family);
+		rtnl_route_set_table(rt, RT_TABLE_MAIN);
+		rtnl_route_set_protocol(rt, NETD_ROUTE_PROTO);
+		rtnl_route_set_dst(rt, d);
+		rtnl_route_set_scope(rt, gw ? RT_SCOPE_UNIVERSE : RT_SCOPE_LINK);
+		rtnl_route_nh_set_ifindex(nh, ifindex);
+		if (g)
+			rtnl_route_nh_set_gateway(nh, g);
+		rtnl_route_add_nexthop(rt, nh);
+		nh = NULL; /* the route owns it */
+		r = rtnl_route_build_add_request(rt, NLM_F_EXCL, &m);
+	}
 	if (nh)
 		rtnl_route_nh_free(nh);
 	nl_addr_put(d);
 	nl_addr_put(g);
 	rtnl_route_put(rt);
-	return r;
+	batch_add(b, r < 0 ? nlerr(r) : 0, m, what);
 }
 
-int netd_link_host_up(struct nl_sock *host, const struct netd_link_cfg *c, char *err, size_t errlen)
+int netd_link_host_up(struct nl_sock *host, struct netd_link_cfg *c, char *err, size_t errlen)
 {
-	int idx = link_index(host, c->host_if), r;
+	struct batch b = {0};
+	const char *what;
+	int idx = link_index(host, c->host_if, &c->sess_index), r;
 
 	if (idx < 0)
 		return fail(err, errlen, idx, "finding link", c->host_if);
-	if (c->has6 && (r = link_no_ll6(host, idx)) < 0)
-		return fail(err, errlen, r, "turning IPv6 link-local addresses off", c->host_if);
-	if (c->has4 && (r = addr_add(host, idx, AF_INET, &c->gw4, 32, 0)) < 0)
-		return fail(err, errlen, r, "adding gateway IPv4 address", c->host_if);
+	if (c->has6)
+		req_no_ll6(&b, idx, "turning IPv6 link-local addresses off");
+	if (c->has4)
+		req_addr(&b, idx, AF_INET, &c->gw4, 32, 0, "adding gateway IPv4 address");
 	/* no prefix route for the gateway's /128: the session's own /128 route is the one used, and with the
 	 * same gateway address on every link the kernel inserted a thousandth sibling of the same route for
 	 * the thousandth session (fib6_add_rt2node in the profile) */
-	if (c->has6 && (r = addr_add(host, idx, AF_INET6, &c->gw6, 128, IFA_F_NOPREFIXROUTE)) < 0)
-		return fail(err, errlen, r, "adding gateway IPv6 address", c->host_if);
-	if ((r = link_set_up(host, idx)) < 0)
-		return fail(err, errlen, r, "bringing up", c->host_if);
-	if (c->has4 && (r = route_add(host, idx, AF_INET, &c->addr4, 32, NULL)) < 0)
-		return fail(err, errlen, r, "adding route to the session's IPv4 address", c->host_if);
-	if (c->has6 && (r = route_add(host, idx, AF_INET6, &c->addr6, 128, NULL)) < 0)
-		return fail(err, errlen, r, "adding route to the session's IPv6 address", c->host_if);
+	if (c->has6)
+		req_addr(&b, idx, AF_INET6, &c->gw6, 128, IFA_F_NOPREFIXROUTE, "adding gateway IPv6 address");
+	req_link_up(&b, idx, "bringing up");
+	if (c->has4)
+		req_route(&b, idx, AF_INET, &c->addr4, 32, NULL, "adding route to the session's IPv4 address");
+	if (c->has6)
+		req_route(&b, idx, AF_INET6, &c->addr6, 128, NULL, "adding route to the session's IPv6 address");
+	if ((r = batch_run(host, &b, &what)) < 0)
+		return fail(err, errlen, r, what, c->host_if);
 	return 0;
 }
+
+/* Every network namespace's loopback has index 1 (the kernel's LOOPBACK_IFINDEX, since Linux 3.7). */
+#define LO_IFINDEX 1
 
 int netd_link_session_up(struct nl_sock *sess, const struct netd_link_cfg *c, char *err, size_t errlen)
 {
 	static const unsigned char any[16];
-	const char *ifn = c->sess_if ? c->sess_if : "eth0";
-	int lo = link_index(sess, "lo"), idx = link_index(sess, ifn), r;
+	const char *ifn = c->sess_if ? c->sess_if : "eth0", *what;
+	struct batch b = {0};
+	int idx = c->sess_index > 0 ? c->sess_index : link_index(sess, ifn, NULL), r;
 
-	if (lo < 0)
-		return fail(err, errlen, lo, "finding lo", "session namespace");
 	if (idx < 0)
 		return fail(err, errlen, idx, "finding the session interface", ifn);
-	if ((r = link_set_up(sess, lo)) < 0)
-		return fail(err, errlen, r, "bringing up lo", "session namespace");
-	if (c->has4 && (r = addr_add(sess, idx, AF_INET, &c->addr4, 32, 0)) < 0)
-		return fail(err, errlen, r, "adding IPv4 address", ifn);
-	if (c->has6 && (r = addr_add(sess, idx, AF_INET6, &c->addr6, 128, 0)) < 0)
-		return fail(err, errlen, r, "adding IPv6 address", ifn);
-	if ((r = link_set_up(sess, idx)) < 0)
-		return fail(err, errlen, r, "bringing up", ifn);
+	/* nothing but acknowledgements is read here: no need to peek at each message's size first */
+	nl_socket_disable_msg_peek(sess);
+	req_link_up(&b, LO_IFINDEX, "bringing up lo");
+	if (c->has4)
+		req_addr(&b, idx, AF_INET, &c->addr4, 32, 0, "adding IPv4 address");
+	if (c->has6)
+		req_addr(&b, idx, AF_INET6, &c->addr6, 128, 0, "adding IPv6 address");
+	req_link_up(&b, idx, "bringing up");
 	if (c->has4) {
-		if ((r = route_add(sess, idx, AF_INET, &c->gw4, 32, NULL)) < 0 ||
-		    (r = route_add(sess, idx, AF_INET, any, 0, &c->gw4)) < 0)
-			return fail(err, errlen, r, "adding IPv4 routes", ifn);
+		req_route(&b, idx, AF_INET, &c->gw4, 32, NULL, "adding IPv4 routes");
+		req_route(&b, idx, AF_INET, any, 0, &c->gw4, "adding IPv4 routes");
 	}
 	if (c->has6) {
-		if ((r = route_add(sess, idx, AF_INET6, &c->gw6, 128, NULL)) < 0 ||
-		    (r = route_add(sess, idx, AF_INET6, any, 0, &c->gw6)) < 0)
-			return fail(err, errlen, r, "adding IPv6 routes", ifn);
+		req_route(&b, idx, AF_INET6, &c->gw6, 128, NULL, "adding IPv6 routes");
+		req_route(&b, idx, AF_INET6, any, 0, &c->gw6, "adding IPv6 routes");
 	}
+	if ((r = batch_run(sess, &b, &what)) < 0)
+		return fail(err, errlen, r, what, ifn);
 	return 0;
 }
 

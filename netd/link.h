@@ -27,14 +27,16 @@ struct netd_link_cfg {
 	bool has4, has6;
 	struct in_addr addr4, gw4;
 	struct in6_addr addr6, gw6;
+	int sess_index; /* set by netd_link_host_up: the session end's index in its namespace (0: look it up) */
 };
 
 /* Creates the veth pair, host end `host_if` here, peer `sess_if` (eth0) directly inside the session
  * namespace; both ends down. */
 int netd_link_create(struct nl_sock *host, const struct netd_link_cfg *c, char *err, size_t errlen);
-/* Host side: gateway addresses, up, routes to the session's addresses. */
-int netd_link_host_up(struct nl_sock *host, const struct netd_link_cfg *c, char *err, size_t errlen);
-/* Session side (socket opened in the session netns): lo up, eth0 addresses, up, routes. */
+/* Host side: gateway addresses, up, routes to the session's addresses (one batch of requests); learns
+ * c->sess_index. */
+int netd_link_host_up(struct nl_sock *host, struct netd_link_cfg *c, char *err, size_t errlen);
+/* Session side (socket opened in the session netns): lo up, eth0 addresses, up, routes (one batch). */
 int netd_link_session_up(struct nl_sock *sess, const struct netd_link_cfg *c, char *err, size_t errlen);
 /* Deletes a link by name; -ENODEV if absent. Deleting one veth end deletes both. */
 int netd_link_delete(struct nl_sock *host, const char *name);

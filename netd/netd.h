@@ -120,6 +120,7 @@ struct netd_sess {
 	struct netd_conn *records_replier; /* borrowed: who waits for the RECORDS reply, or NULL */
 	uint32_t records_reply_seq;
 	double setup_start;       /* netd_metrics_now() when the request arrived (setup latency) */
+	double wired_at;          /* netd_metrics_now() when its link was wired (the engine's answer may follow) */
 	time_t direct_window;     /* direct mode: grants accepted in the current second, for the rate cap */
 	unsigned direct_in_window;
 };
@@ -247,6 +248,7 @@ struct netd_sess_req {
 	const char *command;   /* borrowed */
 	const char *sandbox;   /* borrowed; NULL: not given */
 	struct netd_compiled *policy; /* takes ownership of its members (also on error) */
+	double requested;             /* netd_metrics_now() when the request arrived (0: now) */
 	uid_t uid;
 	pid_t pid;
 	struct netd_conn *owner; /* borrowed: ATTACH ties the session to this connection */

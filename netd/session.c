@@ -259,7 +259,8 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 	unsigned char rnd[5];
 	char rec[NETD_LEASE_RECORD_MAX];
 	struct stat st;
-	bool nft_added = false, linking = false;
+	bool nft_added = false, linking = false, engine_told = false;
+	double t[4] = {0};
 	int r, e = 0, lease;
 
 	*out = NULL;
@@ -272,7 +273,7 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 	}
 	s->netns_fd = req->netns_fd;
 	s->lease_fd = -1;
-	s->setup_start = netd_metrics_now();
+	s->setup_start = req->requested > 0 ? req->requested : netd_metrics_now();
 	s->uid = req->uid;
 	s->pid = req->pid;
 	s->created = time(NULL);
@@ -396,12 +397,21 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 	s->addr4 = netd_slot_addr4(d, s->slot);
 	s->addr6 = netd_slot_addr6(d, s->slot);
 	netd_test_stop_at("lease");
+	t[0] = netd_metrics_now();
 
+	/* The engine is told now (its id, addresses and policy), so that it compiles the policy on its
+	 * worker while the link is made: the reply to the client still waits for both (open_compiled,
+	 * netd_conn_session_ready). Nothing reaches the engine from the session's address before its link
+	 * exists; a setup that fails below removes the session from the engine again (its answer then
+	 * finds no session and is dropped). */
+	netd_engine_session_add(d, s);
+	engine_told = true;
 	/* 1. filter state first, 2. the link (down), 3. host side up, 4. session side up */
 	session_nft_view(d, s, &v);
 	if ((r = netd_nft_session_add(d->nft, &v, err, errlen)) < 0)
 		goto fail;
 	nft_added = true;
+	t[1] = netd_metrics_now();
 	netd_test_stop_at("nft");
 	lc.host_if = s->ifname;
 	lc.netns_fd = s->netns_fd;
@@ -417,9 +427,11 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 	linking = true;
 	if ((r = netd_link_create(d->rtnl, &lc, err, errlen)) < 0)
 		goto fail;
+	t[2] = netd_metrics_now();
 	netd_test_stop_at("link");
 	if ((r = netd_link_host_up(d->rtnl, &lc, err, errlen)) < 0)
 		goto fail;
+	t[3] = netd_metrics_now();
 	netd_test_stop_at("host-up");
 	sess_nl = netd_rtnl_open_in(s->netns_fd, d->host_netns_fd, &e);
 	if (!sess_nl) {
@@ -434,6 +446,12 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 	netd_reaper_setup_end(d->reaper);
 	linking = false;
 	s->wired = true;
+	s->wired_at = netd_metrics_now();
+	/* sluiced -v: where a setup's time goes (docs/netd.md) */
+	log_debug("session %s: wired %.0f us after the request: policy and lease %.0f, nft %.0f, veth %.0f, host side "
+	          "%.0f, session side %.0f us",
+	          s->id, (s->wired_at - s->setup_start) * 1e6, (t[0] - s->setup_start) * 1e6, (t[1] - t[0]) * 1e6,
+	          (t[2] - t[1]) * 1e6, (t[3] - t[2]) * 1e6, (s->wired_at - t[3]) * 1e6);
 	netd_test_stop_at("session-up");
 	s->owner = req->owner;
 	s->next = d->sessions;
@@ -443,7 +461,6 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 	d->nsessions++;
 	s->ns_next = d->by_ns[ns_bucket(s->ns_dev, s->ns_ino)];
 	d->by_ns[ns_bucket(s->ns_dev, s->ns_ino)] = s;
-	netd_engine_session_add(d, s);
 	netd_test_stop_at("engine");
 	log_info("session %s: uid %u, %s, %s", s->id, (unsigned)s->uid, s->ifname, s->command);
 	*out = s;
@@ -451,6 +468,8 @@ int netd_sess_open(struct netd *d, const struct netd_sess_req *req, struct netd_
 fail:
 	if (linking)
 		netd_reaper_setup_end(d->reaper);
+	if (engine_told)
+		netd_engine_session_remove(d, s);
 	session_unwire(d, s, nft_added);
 fail_early:
 	netd_compiled_clear(req->policy); /* what session_free does not own yet */

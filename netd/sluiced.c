@@ -74,6 +74,27 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 /* `sluiced --embedded FD LEVEL [AUDIT_LOG]`: the embedded helper of a root `sluice run` (netd/client.c
  * execs it; not for people). FD is the launcher's end of a socketpair, already authenticated: the
  * launcher is the parent. Not a way in: whoever runs it has only their own privileges. */
+/* The fd table sized once, at start, while sluiced has a single thread. Grown later, as sessions come
+ * (each holds its connection, namespace and lease), it doubles at every power of two, and a table that
+ * threads share (the reaper's, the policy compilers') is replaced only after an RCU grace period, which
+ * the loop waits for: 10-200 ms each on the way to 1000 sessions (docs/netd.md). Growing it here, before
+ * any thread exists, waits for nothing; the kernel never shrinks it. 8192 slots (64 KiB) cover ~2500
+ * sessions; RLIMIT_NOFILE caps it. */
+#define NETD_FD_TABLE 8192
+static void fd_table_presize(void)
+{
+	struct rlimit rl;
+	int want = NETD_FD_TABLE, fd;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)want)
+		want = (int)rl.rlim_cur;
+	if ((fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
+		return; /* only slower then */
+	if (fd < want - 1 && dup3(fd, want - 1, O_CLOEXEC) == want - 1)
+		close(want - 1);
+	close(fd);
+}
+
 static int embedded(int argc, char **argv)
 {
 	unsigned long fd, lvl;
@@ -270,6 +291,7 @@ bad:
 			setrlimit(RLIMIT_NOFILE, &rl);
 		}
 	}
+	fd_table_presize();
 	r = netd_new(&d, &cfg, true, err, sizeof err);
 	if (r < 0) {
 		fprintf(stderr, "sluiced: %s\n", err);

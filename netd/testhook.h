@@ -4,7 +4,8 @@
  * SIGSTOP when session setup reaches STEP, so that a test can kill -9 it at exactly that point and check
  * that the next start reconciles to zero residue. STEP is one of: netns (a named namespace was created),
  * lease (an address lease was taken), nft (the session's filter elements were added), link (the veth
- * exists, down), host-up, session-up (both ends up), engine (the engine was told; the client not yet).
+ * exists, down), host-up, session-up (both ends up), engine (wired; the engine, told right after the
+ * lease, may not have answered; the client not yet).
  *
  * With SLUICED_TEST_DIRECT_DELAY_MS=N (at most 1000), sluiced waits N ms before it puts a direct-mode grant
  * in place, as a loaded sluiced would: the engine must hold the DNS answer until the grant is in

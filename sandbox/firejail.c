@@ -237,6 +237,7 @@ out:
 	sb_env_free(env);
 	sb_net_close(&s);
 	sb_session_dir_remove(&s);
+	sb_net_release();
 	free(s.cwd);
 	if (s.lock_fd >= 0)
 		close(s.lock_fd);

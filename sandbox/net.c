@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #if SB_HAVE_POLICY
@@ -391,6 +392,22 @@ static void print_summary(const struct sb_session *s, const struct sb_netsess *n
 		fprintf(stderr, "sluice: cannot read the audit log %s: %s\n", n->audit_log, strerror(-r));
 }
 
+/* Whether the session's records are asked of sluiced at its end (fetch_records). */
+static bool wants_records(const struct sb_session *s, const struct sb_netsess *n)
+{
+	return !n->embedded && n->id[0] && (!s->cfg->quiet || s->cfg->learn_file);
+}
+
+void sb_net_records_ask(struct sb_session *s)
+{
+#if SB_HAVE_NETD
+	if (s->net && s->net->ns && wants_records(s, s->net))
+		netd_session_records_ask(s->net->ns);
+#else
+	(void)s;
+#endif
+}
+
 /* A session of sluiced: its records, which sluiced reads from its own log (root's, unreadable to an
  * unprivileged user), into a memfd that the summary and learn mode then read like the log itself.
  * -1 when sluiced could not send them (the log is then read directly, if it can be). */
@@ -400,7 +417,7 @@ static int fetch_records(const struct sb_session *s, struct sb_netsess *n)
 	char err[256];
 	int fd, r;
 
-	if (n->embedded || !n->id[0] || (s->cfg->quiet && !s->cfg->learn_file))
+	if (!wants_records(s, n))
 		return -1;
 	fd = memfd_create("sluice-records", MFD_CLOEXEC);
 	if (fd < 0)
@@ -433,8 +450,21 @@ void sb_net_prepare(const struct sb_session *s)
 #endif
 }
 
+#if SB_HAVE_NETD
+static struct netd_session *lingering; /* owned: a sluiced session's connection, until sb_net_release */
+#endif
+
+void sb_net_release(void)
+{
+#if SB_HAVE_NETD
+	netd_session_close(lingering);
+	lingering = NULL;
+#endif
+}
+
 void sb_net_close(struct sb_session *s)
 {
+	struct timespec t0, t1;
 	int records_fd;
 
 #if SB_HAVE_NETD && SB_HAVE_POLICY
@@ -445,11 +475,25 @@ void sb_net_close(struct sb_session *s)
 #if SB_HAVE_NETD
 	watch_stop(s->net);
 #endif
-	/* Before the connection closes: the command has ended, and sluiced hands over its records. */
+	/* Before the connection closes: the command has ended, and sluiced hands over its records
+	 * (asked for at the start of the teardown, sb_net_records_ask). */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	records_fd = fetch_records(s, s->net);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (records_fd >= 0)
+		log_info("launcher: the session's records from sluiced: %ld us",
+		         (long)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000));
 #if SB_HAVE_NETD
-	/* Closing waits until an embedded helper has written the log (netd/embedded.c). */
-	netd_session_close(s->net->ns);
+	/* Closing waits until an embedded helper has written the log (netd/embedded.c). A connection to
+	 * sluiced, whose records are read by now, is closed last (sb_net_release): its close wakes sluiced to
+	 * end the session, which on 2 CPUs took the launcher's CPU in the middle of its teardown (a launch
+	 * ~2-4 % slower, docs/sandbox.md). */
+	if (netd_session_is_embedded(s->net->ns)) {
+		netd_session_close(s->net->ns);
+	} else {
+		sb_net_release();
+		lingering = s->net->ns;
+	}
 	s->net->ns = NULL;
 #endif
 	print_summary(s, s->net);

@@ -202,6 +202,7 @@ static void teardown(struct sb_session *s, bool ran)
 {
 	char err[SB_ERR_MAX];
 
+	sb_net_records_ask(s); /* gathered by sluiced while the rest of the teardown runs */
 	sb_cgroup_free(s->cg);
 	s->cg = NULL;
 	/* every process of the session is gone: what it could write is written */
@@ -239,6 +240,7 @@ static void teardown(struct sb_session *s, bool ran)
 	if (s->scratch_fd >= 0)
 		close(s->scratch_fd);
 	s->scratch_fd = -1;
+	sb_net_release(); /* sluiced ends the session now, off the launcher's way */
 }
 
 int sb_session_run(const struct sb_config *cfg, char *const *argv)

@@ -427,4 +427,9 @@ int sb_net_placeholder(const struct sb_session *s, struct sb_go *go, char *err, 
 /* With --allow-network: connects to netd now (starting the embedded helper when there is no sluiced), so
  * that the helper's start overlaps the launcher's own set-up; sb_net_open uses the connection. */
 void sb_net_prepare(const struct sb_session *s);
+/* At the start of the teardown: asks sluiced for the session's records, read by sb_net_close. */
+void sb_net_records_ask(struct sb_session *s);
 void sb_net_close(struct sb_session *s);
+/* Last of the teardown: closes the connection to sluiced that sb_net_close left open (sluiced then
+ * ends the session); no-op without one. */
+void sb_net_release(void);

@@ -208,6 +208,24 @@ check_match "sluiced's own namespace is refused, even for root" "host's own" \
 	"$("$CLIENT" attach /proc/self/ns/net "$POLICY" 2>&1 </dev/null)"
 check_match "a namespace that already has a session is refused" "already has session" \
 	"$("$CLIENT" attach /run/netns/s1 "$POLICY" 2>&1 </dev/null)"
+# a setup that fails half-way (its requests to the session side go in one batch): a namespace with a
+# default route of its own refuses the session's; the error names the request, and nothing stays wired
+ip netns add dr && ip -n dr link add d0 type veth peer name d1 && ip -n dr link set d0 up &&
+	ip -n dr addr add 192.0.2.77/24 dev d0 && ip -n dr route add default via 192.0.2.1 ||
+	lab_bail "making a namespace with a default route"
+nsl=$(ip -o link | grep -c ' sl-')
+check_match "a namespace with a default route already fails the session's, named" \
+	"adding IPv4 routes on eth0: File exists" "$(timeout 10 "$CLIENT" attach /run/netns/dr "$POLICY" 2>&1 </dev/null)"
+check "... its link is deleted" eventually no_sl_links_but "$nsl"
+check_eq "... and its eth0 with it" "" "$(ip -n dr -o link show eth0 2>/dev/null)"
+check_not "... and it is not listed" sh -c "'$CLIENT' list | grep -q ' test dr\$'"
+ip -n dr route del default
+"$CLIENT" attach /run/netns/dr "$POLICY" "test dr" </dev/null >"$LAB_DIR/state/dr.reply" 2>&1 &
+HOLD[dr]=$!
+lab_defer "kill -TERM ${HOLD[dr]} 2>/dev/null; wait ${HOLD[dr]} 2>/dev/null"
+check "the same namespace is wired once the route is gone" eventually grep -q '^proxy_port=' "$LAB_DIR/state/dr.reply"
+check "... and its session reaches the proxy" via_proxy dr "$GW4" "$(reply dr id)"
+end_session dr
 echo '{ "allow": ["*"] }' >"$LAB_DIR/tmp/bad.json"
 check_match "sluiced re-validates the policy a client sends" "policy rejected: .*session policy" \
 	"$(NETD_TEST_RAW_POLICY=1 "$CLIENT" attach /run/netns/m2 "$LAB_DIR/tmp/bad.json" 2>&1 </dev/null)"
