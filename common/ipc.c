@@ -155,7 +155,7 @@ int ipc_buf_put_text(struct ipc_buf *b, uint16_t attr, uint16_t fd_attr, const c
 	return 0;
 }
 
-int ipc_send(int sock, struct ipc_buf *b)
+static int ipc_send_flags(int sock, struct ipc_buf *b, int flags)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * IPC_MAX_FDS)];
@@ -200,13 +200,23 @@ int ipc_send(int sock, struct ipc_buf *b)
 		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
 	}
 	do
-		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+		n = sendmsg(sock, &msg, MSG_NOSIGNAL | flags);
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return errno == ECONNRESET ? -EPIPE : -errno;
 	if ((size_t)n != iov.iov_len)
 		return -EIO; /* SEQPACKET is all or nothing; a short write is a kernel contract break */
 	return 0;
+}
+
+int ipc_send(int sock, struct ipc_buf *b)
+{
+	return ipc_send_flags(sock, b, 0);
+}
+
+int ipc_send_nowait(int sock, struct ipc_buf *b)
+{
+	return ipc_send_flags(sock, b, MSG_DONTWAIT);
 }
 
 int ipc_send_empty(int sock, uint16_t type, uint32_t seq)

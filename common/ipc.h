@@ -116,6 +116,9 @@ size_t ipc_buf_len(const struct ipc_buf *b);
 /* Sends the message in one record. -EMSGSIZE when it overflowed IPC_MSG_MAX or IPC_MAX_FDS;
  * -EAGAIN on a full non-blocking socket; -EPIPE when the peer went away. Does not release b. */
 int ipc_send(int sock, struct ipc_buf *b);
+/* The same, never waiting: -EAGAIN when the socket's buffer is full, even on a blocking socket (for a
+ * message that may be counted instead of sent, rather than stall the sender's event loop). */
+int ipc_send_nowait(int sock, struct ipc_buf *b);
 /* Convenience: builds and sends a message with no attributes. */
 int ipc_send_empty(int sock, uint16_t type, uint32_t seq);
 

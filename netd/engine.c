@@ -199,7 +199,7 @@ int netd_engine_audit_drop(struct netd *d, const char *src, uint16_t sport, cons
 	ipc_buf_put_u16(&b, NETD_A_SPORT, sport);
 	ipc_buf_put_u16(&b, NETD_A_DPORT, dport);
 	ipc_buf_put_u8(&b, NETD_A_PROTO, proto);
-	r = ipc_send(e->sock, &b);
+	r = ipc_send_nowait(e->sock, &b);
 	ipc_buf_release(&b);
 	return r;
 }
@@ -219,7 +219,7 @@ int netd_engine_drop_summary(struct netd *d, const char *id, uint32_t over_rate,
 	ipc_buf_put_u32(&b, NETD_A_DROPS_OVER_RATE, over_rate);
 	ipc_buf_put_u32(&b, NETD_A_DROPS_LOST, lost);
 	ipc_buf_put_u32(&b, NETD_A_DROPS_UNSENT, unsent);
-	r = ipc_send(e->sock, &b);
+	r = ipc_send_nowait(e->sock, &b);
 	ipc_buf_release(&b);
 	return r;
 }

@@ -305,12 +305,15 @@ void netd_engine_session_remove(struct netd *d, const struct netd_sess *s);
  * writes their records) and answers once its records are written; s->records_seq tracks the
  * RESULT. -EHOSTDOWN when the engine is not running (nothing of the session is in flight then). */
 int netd_engine_session_release(struct netd *d, struct netd_sess *s);
-/* Hands one dropped packet to the engine's audit log: 0, -ENOTCONN when no engine runs, or ipc_send's
- * -errno (its socket full). nflog.c counts what was not handed over. */
+/* Hands one dropped packet to the engine's audit log without waiting: 0, -ENOTCONN when no engine runs,
+ * or ipc_send_nowait's -errno (-EAGAIN: its socket full, the engine busy or stalled). nflog.c counts what
+ * was not handed over; a flood of drops never holds sluiced's loop in a send (each blocking send to a
+ * stalled engine waited out the socket's 2 s send timeout). */
 int netd_engine_audit_drop(struct netd *d, const char *src, uint16_t sport, const char *dst, uint16_t dport,
 			   uint8_t proto);
 /* Hands the engine the count of drops not audited one by one (nflog.c), for one "drop-summary" record in
- * the audit log, of session id (NULL: of none): 0, -ENOTCONN when no engine runs, or ipc_send's -errno. */
+ * the audit log, of session id (NULL: of none): 0, -ENOTCONN when no engine runs, or ipc_send_nowait's
+ * -errno (nflog.c keeps the counts and offers them again a second later). */
 int netd_engine_drop_summary(struct netd *d, const char *id, uint32_t over_rate, uint32_t lost, uint32_t unsent);
 void netd_engine_reopen_log(struct netd *d);
 /* Sends the session's new policy (SESSION_POLICY); s->policy_seq tracks the RESULT. */

@@ -256,6 +256,10 @@ summaries=$(grep -c '"protocol":"drop-summary"' "$AUDIT")
 EPID=$(pgrep -P "$(lab_pid sluiced)" | head -n 1)
 kill -STOP "$EPID"
 lab_exec u1 "$LAB_PYTHON" "$LAB_DIR/tmp/sender.py" "$LAB_ALLOWED4" "$STALL" 43000 100 0
+# sluiced hands drops to the engine without waiting: its loop is not held in a send to the stalled engine
+# (each blocking send waited out the socket's 2 s timeout, so it answered nobody for seconds)
+check "... while the engine stalls, sluiced still answers its control socket at once" \
+	timeout 1.5 "$SLUICE_BUILD_DIR/tools/sluicectl/sluicectl" sessions
 sleep 2.5 # a report, and a second offer of what the engine did not take
 kill -CONT "$EPID"
 all_summarised() { grep '"protocol":"drop-summary"' "$AUDIT" | tail -n +$((summaries + 1)) |
