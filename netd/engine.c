@@ -44,12 +44,19 @@ static int engine_spawn(struct netd *d, char *err, size_t errlen);
 
 static uint32_t next_seq(struct netd_engine *e);
 
+/* Without waiting, like the drops: the poll comes every second, and a blocking send to a stalled engine
+ * (its socket full) held sluiced's loop for the socket's 2 s send timeout each time; a poll not taken is
+ * the next second's. */
 void netd_engine_request_metrics(struct netd *d)
 {
 	struct netd_engine *e = d->engine;
+	struct ipc_buf b;
 
-	if (e && e->ready && ipc_send_empty(e->sock, NETD_ENG_METRICS, next_seq(e)) < 0)
+	if (!e || !e->ready || ipc_buf_init(&b, NETD_ENG_METRICS, next_seq(e)) < 0)
+		return;
+	if (ipc_send_nowait(e->sock, &b) < 0)
 		log_debug("engine: the metrics request was not sent");
+	ipc_buf_release(&b);
 }
 
 bool netd_engine_running(const struct netd *d)
