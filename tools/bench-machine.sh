@@ -29,9 +29,10 @@ else
 	mnames=(3128 direct)
 fi
 declare -A MN=([3128]=sluice [3131]=B [direct]=direct [3129]=squid [3128d]=sluice-luareq [3128n]=sluice-nft
-	[directn]=direct-nft [3131n]=B-nft)
+	[directn]=direct-nft [3131n]=B-nft [3128t]=sluice-nft-notrack)
 # BENCH_MACHINE_WHO: the contenders instead (ports; "direct"; 3128d: sluice with wrk's old per-request Lua;
-# a trailing n: with sluiced's ruleset in the host namespace, below)
+# a trailing n: with sluiced's ruleset in the host namespace, below; 3128t: that ruleset and the proxy's
+# upstream hop not tracked by conntrack, an experiment measuring what tracking it costs)
 [ -z "${BENCH_MACHINE_WHO:-}" ] || read -r -a mnames <<<"$BENCH_MACHINE_WHO"
 origin_pid=$(lab_pid origin)
 
@@ -105,26 +106,43 @@ nft_on() {
 	EOF
 }
 nft_off() { lab_exec host nft delete table inet sluicebench 2>/dev/null || true; }
+# nft_on_notrack: nft_on, and the host's own connections to the origin (the proxies' upstream hop) not
+# tracked: the measure of what conntrack costs there (sluiced's ruleset has no such rule)
+nft_on_notrack() {
+	nft_on
+	lab_exec host nft -f - <<-EOF || lab_bail "cannot load the notrack chains"
+		table inet sluicebench {
+			chain raw_out {
+				type filter hook output priority raw; policy accept;
+				oifname "inet0" ip daddr $LAB_ALLOWED4 tcp dport $ORIGIN_PORT notrack
+			}
+			chain raw_pre {
+				type filter hook prerouting priority raw; policy accept;
+				iifname "inet0" ip saddr $LAB_ALLOWED4 tcp sport $ORIGIN_PORT notrack
+			}
+		}
+	EOF
+}
 
 # wrk_args WHO SECONDS: sets WRK_ARGS to wrk's arguments for a contender (3128d: through 3128 with a Lua
 # request function)
 wrk_args() {
 	WRK_ARGS=(-t 2 -c "$conns" -d "$2s")
-	case ${1%n} in
+	case ${1%[nt]} in
 	direct) WRK_ARGS+=("http://$LAB_ALLOWED4:$ORIGIN_PORT/") ;;
 	*d) WRK_ARGS+=(-s "$LAB_DIR/proxy-dynamic.lua" "http://$GW:${1%d}/") ;;
-	*) WRK_ARGS+=(-s "$LAB_DIR/proxy.lua" "http://$GW:${1%n}/") ;;
+	*) WRK_ARGS+=(-s "$LAB_DIR/proxy.lua" "http://$GW:${1%[nt]}/") ;;
 	esac
 }
 # proxy_of WHO: the pid of a contender's proxy (nothing for the direct path)
-proxy_of() { [ "${1%n}" = direct ] || lab_pid "${PIDNAME[${1%[dn]}]}"; }
+proxy_of() { [ "${1%n}" = direct ] || lab_pid "${PIDNAME[${1%[dnt]}]}"; }
 
 # machine_run PORT|direct ROUND: one wrk run with the counters; appends "key value" lines to machine.txt
 machine_run() {
 	local where=$1 round=$2 ppid=0 p0=0 o0 s0 ns ctxp0="0 0" ctxo0 n wns wctx v nv v0 nv0
 	[ "${where%n}" = direct ] || ppid=$(proxy_of "$where")
 	# (every connection made anew with the ruleset on or off: conntrack sees each from its start)
-	case $where in *n) nft_on ;; esac
+	case $where in *n) nft_on ;; *t) nft_on_notrack ;; esac
 	for ns in s1 host inet; do nstat_all "$ns" >"$LAB_DIR/nstat0-$ns"; done
 	[ "$ppid" = 0 ] || { p0=$(task_ns "$ppid"); ctxp0=$(ctx_of "$ppid"); }
 	o0=$(task_ns "$origin_pid") ctxo0=$(ctx_of "$origin_pid") s0=$(softirq_ticks)
@@ -162,7 +180,7 @@ machine_run() {
 
 : >"$mdir/machine.txt"
 echo "# warming up; load average $(cut -d' ' -f1-3 /proc/loadavg)"
-for p in "${mnames[@]}"; do [ "${p%n}" = direct ] || wrk_run "${p%[dn]}" 10 >/dev/null; done
+for p in "${mnames[@]}"; do [ "${p%n}" = direct ] || wrk_run "${p%[dnt]}" 10 >/dev/null; done
 # (the bench's lab has no nftables ruleset and no conntrack in any namespace: netd is not running)
 for ns in host s1 inet; do
 	echo "# nft rules in $ns: $(lab_exec "$ns" nft list ruleset 2>/dev/null | grep -c . || true) lines"
@@ -181,7 +199,7 @@ if command -v strace >/dev/null && [ -z "${BENCH_MACHINE_NOSTRACE:-}" ]; then
 	for p in "${mnames[@]}"; do
 		pids=("$origin_pid") tracers=()
 		[ "${p%n}" = direct ] || pids+=("$(proxy_of "$p")")
-		case $p in *n) nft_on ;; esac
+		case $p in *n) nft_on ;; *t) nft_on_notrack ;; esac
 		for pid in "${pids[@]}"; do
 			timeout -s INT "$secs" strace -c -f -p "$pid" -o "$mdir/strace-${MN[$p]}-$pid.txt" >/dev/null 2>&1 &
 			tracers+=($!)
@@ -205,7 +223,7 @@ fi
 # A perf record -a -g run per contender (perf costs CPU itself: its own run)
 if command -v perf >/dev/null && [ -z "${BENCH_MACHINE_NOPERF:-}" ]; then
 	for p in "${mnames[@]}"; do
-		case $p in *n) nft_on ;; esac
+		case $p in *n) nft_on ;; *t) nft_on_notrack ;; esac
 		wrk_args "$p" "$secs"
 		ip netns exec s1 wrk "${WRK_ARGS[@]}" >"$LAB_DIR/wrk.out" &
 		wpid=$! # (ip netns exec execs wrk: the same pid)
