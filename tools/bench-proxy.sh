@@ -34,6 +34,12 @@
 # spent per request (its close records) are printed, in all and without libcrypto (SHA-256 of the audit
 # chain, which under valgrind takes a path without the CPU's SHA instructions): user-space work that the
 # machine's load does not move; DIR/callgrind-{A,B}.out for callgrind_annotate.
+# BENCH_MACHINE=DIR (with BENCH_ONLY=http): where the whole machine's CPU goes per keep-alive request, through
+# sluice-proxy and on the direct path (and BENCH_AB's build): the CPU of wrk, the origin and the proxy, their
+# context switches, TCP segments per namespace (nstat), system calls (strace), and a perf profile of the
+# three by kernel area (tools/perf-areas.py); BENCH_MACHINE_WHO picks the contenders (e.g. "3128 3128n
+# direct directn": an n runs with sluiced's nftables ruleset loaded in the host namespace). See
+# tools/bench-machine.sh.
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
 export SLUICE_SOURCE_DIR=$src SLUICE_BUILD_DIR=${1:-${SLUICE_BUILD_DIR:-$src/build}}
@@ -113,9 +119,14 @@ for ns in s1 host; do
 	lab_exec "$ns" sysctl -qw net.ipv4.tcp_tw_reuse=1 net.ipv4.ip_local_port_range="1024 65000" ||
 		lab_bail "cannot set the port range in $ns"
 done
+# wrk's request through a proxy: the absolute form. Set as wrk's static request (formatted once, sent as
+# is), as the direct path's is: a request() function would run Lua for every request, on wrk's CPU, which
+# the direct path does not (1.5-2.8 us a request on this VM, tools/bench-machine.sh; the bytes are the same)
+printf '%s\n' "wrk.path = \"http://allowed.test:$ORIGIN_PORT/\"" "wrk.headers[\"Host\"] = \"allowed.test:$ORIGIN_PORT\"" \
+	>"$LAB_DIR/proxy.lua"
 printf '%s\n' "request = function()" \
 	"  return wrk.format(\"GET\", \"http://allowed.test:$ORIGIN_PORT/\", { [\"Host\"] = \"allowed.test:$ORIGIN_PORT\" })" \
-	"end" >"$LAB_DIR/proxy.lua"
+	"end" >"$LAB_DIR/proxy-dynamic.lua"
 conns=${BENCH_CONNS:-64}
 declare -A PIDNAME=([3128]=proxy [3129]=squid [3130]=tinyproxy)
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
@@ -205,6 +216,11 @@ bulk_run() {
 	echo "$(awk -v s="$speed" 'BEGIN { printf "%.0f", s / 1e6 }') $(cpu_per "$where" "$t0" "$bulk_bytes" 1073741824)"
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+if [ -n "${BENCH_MACHINE:-}" ]; then
+	. "$src/tools/bench-machine.sh"
+	exit
+fi
 
 if [ -n "${BENCH_AB:-}" ]; then
 	sed -e 's/:3128"/:3131"/g' -e '/"kind": "dns"/s/:53"/:5354"/' -e "s|\"audit_log\": \"[^\"]*\"|\"audit_log\": \"$PROXY_AUDIT.b\"|" \
