@@ -300,6 +300,7 @@ static void test_dns_cache_policy(void **state)
 	struct policy *with_private = json_policy("{\"allow\": [\"cached.test\", {\"cidr\": \"10.0.0.0/8\"}]}");
 	struct policy *public_only = json_policy("{\"allow\": [\"cached.test\"]}");
 	struct policy *denied = json_policy("{\"allow\": [\"other.test\"]}");
+	struct policy *asking = json_policy("{\"allow\": [\"other.test\"], \"options\": {\"ask\": true}}");
 	struct sockaddr_storage gw;
 	char err[256];
 	uint16_t up_port, gw_port, client_port;
@@ -349,25 +350,48 @@ static void test_dns_cache_policy(void **state)
 	assert_int_equal(nrr, 2);
 	/* a policy that denies the name: refused, although the answer is cached */
 	assert_int_equal(proxy_engine_session_set_policy(e, "s1", denied), 0);
+	for (int i = 0; i < 2; i++) { /* the second time from the decisions kept for this policy: the same */
+		assert_int_equal(ask(base, client, upstream, &gw, &nrr, &asked), 5);
+		assert_false(asked);
+		assert_int_equal(nrr, 0);
+	}
+	/* an "ask" policy: refused while nobody approved it, and allowed once approved, under the same policy
+	 * (an ask outcome depends on the session's approvals: never kept as the policy's decision) */
+	assert_int_equal(proxy_engine_session_set_policy(e, "s1", asking), 0);
 	assert_int_equal(ask(base, client, upstream, &gw, &nrr, &asked), 5);
-	assert_false(asked);
-	assert_int_equal(nrr, 0);
+	assert_int_equal(proxy_engine_session_grant(e, "s1", "cached.test", 443, true, 0), 0);
+	assert_int_equal(ask(base, client, upstream, &gw, &nrr, &asked), 0);
+	assert_int_equal(nrr, 1); /* (no private range in this policy) */
+	/* and a name denied under the last policies is allowed under a new one that allows it */
+	assert_int_equal(proxy_engine_session_set_policy(e, "s1", with_private), 0);
+	assert_int_equal(ask(base, client, upstream, &gw, &nrr, &asked), 0);
+	assert_int_equal(nrr, 2);
 
 	policy_unref(with_private);
 	policy_unref(public_only);
 	policy_unref(denied);
+	policy_unref(asking);
 	proxy_engine_free(e);
 	event_base_free(base);
 	close(upstream);
 	close(client);
-	{ /* one audit record per query, each a decision */
+	{ /* one audit record per query, each a decision; the two denials alike (host, rule, reason) */
 		FILE *f = fopen(path, "r");
-		char line[8192];
-		int n = 0;
+		char line[8192], denial[2][8192];
+		int n = 0, nd = 0;
 		assert_non_null(f);
-		while (fgets(line, sizeof line, f))
-			n += strstr(line, "\"protocol\":\"dns\"") != NULL;
-		assert_int_equal(n, 8);
+		while (fgets(line, sizeof line, f)) {
+			char *d = strstr(line, "\"protocol\":\"dns\"");
+			n += d != NULL;
+			if (d && strstr(line, "\"decision\":\"deny\"") && strstr(line, "no rule allows") && nd < 2) {
+				assert_non_null(strstr(d, "\"host\":\"cached.test\""));
+				*strstr(d, ",\"status\"") = '\0'; /* (what follows differs: duration, hash) */
+				strcpy(denial[nd++], d);
+			}
+		}
+		assert_int_equal(n, 12);
+		assert_int_equal(nd, 2);
+		assert_string_equal(denial[0], denial[1]);
 		fclose(f);
 	}
 	unlink(path);
