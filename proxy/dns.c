@@ -650,7 +650,7 @@ static struct dns_job *job_new(struct proxy_session *s, const struct timespec *r
 
 /* ---- UDP ---- */
 
-int proxy_dns_udp_setup(int fd, bool *bound)
+int proxy_dns_udp_setup(int fd, bool *bound, struct sockaddr_storage *local)
 {
 	int on = 1;
 	struct sockaddr_storage ss;
@@ -659,9 +659,21 @@ int proxy_dns_udp_setup(int fd, bool *bound)
 	if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
 		return -errno;
 	/* A socket bound to one address answers from it anyway: naming it in every answer (IP_PKTINFO) was a
-	 * control message to copy and parse per datagram. Queries still carry theirs (the session's gateway). */
+	 * control message to copy and parse per datagram. And every query it receives was sent to that address
+	 * (the session's gateway), so the kernel is not asked to say so with each one either. */
 	*bound = (ss.ss_family == AF_INET && ((struct sockaddr_in *)&ss)->sin_addr.s_addr != htonl(INADDR_ANY)) ||
 	         (ss.ss_family == AF_INET6 && !IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)&ss)->sin6_addr));
+	memset(local, 0, sizeof *local);
+	if (*bound && ss.ss_family == AF_INET) {
+		((struct sockaddr_in *)local)->sin_family = AF_INET;
+		((struct sockaddr_in *)local)->sin_addr = ((struct sockaddr_in *)&ss)->sin_addr;
+		return 0;
+	}
+	if (*bound && ss.ss_family == AF_INET6) {
+		((struct sockaddr_in6 *)local)->sin6_family = AF_INET6;
+		((struct sockaddr_in6 *)local)->sin6_addr = ((struct sockaddr_in6 *)&ss)->sin6_addr;
+		return 0;
+	}
 	if (ss.ss_family == AF_INET) {
 		if (setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &on, sizeof on) != 0)
 			return -errno;
@@ -726,8 +738,10 @@ void proxy_dns_udp_cb(int fd, short what, void *arg)
 		msgs[i].msg_hdr.msg_namelen = sizeof peer[i];
 		msgs[i].msg_hdr.msg_iov = &iov[i];
 		msgs[i].msg_hdr.msg_iovlen = 1;
-		msgs[i].msg_hdr.msg_control = cbuf[i].buf;
-		msgs[i].msg_hdr.msg_controllen = sizeof cbuf[i].buf;
+		if (!l->dns_bound) { /* (a bound socket's queries carry no IP_PKTINFO: proxy_dns_udp_setup) */
+			msgs[i].msg_hdr.msg_control = cbuf[i].buf;
+			msgs[i].msg_hdr.msg_controllen = sizeof cbuf[i].buf;
+		}
 	}
 	n = recvmmsg(fd, msgs, UDP_BATCH, MSG_DONTWAIT, NULL);
 	if (n < 0) {
@@ -748,7 +762,12 @@ void proxy_dns_udp_cb(int fd, short what, void *arg)
 
 		if (mh->msg_flags & MSG_TRUNC)
 			continue; /* longer than any query we answer */
-		have_local = local_from_cmsg(mh, &local);
+		if (l->dns_bound) {
+			local = l->dns_local;
+			have_local = true;
+		} else {
+			have_local = local_from_cmsg(mh, &local);
+		}
 		s = proxy_session_find(l->engine, (struct sockaddr *)&peer[i],
 		                       have_local ? (struct sockaddr *)&local : NULL);
 		if (!s)

@@ -286,6 +286,34 @@ static int ask(struct event_base *base, int client, int upstream, const struct s
 	return buf[3] & 0x0f;
 }
 
+/* An engine writing its audit log to fd, relaying DNS to 127.0.0.4:up_port, with a DNS cache of `cache`
+ * entries, and session s1 (127.0.0.2, gateway 127.0.0.3) under p; its listeners are the caller's. */
+static struct proxy_engine *dns_engine(struct event_base *base, int fd, uint16_t up_port, unsigned cache,
+                                       struct policy *p)
+{
+	struct proxy_config cfg;
+	struct proxy_session_info info;
+	struct proxy_engine *e;
+	char err[256];
+
+	assert_true(fd >= 0);
+	memset(&cfg, 0, sizeof cfg);
+	cfg.audit_fd = fd;
+	cfg.dns_cache_entries = cache;
+	sin4(&cfg.upstream_dns, "127.0.0.4", up_port);
+	cfg.upstream_dns_len = sizeof(struct sockaddr_in);
+	e = proxy_engine_new(base, &cfg, err, sizeof err);
+	assert_non_null(e);
+	memset(&info, 0, sizeof info);
+	info.id = "s1";
+	info.command = "test";
+	info.policy = p;
+	sin4(&info.addr4, "127.0.0.2", 0);
+	sin4(&info.gw4, "127.0.0.3", 0);
+	assert_int_equal(proxy_engine_session_add(e, &info), 0);
+	return e;
+}
+
 /* A cached answer is filtered for the asking session's policy, and after the policy is replaced the
  * answer filtered for the old one is never served: the private address the old policy allowed is gone,
  * a name the new one denies is refused, although the answer stays cached (the upstream is not asked). */
@@ -294,15 +322,12 @@ static void test_dns_cache_policy(void **state)
 	char path[] = "/tmp/sluice-engine-test-XXXXXX";
 	int fd = mkstemp(path);
 	struct event_base *base = event_base_new();
-	struct proxy_config cfg;
-	struct proxy_session_info info;
 	struct proxy_engine *e;
 	struct policy *with_private = json_policy("{\"allow\": [\"cached.test\", {\"cidr\": \"10.0.0.0/8\"}]}");
 	struct policy *public_only = json_policy("{\"allow\": [\"cached.test\"]}");
 	struct policy *denied = json_policy("{\"allow\": [\"other.test\"]}");
 	struct policy *asking = json_policy("{\"allow\": [\"other.test\"], \"options\": {\"ask\": true}}");
 	struct sockaddr_storage gw;
-	char err[256];
 	uint16_t up_port, gw_port, client_port;
 	int upstream = udp_bound("127.0.0.4", &up_port), listener = udp_bound("127.0.0.3", &gw_port);
 	int client = udp_bound("127.0.0.2", &client_port);
@@ -310,22 +335,8 @@ static void test_dns_cache_policy(void **state)
 	bool asked;
 	(void)state;
 
-	assert_true(fd >= 0);
-	memset(&cfg, 0, sizeof cfg);
-	cfg.audit_fd = fd;
-	cfg.dns_cache_entries = 16;
-	sin4(&cfg.upstream_dns, "127.0.0.4", up_port);
-	cfg.upstream_dns_len = sizeof(struct sockaddr_in);
-	e = proxy_engine_new(base, &cfg, err, sizeof err);
-	assert_non_null(e);
+	e = dns_engine(base, fd, up_port, 16, with_private);
 	assert_int_equal(proxy_engine_add_listener(e, listener, PROXY_LISTEN_DNS_UDP), 0);
-	memset(&info, 0, sizeof info);
-	info.id = "s1";
-	info.command = "test";
-	info.policy = with_private;
-	sin4(&info.addr4, "127.0.0.2", 0);
-	sin4(&info.gw4, "127.0.0.3", 0);
-	assert_int_equal(proxy_engine_session_add(e, &info), 0);
 	sin4(&gw, "127.0.0.3", gw_port);
 
 	/* fetched, then from the cache (filtered again), then from its filtered view: both addresses */
@@ -397,11 +408,71 @@ static void test_dns_cache_policy(void **state)
 	unlink(path);
 }
 
+/* The rcode of the answer to a query for denied.test A sent from client to ip:port, or -1 when none comes
+ * (the engine's loop run for 100 ms). */
+static int refused_from(struct event_base *base, int client, const char *ip, uint16_t port)
+{
+	static const uint8_t query[] = {0x43, 0x21, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 6, 'd', 'e', 'n', 'i', 'e',
+	                                'd', 4, 't', 'e', 's', 't', 0, 0, 1, 0, 1};
+	struct sockaddr_storage to;
+	uint8_t buf[512];
+	ssize_t n;
+
+	sin4(&to, ip, port);
+	assert_int_equal(sendto(client, query, sizeof query, 0, (const struct sockaddr *)&to, sizeof(struct sockaddr_in)),
+	                 (ssize_t)sizeof query);
+	for (int i = 0; i < 20; i++) {
+		struct pollfd pfd = {.fd = client, .events = POLLIN};
+		event_base_loop(base, EVLOOP_NONBLOCK);
+		if (poll(&pfd, 1, 5) == 1)
+			break;
+	}
+	n = recv(client, buf, sizeof buf, MSG_DONTWAIT);
+	if (n < 0)
+		return -1;
+	assert_true(n >= 12);
+	assert_int_equal(buf[0] << 8 | buf[1], 0x4321);
+	return buf[3] & 0x0f;
+}
+
+/* A session's queries are answered only when sent to its gateway: on a listener bound to one address
+ * (which the kernel is not asked to name with each query: it is every query's destination) and on a
+ * wildcard-bound one (the destination read from IP_PKTINFO). */
+static void test_dns_listener_gateway(void **state)
+{
+	char path[] = "/tmp/sluice-engine-test-XXXXXX";
+	int fd = mkstemp(path);
+	struct event_base *base = event_base_new();
+	struct proxy_engine *e;
+	struct policy *p = json_policy("{\"allow\": [\"other.test\"]}");
+	uint16_t gw_port, other_port, any_port, client_port;
+	int gw = udp_bound("127.0.0.3", &gw_port), other = udp_bound("127.0.0.6", &other_port);
+	int any = udp_bound("0.0.0.0", &any_port), client = udp_bound("127.0.0.2", &client_port);
+	(void)state;
+
+	e = dns_engine(base, fd, 53, 0, p);
+	assert_int_equal(proxy_engine_add_listener(e, gw, PROXY_LISTEN_DNS_UDP), 0);
+	assert_int_equal(proxy_engine_add_listener(e, other, PROXY_LISTEN_DNS_UDP), 0);
+	assert_int_equal(proxy_engine_add_listener(e, any, PROXY_LISTEN_DNS_UDP), 0);
+
+	assert_int_equal(refused_from(base, client, "127.0.0.3", gw_port), 5);     /* bound to its gateway */
+	assert_int_equal(refused_from(base, client, "127.0.0.6", other_port), -1); /* bound to another address */
+	assert_int_equal(refused_from(base, client, "127.0.0.3", any_port), 5);    /* wildcard, to its gateway */
+	assert_int_equal(refused_from(base, client, "127.0.0.7", any_port), -1);   /* wildcard, to another */
+
+	policy_unref(p);
+	proxy_engine_free(e);
+	event_base_free(base);
+	close(client);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_api),
 	        cmocka_unit_test(test_dns_cache_policy),
+	        cmocka_unit_test(test_dns_listener_gateway),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
