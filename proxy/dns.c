@@ -730,18 +730,22 @@ void proxy_dns_udp_cb(int fd, short what, void *arg)
 	int n;
 	(void)what;
 
-	for (int i = 0; i < UDP_BATCH; i++) {
-		iov[i].iov_base = buf[i];
-		iov[i].iov_len = sizeof buf[i];
-		memset(&msgs[i], 0, sizeof msgs[i]);
-		msgs[i].msg_hdr.msg_name = &peer[i];
-		msgs[i].msg_hdr.msg_namelen = sizeof peer[i];
-		msgs[i].msg_hdr.msg_iov = &iov[i];
-		msgs[i].msg_hdr.msg_iovlen = 1;
-		if (!l->dns_bound) { /* (a bound socket's queries carry no IP_PKTINFO: proxy_dns_udp_setup) */
-			msgs[i].msg_hdr.msg_control = cbuf[i].buf;
-			msgs[i].msg_hdr.msg_controllen = sizeof cbuf[i].buf;
+	/* The buffers are the same every time; what the kernel rewrites (the lengths) is set again for each
+	 * read (the whole header was cleared and rebuilt for all 128 per wake-up, most of them unused) */
+	if (!iov[0].iov_base) {
+		for (int i = 0; i < UDP_BATCH; i++) {
+			iov[i].iov_base = buf[i];
+			iov[i].iov_len = sizeof buf[i];
+			msgs[i].msg_hdr.msg_name = &peer[i];
+			msgs[i].msg_hdr.msg_iov = &iov[i];
+			msgs[i].msg_hdr.msg_iovlen = 1;
 		}
+	}
+	for (int i = 0; i < UDP_BATCH; i++) {
+		msgs[i].msg_hdr.msg_namelen = sizeof peer[i];
+		/* (a bound socket's queries carry no IP_PKTINFO: proxy_dns_udp_setup) */
+		msgs[i].msg_hdr.msg_control = l->dns_bound ? NULL : cbuf[i].buf;
+		msgs[i].msg_hdr.msg_controllen = l->dns_bound ? 0 : sizeof cbuf[i].buf;
 	}
 	n = recvmmsg(fd, msgs, UDP_BATCH, MSG_DONTWAIT, NULL);
 	if (n < 0) {
