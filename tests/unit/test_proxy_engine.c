@@ -467,12 +467,64 @@ static void test_dns_listener_gateway(void **state)
 	unlink(path);
 }
 
+/* A burst of more queries than one read takes (128): every one answered (its own id) and audited, through
+ * the listener's reads of several batches per wake-up, each batch's records written before the next. */
+static void test_dns_burst(void **state)
+{
+	char path[] = "/tmp/sluice-engine-test-XXXXXX";
+	int fd = mkstemp(path);
+	struct event_base *base = event_base_new();
+	struct proxy_engine *e;
+	struct policy *p = json_policy("{\"allow\": [\"other.test\"]}");
+	uint16_t gw_port, client_port;
+	int gw = udp_bound("127.0.0.3", &gw_port), client = udp_bound("127.0.0.2", &client_port);
+	uint8_t query[] = {0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 6, 'd', 'e', 'n',
+	                   'i', 'e', 'd', 4, 't', 'e', 's', 't', 0, 0, 1, 0, 1};
+	struct sockaddr_storage to;
+	static bool seen[200]; /* (200 queries: the listener's socket buffer holds 256 of them) */
+	unsigned got = 0;
+	(void)state;
+
+	e = dns_engine(base, fd, 53, 0, p);
+	assert_int_equal(proxy_engine_add_listener(e, gw, PROXY_LISTEN_DNS_UDP), 0);
+	sin4(&to, "127.0.0.3", gw_port);
+	for (unsigned id = 0; id < 200; id++) {
+		query[0] = (uint8_t)(id >> 8);
+		query[1] = (uint8_t)id;
+		assert_int_equal(sendto(client, query, sizeof query, 0, (const struct sockaddr *)&to, sizeof(struct sockaddr_in)),
+		                 (ssize_t)sizeof query);
+	}
+	for (int i = 0; i < 400 && got < 200; i++) {
+		uint8_t buf[512];
+		ssize_t n;
+		event_base_loop(base, EVLOOP_NONBLOCK);
+		while ((n = recv(client, buf, sizeof buf, MSG_DONTWAIT)) >= 12) {
+			unsigned id = (unsigned)(buf[0] << 8 | buf[1]);
+			assert_true(id < 200);
+			assert_false(seen[id]);
+			assert_int_equal(buf[3] & 0x0f, 5);
+			seen[id] = true;
+			got++;
+		}
+		if (got < 200)
+			poll(NULL, 0, 5);
+	}
+	assert_int_equal(got, 200);
+	proxy_engine_free(e);
+	policy_unref(p);
+	event_base_free(base);
+	close(client);
+	assert_int_equal(file_lines(path), 200);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_api),
 	        cmocka_unit_test(test_dns_cache_policy),
 	        cmocka_unit_test(test_dns_listener_gateway),
+	        cmocka_unit_test(test_dns_burst),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
