@@ -8,6 +8,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,19 +19,25 @@
 #include "proxy_int.h"
 #include "util.h"
 
-#define UDP_BATCH        32   /* datagrams read with one recvmmsg(2) */
+/* Under load every wake-up found a full batch of 32 (strace, docs/proxy.md): a larger one makes fewer
+ * epoll_wait, recvmmsg, sendmmsg and audit write(2) calls per query. */
+#define UDP_BATCH        128  /* datagrams read with one recvmmsg(2) */
 #define UDP_QUERY_MAX    4096 /* a query datagram longer than this is dropped (a question and an OPT fit in 600) */
-#define UDP_OUT_MAX      64   /* answers sent with one sendmmsg(2) */
+#define UDP_OUT_MAX      128  /* answers sent with one sendmmsg(2) */
+#define UDP_READS        4    /* batches read per wake-up of a listener, at most (proxy_dns_udp_cb) */
 #define TCP_MAX_INFLIGHT 16
 #define TCP_IDLE_MS      10000
 
 struct dns_tcp;
 
-/* One query being answered. */
+/* One query being answered. A UDP query answered at once (denied, or from a cached view: most of them)
+ * lives in a scratch job that is neither allocated nor attached to its session (job_start); one that must
+ * wait (relayed upstream, or its answer held) is copied to the heap first (job_keep). Everything before
+ * `q` is reset for each query; `q` and the buffers after it are written before they are read. */
 struct dns_job {
-	struct proxy_conn base;  /* attached to the session, not counted (ndns is) */
+	struct proxy_conn base;  /* attached to the session while `kept`, not counted (ndns is) */
 	struct proxy_session *s; /* borrowed */
-	struct dns_query q;
+	bool kept;               /* allocated, attached and counted in s->ndns (job_keep, or a TCP job) */
 	struct timespec start_rt;
 	uint64_t start_ms;
 	/* where the answer goes: a UDP socket and peer, or a TCP connection */
@@ -42,13 +49,8 @@ struct dns_job {
 	bool set_source; /* the answer names its source (IP_PKTINFO): the listener is bound to no one address */
 	struct dns_tcp *tcp;        /* borrowed; NULL for UDP */
 	struct dns_relay_query *rq; /* owned while relayed */
-	char host[POLICY_HOST_MAX + 1];
-	char rule[POLICY_WHERE_MAX];
-	char reason[POLICY_ERR_MAX];
-	char addr[64];
 	const char *decision;
 	const char *error; /* static, or error_buf */
-	char error_buf[160];
 	int rcode;
 	size_t qlen, alen;
 	bool audited;
@@ -63,7 +65,83 @@ struct dns_job {
 	unsigned hold_pending;  /* events the parent has not dealt with yet */
 	struct event *hold_ev;  /* owned: PROXY_DIRECT_HOLD_MS, then the answer goes anyway */
 	TAILQ_ENTRY(dns_job) hold_entry;
+	/* from here on: not reset per query (job_start) */
+	struct dns_query q;
+	char host[POLICY_HOST_MAX + 1];
+	char rule[POLICY_WHERE_MAX];
+	char reason[POLICY_ERR_MAX];
+	char addr[64];
+	char error_buf[160];
 };
+
+/* Names already decided, by policy generation (proxy_session.policy_gen): a name asked again under the
+ * same policy is not canonicalised and decided again (with a denial's reason formatted again), which was
+ * a tenth of the user-space CPU of a query (issue 16). Exact: the key is the generation, which no other
+ * policy ever has and which a session's new policy changes, and the name's bytes as asked; the policy is
+ * immutable and its decision for a name a pure function of both (policy_decide). An "ask" outcome is never
+ * kept: it depends on the session's approvals, which change under one policy. A decision whose rule or
+ * reason does not fit is not kept either. A set holds one name's decisions under DECIDED_WAYS policies
+ * (sessions with different policies asking the same names), and a new one replaces them in turn.
+ * Generations are unique in the process, so one table serves every engine (each single-threaded, one per
+ * process outside unit tests). Queries are still audited one by one, each with its own record. */
+#define DECIDED_SETS 64 /* by the name's hash; each holds its name's decisions under up to DECIDED_WAYS policies */
+#define DECIDED_WAYS 4
+#define DECIDED_TEXT 192
+struct decided {
+	uint64_t policy_gen; /* 0: empty (generations start at 1) */
+	size_t name_len, host_len, rule_len, reason_len;
+	char name[POLICY_HOST_MAX + 2]; /* as asked: dns_query.name, raw */
+	char host[POLICY_HOST_MAX + 1]; /* canonical */
+	bool allow;                     /* else deny */
+	char rule[DECIDED_TEXT];
+	char reason[DECIDED_TEXT]; /* a denial's */
+};
+static struct decided decided_names[DECIDED_SETS][DECIDED_WAYS];
+static unsigned decided_next[DECIDED_SETS]; /* the way a new decision replaces when the set is full */
+
+static unsigned decided_set(const char *name, size_t len)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (uint8_t)name[i]) * 16777619u;
+	return (h ^ h >> 16) & (DECIDED_SETS - 1);
+}
+
+/* The decision kept for name under gen, or NULL. */
+static const struct decided *decided_find(uint64_t gen, const char *name, size_t len)
+{
+	const struct decided *set = decided_names[decided_set(name, len)];
+	for (unsigned w = 0; gen && w < DECIDED_WAYS; w++)
+		if (set[w].policy_gen == gen && set[w].name_len == len && memcmp(set[w].name, name, len) == 0)
+			return &set[w];
+	return NULL;
+}
+
+static void decided_put(uint64_t gen, const char *name, size_t len, const char *host, bool allow, const char *rule,
+                        const char *reason)
+{
+	unsigned k = decided_set(name, len), w;
+	struct decided *m;
+	size_t hl = strlen(host), rl = strlen(rule), zl = reason ? strlen(reason) : 0;
+
+	if (!gen || len > sizeof m->name || hl >= sizeof m->host || rl >= sizeof m->rule || zl >= sizeof m->reason)
+		return;
+	for (w = 0; w < DECIDED_WAYS && decided_names[k][w].policy_gen; w++)
+		;
+	if (w == DECIDED_WAYS)
+		w = decided_next[k]++ % DECIDED_WAYS;
+	m = &decided_names[k][w];
+	m->policy_gen = gen;
+	m->name_len = len;
+	memcpy(m->name, name, len);
+	m->host_len = hl;
+	memcpy(m->host, host, hl + 1);
+	m->allow = allow;
+	m->rule_len = rl;
+	memcpy(m->rule, rule, rl + 1);
+	m->reason_len = zl;
+	memcpy(m->reason, reason ? reason : "", zl + 1);
+}
 
 /* Answers held for direct-mode grants, of every engine in the process (each is single-threaded, and a
  * process runs one engine outside unit tests); seqs are unique across them. */
@@ -242,10 +320,32 @@ static void job_free(struct dns_job *j)
 		TAILQ_REMOVE(&j->tcp->jobs, j, tcp_entry);
 		j->tcp->inflight--;
 	}
+	if (!j->kept)
+		return; /* the scratch job: nothing allocated, attached or counted */
 	if (j->s)
 		j->s->ndns--;
 	proxy_session_detach(&j->base);
 	free(j);
+}
+
+/* The job as one that may wait (relayed, or its answer held): j itself when it is one already, else a copy
+ * on the heap, attached and counted, that takes over (the scratch is spent: its record is the copy's).
+ * NULL on allocation failure (j is then still the caller's to answer and free). */
+static struct dns_job *job_keep(struct dns_job *j)
+{
+	struct dns_job *k;
+
+	if (j->kept)
+		return j;
+	k = malloc(sizeof *k);
+	if (!k)
+		return NULL;
+	memcpy(k, j, sizeof *k);
+	k->kept = true;
+	k->s->ndns++;
+	proxy_session_attach(k->s, &k->base, false);
+	j->audited = true;
+	return k;
 }
 
 static void job_session_close(struct proxy_conn *pc)
@@ -343,8 +443,13 @@ static void deliver(struct dns_job *j, const uint8_t *msg, size_t len, const str
 	pending = proxy_direct_learn(j->s, j->host, fr, last_hold_seq);
 	if (pending && !owned && (owned = malloc(len)) != NULL)
 		memcpy(owned, msg, len);
-	if (pending && owned && hold_answer(j, owned, len, last_hold_seq, pending) == 0)
-		return; /* the job owns the copy now */
+	if (pending && owned) {
+		struct dns_job *k = job_keep(j);
+		if (k && hold_answer(k, owned, len, last_hold_seq, pending) == 0)
+			return; /* the job owns the copy now */
+		if (k)
+			j = k;
+	}
 	send_answer(j, msg, len);
 	free(owned);
 	job_free(j);
@@ -371,13 +476,16 @@ static bool relayed(const uint8_t *ans, size_t len, void *arg)
 		 * truncated to its size, retries over TCP, and gets it whole). */
 		uint8_t *up = NULL;
 		size_t uplen = 0;
+		struct dns_job *k = NULL;
 		j->rq = NULL;
 		j->via_tcp = true;
-		if (dns_msg_build_upstream(&j->q, &up, &uplen) == 0 &&
-		    (j->rq = dns_relay_send_tcp(j->s->engine->relay, up, uplen, relayed, j)) != NULL) {
+		if (dns_msg_build_upstream(&j->q, &up, &uplen) == 0 && (k = job_keep(j)) != NULL &&
+		    (k->rq = dns_relay_send_tcp(k->s->engine->relay, up, uplen, relayed, k)) != NULL) {
 			free(up);
 			return true;
 		}
+		if (k)
+			j = k;
 		free(up);
 		j->error = "cannot ask the upstream resolver over TCP";
 		answer_rcode(j, DNS_RC_SERVFAIL);
@@ -414,6 +522,9 @@ static void handle_query(struct dns_job *j, const uint8_t *wire, size_t len)
 	int rc = dns_msg_parse_query(wire, len, &j->q, &why);
 	enum policy_canon_err ce;
 	struct policy_decision d;
+	const struct decided *m;
+	bool asked;
+	struct dns_job *k = NULL;
 	uint8_t *up = NULL;
 	size_t uplen = 0;
 
@@ -430,6 +541,19 @@ static void handle_query(struct dns_job *j, const uint8_t *wire, size_t len)
 		job_free(j);
 		return;
 	}
+	m = decided_find(j->s->policy_gen, j->q.name, j->q.name_len);
+	if (m) {
+		memcpy(j->host, m->host, m->host_len + 1);
+		memcpy(j->rule, m->rule, m->rule_len + 1);
+		j->decision = policy_verdict_name(m->allow ? POLICY_ALLOW : POLICY_DENY);
+		if (!m->allow) {
+			memcpy(j->reason, m->reason, m->reason_len + 1);
+			answer_rcode(j, DNS_RC_REFUSED);
+			job_free(j);
+			return;
+		}
+		goto allowed;
+	}
 	ce = policy_canon_host(j->q.name, j->q.name_len, j->host);
 	if (ce != POLICY_CANON_OK) {
 		j->host[0] = '\0';
@@ -441,6 +565,7 @@ static void handle_query(struct dns_job *j, const uint8_t *wire, size_t len)
 	}
 	/* Port 0: "may this name be used at all". A denied name is answered here and never sent on. */
 	policy_decide(j->s->policy, j->host, 0, 0, &d);
+	asked = d.verdict == POLICY_ASK;
 	/* "ask" sessions: a name approved in this session resolves; DNS itself is never held (the HTTP or
 	 * CONNECT request is what gets approved, docs/proxy.md), so an undecided name is refused now */
 	proxy_ask_granted(j->s, j->host, 0, &d, NULL, 0);
@@ -451,10 +576,15 @@ static void handle_query(struct dns_job *j, const uint8_t *wire, size_t len)
 	j->decision = policy_verdict_name(d.verdict);
 	if (d.verdict != POLICY_ALLOW) {
 		util_strlcpy(j->reason, policy_decision_reason(&d), sizeof j->reason);
+		if (!asked)
+			decided_put(j->s->policy_gen, j->q.name, j->q.name_len, j->host, false, j->rule, j->reason);
 		answer_rcode(j, DNS_RC_REFUSED);
 		job_free(j);
 		return;
 	}
+	if (!asked)
+		decided_put(j->s->policy_gen, j->q.name, j->q.name_len, j->host, true, j->rule, NULL);
+allowed:
 	/* Only now, for a name this session may use: an upstream answer kept earlier (for any session) is
 	 * filtered for this one exactly like a fresh answer. */
 	if (j->s->engine->dns_cache) {
@@ -474,14 +604,16 @@ static void handle_query(struct dns_job *j, const uint8_t *wire, size_t len)
 			return;
 		j->from_cache = false;
 	}
-	if (j->s->ndns > PROXY_DNS_PENDING_MAX) {
+	if (j->s->ndns + (j->kept ? 0 : 1) > PROXY_DNS_PENDING_MAX) { /* (this one counted) */
 		j->error = "too many queries in flight for this session";
 		answer_rcode(j, DNS_RC_SERVFAIL);
 		job_free(j);
 		return;
 	}
-	if (dns_msg_build_upstream(&j->q, &up, &uplen) != 0 ||
-	    !(j->rq = dns_relay_queue(j->s->engine->relay, up, uplen, relayed, j))) {
+	if (dns_msg_build_upstream(&j->q, &up, &uplen) != 0 || !(k = job_keep(j)) ||
+	    !(k->rq = dns_relay_queue(k->s->engine->relay, up, uplen, relayed, k))) {
+		if (k)
+			j = k;
 		j->error = "cannot send the query upstream";
 		answer_rcode(j, DNS_RC_SERVFAIL);
 		free(up);
@@ -491,17 +623,27 @@ static void handle_query(struct dns_job *j, const uint8_t *wire, size_t len)
 	free(up);
 }
 
-/* A job for a query that arrived at rt (wall clock) and mono_ms (proxy_mono_ms). */
-static struct dns_job *job_new(struct proxy_session *s, const struct timespec *rt, uint64_t mono_ms)
+/* Readies j for a query of s that arrived at rt (wall clock) and mono_ms (proxy_mono_ms), as a scratch job
+ * (not kept: job_keep). */
+static void job_start(struct dns_job *j, struct proxy_session *s, const struct timespec *rt, uint64_t mono_ms)
 {
-	struct dns_job *j = calloc(1, sizeof *j);
-	if (!j)
-		return NULL;
+	memset(j, 0, offsetof(struct dns_job, q));
 	j->s = s;
 	j->udp_fd = -1;
 	j->base.close = job_session_close;
 	j->start_rt = *rt;
 	j->start_ms = mono_ms;
+	j->host[0] = j->rule[0] = j->reason[0] = j->addr[0] = '\0';
+}
+
+/* A kept job (allocated, attached, counted), for a query over TCP. */
+static struct dns_job *job_new(struct proxy_session *s, const struct timespec *rt, uint64_t mono_ms)
+{
+	struct dns_job *j = malloc(sizeof *j);
+	if (!j)
+		return NULL;
+	job_start(j, s, rt, mono_ms);
+	j->kept = true;
 	s->ndns++;
 	proxy_session_attach(s, &j->base, false);
 	return j;
@@ -509,7 +651,7 @@ static struct dns_job *job_new(struct proxy_session *s, const struct timespec *r
 
 /* ---- UDP ---- */
 
-int proxy_dns_udp_setup(int fd, bool *bound)
+int proxy_dns_udp_setup(int fd, bool *bound, struct sockaddr_storage *local)
 {
 	int on = 1;
 	struct sockaddr_storage ss;
@@ -518,9 +660,21 @@ int proxy_dns_udp_setup(int fd, bool *bound)
 	if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
 		return -errno;
 	/* A socket bound to one address answers from it anyway: naming it in every answer (IP_PKTINFO) was a
-	 * control message to copy and parse per datagram. Queries still carry theirs (the session's gateway). */
+	 * control message to copy and parse per datagram. And every query it receives was sent to that address
+	 * (the session's gateway), so the kernel is not asked to say so with each one either. */
 	*bound = (ss.ss_family == AF_INET && ((struct sockaddr_in *)&ss)->sin_addr.s_addr != htonl(INADDR_ANY)) ||
 	         (ss.ss_family == AF_INET6 && !IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)&ss)->sin6_addr));
+	memset(local, 0, sizeof *local);
+	if (*bound && ss.ss_family == AF_INET) {
+		((struct sockaddr_in *)local)->sin_family = AF_INET;
+		((struct sockaddr_in *)local)->sin_addr = ((struct sockaddr_in *)&ss)->sin_addr;
+		return 0;
+	}
+	if (*bound && ss.ss_family == AF_INET6) {
+		((struct sockaddr_in6 *)local)->sin6_family = AF_INET6;
+		((struct sockaddr_in6 *)local)->sin6_addr = ((struct sockaddr_in6 *)&ss)->sin6_addr;
+		return 0;
+	}
 	if (ss.ss_family == AF_INET) {
 		if (setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &on, sizeof on) != 0)
 			return -errno;
@@ -560,9 +714,11 @@ static bool local_from_cmsg(struct msghdr *mh, struct sockaddr_storage *local)
 	return false;
 }
 
-void proxy_dns_udp_cb(int fd, short what, void *arg)
+/* Reads one batch of queries from the listener l's socket fd and answers them (the answers sent, the
+ * relayed queries gone upstream). Returns how many datagrams were read, 0 when none was waiting, -1 on
+ * error. */
+static int udp_read_batch(struct proxy_listener *l, int fd)
 {
-	struct proxy_listener *l = arg;
 	static uint8_t buf[UDP_BATCH][UDP_QUERY_MAX];
 	static struct sockaddr_storage peer[UDP_BATCH];
 	static union {
@@ -571,27 +727,34 @@ void proxy_dns_udp_cb(int fd, short what, void *arg)
 	} cbuf[UDP_BATCH];
 	static struct iovec iov[UDP_BATCH];
 	static struct mmsghdr msgs[UDP_BATCH];
+	static struct dns_job scratch; /* every query of the batch in turn (job_start) */
 	struct timespec now_rt;
 	uint64_t now_ms;
 	int n;
-	(void)what;
 
+	/* The buffers are the same every time; what the kernel rewrites (the lengths) is set again for each
+	 * read (the whole header was cleared and rebuilt for all 128 per wake-up, most of them unused) */
+	if (!iov[0].iov_base) {
+		for (int i = 0; i < UDP_BATCH; i++) {
+			iov[i].iov_base = buf[i];
+			iov[i].iov_len = sizeof buf[i];
+			msgs[i].msg_hdr.msg_name = &peer[i];
+			msgs[i].msg_hdr.msg_iov = &iov[i];
+			msgs[i].msg_hdr.msg_iovlen = 1;
+		}
+	}
 	for (int i = 0; i < UDP_BATCH; i++) {
-		iov[i].iov_base = buf[i];
-		iov[i].iov_len = sizeof buf[i];
-		memset(&msgs[i], 0, sizeof msgs[i]);
-		msgs[i].msg_hdr.msg_name = &peer[i];
 		msgs[i].msg_hdr.msg_namelen = sizeof peer[i];
-		msgs[i].msg_hdr.msg_iov = &iov[i];
-		msgs[i].msg_hdr.msg_iovlen = 1;
-		msgs[i].msg_hdr.msg_control = cbuf[i].buf;
-		msgs[i].msg_hdr.msg_controllen = sizeof cbuf[i].buf;
+		/* (a bound socket's queries carry no IP_PKTINFO: proxy_dns_udp_setup) */
+		msgs[i].msg_hdr.msg_control = l->dns_bound ? NULL : cbuf[i].buf;
+		msgs[i].msg_hdr.msg_controllen = l->dns_bound ? 0 : sizeof cbuf[i].buf;
 	}
 	n = recvmmsg(fd, msgs, UDP_BATCH, MSG_DONTWAIT, NULL);
 	if (n < 0) {
-		if (errno != EAGAIN && errno != EINTR)
-			log_warn("dns: recvmmsg");
-		return;
+		if (errno == EAGAIN || errno == EINTR)
+			return 0;
+		log_warn("dns: recvmmsg");
+		return -1;
 	}
 	/* the datagrams of one read arrived together: their time is read once (two clock reads per query
 	 * were 1-2 % of a cached answer's CPU) */
@@ -606,7 +769,12 @@ void proxy_dns_udp_cb(int fd, short what, void *arg)
 
 		if (mh->msg_flags & MSG_TRUNC)
 			continue; /* longer than any query we answer */
-		have_local = local_from_cmsg(mh, &local);
+		if (l->dns_bound) {
+			local = l->dns_local;
+			have_local = true;
+		} else {
+			have_local = local_from_cmsg(mh, &local);
+		}
 		s = proxy_session_find(l->engine, (struct sockaddr *)&peer[i],
 		                       have_local ? (struct sockaddr *)&local : NULL);
 		if (!s)
@@ -615,9 +783,8 @@ void proxy_dns_udp_cb(int fd, short what, void *arg)
 			proxy_audit_failed(l->engine);
 			continue; /* fail closed: no answer without a record */
 		}
-		j = job_new(s, &now_rt, now_ms);
-		if (!j)
-			continue;
+		j = &scratch;
+		job_start(j, s, &now_rt, now_ms);
 		j->udp_fd = fd;
 		j->peer = peer[i];
 		j->peerlen = mh->msg_namelen;
@@ -628,6 +795,27 @@ void proxy_dns_udp_cb(int fd, short what, void *arg)
 	}
 	dns_relay_flush(l->engine->relay);
 	proxy_dns_udp_flush();
+	return n;
+}
+
+void proxy_dns_udp_cb(int fd, short what, void *arg)
+{
+	struct proxy_listener *l = arg;
+	(void)what;
+
+	/* Queries that arrived while a batch was answered are read at once, not after a round through
+	 * epoll_wait (and, on a busy listener, a sleep and a wake-up). Each batch's audit records are written
+	 * before the next batch is read, as the end of the loop iteration writes the last one's, so a batch's
+	 * records are never later than they would be otherwise; at most UDP_READS batches, so that the loop's
+	 * other events (upstream answers, TCP, timers) wait little. */
+	for (int r = 0; r < UDP_READS; r++) {
+		if (udp_read_batch(l, fd) <= 0)
+			break;
+		if (r + 1 < UDP_READS && !audit_log_flush(l->engine->audit)) {
+			proxy_audit_failed(l->engine);
+			break;
+		}
+	}
 }
 
 /* ---- TCP ---- */

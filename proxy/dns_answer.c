@@ -484,6 +484,42 @@ int dns_msg_age_answer(uint8_t *ans, size_t len, uint32_t age)
 	return dns_wire_walk(ans, len, age_visit, &a, NULL) < 0 ? -EINVAL : 0;
 }
 
+struct ttl_offsets {
+	uint16_t *offs;
+	unsigned n, max;
+};
+
+static int ttl_offset_visit(const uint8_t *w, size_t pos, int sec, void *arg)
+{
+	struct ttl_offsets *t = arg;
+
+	if (sec == 0 || dns_get16(w + pos) == LDNS_RR_TYPE_OPT)
+		return 0;
+	if (t->n == t->max || pos + 4 > UINT16_MAX)
+		return -1;
+	t->offs[t->n++] = (uint16_t)(pos + 4);
+	return 0;
+}
+
+int dns_msg_ttl_offsets(const uint8_t *ans, size_t len, uint16_t *offs, unsigned max)
+{
+	struct ttl_offsets t = {offs, 0, max};
+	return dns_wire_walk(ans, len, ttl_offset_visit, &t, NULL) < 0 ? -EINVAL : (int)t.n;
+}
+
+void dns_msg_age_at(uint8_t *ans, const uint16_t *offs, unsigned n, uint32_t age)
+{
+	for (unsigned i = 0; i < n; i++) {
+		uint8_t *p = ans + offs[i];
+		uint32_t ttl = dns_get32(p);
+		ttl = ttl > age ? ttl - age : 0;
+		p[0] = (uint8_t)(ttl >> 24);
+		p[1] = (uint8_t)(ttl >> 16);
+		p[2] = (uint8_t)(ttl >> 8);
+		p[3] = (uint8_t)ttl;
+	}
+}
+
 int dns_msg_reencode(const uint8_t *ans, size_t len, uint8_t **out, size_t *outlen)
 {
 	ldns_pkt *p = NULL;

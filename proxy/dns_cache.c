@@ -26,6 +26,7 @@
 
 #define DNS_CACHE_TTL_MAX 3600 /* seconds: a longer TTL is cut to this */
 #define DNS_CACHE_KEY_MAX (256 + 3)
+#define DNS_VIEW_TTLS     32 /* TTL offsets kept per view; a view with more records is aged by a walk */
 
 struct dns_cache_view {
 	uint64_t policy_gen;
@@ -38,6 +39,8 @@ struct dns_cache_view {
 	unsigned kept, stripped, naddrs;
 	bool truncated;
 	char first_addr[64];
+	int nttl;                      /* TTLs at ttl_off (dns_msg_ttl_offsets), or -1: aged by a walk */
+	uint16_t ttl_off[DNS_VIEW_TTLS];
 	struct dns_answer_addr *addrs; /* naddrs, in this allocation */
 	size_t len;
 	uint8_t *msg; /* len bytes, in this allocation */
@@ -232,6 +235,10 @@ void dns_cache_put_view(struct dns_cache *c, const struct dns_query *q, const st
 	v->len = len;
 	v->msg = (uint8_t *)(v->addrs + fr->naddrs);
 	memcpy(v->msg, msg, len);
+	/* where its TTLs are, so that each hit ages it without walking it again (the bytes never change) */
+	v->nttl = dns_msg_ttl_offsets(v->msg, len, v->ttl_off, DNS_VIEW_TTLS);
+	if (v->nttl < 0)
+		v->nttl = -1;
 }
 
 size_t dns_cache_get_view(struct dns_cache *c, const struct dns_query *q, uint64_t policy_gen, size_t maxlen,
@@ -253,7 +260,9 @@ size_t dns_cache_get_view(struct dns_cache *c, const struct dns_query *q, uint64
 	memcpy(buf, v->msg, v->len);
 	buf[0] = (uint8_t)(q->id >> 8);
 	buf[1] = (uint8_t)q->id;
-	if (more && dns_msg_age_answer(buf, v->len, more) != 0)
+	if (more && v->nttl >= 0)
+		dns_msg_age_at(buf, v->ttl_off, (unsigned)v->nttl, more);
+	else if (more && dns_msg_age_answer(buf, v->len, more) != 0)
 		return 0; /* cannot happen: the filter's output is walked by the client's reading */
 	memset(fr, 0, offsetof(struct dns_filter_result, addrs));
 	fr->rcode = v->rcode;

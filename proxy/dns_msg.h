@@ -111,6 +111,13 @@ int dns_msg_filter_answer(const uint8_t *ans, size_t len, const struct dns_query
 int dns_msg_answer_ttl(const uint8_t *ans, size_t len, uint32_t *ttl);
 /* Lowers every record's TTL (OPT aside) by age seconds, to 0 at least, in place. -EINVAL if malformed. */
 int dns_msg_age_answer(uint8_t *ans, size_t len, uint32_t age);
+/* Where dns_msg_age_answer would lower TTLs in ans: the offset of every record's TTL (OPT aside), in order,
+ * into offs (at most max). Returns how many, or -EINVAL if malformed or there are more than max. For a
+ * message that is aged again and again (a cached view): dns_msg_age_at then does what dns_msg_age_answer
+ * does without walking the message again. */
+int dns_msg_ttl_offsets(const uint8_t *ans, size_t len, uint16_t *offs, unsigned max);
+/* Lowers the TTL at each of the n offsets (from dns_msg_ttl_offsets of the same bytes) by age, to 0 at least. */
+void dns_msg_age_at(uint8_t *ans, const uint16_t *offs, unsigned n, uint32_t age);
 /* For the DNS cache: the answer as ldns writes it again (*out malloced, *outlen bytes). Aging rewrites TTL
  * bytes in place, and an upstream's compression pointer may aim into a TTL (a name read through the
  * header and a record's TTL parses one way fresh and another way aged); ldns's own pointers aim only at

@@ -213,7 +213,7 @@ int proxy_engine_add_listener(struct proxy_engine *e, int fd, enum proxy_listene
 	l->kind = kind;
 	l->fd = fd;
 	if (kind == PROXY_LISTEN_DNS_UDP) {
-		int r = proxy_dns_udp_setup(fd, &l->dns_bound);
+		int r = proxy_dns_udp_setup(fd, &l->dns_bound, &l->dns_local);
 		if (r) {
 			free(l);
 			return r;

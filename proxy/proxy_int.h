@@ -93,6 +93,7 @@ struct proxy_listener {
 	struct event *backoff;      /* owned: re-enables accepting after EMFILE */
 	unsigned backoff_ms;
 	bool dns_bound; /* DNS over UDP: bound to one address, so answers leave from it without IP_PKTINFO */
+	struct sockaddr_storage dns_local; /* dns_bound: that address (port 0), every query's destination */
 };
 
 struct proxy_engine {
@@ -349,8 +350,10 @@ void proxy_direct_policy_changed(struct proxy_session *s);
 void proxy_direct_session_free(struct proxy_session *s);
 
 /* ---- dns.c / dns_relay.c ---- */
-/* Prepares a bound UDP socket (destination-address ancillary data) */
-int proxy_dns_udp_setup(int fd, bool *bound);
+/* Prepares a bound UDP socket: *bound says whether it is bound to one address (then *local is that address,
+ * port 0, which every query is sent to); otherwise it is made to tell each query's destination address
+ * (IP_PKTINFO). */
+int proxy_dns_udp_setup(int fd, bool *bound, struct sockaddr_storage *local);
 void proxy_dns_udp_cb(int fd, short what, void *arg /* struct proxy_listener */);
 /* Sends the UDP answers queued by the callback that is ending (one sendmmsg per socket); every callback
  * that can answer a UDP client (the listener, the relay's reads, timeouts and TCP retries) calls it before

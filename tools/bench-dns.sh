@@ -21,8 +21,8 @@
 # 8) per run. Prints a table and ratios; writes JSON to BENCH_JSON (default BUILD_DIR/bench-dns.json).
 # The audit log is written to BENCH_AUDIT_DIR (default BUILD_DIR: a disk, as /var/log/sluice would be, not the
 # lab's tmpfs) and removed at the end. BENCH_CLIENTS sets dnsperf's -c (default 8). BENCH_PERF=DIR records a
-# perf profile (perf record -g) of both sluice-proxy processes during their runs of the first round into
-# DIR/perf-sluice-MIX.data and DIR/perf-sluice_cache-MIX.data.
+# perf profile (perf record -g) of the sluice-proxy processes and of unbound during their runs of the first
+# round into DIR/perf-WHO-MIX.data (WHO: sluice, sluice_cache, base_cache, unbound).
 # BENCH_STRACE=DIR counts their system calls the same way (strace -c, DIR/strace-WHO-MIX.txt; strace slows
 # the process down, so that round's figures are not comparable: use it with BENCH_ROUNDS=1 on its own).
 # A/B: BENCH_BASELINE=PATH adds base_cache, another sluice-proxy binary (say main's build, copied aside) with the
@@ -31,6 +31,15 @@
 # "mixed allowed denied") select what is measured. Each run also reports the server's run-queue delay per query
 # (/proc/PID/schedstat: time it was runnable but another task had the CPU), which is how a rate can fall while
 # the CPU per query stays the same.
+# BENCH_SYSCALLS=1: each run of a sluice-proxy or unbound also counts the server's system calls (perf stat on
+# the syscall tracepoints: cheap, unlike strace) and prints them per query, with its context switches (the
+# client it wakes preempting it): how many queries each epoll_wait, recvmmsg, sendmmsg and audit write carried.
+# BENCH_CALLGRIND=DIR: the cached sluice-proxy processes (sluice_cache, and base_cache with BENCH_BASELINE) run
+# under callgrind (their event loop only), at valgrind's pace (their rates mean nothing), and the instructions
+# each spent per query (its audit records, warm-up included) are printed, in all and without libcrypto (SHA-256
+# of the audit chain, which under valgrind takes a path without the CPU's SHA instructions): user-space work
+# per query that the machine's load does not move. Use it with BENCH_CONTENDERS="sluice_cache" (and
+# base_cache) and one mix; DIR/callgrind-{sluice_cache,base_cache}.out for callgrind_annotate.
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
 export SLUICE_SOURCE_DIR=$src SLUICE_BUILD_DIR=${1:-${SLUICE_BUILD_DIR:-$src/build}}
@@ -79,14 +88,25 @@ sed -e 's/:53"/:5355"/g' -e "s/$UPSTREAM_DNS:5355/$UPSTREAM_DNS:53/" -e 's/:3128
 	>"$LAB_DIR/proxy/config-cache.json"
 lab_defer "rm -f '$PROXY_AUDIT.cache'"
 grep -q dns_cache_entries "$LAB_DIR/proxy/config-cache.json" || lab_bail "no cache in the second proxy's config"
-lab_bg proxy-cache "$PROXY_BIN" --config "$LAB_DIR/proxy/config-cache.json"
+# callgrind_of WHO: the command prefix that runs a sluice-proxy under callgrind (BENCH_CALLGRIND), or nothing
+callgrind_of() {
+	[ -n "${BENCH_CALLGRIND:-}" ] || return 0
+	# (the proxy drops root before it writes its profile at exit: the file is made writable first)
+	install -m 0666 /dev/null "$BENCH_CALLGRIND/callgrind-$1.out"
+	echo valgrind --tool=callgrind --toggle-collect=event_base_loop \
+		"--callgrind-out-file=$BENCH_CALLGRIND/callgrind-$1.out"
+}
+[ -z "${BENCH_CALLGRIND:-}" ] || mkdir -p "$BENCH_CALLGRIND" || lab_bail "cannot make $BENCH_CALLGRIND"
+# shellcheck disable=SC2046
+lab_bg proxy-cache $(callgrind_of sluice_cache) "$PROXY_BIN" --config "$LAB_DIR/proxy/config-cache.json"
 ports="53 5355 5353 5354"
 if [ -n "${BENCH_BASELINE:-}" ]; then
 	[ -x "$BENCH_BASELINE" ] || lab_bail "BENCH_BASELINE=$BENCH_BASELINE is not an executable"
 	sed -e 's/:5355"/:5356"/g' -e 's/:3131"/:3132"/g' -e "s|$PROXY_AUDIT.cache|$PROXY_AUDIT.base|" \
 		"$LAB_DIR/proxy/config-cache.json" >"$LAB_DIR/proxy/config-base.json"
 	lab_defer "rm -f '$PROXY_AUDIT.base'"
-	lab_bg proxy-base "$BENCH_BASELINE" --config "$LAB_DIR/proxy/config-base.json"
+	# shellcheck disable=SC2046
+	lab_bg proxy-base $(callgrind_of base_cache) "$BENCH_BASELINE" --config "$LAB_DIR/proxy/config-base.json"
 	ports+=" 5356"
 fi
 
@@ -118,7 +138,7 @@ s.sendto(bytes.fromhex("4242010000010000000000000" "7616c6c6f7765640474657374000
 sys.exit(0 if s.recv(512)[:2] == b"\x42\x42" else 1)' "$GW" "$1" 2>/dev/null
 }
 for p in $ports; do
-	for _ in $(seq 50); do udp_up "$p" && break; sleep 0.1; done
+	for _ in $(seq $([ -n "${BENCH_CALLGRIND:-}" ] && echo 600 || echo 50)); do udp_up "$p" && break; sleep 0.1; done
 	udp_up "$p" || lab_bail "no DNS answer on $GW:$p: $(tail -n 3 "$LAB_DIR"/log/*.log)"
 done
 
@@ -139,17 +159,32 @@ run_delay() { awk '{ print $2 }' "/proc/$1/schedstat"; } # ns runnable but not r
 run() {
 	local who=$1 mix=$2 pid t0 t1 d0 d1 out perfpid=
 	pid=$(lab_pid "${PIDNAME[$who]}")
-	if [ -n "${BENCH_PERF:-}" ] && [[ $who == sluice* || $who == base* ]] && [ "${round:-0}" = 1 ]; then
+	if [ -n "${BENCH_PERF:-}" ] && [[ $who == sluice* || $who == base* || $who == unbound ]] && [ "${round:-0}" = 1 ]; then
 		perf record -q -F 2999 -g -p "$pid" -o "$BENCH_PERF/perf-$who-$mix.data" -- sleep "$secs" >/dev/null 2>&1 &
 		perfpid=$!
 	elif [ -n "${BENCH_STRACE:-}" ] && [[ $who == sluice* || $who == base* ]] && [ "${round:-0}" = 1 ]; then
 		timeout -s INT "$secs" strace -c -q -p "$pid" -o "$BENCH_STRACE/strace-$who-$mix.txt" 2>/dev/null &
 		perfpid=$!
 	fi
+	local statpid=
+	if [ -n "${BENCH_SYSCALLS:-}" ] && [[ $who == sluice* || $who == base* || $who == unbound ]]; then
+		perf stat -x, -o "$LAB_DIR/syscalls-$who-$mix" -p "$pid" -e context-switches,raw_syscalls:sys_enter \
+			-e syscalls:sys_enter_epoll_wait,syscalls:sys_enter_recvmmsg,syscalls:sys_enter_sendmmsg \
+			-e syscalls:sys_enter_recvfrom,syscalls:sys_enter_recvmsg,syscalls:sys_enter_sendto \
+			-e syscalls:sys_enter_sendmsg,syscalls:sys_enter_write -- sleep "$secs" 2>/dev/null &
+		statpid=$!
+	fi
 	t0=$(cpu_ticks "$pid") d0=$(run_delay "$pid")
 	out=$(lab_exec s1 dnsperf -s "$GW" -p "${PORT[$who]}" -d "$LAB_DIR/q-$mix" -l "$secs" -c "${BENCH_CLIENTS:-8}" -q 64 -T 1 -t 2 2>&1)
 	t1=$(cpu_ticks "$pid") d1=$(run_delay "$pid")
 	[ -z "$perfpid" ] || wait "$perfpid"
+	if [ -n "$statpid" ]; then
+		wait "$statpid"
+		awk -F, -v who="$who" -v mix="$mix" -v done="$(awk '/Queries completed:/ { print $3 }' <<<"$out")" '
+			$3 != "" && $1 ~ /^[0-9.]+$/ { e = $3; sub(/^(syscalls:sys_enter_|raw_syscalls:sys_enter)/, "", e)
+				if (e == "") e = "all"; if ($1 > 0) s = s sprintf(" %s %.3f", e, $1 / done) }
+			END { if (done > 0) printf "# %s %s: per query:%s\n", who, mix, s }' "$LAB_DIR/syscalls-$who-$mix" >&2
+	fi
 	[ -n "${BENCH_VERBOSE:-}" ] && grep -E 'Queries|Response codes' <<<"$out" | sed "s/^/# $who $mix: /" >&2
 	awk -v ticks=$((t1 - t0)) -v delay=$((d1 - d0)) -v hz="$(getconf CLK_TCK)" '
 		/Queries completed:/ { done = $3 }
@@ -187,6 +222,19 @@ for key in "${!S[@]}"; do
 	R[$key]=$(median ${S[$key]})
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+if [ -n "${BENCH_CALLGRIND:-}" ]; then
+	for who in sluice_cache base_cache; do
+		[ -n "$(lab_pid "${PIDNAME[$who]}" 2>/dev/null)" ] || continue
+		lab_stop "${PIDNAME[$who]}"
+		log=$PROXY_AUDIT.cache
+		[ "$who" = sluice_cache ] || log=$PROXY_AUDIT.base
+		n=$(wc -l <"$log")
+		callgrind_annotate "$BENCH_CALLGRIND/callgrind-$who.out" 2>/dev/null | awk -v x="$who" -v n="$n" '
+			/PROGRAM TOTALS/ { gsub(",", "", $1); t = $1 }
+			/libcrypto/ && $1 ~ /^[0-9,]+$/ { gsub(",", "", $1); c += $1 }
+			END { if (n > 0) printf "callgrind %s: %d queries, %.0f instructions/query, %.0f without libcrypto\n", x, n, t / n, (t - c) / n }'
+	done
+fi
 audit_lines=$(($(wc -l <"$PROXY_AUDIT") + $(wc -l <"$PROXY_AUDIT.cache")))
 [ -z "${BENCH_BASELINE:-}" ] || audit_lines=$((audit_lines + $(wc -l <"$PROXY_AUDIT.base")))
 

@@ -131,11 +131,14 @@ done
 check_eq "audit log full: new connections get 503" 503 "$code"
 out=$("${CURL[@]}" -D - -o /dev/null http://allowed.test/while-full 2>&1)
 check_match "503 says why" 'X-Sluice-Decision: error' "$out"
+check_eq "audit log full: a DNS query gets no answer (none without its record)" none \
+	"$(DNS_WAIT=1 dns_ask s1 denied.test A)"
 sleep 0.3
 check_not "audit log full: the refused request never reached the internet" grep -q 'while-full' "$LAB_DIR/log/http-inet.jsonl"
 rm -f "$LAB_DIR/auditfs/filler"
 sleep 1.3
 check_eq "space again: requests work" 200 "$("${CURL[@]}" -o /dev/null -w '%{http_code}' http://allowed.test/after)"
+check_match "space again: DNS queries are answered" '^REFUSED id-ok' "$(dns_ask s1 denied.test A)"
 sleep 0.2
 n=$("$LAB_PYTHON" -c '
 import json, sys

@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -561,6 +562,71 @@ static void test_cache_views(void **state)
 	dns_cache_free(c);
 }
 
+/* A view ages by the TTL offsets it found when it was made (dns_msg_ttl_offsets, dns_msg_age_at) instead of
+ * walking itself on every hit: the same bytes as dns_msg_age_answer, OPT untouched, never below 0; a view
+ * with more records than it keeps offsets for ages by the walk, and both still equal a fresh filter. */
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static void test_view_ttl_offsets(void **state)
+{
+	static const char *const few[] = {"ttl.test. 100 IN A 198.18.1.11", "ttl.test. 5 IN A 198.18.1.12", NULL};
+	static char lines[40][64];
+	const char *many[41];
+	struct dns_cache *c = dns_cache_new(4);
+	struct dns_query q, eq;
+	uint16_t offs[64];
+	uint8_t *ans, *big, walked[DNS_CACHE_ANSWER_MAX], patched[DNS_CACHE_ANSWER_MAX];
+	size_t alen, blen;
+	int n;
+	(void)state;
+
+	assert_non_null(c);
+	parsed_a("ttl.test.", 0x0101, true, &eq);
+	parsed_a("ttl.test.", 0x0102, false, &q);
+	ans = mkanswer("ttl.test.", 0x1111, few, &alen);
+	/* two records' TTLs, in order; the answer's EDNS OPT (if any) is not one of them */
+	n = dns_msg_ttl_offsets(ans, alen, offs, 64);
+	assert_int_equal(n, 2);
+	assert_int_equal(get32(ans + offs[0]), 100);
+	assert_int_equal(get32(ans + offs[1]), 5);
+	assert_int_equal(dns_msg_ttl_offsets(ans, alen, offs, 1), -EINVAL); /* more than it may keep */
+	assert_int_equal(dns_msg_ttl_offsets(ans, 20, offs, 64), -EINVAL);  /* cut short */
+	for (uint32_t age = 0; age < 120; age += 7) {
+		memcpy(walked, ans, alen);
+		memcpy(patched, ans, alen);
+		assert_int_equal(dns_msg_age_answer(walked, alen, age), 0);
+		dns_msg_age_at(patched, offs, 2, age);
+		assert_memory_equal(walked, patched, alen);
+	}
+	dns_cache_put(c, &q, ans, alen, 1000);
+	make_view(c, &eq, 7, DNS_EDNS_SIZE, keep_all, 1000);
+	for (uint64_t now = 1000; now < 6000; now += 900)
+		assert_int_equal(expect_view(c, &eq, 7, DNS_EDNS_SIZE, keep_all, now), 2);
+	/* not past the smallest TTL (5 s) */
+	assert_int_equal(dns_cache_get_view(c, &eq, 7, DNS_EDNS_SIZE, 6000, walked, sizeof walked,
+	                                    &(struct dns_filter_result){0}),
+	                 0);
+
+	/* 40 records: more than a view keeps offsets for */
+	for (int i = 0; i < 40; i++) {
+		snprintf(lines[i], sizeof lines[i], "ttl.test. %d IN A 198.18.2.%d", 200 + i, i + 1);
+		many[i] = lines[i];
+	}
+	many[40] = NULL;
+	big = mkanswer("ttl.test.", 0x2222, many, &blen);
+	assert_int_equal(dns_msg_ttl_offsets(big, blen, offs, 64), 40);
+	dns_cache_put(c, &q, big, blen, 10000);
+	make_view(c, &eq, 8, DNS_EDNS_SIZE, keep_all, 10000);
+	assert_int_equal(expect_view(c, &eq, 8, DNS_EDNS_SIZE, keep_all, 10000), DNS_ANSWER_ADDRS_MAX);
+	assert_int_equal(expect_view(c, &eq, 8, DNS_EDNS_SIZE, keep_all, 150000), DNS_ANSWER_ADDRS_MAX);
+	free(ans);
+	free(big);
+	dns_cache_free(c);
+}
+
 /* ---- answers that read differently by RDLENGTH and field by field ---- */
 
 /* An answer to "q.test A" (id 0x1111, RD RA, no EDNS) with an answer records, the records' bytes as given
@@ -806,6 +872,7 @@ int main(void)
 	        cmocka_unit_test(test_query_checks),  cmocka_unit_test(test_upstream_and_filter),
 	        cmocka_unit_test(test_answer_addrs),  cmocka_unit_test(test_case_and_bare_errors),
 	        cmocka_unit_test(test_cache),         cmocka_unit_test(test_cache_views),
+	        cmocka_unit_test(test_view_ttl_offsets),
 	        cmocka_unit_test(test_rdata_smuggling),
 	        cmocka_unit_test(test_rdata_layouts), cmocka_unit_test(test_trailing_bytes),
 	};

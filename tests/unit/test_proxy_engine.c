@@ -286,6 +286,34 @@ static int ask(struct event_base *base, int client, int upstream, const struct s
 	return buf[3] & 0x0f;
 }
 
+/* An engine writing its audit log to fd, relaying DNS to 127.0.0.4:up_port, with a DNS cache of `cache`
+ * entries, and session s1 (127.0.0.2, gateway 127.0.0.3) under p; its listeners are the caller's. */
+static struct proxy_engine *dns_engine(struct event_base *base, int fd, uint16_t up_port, unsigned cache,
+                                       struct policy *p)
+{
+	struct proxy_config cfg;
+	struct proxy_session_info info;
+	struct proxy_engine *e;
+	char err[256];
+
+	assert_true(fd >= 0);
+	memset(&cfg, 0, sizeof cfg);
+	cfg.audit_fd = fd;
+	cfg.dns_cache_entries = cache;
+	sin4(&cfg.upstream_dns, "127.0.0.4", up_port);
+	cfg.upstream_dns_len = sizeof(struct sockaddr_in);
+	e = proxy_engine_new(base, &cfg, err, sizeof err);
+	assert_non_null(e);
+	memset(&info, 0, sizeof info);
+	info.id = "s1";
+	info.command = "test";
+	info.policy = p;
+	sin4(&info.addr4, "127.0.0.2", 0);
+	sin4(&info.gw4, "127.0.0.3", 0);
+	assert_int_equal(proxy_engine_session_add(e, &info), 0);
+	return e;
+}
+
 /* A cached answer is filtered for the asking session's policy, and after the policy is replaced the
  * answer filtered for the old one is never served: the private address the old policy allowed is gone,
  * a name the new one denies is refused, although the answer stays cached (the upstream is not asked). */
@@ -294,14 +322,12 @@ static void test_dns_cache_policy(void **state)
 	char path[] = "/tmp/sluice-engine-test-XXXXXX";
 	int fd = mkstemp(path);
 	struct event_base *base = event_base_new();
-	struct proxy_config cfg;
-	struct proxy_session_info info;
 	struct proxy_engine *e;
 	struct policy *with_private = json_policy("{\"allow\": [\"cached.test\", {\"cidr\": \"10.0.0.0/8\"}]}");
 	struct policy *public_only = json_policy("{\"allow\": [\"cached.test\"]}");
 	struct policy *denied = json_policy("{\"allow\": [\"other.test\"]}");
+	struct policy *asking = json_policy("{\"allow\": [\"other.test\"], \"options\": {\"ask\": true}}");
 	struct sockaddr_storage gw;
-	char err[256];
 	uint16_t up_port, gw_port, client_port;
 	int upstream = udp_bound("127.0.0.4", &up_port), listener = udp_bound("127.0.0.3", &gw_port);
 	int client = udp_bound("127.0.0.2", &client_port);
@@ -309,22 +335,8 @@ static void test_dns_cache_policy(void **state)
 	bool asked;
 	(void)state;
 
-	assert_true(fd >= 0);
-	memset(&cfg, 0, sizeof cfg);
-	cfg.audit_fd = fd;
-	cfg.dns_cache_entries = 16;
-	sin4(&cfg.upstream_dns, "127.0.0.4", up_port);
-	cfg.upstream_dns_len = sizeof(struct sockaddr_in);
-	e = proxy_engine_new(base, &cfg, err, sizeof err);
-	assert_non_null(e);
+	e = dns_engine(base, fd, up_port, 16, with_private);
 	assert_int_equal(proxy_engine_add_listener(e, listener, PROXY_LISTEN_DNS_UDP), 0);
-	memset(&info, 0, sizeof info);
-	info.id = "s1";
-	info.command = "test";
-	info.policy = with_private;
-	sin4(&info.addr4, "127.0.0.2", 0);
-	sin4(&info.gw4, "127.0.0.3", 0);
-	assert_int_equal(proxy_engine_session_add(e, &info), 0);
 	sin4(&gw, "127.0.0.3", gw_port);
 
 	/* fetched, then from the cache (filtered again), then from its filtered view: both addresses */
@@ -349,27 +361,160 @@ static void test_dns_cache_policy(void **state)
 	assert_int_equal(nrr, 2);
 	/* a policy that denies the name: refused, although the answer is cached */
 	assert_int_equal(proxy_engine_session_set_policy(e, "s1", denied), 0);
+	for (int i = 0; i < 2; i++) { /* the second time from the decisions kept for this policy: the same */
+		assert_int_equal(ask(base, client, upstream, &gw, &nrr, &asked), 5);
+		assert_false(asked);
+		assert_int_equal(nrr, 0);
+	}
+	/* an "ask" policy: refused while nobody approved it, and allowed once approved, under the same policy
+	 * (an ask outcome depends on the session's approvals: never kept as the policy's decision) */
+	assert_int_equal(proxy_engine_session_set_policy(e, "s1", asking), 0);
 	assert_int_equal(ask(base, client, upstream, &gw, &nrr, &asked), 5);
-	assert_false(asked);
-	assert_int_equal(nrr, 0);
+	assert_int_equal(proxy_engine_session_grant(e, "s1", "cached.test", 443, true, 0), 0);
+	assert_int_equal(ask(base, client, upstream, &gw, &nrr, &asked), 0);
+	assert_int_equal(nrr, 1); /* (no private range in this policy) */
+	/* and a name denied under the last policies is allowed under a new one that allows it */
+	assert_int_equal(proxy_engine_session_set_policy(e, "s1", with_private), 0);
+	assert_int_equal(ask(base, client, upstream, &gw, &nrr, &asked), 0);
+	assert_int_equal(nrr, 2);
 
 	policy_unref(with_private);
 	policy_unref(public_only);
 	policy_unref(denied);
+	policy_unref(asking);
 	proxy_engine_free(e);
 	event_base_free(base);
 	close(upstream);
 	close(client);
-	{ /* one audit record per query, each a decision */
+	{ /* one audit record per query, each a decision; the two denials alike (host, rule, reason) */
 		FILE *f = fopen(path, "r");
-		char line[8192];
-		int n = 0;
+		char line[8192], denial[2][8192];
+		int n = 0, nd = 0;
 		assert_non_null(f);
-		while (fgets(line, sizeof line, f))
-			n += strstr(line, "\"protocol\":\"dns\"") != NULL;
-		assert_int_equal(n, 8);
+		while (fgets(line, sizeof line, f)) {
+			char *d = strstr(line, "\"protocol\":\"dns\"");
+			n += d != NULL;
+			if (d && strstr(line, "\"decision\":\"deny\"") && strstr(line, "no rule allows") && nd < 2) {
+				assert_non_null(strstr(d, "\"host\":\"cached.test\""));
+				*strstr(d, ",\"status\"") = '\0'; /* (what follows differs: duration, hash) */
+				strcpy(denial[nd++], d);
+			}
+		}
+		assert_int_equal(n, 12);
+		assert_int_equal(nd, 2);
+		assert_string_equal(denial[0], denial[1]);
 		fclose(f);
 	}
+	unlink(path);
+}
+
+/* The rcode of the answer to a query for denied.test A sent from client to ip:port, or -1 when none comes
+ * (the engine's loop run for 100 ms). */
+static int refused_from(struct event_base *base, int client, const char *ip, uint16_t port)
+{
+	static const uint8_t query[] = {0x43, 0x21, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 6, 'd', 'e', 'n', 'i', 'e',
+	                                'd', 4, 't', 'e', 's', 't', 0, 0, 1, 0, 1};
+	struct sockaddr_storage to;
+	uint8_t buf[512];
+	ssize_t n;
+
+	sin4(&to, ip, port);
+	assert_int_equal(sendto(client, query, sizeof query, 0, (const struct sockaddr *)&to, sizeof(struct sockaddr_in)),
+	                 (ssize_t)sizeof query);
+	for (int i = 0; i < 20; i++) {
+		struct pollfd pfd = {.fd = client, .events = POLLIN};
+		event_base_loop(base, EVLOOP_NONBLOCK);
+		if (poll(&pfd, 1, 5) == 1)
+			break;
+	}
+	n = recv(client, buf, sizeof buf, MSG_DONTWAIT);
+	if (n < 0)
+		return -1;
+	assert_true(n >= 12);
+	assert_int_equal(buf[0] << 8 | buf[1], 0x4321);
+	return buf[3] & 0x0f;
+}
+
+/* A session's queries are answered only when sent to its gateway: on a listener bound to one address
+ * (which the kernel is not asked to name with each query: it is every query's destination) and on a
+ * wildcard-bound one (the destination read from IP_PKTINFO). */
+static void test_dns_listener_gateway(void **state)
+{
+	char path[] = "/tmp/sluice-engine-test-XXXXXX";
+	int fd = mkstemp(path);
+	struct event_base *base = event_base_new();
+	struct proxy_engine *e;
+	struct policy *p = json_policy("{\"allow\": [\"other.test\"]}");
+	uint16_t gw_port, other_port, any_port, client_port;
+	int gw = udp_bound("127.0.0.3", &gw_port), other = udp_bound("127.0.0.6", &other_port);
+	int any = udp_bound("0.0.0.0", &any_port), client = udp_bound("127.0.0.2", &client_port);
+	(void)state;
+
+	e = dns_engine(base, fd, 53, 0, p);
+	assert_int_equal(proxy_engine_add_listener(e, gw, PROXY_LISTEN_DNS_UDP), 0);
+	assert_int_equal(proxy_engine_add_listener(e, other, PROXY_LISTEN_DNS_UDP), 0);
+	assert_int_equal(proxy_engine_add_listener(e, any, PROXY_LISTEN_DNS_UDP), 0);
+
+	assert_int_equal(refused_from(base, client, "127.0.0.3", gw_port), 5);     /* bound to its gateway */
+	assert_int_equal(refused_from(base, client, "127.0.0.6", other_port), -1); /* bound to another address */
+	assert_int_equal(refused_from(base, client, "127.0.0.3", any_port), 5);    /* wildcard, to its gateway */
+	assert_int_equal(refused_from(base, client, "127.0.0.7", any_port), -1);   /* wildcard, to another */
+
+	policy_unref(p);
+	proxy_engine_free(e);
+	event_base_free(base);
+	close(client);
+	unlink(path);
+}
+
+/* A burst of more queries than one read takes (128): every one answered (its own id) and audited, through
+ * the listener's reads of several batches per wake-up, each batch's records written before the next. */
+static void test_dns_burst(void **state)
+{
+	char path[] = "/tmp/sluice-engine-test-XXXXXX";
+	int fd = mkstemp(path);
+	struct event_base *base = event_base_new();
+	struct proxy_engine *e;
+	struct policy *p = json_policy("{\"allow\": [\"other.test\"]}");
+	uint16_t gw_port, client_port;
+	int gw = udp_bound("127.0.0.3", &gw_port), client = udp_bound("127.0.0.2", &client_port);
+	uint8_t query[] = {0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 6, 'd', 'e', 'n',
+	                   'i', 'e', 'd', 4, 't', 'e', 's', 't', 0, 0, 1, 0, 1};
+	struct sockaddr_storage to;
+	static bool seen[200]; /* (200 queries: the listener's socket buffer holds 256 of them) */
+	unsigned got = 0;
+	(void)state;
+
+	e = dns_engine(base, fd, 53, 0, p);
+	assert_int_equal(proxy_engine_add_listener(e, gw, PROXY_LISTEN_DNS_UDP), 0);
+	sin4(&to, "127.0.0.3", gw_port);
+	for (unsigned id = 0; id < 200; id++) {
+		query[0] = (uint8_t)(id >> 8);
+		query[1] = (uint8_t)id;
+		assert_int_equal(sendto(client, query, sizeof query, 0, (const struct sockaddr *)&to, sizeof(struct sockaddr_in)),
+		                 (ssize_t)sizeof query);
+	}
+	for (int i = 0; i < 400 && got < 200; i++) {
+		uint8_t buf[512];
+		ssize_t n;
+		event_base_loop(base, EVLOOP_NONBLOCK);
+		while ((n = recv(client, buf, sizeof buf, MSG_DONTWAIT)) >= 12) {
+			unsigned id = (unsigned)(buf[0] << 8 | buf[1]);
+			assert_true(id < 200);
+			assert_false(seen[id]);
+			assert_int_equal(buf[3] & 0x0f, 5);
+			seen[id] = true;
+			got++;
+		}
+		if (got < 200)
+			poll(NULL, 0, 5);
+	}
+	assert_int_equal(got, 200);
+	proxy_engine_free(e);
+	policy_unref(p);
+	event_base_free(base);
+	close(client);
+	assert_int_equal(file_lines(path), 200);
 	unlink(path);
 }
 
@@ -378,6 +523,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_api),
 	        cmocka_unit_test(test_dns_cache_policy),
+	        cmocka_unit_test(test_dns_listener_gateway),
+	        cmocka_unit_test(test_dns_burst),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
