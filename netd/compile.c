@@ -430,7 +430,8 @@ static struct netd_compiler *compiler_of(struct netd *d)
 		return NULL;
 	cc->d = d;
 	cc->ino = -1;
-	cc->cache = netd_policy_cache_new(COMPILE_CACHE_ENTRIES, COMPILE_CACHE_BYTES);
+	/* an embedded helper serves one session: nothing to keep, and no directories to watch */
+	cc->cache = d->cfg.embedded ? NULL : netd_policy_cache_new(COMPILE_CACHE_ENTRIES, COMPILE_CACHE_BYTES);
 	cc->cache_org_gen = d->org_gen;
 	cc->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (cc->efd < 0 || !(cc->ev = event_new(d->base, cc->efd, EV_READ | EV_PERSIST, reap_cb, cc)) ||
