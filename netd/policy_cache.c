@@ -125,6 +125,11 @@ void netd_policy_cache_put(struct netd_policy_cache *c, const void *key, size_t 
 
 	if (!c || !p || c->max_entries == 0 || len + jlen > c->max_bytes / 4)
 		return;
+	/* HTTPS inspection's credentials: their secrets (in the compiled object, its text and its
+	 * serialisation) must not outlive the sessions that use them; every launch's text differs anyway (its
+	 * placeholders are random), so keeping one would save nothing */
+	if (policy_credential_count(p) > 0)
+		return;
 	if ((e = find(c, key, len)))
 		remove_entry(c, e); /* a compile of the same input again (begun before the first was kept) */
 	if (!(e = calloc(1, sizeof *e)) || !(e->key = malloc(len ? len : 1)) || (json && !(e->json = strdup(json)))) {

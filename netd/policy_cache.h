@@ -10,7 +10,8 @@
  * be served an old object; what else influences a compile (the organisation layer's files, a SIGHUP) is
  * the caller's to put into the key or to answer with netd_policy_cache_clear. Bounded: at most
  * max_entries entries and max_bytes of keys and serialisations together, least recently used evicted
- * first; a key longer than a quarter of max_bytes is not kept. Not thread-safe: one loop uses it. */
+ * first; a key longer than a quarter of max_bytes is not kept, nor a policy that carries credentials (their
+ * secrets must not outlive their sessions). Not thread-safe: one loop uses it. */
 #ifndef SLUICE_NETD_POLICY_CACHE_H
 #define SLUICE_NETD_POLICY_CACHE_H
 

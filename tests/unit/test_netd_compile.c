@@ -7,7 +7,7 @@
  * refuses "ask". The compile cache: the same input gets the same compiled object again (no thread), any
  * other input (one byte, live rules) never gets it; a change of a file of the organisation layer (the
  * policy, a new policy.d file, a missing --sysconfdir that appears) or a reload (org_gen) is compiled anew;
- * a symbolic link as --sysconfdir turns the cache off. */
+ * a symbolic link as --sysconfdir turns the cache off; a policy with credentials is never kept. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -196,16 +196,19 @@ static void test_stale_after_reload(void **state)
 	struct outcome o = {0};
 	struct netd_compile *job;
 	struct policy_decision dec;
-	char err[256], p[128];
+	char err[256], p[128], q[128];
 	const char *text = "{ \"allow\": [\"registry.test\"] }";
 	FILE *f;
 
 	assert_int_equal(netd_compile_start(&d, strdup(text), 0, done_cb, &o, &job, err, sizeof err), 0);
-	/* netd_reload_org: the layer changes (registry.test denied from now on) */
-	snprintf(p, sizeof p, "%s/policy.json", orgdir);
+	/* netd_reload_org: the layer changes (registry.test denied from now on); replaced in one rename, as
+	 * the worker may be reading it (a file truncated and written in place could be read half-written) */
+	snprintf(p, sizeof p, "%s/policy.json.new", orgdir);
 	assert_non_null(f = fopen(p, "w"));
 	fputs("{ \"deny\": [\"evil.test\", \"registry.test\"] }\n", f);
 	fclose(f);
+	snprintf(q, sizeof q, "%s/policy.json", orgdir);
+	assert_int_equal(rename(p, q), 0);
 	d.org_gen++;
 	run_until(&o);
 	assert_int_equal(o.calls, 1);
@@ -318,6 +321,19 @@ static void test_cache_same_input_same_object(void **state)
 	netd_compiled_clear(&e2.res);
 }
 
+/* A policy with HTTPS inspection's credentials is never kept: its secret must not outlive its session. */
+static void test_cache_never_keeps_credentials(void **state)
+{
+	const char *cred = "{ \"allow\": [\"api.test\"], \"inspect\": [{\"host\": \"api.test\", \"credential\": "
+	                   "{\"header\": \"Authorization: Bearer {secret}\", \"secret_env\": \"HOME\"}}] }";
+	struct outcome a = compile_now(cred, NULL), b = compile_now(cred, NULL);
+
+	assert_true(policy_credential_count(a.res.policy) > 0);
+	assert_ptr_not_equal(a.res.policy, b.res.policy);
+	netd_compiled_clear(&a.res);
+	netd_compiled_clear(&b.res);
+}
+
 /* The organisation layer is read from files: a change there is never served the old compile. */
 static void test_cache_org_files_change(void **state)
 {
@@ -414,6 +430,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_stale_reloads_bounded, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_embedded_refuses_ask, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_cache_same_input_same_object, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_cache_never_keeps_credentials, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_cache_org_files_change, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_cache_reload, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_cache_missing_sysconfdir, setup, teardown),
