@@ -12,9 +12,9 @@
  * object again (shared: a compiled policy is immutable), delivered from the loop with no thread and no
  * compile. The key is the client's text and live rules byte for byte (with the sysconfdir and the
  * embedded flag); the organisation layer is read from files, so the cache is emptied whenever anything
- * changes in --sysconfdir, its policy.d or the preset directory (inotify; a directory that cannot be
- * watched turns the cache off, a missing --sysconfdir is watched for in its parent), and on SIGHUP (org_gen);
- * a compile during which a file changed is not kept. */
+ * changes in --sysconfdir, its policy.d, the preset directory or $XDG_CONFIG_HOME/sluice when that is set
+ * (inotify; a directory that cannot be watched turns the cache off, a missing --sysconfdir is watched for
+ * in its parent), and on SIGHUP (org_gen); a compile during which a file changed is not kept. */
 #include "netd.h"
 
 #include <errno.h>
@@ -158,7 +158,7 @@ static bool watch_dir(int ino, const char *dir, bool parent_ok)
 static void watch_arm(struct netd_compiler *cc)
 {
 	struct policy_builder *b = policy_builder_new();
-	const char *sysconfdir = cc->d->cfg.sysconfdir;
+	const char *sysconfdir = cc->d->cfg.sysconfdir, *xdg;
 	char sub[PATH_MAX];
 
 	cc->rearm = false;
@@ -172,7 +172,13 @@ static void watch_arm(struct netd_compiler *cc)
 	/* policy.d missing: its creation is an event of sysconfdir's */
 	if (!watch_dir(cc->ino, sub, false) && errno != ENOENT)
 		goto out;
-	cc->watch_ok = watch_dir(cc->ino, policy_builder_preset_dir(b), false);
+	if (!watch_dir(cc->ino, policy_builder_preset_dir(b), false))
+		goto out;
+	/* policy_builder_add_standard_layers also reads $XDG_CONFIG_HOME/sluice/policy.json when that is set */
+	if ((xdg = getenv("XDG_CONFIG_HOME")) && *xdg &&
+	    ((size_t)snprintf(sub, sizeof sub, "%s/sluice", xdg) >= sizeof sub || !watch_dir(cc->ino, sub, true)))
+		goto out;
+	cc->watch_ok = true;
 out:
 	policy_builder_free(b);
 	if (!cc->watch_ok)
