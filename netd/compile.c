@@ -12,11 +12,13 @@
  * object again (shared: a compiled policy is immutable), delivered from the loop with no thread and no
  * compile. The key is the client's text and live rules byte for byte (with the sysconfdir and the
  * embedded flag); the organisation layer is read from files, so the cache is emptied whenever anything
- * changes in --sysconfdir, its policy.d, the preset directory or $XDG_CONFIG_HOME/sluice when that is set
- * (inotify; a directory that cannot be watched turns the cache off, a missing --sysconfdir is watched for
- * in its parent), and on SIGHUP (org_gen); a compile during which a file changed is not kept. */
+ * changes in --sysconfdir, its policy.d, the preset directory or $XDG_CONFIG_HOME/sluice when that is set,
+ * or in one of their *.json files (inotify, on the directories and on each file's inode; what cannot be
+ * watched turns the cache off, a missing --sysconfdir is watched for in its parent), and on SIGHUP
+ * (org_gen); a compile during which a file changed is not kept. */
 #include "netd.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <pthread.h>
@@ -135,6 +137,8 @@ void netd_compiled_clear(struct netd_compiled *c)
 	(IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE |      \
 	 IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW)
 
+#define FILE_WATCH_MASK (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF)
+
 /* Watches dir; when it does not exist and parent_ok, its parent instead (its creation is an event there).
  * A symbolic link is not followed (IN_DONT_FOLLOW with IN_ONLYDIR fails on it): a link could be pointed
  * elsewhere without an event, so it turns the cache off. */
@@ -155,6 +159,31 @@ static bool watch_dir(int ino, const char *dir, bool parent_ok)
 	return inotify_add_watch(ino, parent, WATCH_MASK) >= 0;
 }
 
+/* Also every *.json file in dir, by its inode (a symbolic link's target, followed): a file also linked
+ * elsewhere (a hard link, a preset installed as a link) changes without an event in dir. false when one
+ * cannot be watched; a directory that does not exist has none. */
+static bool watch_files(int ino, const char *dir)
+{
+	DIR *dp = opendir(dir);
+	struct dirent *de;
+	bool ok = true;
+
+	if (!dp)
+		return errno == ENOENT || errno == ENOTDIR;
+	while (ok && (de = readdir(dp))) {
+		size_t n = strlen(de->d_name);
+		char path[PATH_MAX];
+
+		if (n < 5 || strcmp(de->d_name + n - 5, ".json") != 0)
+			continue;
+		if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, de->d_name) >= sizeof path ||
+		    (inotify_add_watch(ino, path, FILE_WATCH_MASK) < 0 && errno != ENOENT))
+			ok = false;
+	}
+	closedir(dp);
+	return ok;
+}
+
 static void watch_arm(struct netd_compiler *cc)
 {
 	struct policy_builder *b = policy_builder_new();
@@ -167,16 +196,18 @@ static void watch_arm(struct netd_compiler *cc)
 		goto out;
 	if ((size_t)snprintf(sub, sizeof sub, "%s/policy.d", sysconfdir) >= sizeof sub)
 		goto out;
-	if (!watch_dir(cc->ino, sysconfdir, true))
+	if (!watch_dir(cc->ino, sysconfdir, true) || !watch_files(cc->ino, sysconfdir))
 		goto out;
 	/* policy.d missing: its creation is an event of sysconfdir's */
-	if (!watch_dir(cc->ino, sub, false) && errno != ENOENT)
+	if ((!watch_dir(cc->ino, sub, false) && errno != ENOENT) || !watch_files(cc->ino, sub))
 		goto out;
-	if (!watch_dir(cc->ino, policy_builder_preset_dir(b), false))
+	if (!watch_dir(cc->ino, policy_builder_preset_dir(b), false) ||
+	    !watch_files(cc->ino, policy_builder_preset_dir(b)))
 		goto out;
 	/* policy_builder_add_standard_layers also reads $XDG_CONFIG_HOME/sluice/policy.json when that is set */
 	if ((xdg = getenv("XDG_CONFIG_HOME")) && *xdg &&
-	    ((size_t)snprintf(sub, sizeof sub, "%s/sluice", xdg) >= sizeof sub || !watch_dir(cc->ino, sub, true)))
+	    ((size_t)snprintf(sub, sizeof sub, "%s/sluice", xdg) >= sizeof sub || !watch_dir(cc->ino, sub, true) ||
+	     !watch_files(cc->ino, sub)))
 		goto out;
 	cc->watch_ok = true;
 out:

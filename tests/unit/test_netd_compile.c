@@ -432,6 +432,33 @@ static void test_cache_xdg_config_home(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* The organisation's policy.json as a hard link of a file elsewhere, changed through that other name: no
+ * event in --sysconfdir, but one on the file itself. */
+static void test_cache_hard_link(void **state)
+{
+	char other[64], path[128], org[128], cmd[128];
+	struct outcome a, b, c;
+
+	snprintf(other, sizeof other, "/tmp/sluice-other.XXXXXX");
+	assert_non_null(mkdtemp(other));
+	write_file(other, "org.json", "{ \"deny\": [\"evil.test\"] }\n");
+	snprintf(path, sizeof path, "%s/org.json", other);
+	snprintf(org, sizeof org, "%s/policy.json", orgdir);
+	assert_int_equal(unlink(org), 0);
+	assert_int_equal(link(path, org), 0);
+	a = compile_now(reg, NULL);
+	b = compile_now(reg, NULL);
+	assert_ptr_equal(a.res.policy, b.res.policy);
+	write_file(other, "org.json", "{ \"deny\": [\"registry.test\"] }\n"); /* the same inode */
+	c = compile_now(reg, NULL);
+	assert_int_equal(verdict(&c, "registry.test"), POLICY_DENY);
+	netd_compiled_clear(&a.res);
+	netd_compiled_clear(&b.res);
+	netd_compiled_clear(&c.res);
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", other);
+	assert_int_equal(system(cmd), 0);
+}
+
 /* A symbolic link could be pointed elsewhere without an event: no cache through one. */
 static void test_cache_off_through_a_link(void **state)
 {
@@ -466,6 +493,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_cache_missing_sysconfdir, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_cache_off_through_a_link, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_cache_xdg_config_home, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_cache_hard_link, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
