@@ -6,9 +6,19 @@
  * thread ends, so a flood of huge policies is refused rather than queued behind each other.
  *
  * The policy library keeps no shared mutable state (its tables are built once under pthread_once), so a
- * builder on a worker thread is safe; the worker touches only its job. */
+ * builder on a worker thread is safe; the worker touches only its job.
+ *
+ * What compiled is kept (policy_cache.h): a compile whose input was compiled before gets that compiled
+ * object again (shared: a compiled policy is immutable), delivered from the loop with no thread and no
+ * compile. The key is the client's text and live rules byte for byte (with the sysconfdir and the
+ * embedded flag); the organisation layer is read from files, so the cache is emptied whenever anything
+ * changes in --sysconfdir, its policy.d, the preset directory or $XDG_CONFIG_HOME/sluice when that is set,
+ * or in one of their *.json files (inotify, on the directories and on each file's inode; what cannot be
+ * watched turns the cache off, a missing --sysconfdir is watched for in its parent), and on SIGHUP
+ * (org_gen); a compile during which a file changed is not kept. */
 #include "netd.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <pthread.h>
@@ -16,11 +26,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "policy.h"
+#include "policy_cache.h"
 #include "util.h"
+
+#define COMPILE_CACHE_ENTRIES 16
+#define COMPILE_CACHE_BYTES (1u << 20)
+#define COMPILE_CACHE_KEY_MAX (64u << 10) /* a longer policy is compiled every time */
 
 struct netd_compile {
 	struct netd_compile *next;      /* in the compiler's list */
@@ -43,6 +59,10 @@ struct netd_compile {
 	char err[NETD_ERRMSG_MAX + 1];
 	bool done; /* under cc->lock */
 	bool delivered; /* under cc->lock: its outcome was handed on; only the thread is left to join */
+	bool cached;    /* out came from the cache: there is no thread */
+	char *key;      /* owned: its cache key (NULL: not to be kept) */
+	size_t keylen;
+	unsigned files_gen; /* cc->files_gen when it began */
 };
 
 struct netd_compiler {
@@ -53,6 +73,13 @@ struct netd_compiler {
 	struct netd_compile *jobs;  /* owned: every job whose thread was not joined yet */
 	unsigned running;
 	struct netd *d;             /* borrowed */
+	/* compiled policies kept (loop only) and what empties them */
+	struct netd_policy_cache *cache; /* owned; NULL: none */
+	unsigned cache_org_gen;     /* d->org_gen the entries were compiled under */
+	int ino;                    /* owned: inotify on the organisation layer's directories, or -1 */
+	bool watch_ok;              /* every directory watched: the cache may be used */
+	bool rearm;                 /* watches to be (re)added before the next use */
+	unsigned files_gen;         /* bumped by every change seen in those directories */
 };
 
 char *netd_compile_policy(const char *sysconfdir, bool embedded, const char *json, const char *extra,
@@ -104,6 +131,158 @@ void netd_compiled_clear(struct netd_compiled *c)
 	memset(c, 0, sizeof *c);
 }
 
+/* ---- the cache's validity: the directories the organisation layer is read from ---- */
+
+#define WATCH_MASK                                                                                            \
+	(IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE |      \
+	 IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW)
+
+#define FILE_WATCH_MASK (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF)
+
+/* Watches dir; when it does not exist and parent_ok, its parent instead (its creation is an event there).
+ * A symbolic link is not followed (IN_DONT_FOLLOW with IN_ONLYDIR fails on it): a link could be pointed
+ * elsewhere without an event, so it turns the cache off. */
+static bool watch_dir(int ino, const char *dir, bool parent_ok)
+{
+	char parent[PATH_MAX];
+	char *slash;
+
+	if (inotify_add_watch(ino, dir, WATCH_MASK) >= 0)
+		return true;
+	if (errno != ENOENT || !parent_ok || util_strlcpy(parent, dir, sizeof parent) >= sizeof parent ||
+	    !(slash = strrchr(parent, '/')))
+		return false;
+	if (slash == parent)
+		slash[1] = '\0';
+	else
+		*slash = '\0';
+	return inotify_add_watch(ino, parent, WATCH_MASK) >= 0;
+}
+
+/* Also every *.json file in dir, by its inode (a symbolic link's target, followed): a file also linked
+ * elsewhere (a hard link, a preset installed as a link) changes without an event in dir. false when one
+ * cannot be watched; a directory that does not exist has none. */
+static bool watch_files(int ino, const char *dir)
+{
+	DIR *dp = opendir(dir);
+	struct dirent *de;
+	bool ok = true;
+
+	if (!dp)
+		return errno == ENOENT || errno == ENOTDIR;
+	while (ok && (de = readdir(dp))) {
+		size_t n = strlen(de->d_name);
+		char path[PATH_MAX];
+
+		if (n < 5 || strcmp(de->d_name + n - 5, ".json") != 0)
+			continue;
+		if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, de->d_name) >= sizeof path ||
+		    (inotify_add_watch(ino, path, FILE_WATCH_MASK) < 0 && errno != ENOENT))
+			ok = false;
+	}
+	closedir(dp);
+	return ok;
+}
+
+static void watch_arm(struct netd_compiler *cc)
+{
+	struct policy_builder *b = policy_builder_new();
+	const char *sysconfdir = cc->d->cfg.sysconfdir, *xdg;
+	char sub[PATH_MAX];
+
+	cc->rearm = false;
+	cc->watch_ok = false;
+	if (!b)
+		goto out;
+	if ((size_t)snprintf(sub, sizeof sub, "%s/policy.d", sysconfdir) >= sizeof sub)
+		goto out;
+	if (!watch_dir(cc->ino, sysconfdir, true) || !watch_files(cc->ino, sysconfdir))
+		goto out;
+	/* policy.d missing: its creation is an event of sysconfdir's */
+	if ((!watch_dir(cc->ino, sub, false) && errno != ENOENT) || !watch_files(cc->ino, sub))
+		goto out;
+	if (!watch_dir(cc->ino, policy_builder_preset_dir(b), false) ||
+	    !watch_files(cc->ino, policy_builder_preset_dir(b)))
+		goto out;
+	/* policy_builder_add_standard_layers also reads $XDG_CONFIG_HOME/sluice/policy.json when that is set */
+	if ((xdg = getenv("XDG_CONFIG_HOME")) && *xdg &&
+	    ((size_t)snprintf(sub, sizeof sub, "%s/sluice", xdg) >= sizeof sub || !watch_dir(cc->ino, sub, true) ||
+	     !watch_files(cc->ino, sub)))
+		goto out;
+	cc->watch_ok = true;
+out:
+	policy_builder_free(b);
+	if (!cc->watch_ok)
+		cc->rearm = true; /* tried again at the next compile; meanwhile nothing is looked up or kept */
+}
+
+/* Reads what happened in the watched directories since the last call: anything empties the cache. Then
+ * says whether the cache may be used. Called before every lookup and before keeping a result. */
+static bool cache_usable(struct netd_compiler *cc)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	bool changed = false;
+	ssize_t n;
+
+	if (!cc->cache)
+		return false;
+	if (cc->ino < 0) {
+		if ((cc->ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0)
+			return false;
+		cc->rearm = true;
+	}
+	while ((n = read(cc->ino, buf, sizeof buf)) > 0)
+		changed = true;
+	if (n < 0 && errno != EAGAIN && errno != EINTR)
+		changed = true; /* cannot tell: assume a change */
+	if (changed || cc->cache_org_gen != cc->d->org_gen) {
+		/* a file of the organisation layer (or a preset) changed, or SIGHUP reloaded it */
+		cc->files_gen++;
+		cc->cache_org_gen = cc->d->org_gen;
+		if (netd_policy_cache_size(cc->cache))
+			log_debug("policy compiler: the organisation layer changed: %u compiled policies forgotten",
+				  netd_policy_cache_size(cc->cache));
+		netd_policy_cache_clear(cc->cache);
+		cc->rearm = true; /* a directory may have been made, replaced or removed */
+	}
+	if (cc->rearm)
+		watch_arm(cc);
+	return cc->watch_ok;
+}
+
+/* The cache key of a compile: everything it depends on but the organisation layer's files (watched), or
+ * NULL (too long, out of memory). The parts are separated by NUL, which none of them can contain. */
+static char *cache_key(const struct netd *d, const char *json, const char *extra, size_t *len)
+{
+	size_t ls = strlen(d->cfg.sysconfdir), lj = strlen(json), le = extra ? strlen(extra) : 0;
+	size_t n = ls + 1 + 2 + lj + 1 + 1 + le;
+	char *k, *p;
+
+	if (n > COMPILE_CACHE_KEY_MAX || !(k = malloc(n)))
+		return NULL;
+	p = k;
+	memcpy(p, d->cfg.sysconfdir, ls + 1);
+	p += ls + 1;
+	*p++ = d->cfg.embedded ? '1' : '0';
+	*p++ = '\0';
+	memcpy(p, json, lj + 1);
+	p += lj + 1;
+	*p++ = extra ? '1' : '0';
+	memcpy(p, extra ? extra : "", le);
+	*len = n;
+	return k;
+}
+
+/* Keeps a compile's result when nothing it read can have changed since it began. */
+static void cache_keep(struct netd_compiler *cc, struct netd_compile *j)
+{
+	if (!j->key || j->cached || j->r != 0 || !j->out.policy || !j->out.json || j->org_gen != cc->d->org_gen)
+		return;
+	if (!cache_usable(cc) || j->files_gen != cc->files_gen)
+		return; /* a file changed while it compiled: what it read may be either */
+	netd_policy_cache_put(cc->cache, j->key, j->keylen, j->out.policy, j->out.json);
+}
+
 static void *worker(void *arg)
 {
 	struct netd_compile *j = arg;
@@ -143,6 +322,7 @@ static void job_free(struct netd_compile *j)
 {
 	if (j->deadline)
 		event_free(j->deadline);
+	free(j->key);
 	free(j->json);
 	free(j->extra);
 	netd_compiled_clear(&j->out);
@@ -172,6 +352,7 @@ static int restart_stale(struct netd_compiler *cc, struct netd_compile *j)
 		 "under the reloaded one", (unsigned)j->uid);
 	pthread_mutex_lock(&cc->lock);
 	j->done = j->delivered = false;
+	j->cached = false; /* it has a thread from here on */
 	if ((r = pthread_create(&j->thread, NULL, worker, j)) == 0) {
 		j->next = cc->jobs;
 		cc->jobs = j;
@@ -215,7 +396,8 @@ static void reap_cb(evutil_socket_t fd, short what, void *arg)
 				;
 			*pp = j->next;
 			pthread_mutex_unlock(&cc->lock);
-			pthread_join(j->thread, NULL);
+			if (!j->cached)
+				pthread_join(j->thread, NULL);
 			rr = restart_stale(cc, j);
 			if (rr == 0)
 				continue; /* its result comes when the new compile ends */
@@ -227,6 +409,7 @@ static void reap_cb(evutil_socket_t fd, short what, void *arg)
 				deliver(cc, j, j->r, j->err);
 			job_free(j);
 		} else {
+			cache_keep(cc, j); /* before fn takes the result's members */
 			deliver(cc, j, j->r, j->err);
 		}
 		if (cc->d->compile_slot_freed) /* SIGHUP's reload may wait for a slot */
@@ -234,7 +417,7 @@ static void reap_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	pthread_mutex_lock(&cc->lock);
 	for (pp = &cc->jobs; (j = *pp);) {
-		if (j->delivered && pthread_tryjoin_np(j->thread, NULL) == 0) {
+		if (j->delivered && (j->cached || pthread_tryjoin_np(j->thread, NULL) == 0)) {
 			*pp = j->next;
 			j->next = ended;
 			ended = j;
@@ -283,6 +466,10 @@ static struct netd_compiler *compiler_of(struct netd *d)
 	if (!(cc = calloc(1, sizeof *cc)))
 		return NULL;
 	cc->d = d;
+	cc->ino = -1;
+	/* an embedded helper serves one session: nothing to keep, and no directories to watch */
+	cc->cache = d->cfg.embedded ? NULL : netd_policy_cache_new(COMPILE_CACHE_ENTRIES, COMPILE_CACHE_BYTES);
+	cc->cache_org_gen = d->org_gen;
 	cc->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (cc->efd < 0 || !(cc->ev = event_new(d->base, cc->efd, EV_READ | EV_PERSIST, reap_cb, cc)) ||
 	    event_add(cc->ev, NULL) < 0 || !(cc->retry = evtimer_new(d->base, reap_cb, cc))) {
@@ -290,6 +477,7 @@ static struct netd_compiler *compiler_of(struct netd *d)
 			event_free(cc->ev);
 		if (cc->efd >= 0)
 			close(cc->efd);
+		netd_policy_cache_free(cc->cache);
 		free(cc);
 		return NULL;
 	}
@@ -348,6 +536,32 @@ int netd_compile_start2(struct netd *d, char *json, char *extra, uid_t uid, netd
 	j->extra = extra;
 	j->embedded = d->cfg.embedded;
 	util_strlcpy(j->sysconfdir, d->cfg.sysconfdir, sizeof j->sysconfdir);
+	if (json && cache_usable(cc) && (j->key = cache_key(d, json, extra, &j->keylen))) {
+		const char *cjson;
+		struct policy *p = netd_policy_cache_get(cc->cache, j->key, j->keylen, &cjson);
+
+		j->files_gen = cc->files_gen;
+		if (p && (j->out.json = strdup(cjson))) {
+			/* compiled before from the same input under the same organisation layer: delivered from
+			 * the loop (the caller expects its callback later), with no thread */
+			j->out.policy = p;
+			j->out.transparent = policy_get_options(p)->transparent;
+			j->out.client = steal_pointer(&j->json);
+			j->out.extra = steal_pointer(&j->extra);
+			j->cached = j->done = true;
+			pthread_mutex_lock(&cc->lock);
+			j->next = cc->jobs;
+			cc->jobs = j;
+			cc->running++;
+			pthread_mutex_unlock(&cc->lock);
+			event_active(cc->ev, EV_TIMEOUT, 0);
+			log_debug("uid %u: a session policy of %zu bytes compiled before: its compiled policy reused",
+				  (unsigned)uid, len);
+			*out = j;
+			return 0;
+		}
+		policy_unref(p);
+	}
 	tv.tv_sec = d->cfg.compile_timeout_ms / 1000;
 	tv.tv_usec = (d->cfg.compile_timeout_ms % 1000) * 1000;
 	if (!(j->deadline = evtimer_new(d->base, deadline_cb, j)) || evtimer_add(j->deadline, &tv) < 0) {
@@ -401,10 +615,16 @@ void netd_compiler_free(struct netd *d)
 			continue;
 		}
 		*pp = j->next;
-		pthread_join(j->thread, NULL);
+		if (!j->cached)
+			pthread_join(j->thread, NULL);
 		job_free(j);
 	}
 	pthread_mutex_unlock(&cc->lock);
+	netd_policy_cache_free(cc->cache);
+	cc->cache = NULL;
+	if (cc->ino >= 0)
+		close(cc->ino);
+	cc->ino = -1;
 	event_free(cc->ev);
 	cc->ev = NULL;
 	event_free(cc->retry);

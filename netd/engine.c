@@ -510,8 +510,10 @@ static void engine_read_cb(evutil_socket_t fd, short what, void *arg)
 			e->failures = 0;
 			e->last_err[0] = '\0';
 			log_info("proxy engine %d running", (int)e->pid);
-			for (struct netd_sess *s = d->sessions; s; s = s->next)
+			for (struct netd_sess *s = d->sessions; s; s = s->next) {
+				s->engine_released = false; /* a released one is added again too: removed at its end */
 				engine_send_add(d, s);
+			}
 		} else if (m.type == NETD_ENG_ASK) {
 			engine_ask(d, &m);
 		} else if (m.type == NETD_ENG_ASK_END) {
@@ -530,6 +532,7 @@ static void engine_read_cb(evutil_socket_t fd, short what, void *arg)
 			for (struct netd_sess *s = d->sessions; s; s = s->next) {
 				if (s->records_seq && s->records_seq == m.seq) {
 					s->records_seq = 0;
+					s->engine_released = true;
 					netd_conn_records_ready(d, s);
 					break;
 				}

@@ -25,9 +25,14 @@
 
 #include "netd.h"
 #include "policy.h"
+#include "policy_cache.h"
 #include "util.h"
 
 #define ENGINE_COMPILE_MAX 8
+/* compiled policies kept for sessions that get the same text (policy_cache.h): sessions of one host
+ * mostly share their policy, and a hit needs no thread and no compile */
+#define ENGINE_CACHE_ENTRIES 16
+#define ENGINE_CACHE_BYTES (1u << 20)
 
 struct held {
 	struct held *next;              /* in arrival order */
@@ -35,6 +40,7 @@ struct held {
 	struct ipc_msg m;               /* owned; read by the worker while it runs */
 	const char *sid;                /* into m */
 	bool compile;
+	bool cached;                    /* its policy came from the cache (no worker) */
 	uint16_t attr, fd_attr;
 	size_t max;
 	bool started;                   /* a worker was started (loop only) */
@@ -54,7 +60,18 @@ struct netd_engine_queue {
 	unsigned nheld, running;
 	netd_engine_queue_fn fn;        /* borrowed */
 	void *arg;                      /* borrowed */
+	struct netd_policy_cache *cache; /* owned; NULL: none (out of memory) */
 };
+
+/* The text of a compile that may be kept and looked up: sent inline (a long policy comes in a memfd and
+ * is only read on its worker), and self-contained (sluiced's serialisation names no preset; a text that
+ * did would also depend on the preset files). NULL otherwise; borrowed from m. */
+static const char *cacheable_text(const struct ipc_msg *m, uint16_t attr)
+{
+	const char *t = ipc_get_str(m, attr);
+
+	return t && !strstr(t, "\"presets\"") ? t : NULL;
+}
 
 static void *worker(void *arg)
 {
@@ -159,8 +176,12 @@ static void deliver_ready(struct netd_engine_queue *q)
 			break;
 		unlink_held(q, h);
 		if (h->compile && h->started) {
+			const char *text = cacheable_text(&h->m, h->attr);
+
 			pthread_join(h->thread, NULL);
 			q->running--;
+			if (h->r == 0 && h->policy && text)
+				netd_policy_cache_put(q->cache, text, strlen(text), h->policy, NULL);
 		}
 		q->fn(q->arg, &h->m, steal_pointer(&h->policy), h->r, h->r < 0 ? h->err : NULL);
 		held_free(h);
@@ -173,7 +194,8 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
 	struct netd_engine_queue *q = arg;
 	uint64_t n;
 
-	(void)!read(q->efd, &n, sizeof n);
+	if (what & EV_READ)
+		(void)!read(q->efd, &n, sizeof n);
 	deliver_ready(q);
 }
 
@@ -186,6 +208,7 @@ struct netd_engine_queue *netd_engine_queue_new(struct event_base *base, netd_en
 	q->fn = fn;
 	q->arg = arg;
 	q->tail = &q->head;
+	q->cache = netd_policy_cache_new(ENGINE_CACHE_ENTRIES, ENGINE_CACHE_BYTES);
 	q->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (q->efd < 0 || !(q->ev = event_new(base, q->efd, EV_READ | EV_PERSIST, wake_cb, q)) ||
 	    event_add(q->ev, NULL) < 0) {
@@ -193,6 +216,7 @@ struct netd_engine_queue *netd_engine_queue_new(struct event_base *base, netd_en
 			event_free(q->ev);
 		if (q->efd >= 0)
 			close(q->efd);
+		netd_policy_cache_free(q->cache);
 		free(q);
 		return NULL;
 	}
@@ -208,6 +232,8 @@ void netd_engine_queue_free(struct netd_engine_queue *q)
 		return;
 	event_free(q->ev);
 	q->ev = NULL;
+	netd_policy_cache_free(q->cache);
+	q->cache = NULL;
 	pthread_mutex_lock(&q->lock);
 	for (struct held *h = q->head, *next; h; h = next) {
 		next = h->next;
@@ -249,13 +275,24 @@ int netd_engine_queue_submit(struct netd_engine_queue *q, struct ipc_msg *m, con
 	h->attr = attr;
 	h->fd_attr = fd_attr;
 	h->max = max;
+	if (compile) {
+		const char *text = cacheable_text(&h->m, attr);
+
+		if (text && (h->policy = netd_policy_cache_get(q->cache, text, strlen(text), NULL))) {
+			/* compiled for an earlier session from the same text: no worker; still held, so that it
+			 * keeps its place among its session's messages, and handed over from the loop */
+			h->compile = false;
+			h->cached = true;
+			event_active(q->ev, EV_TIMEOUT, 0);
+		}
+	}
 	*q->tail = h;
 	q->tail = &h->next;
 	q->nheld++;
 	start_workers(q);
 	/* a job whose thread could not start (compile cleared) is ready at once; nothing else is here (it
 	 * waits for an earlier message of its session, or for its worker, whose end wake_cb hears) */
-	if (compile && !h->compile)
+	if (compile && !h->compile && !h->cached)
 		deliver_ready(q);
 	return 1;
 }
@@ -263,4 +300,9 @@ int netd_engine_queue_submit(struct netd_engine_queue *q, struct ipc_msg *m, con
 unsigned netd_engine_queue_held(const struct netd_engine_queue *q)
 {
 	return q ? q->nheld : 0;
+}
+
+unsigned long netd_engine_queue_cache_hits(const struct netd_engine_queue *q)
+{
+	return q ? netd_policy_cache_hits(q->cache) : 0;
 }

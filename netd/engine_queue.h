@@ -1,7 +1,8 @@
 /* The engine child's held messages: a session's policy (SESSION_ADD, SESSION_POLICY) is compiled on a
  * worker thread, never on the engine's event loop, so a huge policy handed over does not pause the
  * proxying of every other session; the messages of that session that come after it wait for it, so
- * each session sees its messages in the order sluiced sent them. */
+ * each session sees its messages in the order sluiced sent them. A text compiled before (sessions of one
+ * host mostly share their policy) is not compiled again: its compiled object is kept (policy_cache.h). */
 #ifndef SLUICE_NETD_ENGINE_QUEUE_H
 #define SLUICE_NETD_ENGINE_QUEUE_H
 
@@ -35,5 +36,8 @@ int netd_engine_queue_submit(struct netd_engine_queue *q, struct ipc_msg *m, con
 
 /* Messages held (compiling or waiting for their session's compile), for tests and metrics. */
 unsigned netd_engine_queue_held(const struct netd_engine_queue *q);
+
+/* Compiles saved: held messages whose policy text was compiled before (its object reused, policy_cache.h). */
+unsigned long netd_engine_queue_cache_hits(const struct netd_engine_queue *q);
 
 #endif

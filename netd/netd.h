@@ -104,6 +104,7 @@ struct netd_sess {
 	uint32_t reply_seq;       /* pending reply to owner/requester (0 = none) */
 	struct netd_conn *replier; /* borrowed: who waits for the reply, or NULL */
 	bool engine_ok;           /* the engine acknowledged SESSION_ADD */
+	bool engine_released;     /* the engine answered RECORDS' SESSION_REMOVE: it has no such session any more */
 	uint32_t engine_seq;      /* seq of the SESSION_ADD in flight (0 = none) */
 	bool wired;               /* nft + links in place */
 	bool transparent;         /* the compiled policy enables transparent mode */

@@ -693,7 +693,9 @@ void netd_sess_close(struct netd *d, struct netd_sess *s)
 			break;
 		}
 	netd_asks_drop_session(d, s->id);
-	netd_engine_session_remove(d, s);
+	/* after RECORDS the engine let go of it already: a second SESSION_REMOVE would only wake it */
+	if (!s->engine_released)
+		netd_engine_session_remove(d, s);
 	session_unwire(d, s, true);
 	log_info("session %s ended", s->id);
 	session_free(s);

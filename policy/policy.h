@@ -158,6 +158,8 @@ void policy_builder_free(struct policy_builder *b); /* NULL is a no-op */
 /* Directory searched for named presets (borrowed string). Default: $SLUICE_PRESET_DIR, else the
  * installed preset directory, else the source tree's policy/presets. */
 void policy_builder_set_preset_dir(struct policy_builder *b, const char *dir);
+/* The directory presets are read from: the one set above, else the default it names (borrowed). */
+const char *policy_builder_preset_dir(const struct policy_builder *b);
 
 /* Adds a JSON (with comments) policy file or, for *.txt / *.list, a plain domain list. */
 int policy_builder_add_file(struct policy_builder *b, enum policy_layer layer, const char *path,

@@ -155,9 +155,6 @@ json_object *policy_methods_json(unsigned methods);
 int policy_err(struct policy_error *err, const char *file, unsigned line, unsigned col, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
 
-/* The directory presets are read from (see policy_builder_set_preset_dir). */
-const char *policy_builder_preset_dir(const struct policy_builder *b);
-
 /* Appends a rule (copied; strings must already be in b->arena). */
 int policy_builder_push(struct policy_builder *b, const struct policy_rule *r);
 

@@ -17,7 +17,8 @@
 # than another (on the 2-core development VM at a load average of 10, a round's sluice/bwrap ratio went
 # from 0.7 to 2.9); the interleaved pass pairs each iteration's rows under the same load, and the goals
 # are judged on the median of its per-iteration ratios (then the median of the rounds). The 1-minute load
-# average is recorded before and after each round.
+# average is recorded before and after each round. The interleaved pass spawns a row written `env VAR=...
+# CMD` as CMD with VAR in its environment (hyperfine's rows exec env(1) first: ~0.75 ms more, here).
 #  - host: sluice run, bwrap, firejail (and the slow rows below), in the invoking namespaces;
 #  - lab (root): the script again as pid 1 of a lab (tests/lib/lab.sh: fresh network, mount and pid
 #    namespaces, no route out) with sluiced started there: sluice run and bwrap again (the baseline of
@@ -107,6 +108,21 @@ import json, os, random, shlex, sys, time
 names = open(sys.argv[1]).read().splitlines()
 cmds = [shlex.split(c) for c in open(sys.argv[2]).read().splitlines()]
 runs, out = int(sys.argv[3]), sys.argv[4]
+# A row written `env VAR=VALUE... CMD` is spawned as CMD with VAR set: exec'ing env(1) first cost ~0.75 ms
+# of wall and CPU on the development VM, which only the network rows (the ones that name a run directory)
+# paid, so their ratio against `sluice run` counted a process that is no part of sluice's start-up.
+envs = []
+for i, c in enumerate(cmds):
+    env, j = dict(os.environ), 0
+    if c[0] == "env":
+        j = 1
+        while j < len(c) and "=" in c[j] and not c[j].startswith("-"):
+            k, v = c[j].split("=", 1)
+            env[k] = v
+            j += 1
+    cmds[i] = c[j:]
+    envs.append(env)
+
 res = {n: {"wall_ms": [], "cpu_ms": []} for n in names}
 devnull = os.open(os.devnull, os.O_RDWR)
 for it in range(runs + 3):  # the first 3 iterations warm up
@@ -114,7 +130,7 @@ for it in range(runs + 3):  # the first 3 iterations warm up
     random.shuffle(order)
     for i in order:
         t0 = time.perf_counter()
-        pid = os.posix_spawnp(cmds[i][0], cmds[i], os.environ,
+        pid = os.posix_spawnp(cmds[i][0], cmds[i], envs[i],
                               file_actions=[(os.POSIX_SPAWN_DUP2, devnull, fd) for fd in (0, 1, 2)])
         _, st, ru = os.wait4(pid, 0)
         wall = (time.perf_counter() - t0) * 1e3

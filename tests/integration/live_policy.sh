@@ -6,7 +6,8 @@
 # user may change it from outside the session, not from inside it, another user not at all; an
 # operator's approval survives kill -9 of the engine; and the engine's DNS cache (--dns-cache) answers a
 # repeated question without the upstream, each answer decided and audited, never one filtered for an
-# earlier policy.
+# earlier policy. A second session with the same policy text gets sluiced's kept compile of it, and a
+# change of the organisation layer on disk (no SIGHUP) is never served that kept compile.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
 . "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
@@ -182,5 +183,21 @@ wait "$ka"
 check_eq "the kept-alive upstream is not reused for the next request: refused (403) at the dial" 403 \
 	"$(sed -n 2p "$LAB_DIR/tmp/ka.out")"
 check_eq "a new client connection does not get the pooled one either: 403" 403 "$(code http://other.test/pool-c)"
+
+# The compile cache (netd/policy_cache.c): s1's first text again, for another session
+reused() { grep -c "compiled before: its compiled policy reused" "$(lab_log sluiced)"; }
+n0=$(reused)
+check "session s2 opens with s1's first policy" session s2
+check_eq "sluiced reused its compile of that text (sluiced -v)" $((n0 + 1)) "$(reused)"
+code_in() { lab_exec "$1" curl -s -m 10 --noproxy '' -x "http://$GW:3128" -o /dev/null -w '%{http_code}' "$2"; }
+check_eq "s2: allowed.test is allowed" 200 "$(code_in s2 http://allowed.test/s2)"
+check_eq "s2: evil.test stays refused (the ceiling, in the kept compile too)" 403 "$(code_in s2 http://evil.test/s2)"
+# the organisation's ceiling changes on disk, no SIGHUP: a new session is compiled under it, not served the kept one
+printf '{"ceiling": ["other.test", "registry.test"]}\n' >"$LAB_DIR/etc-sluice/policy.json"
+check "session s3 opens with the same policy after the organisation layer changed" session s3
+check_eq "s3: sluiced compiled it again (nothing reused)" $((n0 + 1)) "$(reused)"
+check_eq "s3: allowed.test is refused: the changed ceiling holds" 403 "$(code_in s3 http://allowed.test/s3)"
+check_eq "s2 keeps the policy it started with (a live session takes a change on SIGHUP)" 200 \
+	"$(code_in s2 http://allowed.test/s2-again)"
 lab_stop sluiced
 done_testing

@@ -347,7 +347,37 @@ r1_lines=$(grep -c "\"session\":\"$IDR1\"" "$AUDIT")
 check "a connection from the re-used address is identified as r2, not the ended r1" \
 	via_proxy r2 100.64.9.1 "$IDR2"
 check_eq "nothing more was audited under r1's id" "$r1_lines" "$(grep -c "\"session\":\"$IDR1\"" "$AUDIT")"
+# ... also after RECORDS (the launcher's end: the engine lets go of the session there, and the close sends no
+# second removal), and when the engine restarted between the two (it got the session again, so the close
+# must remove it again)
 end_session r2
+check "r2 ended" eventually sh -c "! '$CLIENT' list | grep -q '^$IDR2 '"
+NETD_TEST_RECORDS=hold session r3
+IDR3=$(reply r3 id) AR3=$(reply r3 addr4)
+check "r3 reaches the proxy, identified as itself" via_proxy r3 100.64.9.1 "$IDR3"
+kill -USR1 "${HOLD[r3]}"
+check "r3's records came" eventually grep -q '^records=ok' "$LAB_DIR/state/r3.reply"
+engines=$(grep -c "proxy engine .* running" "$(lab_log sluiced)")
+kill -9 "$(pgrep -P "$(lab_pid sluiced)" | head -n 1)"
+check "the engine restarted (it registered r3 again)" eventually \
+	sh -c "[ \$(grep -c 'proxy engine .* running' '$(lab_log sluiced)') -gt $engines ]"
+end_session r3
+check "r3 ended" eventually sh -c "! '$CLIENT' list | grep -q '^$IDR3 '"
+check "session r4 opens" session r4
+IDR4=$(reply r4 id)
+check_eq "r4 re-uses r3's address" "$AR3" "$(reply r4 addr4)"
+check "a connection from it is identified as r4, not the ended r3" eventually via_proxy r4 100.64.9.1 "$IDR4"
+end_session r4
+check "r4 ended" eventually sh -c "! '$CLIENT' list | grep -q '^$IDR4 '"
+NETD_TEST_RECORDS=1 session r5
+IDR5=$(reply r5 id) AR5=$(reply r5 addr4)
+end_session r5
+check "r5 gave its records and ended" eventually sh -c "grep -q '^records=ok' '$LAB_DIR/state/r5.reply' && ! '$CLIENT' list | grep -q '^$IDR5 '"
+check "session r6 opens" session r6
+IDR6=$(reply r6 id)
+check_eq "r6 re-uses r5's address" "$AR5" "$(reply r6 addr4)"
+check "a connection from it is identified as r6, not the ended r5" via_proxy r6 100.64.9.1 "$IDR6"
+end_session r6
 kill -TERM "$MANY_PID"
 wait "$MANY_PID"
 lab_stop sluiced

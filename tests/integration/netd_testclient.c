@@ -4,7 +4,9 @@
  *   netd-testclient attach NETNS_PATH POLICY_FILE [COMMAND [NEW_POLICY_FILE]]  open a session, print its
  *       reply (SIGUSR2: replace its policy with NEW_POLICY_FILE and print policy=replaced or
  *       policy_error=...) as
- *       key=value lines, keep it until SIGTERM/SIGINT/SIGUSR1, then close it
+ *       key=value lines, keep it until SIGTERM/SIGINT/SIGUSR1, then close it; with NETD_TEST_RECORDS set,
+ *       first ask for its records as a launcher does at its end (print records=ok or records_error=...),
+ *       and with NETD_TEST_RECORDS=hold close only at the next signal
  *   netd-testclient many N NETNS_DIR POLICY_FILE             open sessions for N netns files named
  *       NETNS_DIR/n0..n{N-1}, print "setup_us=..." per session, hold until a signal as above, close
  *       all and print "close_us=..." per session
@@ -192,6 +194,20 @@ int main(int argc, char **argv)
 				printf("policy_error=%s\n", np ? err : "no new policy file");
 			fflush(stdout);
 			free(np);
+		}
+		if (getenv("NETD_TEST_RECORDS")) {
+			int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+			if (fd >= 0 && netd_session_records(s, fd, err, sizeof err) == 0)
+				printf("records=ok\n");
+			else
+				printf("records_error=%s\n", fd >= 0 ? err : "no /dev/null");
+			fflush(stdout);
+			if (fd >= 0)
+				close(fd);
+			if (strcmp(getenv("NETD_TEST_RECORDS"), "hold") == 0)
+				for (stop = 0; !stop;)
+					hold();
 		}
 		netd_session_close(s);
 		return 0;

@@ -4,7 +4,10 @@
  * the late result is dropped; a cancelled job never calls back; an unprivileged uid may run only
  * NETD_COMPILE_MAX_PER_UID compiles at once; a compile that began before a reload of the organisation
  * layer is compiled again under the reloaded one (refused only after 3 such reloads); an embedded helper
- * refuses "ask". */
+ * refuses "ask". The compile cache: the same input gets the same compiled object again (no thread), any
+ * other input (one byte, live rules) never gets it; a change of a file of the organisation layer (the
+ * policy, a new policy.d file, a missing --sysconfdir that appears) or a reload (org_gen) is compiled anew;
+ * a symbolic link as --sysconfdir turns the cache off; a policy with credentials is never kept. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "netd.h"
@@ -192,16 +196,19 @@ static void test_stale_after_reload(void **state)
 	struct outcome o = {0};
 	struct netd_compile *job;
 	struct policy_decision dec;
-	char err[256], p[128];
+	char err[256], p[128], q[128];
 	const char *text = "{ \"allow\": [\"registry.test\"] }";
 	FILE *f;
 
 	assert_int_equal(netd_compile_start(&d, strdup(text), 0, done_cb, &o, &job, err, sizeof err), 0);
-	/* netd_reload_org: the layer changes (registry.test denied from now on) */
-	snprintf(p, sizeof p, "%s/policy.json", orgdir);
+	/* netd_reload_org: the layer changes (registry.test denied from now on); replaced in one rename, as
+	 * the worker may be reading it (a file truncated and written in place could be read half-written) */
+	snprintf(p, sizeof p, "%s/policy.json.new", orgdir);
 	assert_non_null(f = fopen(p, "w"));
 	fputs("{ \"deny\": [\"evil.test\", \"registry.test\"] }\n", f);
 	fclose(f);
+	snprintf(q, sizeof q, "%s/policy.json", orgdir);
+	assert_int_equal(rename(p, q), 0);
 	d.org_gen++;
 	run_until(&o);
 	assert_int_equal(o.calls, 1);
@@ -247,6 +254,228 @@ static void test_embedded_refuses_ask(void **state)
 	assert_non_null(strstr(o.err, "interactive approval (--ask, option \"ask\") needs sluiced"));
 }
 
+/* compiles text (and extra) for root and returns its outcome, run to the end */
+static struct outcome compile_now(const char *text, const char *extra)
+{
+	struct outcome o = {0};
+	struct netd_compile *job;
+	char err[256];
+
+	assert_int_equal(netd_compile_start2(&d, strdup(text), extra ? strdup(extra) : NULL, 0, done_cb, &o, &job, err,
+	                                     sizeof err), 0);
+	assert_int_equal(o.calls, 0); /* never from within start, a cached one neither */
+	run_until(&o);
+	assert_int_equal(o.calls, 1);
+	assert_int_equal(o.r, 0);
+	assert_non_null(o.res.policy);
+	assert_non_null(o.res.json);
+	assert_string_equal(o.res.client, text);
+	drain();
+	return o;
+}
+
+static enum policy_verdict verdict(const struct outcome *o, const char *host)
+{
+	struct policy_decision dec;
+
+	policy_decide(o->res.policy, host, 443, 0, &dec);
+	return dec.verdict;
+}
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+	char p[256];
+	FILE *f;
+
+	snprintf(p, sizeof p, "%s/%s", dir, name);
+	assert_non_null(f = fopen(p, "w"));
+	fputs(text, f);
+	fclose(f);
+}
+
+static const char *reg = "{ \"allow\": [\"registry.test\"] }";
+
+static void test_cache_same_input_same_object(void **state)
+{
+	struct outcome a = compile_now(reg, NULL), b = compile_now(reg, NULL);
+	struct outcome c = compile_now("{ \"allow\": [\"registry.tesu\"] }", NULL); /* one byte */
+	struct outcome e = compile_now(reg, "{ \"allow\": [\"other.test\"] }"); /* live rules beside it */
+	struct outcome e2 = compile_now(reg, "{ \"allow\": [\"other.test\"] }");
+
+	assert_ptr_equal(a.res.policy, b.res.policy); /* kept: no compile */
+	assert_string_equal(a.res.json, b.res.json);
+	assert_ptr_not_equal(a.res.json, b.res.json); /* each caller owns its copy */
+	assert_ptr_not_equal(c.res.policy, a.res.policy);
+	assert_int_equal(verdict(&c, "registry.test"), POLICY_DENY);
+	assert_int_equal(verdict(&c, "registry.tesu"), POLICY_ALLOW);
+	assert_ptr_not_equal(e.res.policy, a.res.policy);
+	assert_int_equal(verdict(&e, "other.test"), POLICY_ALLOW);
+	assert_int_equal(verdict(&a, "other.test"), POLICY_DENY);
+	assert_ptr_equal(e2.res.policy, e.res.policy);
+	assert_null(a.res.extra);
+	assert_string_equal(e2.res.extra, "{ \"allow\": [\"other.test\"] }");
+	netd_compiled_clear(&a.res);
+	netd_compiled_clear(&b.res);
+	netd_compiled_clear(&c.res);
+	netd_compiled_clear(&e.res);
+	netd_compiled_clear(&e2.res);
+}
+
+/* A policy with HTTPS inspection's credentials is never kept: its secret must not outlive its session. */
+static void test_cache_never_keeps_credentials(void **state)
+{
+	const char *cred = "{ \"allow\": [\"api.test\"], \"inspect\": [{\"host\": \"api.test\", \"credential\": "
+	                   "{\"header\": \"Authorization: Bearer {secret}\", \"secret_env\": \"HOME\"}}] }";
+	struct outcome a = compile_now(cred, NULL), b = compile_now(cred, NULL);
+
+	assert_true(policy_credential_count(a.res.policy) > 0);
+	assert_ptr_not_equal(a.res.policy, b.res.policy);
+	netd_compiled_clear(&a.res);
+	netd_compiled_clear(&b.res);
+}
+
+/* The organisation layer is read from files: a change there is never served the old compile. */
+static void test_cache_org_files_change(void **state)
+{
+	struct outcome a = compile_now(reg, NULL), b, c, e;
+	char sub[128];
+
+	assert_int_equal(verdict(&a, "registry.test"), POLICY_ALLOW);
+	/* no SIGHUP: the file alone changes */
+	write_file(orgdir, "policy.json", "{ \"deny\": [\"evil.test\", \"registry.test\"] }\n");
+	b = compile_now(reg, NULL);
+	assert_ptr_not_equal(b.res.policy, a.res.policy);
+	assert_int_equal(verdict(&b, "registry.test"), POLICY_DENY);
+	/* a file in policy.d, which did not exist when the cache was filled */
+	write_file(orgdir, "policy.json", "{ \"deny\": [\"evil.test\"] }\n");
+	c = compile_now(reg, NULL);
+	assert_int_equal(verdict(&c, "registry.test"), POLICY_ALLOW);
+	snprintf(sub, sizeof sub, "%s/policy.d", orgdir);
+	assert_int_equal(mkdir(sub, 0755), 0);
+	write_file(sub, "10-deny.json", "{ \"deny\": [\"registry.test\"] }\n");
+	e = compile_now(reg, NULL);
+	assert_ptr_not_equal(e.res.policy, c.res.policy);
+	assert_int_equal(verdict(&e, "registry.test"), POLICY_DENY);
+	netd_compiled_clear(&e.res);
+	/* and a change inside policy.d, watched from now on */
+	write_file(sub, "10-deny.json", "{ \"deny\": [\"other.test\"] }\n");
+	e = compile_now(reg, NULL);
+	assert_int_equal(verdict(&e, "registry.test"), POLICY_ALLOW);
+	netd_compiled_clear(&a.res);
+	netd_compiled_clear(&b.res);
+	netd_compiled_clear(&c.res);
+	netd_compiled_clear(&e.res);
+}
+
+/* SIGHUP (netd_reload_org bumps org_gen): compiled anew even though no file changed. */
+static void test_cache_reload(void **state)
+{
+	struct outcome a = compile_now(reg, NULL), b, c;
+
+	d.org_gen++;
+	b = compile_now(reg, NULL);
+	assert_ptr_not_equal(b.res.policy, a.res.policy);
+	c = compile_now(reg, NULL);
+	assert_ptr_equal(c.res.policy, b.res.policy); /* and kept again under the new layer */
+	netd_compiled_clear(&a.res);
+	netd_compiled_clear(&b.res);
+	netd_compiled_clear(&c.res);
+}
+
+/* A --sysconfdir that does not exist yet: its parent is watched, and the directory's arrival counts. */
+static void test_cache_missing_sysconfdir(void **state)
+{
+	struct outcome a, b, c;
+	char dir[128];
+
+	snprintf(dir, sizeof dir, "%s/etc", orgdir);
+	snprintf(d.cfg.sysconfdir, sizeof d.cfg.sysconfdir, "%s", dir);
+	a = compile_now(reg, NULL);
+	b = compile_now(reg, NULL);
+	assert_ptr_equal(a.res.policy, b.res.policy);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	write_file(dir, "policy.json", "{ \"deny\": [\"registry.test\"] }\n");
+	c = compile_now(reg, NULL);
+	assert_int_equal(verdict(&c, "registry.test"), POLICY_DENY);
+	netd_compiled_clear(&a.res);
+	netd_compiled_clear(&b.res);
+	netd_compiled_clear(&c.res);
+}
+
+/* $XDG_CONFIG_HOME/sluice/policy.json is read too when that is set (policy_builder_add_standard_layers):
+ * watched like the organisation's files, from its parent while it does not exist. */
+static void test_cache_xdg_config_home(void **state)
+{
+	char xdg[64], sub[128], cmd[128];
+	struct outcome a, b, c, e;
+
+	snprintf(xdg, sizeof xdg, "/tmp/sluice-xdg.XXXXXX");
+	assert_non_null(mkdtemp(xdg));
+	assert_int_equal(setenv("XDG_CONFIG_HOME", xdg, 1), 0);
+	a = compile_now(reg, NULL);
+	b = compile_now(reg, NULL);
+	assert_ptr_equal(a.res.policy, b.res.policy);
+	snprintf(sub, sizeof sub, "%s/sluice", xdg);
+	assert_int_equal(mkdir(sub, 0755), 0);
+	write_file(sub, "policy.json", "{ \"deny\": [\"registry.test\"] }\n");
+	c = compile_now(reg, NULL);
+	assert_int_equal(verdict(&c, "registry.test"), POLICY_DENY);
+	write_file(sub, "policy.json", "{ \"deny\": [\"other.test\"] }\n");
+	e = compile_now(reg, NULL);
+	assert_int_equal(verdict(&e, "registry.test"), POLICY_ALLOW);
+	unsetenv("XDG_CONFIG_HOME");
+	netd_compiled_clear(&a.res);
+	netd_compiled_clear(&b.res);
+	netd_compiled_clear(&c.res);
+	netd_compiled_clear(&e.res);
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", xdg);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* The organisation's policy.json as a hard link of a file elsewhere, changed through that other name: no
+ * event in --sysconfdir, but one on the file itself. */
+static void test_cache_hard_link(void **state)
+{
+	char other[64], path[128], org[128], cmd[128];
+	struct outcome a, b, c;
+
+	snprintf(other, sizeof other, "/tmp/sluice-other.XXXXXX");
+	assert_non_null(mkdtemp(other));
+	write_file(other, "org.json", "{ \"deny\": [\"evil.test\"] }\n");
+	snprintf(path, sizeof path, "%s/org.json", other);
+	snprintf(org, sizeof org, "%s/policy.json", orgdir);
+	assert_int_equal(unlink(org), 0);
+	assert_int_equal(link(path, org), 0);
+	a = compile_now(reg, NULL);
+	b = compile_now(reg, NULL);
+	assert_ptr_equal(a.res.policy, b.res.policy);
+	write_file(other, "org.json", "{ \"deny\": [\"registry.test\"] }\n"); /* the same inode */
+	c = compile_now(reg, NULL);
+	assert_int_equal(verdict(&c, "registry.test"), POLICY_DENY);
+	netd_compiled_clear(&a.res);
+	netd_compiled_clear(&b.res);
+	netd_compiled_clear(&c.res);
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", other);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* A symbolic link could be pointed elsewhere without an event: no cache through one. */
+static void test_cache_off_through_a_link(void **state)
+{
+	struct outcome a, b;
+	char link[128];
+
+	snprintf(link, sizeof link, "%s/link", orgdir);
+	assert_int_equal(symlink(orgdir, link), 0);
+	snprintf(d.cfg.sysconfdir, sizeof d.cfg.sysconfdir, "%s", link);
+	a = compile_now(reg, NULL);
+	b = compile_now(reg, NULL);
+	assert_ptr_not_equal(a.res.policy, b.res.policy);
+	assert_int_equal(verdict(&b, "evil.test"), POLICY_DENY); /* read through the link all the same */
+	netd_compiled_clear(&a.res);
+	netd_compiled_clear(&b.res);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -257,6 +486,14 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_stale_after_reload, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_stale_reloads_bounded, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_embedded_refuses_ask, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_cache_same_input_same_object, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_cache_never_keeps_credentials, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_cache_org_files_change, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_cache_reload, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_cache_missing_sysconfdir, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_cache_off_through_a_link, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_cache_xdg_config_home, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_cache_hard_link, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

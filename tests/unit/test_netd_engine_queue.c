@@ -1,6 +1,8 @@
 /* The engine child's held messages (netd/engine_queue.c): a session's policy compiles on a worker and its
  * later messages wait for it in order; other sessions' messages do not wait; a compile that fails is
- * delivered with its error; a long compile of one session does not hold up another's short one. */
+ * delivered with its error; a long compile of one session does not hold up another's short one; a text
+ * compiled before gets the same compiled object again, on the loop and in its session's order, and
+ * another text never does. */
 #include <errno.h>
 #include <event2/event.h>
 #include <setjmp.h>
@@ -24,6 +26,7 @@ struct seen {
 	uint16_t type[MAX_SEEN];
 	char sid[MAX_SEEN][16];
 	bool policy[MAX_SEEN];
+	const struct policy *pol[MAX_SEEN];
 	int r[MAX_SEEN];
 	char err[MAX_SEEN][256];
 	unsigned n;
@@ -39,6 +42,7 @@ static void record(void *arg, struct ipc_msg *m, struct policy *p, int r, const 
 	s->type[s->n] = m->type;
 	snprintf(s->sid[s->n], sizeof s->sid[s->n], "%s", ipc_get_str(m, NETD_A_ID));
 	s->policy[s->n] = p != NULL;
+	s->pol[s->n] = p;
 	s->r[s->n] = r;
 	snprintf(s->err[s->n], sizeof s->err[s->n], "%s", err ? err : "");
 	s->n++;
@@ -181,11 +185,57 @@ static void test_long_compile_holds_up_only_its_session(void **state)
 	event_base_free(base);
 }
 
+static void test_cache(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct seen s = {0};
+	struct netd_engine_queue *q = netd_engine_queue_new(base, record, &s);
+	const char *other = "{ \"allow\": [\"example.com\"] }";
+	struct ipc_msg m;
+
+	assert_non_null(q);
+	session_msg(&m, NETD_ENG_SESSION_ADD, "aaaaaaaaaa", small);
+	assert_int_equal(submit(q, &m), 1);
+	run_until_empty(base, q);
+	assert_int_equal(netd_engine_queue_cache_hits(q), 0);
+	/* the same text for another session: the same object, handed over from the loop */
+	session_msg(&m, NETD_ENG_SESSION_ADD, "bbbbbbbbbb", small);
+	assert_int_equal(submit(q, &m), 1);
+	assert_int_equal(s.n, 1);
+	run_until_empty(base, q);
+	assert_int_equal(s.n, 2);
+	assert_int_equal(netd_engine_queue_cache_hits(q), 1);
+	assert_ptr_equal(s.pol[1], s.pol[0]);
+	assert_int_equal(s.r[1], 0);
+	/* another text: compiled, another object */
+	session_msg(&m, NETD_ENG_SESSION_ADD, "cccccccccc", other);
+	assert_int_equal(submit(q, &m), 1);
+	run_until_empty(base, q);
+	assert_int_equal(netd_engine_queue_cache_hits(q), 1);
+	assert_non_null(s.pol[2]);
+	assert_ptr_not_equal(s.pol[2], s.pol[0]);
+	/* a cached policy change waits for its session's earlier compile: order kept */
+	session_msg(&m, NETD_ENG_SESSION_ADD, "dddddddddd", "{ \"allow\": [\"example.net\"] }");
+	assert_int_equal(submit(q, &m), 1);
+	session_msg(&m, NETD_ENG_SESSION_POLICY, "dddddddddd", small);
+	assert_int_equal(submit(q, &m), 1);
+	run_until_empty(base, q);
+	assert_int_equal(s.n, 5);
+	assert_int_equal(s.type[3], NETD_ENG_SESSION_ADD);
+	assert_int_equal(s.type[4], NETD_ENG_SESSION_POLICY);
+	assert_ptr_not_equal(s.pol[3], s.pol[0]);
+	assert_ptr_equal(s.pol[4], s.pol[0]);
+	assert_int_equal(netd_engine_queue_cache_hits(q), 2);
+	netd_engine_queue_free(q);
+	event_base_free(base);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_order_within_a_session, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_long_compile_holds_up_only_its_session, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cache, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
