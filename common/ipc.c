@@ -155,6 +155,18 @@ int ipc_buf_put_text(struct ipc_buf *b, uint16_t attr, uint16_t fd_attr, const c
 	return 0;
 }
 
+/* 0 when b can be sent: built, no failed text, within IPC_MSG_MAX and IPC_MAX_FDS. */
+static int ipc_buf_ready(const struct ipc_buf *b)
+{
+	if (!b->buf)
+		return -ENOMEM;
+	if (b->err)
+		return b->err;
+	if (b->overflow || b->nfds + b->ntext_fds > IPC_MAX_FDS)
+		return -EMSGSIZE;
+	return 0;
+}
+
 static int ipc_send_flags(int sock, struct ipc_buf *b, int flags)
 {
 	union {
@@ -166,13 +178,10 @@ static int ipc_send_flags(int sock, struct ipc_buf *b, int flags)
 	int fds[IPC_MAX_FDS];
 	size_t nfds;
 	ssize_t n;
+	int r;
 
-	if (!b->buf)
-		return -ENOMEM;
-	if (b->err)
-		return b->err;
-	if (b->overflow || b->nfds + b->ntext_fds > IPC_MAX_FDS)
-		return -EMSGSIZE;
+	if ((r = ipc_buf_ready(b)) < 0)
+		return r;
 	/* the fds every such message carries first, so their indexes are fixed; then the texts' memfds,
 	 * whose attributes now get their index */
 	memcpy(fds, b->fds, sizeof(int) * b->nfds);
@@ -228,6 +237,118 @@ int ipc_send_empty(int sock, uint16_t type, uint32_t seq)
 		r = ipc_send(sock, &b);
 	ipc_buf_release(&b);
 	return r;
+}
+
+struct ipc_outq_msg {
+	struct ipc_outq_msg *next;
+	struct ipc_buf b; /* owns its buffer, text_fds and (unlike a caller's) fds[] */
+};
+
+static void outq_msg_free(struct ipc_outq_msg *qm)
+{
+	for (size_t i = 0; i < qm->b.nfds; i++)
+		if (qm->b.fds[i] >= 0)
+			close(qm->b.fds[i]);
+	ipc_buf_release(&qm->b);
+	free(qm);
+}
+
+/* A copy of b that owns everything it refers to: the record, and a dup of every fd. */
+static int outq_msg_new(const struct ipc_buf *b, struct ipc_outq_msg **out)
+{
+	struct ipc_outq_msg *qm = calloc(1, sizeof *qm);
+	size_t len = ipc_buf_len(b);
+	int r = 0;
+
+	*out = NULL;
+	if (!qm)
+		return -ENOMEM;
+	qm->b = *b;
+	qm->b.nfds = qm->b.ntext_fds = 0;
+	for (size_t i = 0; i < IPC_MAX_FDS; i++)
+		qm->b.fds[i] = qm->b.text_fds[i] = -1;
+	if (!(qm->b.buf = malloc(len))) {
+		free(qm);
+		return -ENOMEM;
+	}
+	memcpy(qm->b.buf, b->buf, len);
+	for (size_t i = 0; r == 0 && i < b->nfds; i++) {
+		if ((qm->b.fds[i] = fcntl(b->fds[i], F_DUPFD_CLOEXEC, 0)) < 0)
+			r = -errno;
+		else
+			qm->b.nfds = i + 1;
+	}
+	for (size_t i = 0; r == 0 && i < b->ntext_fds; i++) {
+		if ((qm->b.text_fds[i] = fcntl(b->text_fds[i], F_DUPFD_CLOEXEC, 0)) < 0)
+			r = -errno;
+		else
+			qm->b.ntext_fds = i + 1;
+	}
+	if (r < 0) {
+		outq_msg_free(qm);
+		return r;
+	}
+	*out = qm;
+	return 0;
+}
+
+void ipc_outq_init(struct ipc_outq *q)
+{
+	q->head = NULL;
+	q->tail = &q->head;
+	q->n = q->bytes = 0;
+}
+
+int ipc_outq_send(struct ipc_outq *q, int sock, struct ipc_buf *b)
+{
+	struct ipc_outq_msg *qm;
+	int r;
+
+	if ((r = ipc_buf_ready(b)) < 0)
+		return r;
+	if (!q->n && (r = ipc_send_nowait(sock, b)) != -EAGAIN)
+		return r;
+	if ((r = outq_msg_new(b, &qm)) < 0)
+		return r;
+	*q->tail = qm;
+	q->tail = &qm->next;
+	q->n++;
+	q->bytes += ipc_buf_len(b);
+	return 0;
+}
+
+int ipc_outq_flush(struct ipc_outq *q, int sock)
+{
+	int sent = 0;
+
+	while (q->head) {
+		struct ipc_outq_msg *qm = q->head;
+		int r = ipc_send_nowait(sock, &qm->b);
+
+		if (r == -EAGAIN)
+			break;
+		if (r < 0)
+			return r;
+		q->head = qm->next;
+		if (!q->head)
+			q->tail = &q->head;
+		q->n--;
+		q->bytes -= ipc_buf_len(&qm->b);
+		outq_msg_free(qm);
+		sent++;
+	}
+	return sent;
+}
+
+void ipc_outq_clear(struct ipc_outq *q)
+{
+	while (q->head) {
+		struct ipc_outq_msg *qm = q->head;
+
+		q->head = qm->next;
+		outq_msg_free(qm);
+	}
+	ipc_outq_init(q);
 }
 
 static void ipc_msg_reset_fds(struct ipc_msg *m)

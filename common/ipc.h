@@ -122,6 +122,32 @@ int ipc_send_nowait(int sock, struct ipc_buf *b);
 /* Convenience: builds and sends a message with no attributes. */
 int ipc_send_empty(int sock, uint16_t type, uint32_t seq);
 
+/* An outgoing queue: what a sender that must never wait (sluiced's loop, talking to its engine:
+ * netd/engine.c) could not send yet, kept in the order it was given and sent when the socket is
+ * writable again. A queued message owns a copy of the record, its texts' memfds and a copy (dup) of
+ * every fd it carries, so the caller releases its ipc_buf and closes its fds exactly as after
+ * ipc_send(). */
+struct ipc_outq_msg;
+struct ipc_outq {
+	struct ipc_outq_msg *head;  /* owned: the oldest message */
+	struct ipc_outq_msg **tail; /* where the next one goes */
+	size_t n;                   /* messages queued */
+	size_t bytes;               /* their records' bytes */
+};
+
+void ipc_outq_init(struct ipc_outq *q);
+/* Sends b at once when nothing is queued and the socket takes it without waiting; else queues it
+ * behind the others, so messages leave in the order given. 0: sent or queued (q->n tells which);
+ * -ENOMEM or -EMFILE when it could not be queued; ipc_send()'s other errors (-EMSGSIZE, b->err,
+ * -EPIPE, ...), with nothing queued. b is not released. */
+int ipc_outq_send(struct ipc_outq *q, int sock, struct ipc_buf *b);
+/* Sends queued messages, oldest first, without waiting, until none is left or the socket is full.
+ * Returns how many were sent, or ipc_send()'s -errno of the first failure other than -EAGAIN (that
+ * message and those after it stay queued). */
+int ipc_outq_flush(struct ipc_outq *q, int sock);
+/* Frees every queued message and closes its fds. */
+void ipc_outq_clear(struct ipc_outq *q);
+
 /* Receives one record into m (which the caller ipc_msg_clear()s afterwards, also on error).
  * 0 on success; -EPIPE on orderly EOF; -EAGAIN when nothing is queued (non-blocking);
  * -EMSGSIZE when the record was longer than IPC_MSG_MAX; -EPROTO when control data was

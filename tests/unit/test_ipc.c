@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -910,6 +911,105 @@ static void test_text_sender_limits(void **state)
 	free(t);
 }
 
+/* The outgoing queue (ipc_outq): what a full socket did not take waits, in order, with its own copies of
+ * the fds it carries; a flush sends it when the socket has room, and a message given meanwhile never
+ * overtakes it. */
+static void test_outq(void **state)
+{
+	struct ipc_outq q;
+	struct ipc_buf b;
+	struct ipc_msg m;
+	struct stat a, c;
+	char err[256], id[16];
+	int before = open_fd_count(), fd = open("/dev/null", O_RDONLY | O_CLOEXEC), r;
+	unsigned sent = 0, got = 0;
+
+	assert_true(fd >= 0);
+	ipc_outq_init(&q);
+	/* fill the socket: the first messages go at once, the rest queue */
+	while (q.n == 0) {
+		assert_int_equal(ipc_buf_init(&b, NETD_MSG_END, ++sent), 0);
+		snprintf(id, sizeof id, "%010u", sent);
+		ipc_buf_put_str(&b, NETD_A_ID, id);
+		assert_int_equal(ipc_outq_send(&q, sv[0], &b), 0);
+		ipc_buf_release(&b);
+		assert_true(sent < 100000);
+	}
+	assert_int_equal(q.n, 1);
+	assert_true(q.bytes > 0);
+	/* a message with an fd queues behind it, and the caller's fd may close at once */
+	assert_int_equal(ipc_buf_init(&b, NETD_ENG_LISTENER, ++sent), 0);
+	ipc_buf_put_u32(&b, NETD_A_KIND, 1);
+	ipc_buf_put_fd(&b, fd);
+	assert_int_equal(ipc_outq_send(&q, sv[0], &b), 0);
+	ipc_buf_release(&b);
+	assert_int_equal(q.n, 2);
+	fstat(fd, &a);
+	close(fd);
+	/* a malformed message is refused, not queued */
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_END, 0), 0);
+	for (int i = 0; i < 5000; i++)
+		ipc_buf_put_str(&b, NETD_A_ID, "0123456789012345678901234567890123456789");
+	assert_int_equal(ipc_outq_send(&q, sv[0], &b), -EMSGSIZE);
+	ipc_buf_release(&b);
+	assert_int_equal(q.n, 2);
+	/* nothing leaves while the socket is full */
+	assert_int_equal(ipc_outq_flush(&q, sv[0]), 0);
+	/* the reader drains: every message arrives once, in the order given */
+	for (;;) {
+		r = ipc_recv_nowait(sv[1], &m);
+		if (r == -EAGAIN) {
+			ipc_msg_clear(&m);
+			if (!q.n)
+				break;
+			assert_true(ipc_outq_flush(&q, sv[0]) > 0);
+			continue;
+		}
+		assert_int_equal(r, 0);
+		assert_int_equal(m.seq, ++got);
+		if (got < sent) {
+			assert_int_equal(ipc_msg_check(&netd_control_proto, &m, NETD_CS_OPEN, err, sizeof err), 0);
+			snprintf(id, sizeof id, "%010u", got);
+			assert_string_equal(ipc_get_str(&m, NETD_A_ID), id);
+		} else {
+			int fd2;
+
+			assert_int_equal(ipc_msg_check(&netd_engine_proto, &m, NETD_ES_INIT, err, sizeof err), 0);
+			fd2 = ipc_msg_take_fd(&m, 0);
+			assert_true(fd2 >= 0);
+			fstat(fd2, &c);
+			assert_true(a.st_ino == c.st_ino && a.st_dev == c.st_dev);
+			close(fd2);
+		}
+		ipc_msg_clear(&m);
+	}
+	assert_int_equal(got, sent);
+	assert_int_equal(q.bytes, 0);
+	/* queued messages that never go are freed with their fds */
+	fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	for (unsigned i = 0; q.n < 3; i++) {
+		assert_int_equal(ipc_buf_init(&b, NETD_ENG_REOPEN_LOG, i), 0);
+		ipc_buf_put_fd(&b, fd);
+		assert_int_equal(ipc_outq_send(&q, sv[0], &b), 0);
+		ipc_buf_release(&b);
+		assert_true(i < 100000);
+	}
+	close(fd);
+	ipc_outq_clear(&q);
+	assert_int_equal(q.n, 0);
+	assert_null(q.head);
+	teardown(state); /* the records still in the socket hold fds too */
+	assert_int_equal(open_fd_count(), before - 2);
+	setup(state);
+	/* a peer that went away: an error, nothing queued */
+	close(sv[1]);
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_OK, 1), 0);
+	assert_int_equal(ipc_outq_send(&q, sv[0], &b), -EPIPE);
+	ipc_buf_release(&b);
+	assert_int_equal(q.n, 0);
+	sv[1] = open("/dev/null", O_RDONLY | O_CLOEXEC); /* for teardown */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -933,6 +1033,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_text_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_text_fd_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_text_sender_limits, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_outq, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
