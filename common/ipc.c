@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libmnl/libmnl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,10 @@ int ipc_socketpair(int sv[2], bool nonblock)
 	return 0;
 }
 
+/* A message's buffer starts this small and doubles as attributes need it, up to IPC_MSG_MAX: most
+ * messages are under 200 bytes, and every one used to cost a zeroed IPC_MSG_MAX (a 128 KiB memset). */
+#define IPC_BUF_START 256u
+
 int ipc_buf_init(struct ipc_buf *b, uint16_t type, uint32_t seq)
 {
 	struct nlmsghdr *nlh;
@@ -31,10 +36,11 @@ int ipc_buf_init(struct ipc_buf *b, uint16_t type, uint32_t seq)
 	memset(b, 0, sizeof *b);
 	for (size_t i = 0; i < IPC_MAX_FDS; i++)
 		b->fds[i] = b->text_fds[i] = -1;
-	b->buf = calloc(1, IPC_MSG_MAX);
+	b->buf = malloc(IPC_BUF_START);
 	if (!b->buf)
 		return -ENOMEM;
-	nlh = mnl_nlmsg_put_header(b->buf);
+	b->cap = IPC_BUF_START;
+	nlh = mnl_nlmsg_put_header(b->buf); /* zeroes the header */
 	nlh->nlmsg_type = type;
 	nlh->nlmsg_seq = seq;
 	return 0;
@@ -50,16 +56,45 @@ void ipc_buf_release(struct ipc_buf *b)
 	b->ntext_fds = 0;
 	free(b->buf);
 	b->buf = NULL;
+	b->cap = 0;
 	b->nfds = 0;
 }
 
+/* Appends one attribute (what mnl_attr_put_check does against IPC_MSG_MAX, into a buffer that grows,
+ * padding zeroed: the buffer is not). Past IPC_MSG_MAX: overflow; out of memory: err. */
 static void ipc_buf_put(struct ipc_buf *b, uint16_t attr, size_t len, const void *data)
 {
-	if (!b->buf || b->overflow)
+	struct nlmsghdr *nlh;
+	struct nlattr *a;
+	size_t off, need;
+
+	if (!b->buf || b->overflow || b->err)
 		return;
-	if (len > UINT16_MAX - MNL_ATTR_HDRLEN ||
-	    !mnl_attr_put_check((struct nlmsghdr *)b->buf, IPC_MSG_MAX, attr, len, data))
+	off = ipc_buf_len(b);
+	need = off + MNL_ATTR_HDRLEN + MNL_ALIGN(len);
+	if (len > UINT16_MAX - MNL_ATTR_HDRLEN || need > IPC_MSG_MAX) {
 		b->overflow = true;
+		return;
+	}
+	if (need > b->cap) {
+		size_t cap = b->cap * 2 > need ? b->cap * 2 : need;
+		char *nb = realloc(b->buf, cap > IPC_MSG_MAX ? IPC_MSG_MAX : cap);
+
+		if (!nb) {
+			b->err = -ENOMEM;
+			return;
+		}
+		b->buf = nb;
+		b->cap = cap > IPC_MSG_MAX ? IPC_MSG_MAX : cap;
+	}
+	nlh = (struct nlmsghdr *)b->buf;
+	a = (struct nlattr *)(b->buf + off);
+	a->nla_type = attr;
+	a->nla_len = (uint16_t)(MNL_ATTR_HDRLEN + len);
+	if (len)
+		memcpy((char *)a + MNL_ATTR_HDRLEN, data, len);
+	memset((char *)a + MNL_ATTR_HDRLEN + len, 0, MNL_ALIGN(len) - len);
+	nlh->nlmsg_len = (uint32_t)need;
 }
 
 void ipc_buf_put_u8(struct ipc_buf *b, uint16_t attr, uint8_t v) { ipc_buf_put(b, attr, sizeof v, &v); }
@@ -351,6 +386,33 @@ void ipc_outq_clear(struct ipc_outq *q)
 	ipc_outq_init(q);
 }
 
+/* Where records are received: one buffer of IPC_MSG_MAX + 1 bytes per thread, kept for the thread's
+ * life (freed when it exits), from which a message takes a copy of just the bytes that arrived: a
+ * message used to cost a malloc of the largest record. */
+static pthread_key_t ipc_rx_key;
+static pthread_once_t ipc_rx_once = PTHREAD_ONCE_INIT;
+static bool ipc_rx_keyed;
+static __thread char *ipc_rx;
+
+static void ipc_rx_key_make(void)
+{
+	ipc_rx_keyed = pthread_key_create(&ipc_rx_key, free) == 0;
+}
+
+static char *ipc_rx_buf(void)
+{
+	if (!ipc_rx) {
+		pthread_once(&ipc_rx_once, ipc_rx_key_make);
+		if (!ipc_rx_keyed || !(ipc_rx = malloc(IPC_MSG_MAX + 1)))
+			return NULL;
+		if (pthread_setspecific(ipc_rx_key, ipc_rx) != 0) {
+			free(ipc_rx);
+			ipc_rx = NULL;
+		}
+	}
+	return ipc_rx;
+}
+
 static void ipc_msg_reset_fds(struct ipc_msg *m)
 {
 	for (size_t i = 0; i < IPC_MAX_FDS; i++)
@@ -417,16 +479,16 @@ static int ipc_recv_flags(int sock, struct ipc_msg *m, int flags)
 	struct iovec iov;
 	struct msghdr msg = {0};
 	const struct nlmsghdr *nlh;
+	char *rx = ipc_rx_buf();
 	ssize_t n;
 	int r;
 
 	memset(m, 0, sizeof *m);
 	ipc_msg_reset_fds(m);
-	/* One spare byte: a record longer than IPC_MSG_MAX shows up as MSG_TRUNC either way. */
-	m->buf = malloc(IPC_MSG_MAX + 1);
-	if (!m->buf)
+	if (!rx)
 		return -ENOMEM;
-	iov.iov_base = m->buf;
+	/* One spare byte: a record longer than IPC_MSG_MAX shows up as MSG_TRUNC either way. */
+	iov.iov_base = rx;
 	iov.iov_len = IPC_MSG_MAX + 1;
 	msg.msg_iov = &iov;
 	msg.msg_iovlen = 1;
@@ -446,9 +508,12 @@ static int ipc_recv_flags(int sock, struct ipc_msg *m, int flags)
 		return -EPIPE;
 	if ((msg.msg_flags & MSG_TRUNC) || (size_t)n > IPC_MSG_MAX)
 		return -EMSGSIZE;
-	m->len = (size_t)n;
-	if (m->len < sizeof(struct nlmsghdr))
+	if ((size_t)n < sizeof(struct nlmsghdr))
 		return -EBADMSG;
+	if (!(m->buf = malloc((size_t)n)))
+		return -ENOMEM;
+	memcpy(m->buf, rx, (size_t)n);
+	m->len = (size_t)n;
 	nlh = (const struct nlmsghdr *)m->buf;
 	if (nlh->nlmsg_len != m->len)
 		return -EBADMSG;

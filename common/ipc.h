@@ -18,7 +18,11 @@
  * those keep their indexes. ipc_msg_text() reads either form back into an owned string, with the
  * same distrust as an inline one (size bound, no NUL) plus: a regular file carrying the memfd seals,
  * which only shmem files can have, so a peer cannot pass a FIFO, socket or FUSE file that would
- * block the reader, nor change the text while it is read. */
+ * block the reader, nor change the text while it is read.
+ *
+ * Buffers are sized to the message: one being built starts small and grows with its attributes (up to
+ * IPC_MSG_MAX); one received is read into a buffer of IPC_MSG_MAX + 1 bytes that each thread keeps (freed
+ * when the thread exits), and a copy of just the bytes that arrived is the message's own. */
 #pragma once
 
 #include <stdbool.h>
@@ -70,9 +74,11 @@ struct ipc_proto {
 /* A message being built. Owns its buffer and the memfds of texts that did not fit inline; borrows
  * the fds given with ipc_buf_put_fd(). */
 struct ipc_buf {
-	char *buf; /* owned, IPC_MSG_MAX bytes */
+	char *buf;  /* owned: cap bytes, grown as attributes are put, up to IPC_MSG_MAX */
+	size_t cap;
 	bool overflow;
-	int err;              /* first failure of ipc_buf_put_text() other than overflow; ipc_send returns it */
+	int err;              /* first failure of ipc_buf_put_text() other than overflow, or -ENOMEM of a growth;
+	                       * ipc_send returns it */
 	int fds[IPC_MAX_FDS]; /* borrowed until sent */
 	size_t nfds;
 	int text_fds[IPC_MAX_FDS];       /* owned memfds, closed by ipc_buf_release(); sent after fds[] */
@@ -82,7 +88,7 @@ struct ipc_buf {
 
 /* A received message. */
 struct ipc_msg {
-	char *buf;  /* owned */
+	char *buf;  /* owned: exactly the len bytes received */
 	size_t len; /* bytes received */
 	uint16_t type;
 	uint32_t seq;
