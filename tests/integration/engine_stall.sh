@@ -129,6 +129,8 @@ sleep 1 # a new second for the drops' rate
 n2=$(lines)
 kill -STOP "$EPID"
 flood f2 f3
+check "the engine is stopped again, its socket full" eventually logged "$n2" \
+	'NFLOG: [0-9]+ dropped packets not audited .* [1-9][0-9]* not taken by the engine'
 kill -TERM "${HOLD[f1]}" # ends: its removal is queued
 wait "${HOLD[f1]}"
 unset "HOLD[f1]"
