@@ -341,7 +341,8 @@ int ipc_outq_send(struct ipc_outq *q, int sock, struct ipc_buf *b)
 
 	if ((r = ipc_buf_ready(b)) < 0)
 		return r;
-	if (!q->n && (r = ipc_send_nowait(sock, b)) != -EAGAIN)
+	/* a full socket, or the kernel short of memory for a moment: queued, tried again when writable */
+	if (!q->n && (r = ipc_send_nowait(sock, b)) != -EAGAIN && r != -ENOBUFS && r != -ENOMEM)
 		return r;
 	if ((r = outq_msg_new(b, &qm)) < 0)
 		return r;

@@ -142,8 +142,9 @@ struct ipc_outq {
 };
 
 void ipc_outq_init(struct ipc_outq *q);
-/* Sends b at once when nothing is queued and the socket takes it without waiting; else queues it
- * behind the others, so messages leave in the order given. 0: sent or queued (q->n tells which);
+/* Sends b at once when nothing is queued and the socket takes it without waiting; else (the socket
+ * full, -ENOBUFS or -ENOMEM) queues it behind the others, so messages leave in the order given. 0: sent
+ * or queued (q->n tells which);
  * -ENOMEM or -EMFILE when it could not be queued; ipc_send()'s other errors (-EMSGSIZE, b->err,
  * -EPIPE, ...), with nothing queued. b is not released. */
 int ipc_outq_send(struct ipc_outq *q, int sock, struct ipc_buf *b);
