@@ -5,8 +5,8 @@
 # answering (`sluicectl sessions`, a session's teardown, a new session's setup), and once the engine runs
 # again every queued message takes effect in order: a session removed during the stall is gone from the
 # engine before its address serves a new session, a policy changed during the stall is in force. When
-# the queue does not move for 2 s, new setups (and those waiting for the engine) fail with an error
-# naming the engine; after 10 s the engine is killed and restarted, and the new one is given the live
+# the queue does not move for 2 s, new setups (and those waiting for the engine) and approvals fail with
+# an error naming the engine; after 10 s the engine is killed and restarted, and the new one is given the live
 # sessions as they are now (not the removed ones; the narrowed policy). Also: the count of drops the
 # stalled engine did not take, offered again every second, reaches the audit log once the engine runs,
 # with no further drop to carry it (netd/nflog.c's retry).
@@ -14,7 +14,7 @@ set -u
 . "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
 . "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
 lab_enter "$@"
-_lab_need curl "$LAB_PYTHON"
+_lab_need curl jq "$LAB_PYTHON"
 
 B=$SLUICE_BUILD_DIR
 CLIENT=$B/tests/integration/netd-testclient CTL=$B/tools/sluicectl/sluicectl
@@ -29,6 +29,7 @@ echo '{"allow": ["other.test"]}' >"$P/b.json"                # B, which gets A's
 echo '{"allow": ["allowed.test", "other.test"]}' >"$P/c.json" # C, narrowed twice while the engine stalls
 echo '{"allow": ["other.test"]}' >"$P/c2.json"
 echo '{"allow": ["evil.test"]}' >"$P/c3.json"
+echo '{"allow": ["allowed.test"], "options": {"ask": true, "ask_timeout": 60}}' >"$P/h.json" # H: other.test is held
 chmod 0644 "$P"/*.json
 . "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh" # start_sluiced, eventually, session, reply
 
@@ -70,8 +71,9 @@ sessions_answer() { timeout 1.5 "$CTL" sessions >/dev/null; }
 check "sluiced starts" start_sluiced
 for s in a f1 f2 f3; do session "$s" "$P/a.json" || lab_bail "session $s did not open"; done
 session c "$P/c.json" || lab_bail "session c did not open"
+session h "$P/h.json" || lab_bail "session h did not open"
 A=$(reply a id) C=$(reply c id) F1=$(reply f1 id) F2=$(reply f2 id) F3=$(reply f3 id)
-for i in $(seq 8); do "$CTL" netns create --name "fill$i" --allow allowed.test >/dev/null || lab_bail "fill$i"; done
+for i in $(seq 7); do "$CTL" netns create --name "fill$i" --allow allowed.test >/dev/null || lab_bail "fill$i"; done
 check_eq "the pool's thirteen slots are taken" 13 "$("$CTL" sessions | grep -c '^[0-9a-f]\{10\} ')"
 check_eq "session A reaches allowed.test" 200 "$(code a http://allowed.test/)"
 check_eq "session C reaches other.test" 200 "$(code c http://other.test/)"
@@ -125,6 +127,11 @@ check "the count of drops the stalled engine did not take reaches the audit log,
 	eventually not_taken
 
 # ---- a stall past the bounds: setups refused at 2 s, the engine restarted at 10 s ----
+code h http://other.test/ >"$P/held.out" 2>&1 & # held for approval
+held_id() { "$CTL" asks --json 2>/dev/null | jq -r '.[] | select(.host == "other.test") | .id'; }
+is_held() { [ -n "$(held_id)" ]; }
+check "a request of session H is held for approval" eventually is_held
+HELD=$(held_id)
 sleep 1 # a new second for the drops' rate
 n2=$(lines)
 kill -STOP "$EPID"
@@ -149,6 +156,9 @@ attach e "$P/a.json"
 check "a new setup while it stalls fails at once" eventually answered e
 check_match "... with the same error" 'has taken no message from sluiced' "$(out e)"
 check "... within a second ($(setup_ms e) ms)" test "$(setup_ms e)" -lt 1000
+out=$(timeout 1.5 "$CTL" approve "$HELD" 2>&1)
+check_eq "an approval while it stalls is refused at once (exit 1)" 1 "$?"
+check_match "... saying why (the verdict would wait behind the stall)" 'has taken no message from sluiced.*try again' "$out"
 t1=$(date +%s%N)
 check "a session ends while it stalls (sluicectl session end answers at once)" \
 	timeout 1.5 "$CTL" session end "$F2"
@@ -162,7 +172,7 @@ check "... and a new one runs" eventually logged "$n2" 'proxy engine [0-9]+ runn
 n3=$(grep -n 'proxy engine [0-9]* running' "$LOG" | tail -1 | cut -d: -f1)
 wait "$cpid"
 check_eq "C's policy change is answered (the new engine has it)" "policy=replaced" "$(cat "$P/c3.out")"
-for id in "$C" "$B_ID" "$F3"; do
+for id in "$C" "$B_ID" "$F3" "$(reply h id)"; do
 	check "the new engine is given live session $id" eventually logged "$n3" "session $id added"
 done
 check_not "... and not F1 nor F2, which ended while the old one stalled" logged "$n3" "session ($F1|$F2) added"
