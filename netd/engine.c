@@ -55,6 +55,7 @@ struct netd_engine {
 	                              * for ENGINE_STALL_MS (timed_out: setups waiting for the engine failed) */
 	bool timed_out;
 	char stall_err[NETD_ERRMSG_MAX + 1]; /* why new sessions are refused while stalled */
+	uint64_t stuck_restarts;     /* engines killed for taking no message for ENGINE_STUCK_MS (metrics) */
 };
 
 /* The bounds of the outgoing queue (docs/netd.md, "Engine protocol"). A healthy engine empties it within
@@ -171,6 +172,7 @@ static void engine_stall_cb(evutil_socket_t fd, short what, void *arg)
 		log_warnx("proxy engine %d has taken no message from sluiced for %.1f s (%zu waiting): killing it",
 			  (int)e->pid, idle_ms / 1000, e->outq.n);
 		snprintf(why, sizeof why, "was stuck (it took no message for %d s) and was killed", ENGINE_STUCK_MS / 1000);
+		e->stuck_restarts++;
 		engine_died(d, why);
 		return;
 	}
@@ -204,6 +206,12 @@ void netd_engine_request_metrics(struct netd *d)
 bool netd_engine_running(const struct netd *d)
 {
 	return d->engine && d->engine->ready;
+}
+
+void netd_engine_queue_counts(const struct netd *d, size_t *queued, uint64_t *stuck_restarts)
+{
+	*queued = d->engine ? d->engine->outq.n : 0;
+	*stuck_restarts = d->engine ? d->engine->stuck_restarts : 0;
 }
 
 const char *netd_engine_down_reason(const struct netd *d)

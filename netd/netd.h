@@ -320,6 +320,9 @@ void netd_engine_reopen_log(struct netd *d);
 /* Sends the session's new policy (SESSION_POLICY); s->policy_seq tracks the RESULT. */
 int netd_engine_session_policy(struct netd *d, struct netd_sess *s);
 bool netd_engine_running(const struct netd *d);
+/* For the metrics: messages waiting in sluiced's queue for the engine now, and the engines killed so far
+ * for taking none for 10 s (engine.c). */
+void netd_engine_queue_counts(const struct netd *d, size_t *queued, uint64_t *stuck_restarts);
 /* Asks the running engine for its counters (METRICS); its METRICS_DATA goes to netd_metrics_engine_data. */
 void netd_engine_request_metrics(struct netd *d);
 /* Held requests: the verdict to the engine (-EAGAIN, not sent, while it is stalled); lookup; forgetting

@@ -67,6 +67,7 @@ out() { cat "$LAB_DIR/state/$1.reply"; }
 answered() { grep -q -e '^proxy_port=' -e '^netd-testclient:' "$LAB_DIR/state/$1.reply"; }
 setup_ms() { echo $(($(reply "$1" setup_us) / 1000)); }
 sessions_answer() { timeout 1.5 "$CTL" sessions >/dev/null; }
+metric() { timeout 1.5 "$CTL" metrics | sed -n "s/^$1 //p"; }
 
 check "sluiced starts" start_sluiced
 for s in a f1 f2 f3; do session "$s" "$P/a.json" || lab_bail "session $s did not open"; done
@@ -146,6 +147,9 @@ t0=$(date +%s%N)
 cpid=$!
 attach d "$P/a.json" # set up while the queue has not moved for 2 s yet: waits for the engine
 check "sluicectl sessions answers while the engine stalls" sessions_answer
+queued_is() { [ "$(metric sluice_engine_queued_messages)" = "$1" ]; }
+check "... and its metrics count the messages waiting for the engine (F1's end, C's policy, D's setup)" \
+	eventually queued_is 3
 check "a setup that waits for the stalled engine fails when the queue has not moved for 2 s" eventually answered d
 el=$((($(date +%s%N) - t0) / 1000000))
 out d | sed 's/^/# /'
@@ -169,6 +173,8 @@ wait_long() { local i; for i in $(seq 300); do "$@" && return 0; sleep 0.05; don
 check "after 10 s without progress the engine is killed" \
 	wait_long logged "$n2" 'has taken no message from sluiced for 1[0-9]\.[0-9] s \(.*\): killing it'
 check "... and a new one runs" eventually logged "$n2" 'proxy engine [0-9]+ running'
+check_eq "... counted in the metrics" 1 "$(metric sluice_engine_stuck_restarts_total)"
+check_eq "... with nothing queued any more" 0 "$(metric sluice_engine_queued_messages)"
 n3=$(grep -n 'proxy engine [0-9]* running' "$LOG" | tail -1 | cut -d: -f1)
 wait "$cpid"
 check_eq "C's policy change is answered (the new engine has it)" "policy=replaced" "$(cat "$P/c3.out")"
