@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libmnl/libmnl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,10 @@ int ipc_socketpair(int sv[2], bool nonblock)
 	return 0;
 }
 
+/* A message's buffer starts this small and doubles as attributes need it, up to IPC_MSG_MAX: most
+ * messages are under 200 bytes, and every one used to cost a zeroed IPC_MSG_MAX (a 128 KiB memset). */
+#define IPC_BUF_START 256u
+
 int ipc_buf_init(struct ipc_buf *b, uint16_t type, uint32_t seq)
 {
 	struct nlmsghdr *nlh;
@@ -31,10 +36,11 @@ int ipc_buf_init(struct ipc_buf *b, uint16_t type, uint32_t seq)
 	memset(b, 0, sizeof *b);
 	for (size_t i = 0; i < IPC_MAX_FDS; i++)
 		b->fds[i] = b->text_fds[i] = -1;
-	b->buf = calloc(1, IPC_MSG_MAX);
+	b->buf = malloc(IPC_BUF_START);
 	if (!b->buf)
 		return -ENOMEM;
-	nlh = mnl_nlmsg_put_header(b->buf);
+	b->cap = IPC_BUF_START;
+	nlh = mnl_nlmsg_put_header(b->buf); /* zeroes the header */
 	nlh->nlmsg_type = type;
 	nlh->nlmsg_seq = seq;
 	return 0;
@@ -50,16 +56,45 @@ void ipc_buf_release(struct ipc_buf *b)
 	b->ntext_fds = 0;
 	free(b->buf);
 	b->buf = NULL;
+	b->cap = 0;
 	b->nfds = 0;
 }
 
+/* Appends one attribute (what mnl_attr_put_check does against IPC_MSG_MAX, into a buffer that grows,
+ * padding zeroed: the buffer is not). Past IPC_MSG_MAX: overflow; out of memory: err. */
 static void ipc_buf_put(struct ipc_buf *b, uint16_t attr, size_t len, const void *data)
 {
-	if (!b->buf || b->overflow)
+	struct nlmsghdr *nlh;
+	struct nlattr *a;
+	size_t off, need;
+
+	if (!b->buf || b->overflow || b->err)
 		return;
-	if (len > UINT16_MAX - MNL_ATTR_HDRLEN ||
-	    !mnl_attr_put_check((struct nlmsghdr *)b->buf, IPC_MSG_MAX, attr, len, data))
+	off = ipc_buf_len(b);
+	need = off + MNL_ATTR_HDRLEN + MNL_ALIGN(len);
+	if (len > UINT16_MAX - MNL_ATTR_HDRLEN || need > IPC_MSG_MAX) {
 		b->overflow = true;
+		return;
+	}
+	if (need > b->cap) {
+		size_t cap = b->cap * 2 > need ? b->cap * 2 : need;
+		char *nb = realloc(b->buf, cap > IPC_MSG_MAX ? IPC_MSG_MAX : cap);
+
+		if (!nb) {
+			b->err = -ENOMEM;
+			return;
+		}
+		b->buf = nb;
+		b->cap = cap > IPC_MSG_MAX ? IPC_MSG_MAX : cap;
+	}
+	nlh = (struct nlmsghdr *)b->buf;
+	a = (struct nlattr *)(b->buf + off);
+	a->nla_type = attr;
+	a->nla_len = (uint16_t)(MNL_ATTR_HDRLEN + len);
+	if (len)
+		memcpy((char *)a + MNL_ATTR_HDRLEN, data, len);
+	memset((char *)a + MNL_ATTR_HDRLEN + len, 0, MNL_ALIGN(len) - len);
+	nlh->nlmsg_len = (uint32_t)need;
 }
 
 void ipc_buf_put_u8(struct ipc_buf *b, uint16_t attr, uint8_t v) { ipc_buf_put(b, attr, sizeof v, &v); }
@@ -155,6 +190,18 @@ int ipc_buf_put_text(struct ipc_buf *b, uint16_t attr, uint16_t fd_attr, const c
 	return 0;
 }
 
+/* 0 when b can be sent: built, no failed text, within IPC_MSG_MAX and IPC_MAX_FDS. */
+static int ipc_buf_ready(const struct ipc_buf *b)
+{
+	if (!b->buf)
+		return -ENOMEM;
+	if (b->err)
+		return b->err;
+	if (b->overflow || b->nfds + b->ntext_fds > IPC_MAX_FDS)
+		return -EMSGSIZE;
+	return 0;
+}
+
 static int ipc_send_flags(int sock, struct ipc_buf *b, int flags)
 {
 	union {
@@ -166,13 +213,10 @@ static int ipc_send_flags(int sock, struct ipc_buf *b, int flags)
 	int fds[IPC_MAX_FDS];
 	size_t nfds;
 	ssize_t n;
+	int r;
 
-	if (!b->buf)
-		return -ENOMEM;
-	if (b->err)
-		return b->err;
-	if (b->overflow || b->nfds + b->ntext_fds > IPC_MAX_FDS)
-		return -EMSGSIZE;
+	if ((r = ipc_buf_ready(b)) < 0)
+		return r;
 	/* the fds every such message carries first, so their indexes are fixed; then the texts' memfds,
 	 * whose attributes now get their index */
 	memcpy(fds, b->fds, sizeof(int) * b->nfds);
@@ -228,6 +272,146 @@ int ipc_send_empty(int sock, uint16_t type, uint32_t seq)
 		r = ipc_send(sock, &b);
 	ipc_buf_release(&b);
 	return r;
+}
+
+struct ipc_outq_msg {
+	struct ipc_outq_msg *next;
+	struct ipc_buf b; /* owns its buffer, text_fds and (unlike a caller's) fds[] */
+};
+
+static void outq_msg_free(struct ipc_outq_msg *qm)
+{
+	for (size_t i = 0; i < qm->b.nfds; i++)
+		if (qm->b.fds[i] >= 0)
+			close(qm->b.fds[i]);
+	ipc_buf_release(&qm->b);
+	free(qm);
+}
+
+/* A copy of b that owns everything it refers to: the record, and a dup of every fd. */
+static int outq_msg_new(const struct ipc_buf *b, struct ipc_outq_msg **out)
+{
+	struct ipc_outq_msg *qm = calloc(1, sizeof *qm);
+	size_t len = ipc_buf_len(b);
+	int r = 0;
+
+	*out = NULL;
+	if (!qm)
+		return -ENOMEM;
+	qm->b = *b;
+	qm->b.nfds = qm->b.ntext_fds = 0;
+	for (size_t i = 0; i < IPC_MAX_FDS; i++)
+		qm->b.fds[i] = qm->b.text_fds[i] = -1;
+	if (!(qm->b.buf = malloc(len))) {
+		free(qm);
+		return -ENOMEM;
+	}
+	memcpy(qm->b.buf, b->buf, len);
+	for (size_t i = 0; r == 0 && i < b->nfds; i++) {
+		if ((qm->b.fds[i] = fcntl(b->fds[i], F_DUPFD_CLOEXEC, 0)) < 0)
+			r = -errno;
+		else
+			qm->b.nfds = i + 1;
+	}
+	for (size_t i = 0; r == 0 && i < b->ntext_fds; i++) {
+		if ((qm->b.text_fds[i] = fcntl(b->text_fds[i], F_DUPFD_CLOEXEC, 0)) < 0)
+			r = -errno;
+		else
+			qm->b.ntext_fds = i + 1;
+	}
+	if (r < 0) {
+		outq_msg_free(qm);
+		return r;
+	}
+	*out = qm;
+	return 0;
+}
+
+void ipc_outq_init(struct ipc_outq *q)
+{
+	q->head = NULL;
+	q->tail = &q->head;
+	q->n = q->bytes = 0;
+}
+
+int ipc_outq_send(struct ipc_outq *q, int sock, struct ipc_buf *b)
+{
+	struct ipc_outq_msg *qm;
+	int r;
+
+	if ((r = ipc_buf_ready(b)) < 0)
+		return r;
+	/* a full socket, or the kernel short of memory for a moment: queued, tried again when writable */
+	if (!q->n && (r = ipc_send_nowait(sock, b)) != -EAGAIN && r != -ENOBUFS && r != -ENOMEM)
+		return r;
+	if ((r = outq_msg_new(b, &qm)) < 0)
+		return r;
+	*q->tail = qm;
+	q->tail = &qm->next;
+	q->n++;
+	q->bytes += ipc_buf_len(b);
+	return 0;
+}
+
+int ipc_outq_flush(struct ipc_outq *q, int sock)
+{
+	int sent = 0;
+
+	while (q->head) {
+		struct ipc_outq_msg *qm = q->head;
+		int r = ipc_send_nowait(sock, &qm->b);
+
+		if (r == -EAGAIN)
+			break;
+		if (r < 0)
+			return r;
+		q->head = qm->next;
+		if (!q->head)
+			q->tail = &q->head;
+		q->n--;
+		q->bytes -= ipc_buf_len(&qm->b);
+		outq_msg_free(qm);
+		sent++;
+	}
+	return sent;
+}
+
+void ipc_outq_clear(struct ipc_outq *q)
+{
+	while (q->head) {
+		struct ipc_outq_msg *qm = q->head;
+
+		q->head = qm->next;
+		outq_msg_free(qm);
+	}
+	ipc_outq_init(q);
+}
+
+/* Where records are received: one buffer of IPC_MSG_MAX + 1 bytes per thread, kept for the thread's
+ * life (freed when it exits), from which a message takes a copy of just the bytes that arrived: a
+ * message used to cost a malloc of the largest record. */
+static pthread_key_t ipc_rx_key;
+static pthread_once_t ipc_rx_once = PTHREAD_ONCE_INIT;
+static bool ipc_rx_keyed;
+static __thread char *ipc_rx;
+
+static void ipc_rx_key_make(void)
+{
+	ipc_rx_keyed = pthread_key_create(&ipc_rx_key, free) == 0;
+}
+
+static char *ipc_rx_buf(void)
+{
+	if (!ipc_rx) {
+		pthread_once(&ipc_rx_once, ipc_rx_key_make);
+		if (!ipc_rx_keyed || !(ipc_rx = malloc(IPC_MSG_MAX + 1)))
+			return NULL;
+		if (pthread_setspecific(ipc_rx_key, ipc_rx) != 0) {
+			free(ipc_rx);
+			ipc_rx = NULL;
+		}
+	}
+	return ipc_rx;
 }
 
 static void ipc_msg_reset_fds(struct ipc_msg *m)
@@ -296,16 +480,16 @@ static int ipc_recv_flags(int sock, struct ipc_msg *m, int flags)
 	struct iovec iov;
 	struct msghdr msg = {0};
 	const struct nlmsghdr *nlh;
+	char *rx = ipc_rx_buf();
 	ssize_t n;
 	int r;
 
 	memset(m, 0, sizeof *m);
 	ipc_msg_reset_fds(m);
-	/* One spare byte: a record longer than IPC_MSG_MAX shows up as MSG_TRUNC either way. */
-	m->buf = malloc(IPC_MSG_MAX + 1);
-	if (!m->buf)
+	if (!rx)
 		return -ENOMEM;
-	iov.iov_base = m->buf;
+	/* One spare byte: a record longer than IPC_MSG_MAX shows up as MSG_TRUNC either way. */
+	iov.iov_base = rx;
 	iov.iov_len = IPC_MSG_MAX + 1;
 	msg.msg_iov = &iov;
 	msg.msg_iovlen = 1;
@@ -325,9 +509,12 @@ static int ipc_recv_flags(int sock, struct ipc_msg *m, int flags)
 		return -EPIPE;
 	if ((msg.msg_flags & MSG_TRUNC) || (size_t)n > IPC_MSG_MAX)
 		return -EMSGSIZE;
-	m->len = (size_t)n;
-	if (m->len < sizeof(struct nlmsghdr))
+	if ((size_t)n < sizeof(struct nlmsghdr))
 		return -EBADMSG;
+	if (!(m->buf = malloc((size_t)n)))
+		return -ENOMEM;
+	memcpy(m->buf, rx, (size_t)n);
+	m->len = (size_t)n;
 	nlh = (const struct nlmsghdr *)m->buf;
 	if (nlh->nlmsg_len != m->len)
 		return -EBADMSG;

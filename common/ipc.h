@@ -18,7 +18,11 @@
  * those keep their indexes. ipc_msg_text() reads either form back into an owned string, with the
  * same distrust as an inline one (size bound, no NUL) plus: a regular file carrying the memfd seals,
  * which only shmem files can have, so a peer cannot pass a FIFO, socket or FUSE file that would
- * block the reader, nor change the text while it is read. */
+ * block the reader, nor change the text while it is read.
+ *
+ * Buffers are sized to the message: one being built starts small and grows with its attributes (up to
+ * IPC_MSG_MAX); one received is read into a buffer of IPC_MSG_MAX + 1 bytes that each thread keeps (freed
+ * when the thread exits), and a copy of just the bytes that arrived is the message's own. */
 #pragma once
 
 #include <stdbool.h>
@@ -70,9 +74,11 @@ struct ipc_proto {
 /* A message being built. Owns its buffer and the memfds of texts that did not fit inline; borrows
  * the fds given with ipc_buf_put_fd(). */
 struct ipc_buf {
-	char *buf; /* owned, IPC_MSG_MAX bytes */
+	char *buf;  /* owned: cap bytes, grown as attributes are put, up to IPC_MSG_MAX */
+	size_t cap;
 	bool overflow;
-	int err;              /* first failure of ipc_buf_put_text() other than overflow; ipc_send returns it */
+	int err;              /* first failure of ipc_buf_put_text() other than overflow, or -ENOMEM of a growth;
+	                       * ipc_send returns it */
 	int fds[IPC_MAX_FDS]; /* borrowed until sent */
 	size_t nfds;
 	int text_fds[IPC_MAX_FDS];       /* owned memfds, closed by ipc_buf_release(); sent after fds[] */
@@ -82,7 +88,7 @@ struct ipc_buf {
 
 /* A received message. */
 struct ipc_msg {
-	char *buf;  /* owned */
+	char *buf;  /* owned: exactly the len bytes received */
 	size_t len; /* bytes received */
 	uint16_t type;
 	uint32_t seq;
@@ -121,6 +127,33 @@ int ipc_send(int sock, struct ipc_buf *b);
 int ipc_send_nowait(int sock, struct ipc_buf *b);
 /* Convenience: builds and sends a message with no attributes. */
 int ipc_send_empty(int sock, uint16_t type, uint32_t seq);
+
+/* An outgoing queue: what a sender that must never wait (sluiced's loop, talking to its engine:
+ * netd/engine.c) could not send yet, kept in the order it was given and sent when the socket is
+ * writable again. A queued message owns a copy of the record, its texts' memfds and a copy (dup) of
+ * every fd it carries, so the caller releases its ipc_buf and closes its fds exactly as after
+ * ipc_send(). */
+struct ipc_outq_msg;
+struct ipc_outq {
+	struct ipc_outq_msg *head;  /* owned: the oldest message */
+	struct ipc_outq_msg **tail; /* where the next one goes */
+	size_t n;                   /* messages queued */
+	size_t bytes;               /* their records' bytes */
+};
+
+void ipc_outq_init(struct ipc_outq *q);
+/* Sends b at once when nothing is queued and the socket takes it without waiting; else (the socket
+ * full, -ENOBUFS or -ENOMEM) queues it behind the others, so messages leave in the order given. 0: sent
+ * or queued (q->n tells which);
+ * -ENOMEM or -EMFILE when it could not be queued; ipc_send()'s other errors (-EMSGSIZE, b->err,
+ * -EPIPE, ...), with nothing queued. b is not released. */
+int ipc_outq_send(struct ipc_outq *q, int sock, struct ipc_buf *b);
+/* Sends queued messages, oldest first, without waiting, until none is left or the socket is full.
+ * Returns how many were sent, or ipc_send()'s -errno of the first failure other than -EAGAIN (that
+ * message and those after it stay queued). */
+int ipc_outq_flush(struct ipc_outq *q, int sock);
+/* Frees every queued message and closes its fds. */
+void ipc_outq_clear(struct ipc_outq *q);
 
 /* Receives one record into m (which the caller ipc_msg_clear()s afterwards, also on error).
  * 0 on success; -EPIPE on orderly EOF; -EAGAIN when nothing is queued (non-blocking);

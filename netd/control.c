@@ -778,7 +778,9 @@ static void handle_decide(struct netd *d, struct netd_conn *c, struct ipc_msg *m
 	}
 	r = netd_engine_verdict(d, a->id, v == 1, c->uid);
 	if (r < 0) {
-		netd_send_error(c->fd, m->seq, r, "the proxy engine is not running; the request was not decided");
+		netd_send_error(c->fd, m->seq, r, r == -EAGAIN && netd_engine_down_reason(d)
+				? netd_engine_down_reason(d) /* stalled: it names the engine and says to try again */
+				: "the proxy engine is not running; the request was not decided");
 		return;
 	}
 	log_info("session %s: %s %s:%u %s by uid %u", a->session, a->id, a->host, a->port,

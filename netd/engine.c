@@ -1,7 +1,16 @@
 /* Parent side of the proxy engine: forks the engine as a child (which drops privileges after it
  * received its listening sockets and audit log), talks to it over a socketpair with the engine
  * protocol, registers sessions, forwards NFLOG drops and SIGHUP, and restarts it when it dies.
- * While it is down, sessions fail closed: their traffic is still filtered and nobody serves it. */
+ * While it is down, sessions fail closed: their traffic is still filtered and nobody serves it.
+ *
+ * Nothing sent to a running engine waits (docs/netd.md, "Engine protocol"): a message its socket does
+ * not take at once joins an outgoing queue, sent in order when the socket is writable, so a stalled
+ * engine never holds sluiced's loop. Drops, drop summaries and the metrics poll are the exception: they
+ * go only when nothing is queued and the socket takes them, else they are counted or dropped. When the
+ * queue does not move for ENGINE_STALL_MS, new sessions are refused (and setups waiting for the engine
+ * fail) with an error naming it; for ENGINE_STUCK_MS, it is killed and restarted, and the new engine is
+ * given every live session with its current policy and verdicts (what was queued for the old one is
+ * dropped: removed sessions are not given, narrowed policies are given as they are now). */
 #include "netd.h"
 
 #include <arpa/inet.h>
@@ -38,11 +47,146 @@ struct netd_engine {
 	uint32_t seq;
 	unsigned failures;           /* consecutive deaths before READY, for back-off */
 	char last_err[NETD_ERRMSG_MAX + 1]; /* why it is down, for clients */
+	struct ipc_outq outq;        /* owned: what the socket did not take yet, in order */
+	struct event *wev;           /* owned: the socket is writable (pending while outq is not empty) */
+	struct event *stall_ev;      /* owned: watches outq's progress (pending while it is not empty) */
+	double moved_at;             /* netd_metrics_now() when outq last became non-empty or sent a message */
+	bool stalled;                /* new sessions are refused: outq outgrew ENGINE_QUEUE_MAX, or did not move
+	                              * for ENGINE_STALL_MS (timed_out: setups waiting for the engine failed) */
+	bool timed_out;
+	char stall_err[NETD_ERRMSG_MAX + 1]; /* why new sessions are refused while stalled */
+	uint64_t stuck_restarts;     /* engines killed for taking no message for ENGINE_STUCK_MS (metrics) */
 };
 
+/* The bounds of the outgoing queue (docs/netd.md, "Engine protocol"). A healthy engine empties it within
+ * milliseconds; these only ever matter for a stopped or stuck one. */
+#define ENGINE_STALL_MS 2000         /* no message taken for this long: new sessions are refused */
+#define ENGINE_STUCK_MS 10000        /* ... for this long: the engine is killed and restarted */
+#define ENGINE_QUEUE_MAX (4u << 20)  /* bytes queued over which new sessions are refused at once */
+
 static int engine_spawn(struct netd *d, char *err, size_t errlen);
+static void engine_died(struct netd *d, const char *why);
 
 static uint32_t next_seq(struct netd_engine *e);
+
+/* The queue outgrew ENGINE_QUEUE_MAX: new sessions are refused (netd_engine_down_reason) until the
+ * engine catches up; the setups under way wait for it as usual. */
+static void engine_behind(struct netd_engine *e)
+{
+	e->stalled = true;
+	snprintf(e->stall_err, sizeof e->stall_err,
+		 "the proxy engine (pid %d) is behind: %zu messages (%zu KiB) from sluiced wait for it; no new "
+		 "session until it catches up; try again", (int)e->pid, e->outq.n, e->outq.bytes / 1024);
+	log_warnx("%s", e->stall_err);
+}
+
+/* The queue has not moved for idle_ms: new sessions are refused from now on (netd_engine_down_reason),
+ * and the setups that wait for the engine's answer fail now rather than when their launchers give up;
+ * sessions already running are left as they are. Called from the stall timer only (it closes sessions). */
+static void engine_timed_out(struct netd *d, double idle_ms)
+{
+	struct netd_engine *e = d->engine;
+
+	e->stalled = e->timed_out = true;
+	snprintf(e->stall_err, sizeof e->stall_err,
+		 "the proxy engine (pid %d) has taken no message from sluiced for %.1f s (%zu waiting): no new "
+		 "session until it does (it is restarted if it stays stuck for %d s); try again",
+		 (int)e->pid, idle_ms / 1000, e->outq.n, ENGINE_STUCK_MS / 1000);
+	log_warnx("%s", e->stall_err);
+	for (struct netd_sess *s = d->sessions, *next; s; s = next) {
+		next = s->next;
+		if (s->replier && s->engine_seq) /* closes s (and queues its removal) */
+			netd_conn_session_ready(d, s, -ETIMEDOUT, e->stall_err);
+	}
+}
+
+/* Every message to a running engine goes through here (but those that may be dropped: engine_offer):
+ * sent now when the socket takes it, else queued behind the others and sent in order when the socket is
+ * writable (engine_write_cb). Never waits. */
+static int engine_send(struct netd *d, struct ipc_buf *b)
+{
+	struct netd_engine *e = d->engine;
+	size_t queued = e->outq.n;
+	int r = ipc_outq_send(&e->outq, e->sock, b);
+
+	if (r < 0 || e->outq.n == queued)
+		return r;
+	if (queued == 0) { /* the socket is full: from now on the queue's progress is watched */
+		struct timeval tv = {ENGINE_STALL_MS / 1000, (ENGINE_STALL_MS % 1000) * 1000};
+
+		e->moved_at = netd_metrics_now();
+		event_add(e->wev, NULL);
+		event_add(e->stall_ev, &tv);
+		log_debug("engine: its socket is full; messages queued");
+	}
+	if (e->outq.bytes > ENGINE_QUEUE_MAX && !e->stalled)
+		engine_behind(e);
+	return 0;
+}
+
+/* A message that may be dropped (a drop, a drop summary, the metrics poll): sent only when nothing is
+ * queued (it never overtakes a message that waits) and the socket takes it at once, else -EAGAIN, and the
+ * caller counts it as not taken. */
+static int engine_offer(struct netd_engine *e, struct ipc_buf *b)
+{
+	return e->outq.n ? -EAGAIN : ipc_send_nowait(e->sock, b);
+}
+
+static void engine_write_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct netd *d = arg;
+	struct netd_engine *e = d->engine;
+	int r = ipc_outq_flush(&e->outq, e->sock);
+
+	if (r < 0) {
+		log_warnx("engine: sending it a queued message: %s", strerror(-r));
+		engine_died(d, r == -EPIPE ? "exited" : "could not be sent its messages");
+		return;
+	}
+	if (r > 0)
+		e->moved_at = netd_metrics_now();
+	if (e->outq.n == 0) {
+		event_del(e->wev);
+		event_del(e->stall_ev);
+	}
+	if (e->stalled && r > 0 && e->outq.bytes <= ENGINE_QUEUE_MAX) {
+		e->stalled = e->timed_out = false;
+		log_info("proxy engine %d takes messages again (%zu still queued)", (int)e->pid, e->outq.n);
+	}
+}
+
+/* While the queue is not empty: refuses new sessions after ENGINE_STALL_MS without progress, restarts the
+ * engine after ENGINE_STUCK_MS. */
+static void engine_stall_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct netd *d = arg;
+	struct netd_engine *e = d->engine;
+	double idle_ms = (netd_metrics_now() - e->moved_at) * 1000, next_ms;
+	struct timeval tv;
+
+	if (!e->outq.n)
+		return;
+	if (idle_ms >= ENGINE_STUCK_MS) {
+		char why[160];
+
+		log_warnx("proxy engine %d has taken no message from sluiced for %.1f s (%zu waiting): killing it",
+			  (int)e->pid, idle_ms / 1000, e->outq.n);
+		snprintf(why, sizeof why, "was stuck (it took no message for %d s) and was killed", ENGINE_STUCK_MS / 1000);
+		e->stuck_restarts++;
+		engine_died(d, why);
+		return;
+	}
+	if (idle_ms >= ENGINE_STALL_MS && !e->timed_out)
+		engine_timed_out(d, idle_ms);
+	next_ms = (idle_ms < ENGINE_STALL_MS ? ENGINE_STALL_MS : ENGINE_STUCK_MS) - idle_ms;
+	tv.tv_sec = (time_t)(next_ms / 1000);
+	tv.tv_usec = (suseconds_t)((next_ms - (double)tv.tv_sec * 1000) * 1000) + 1000;
+	if (tv.tv_usec >= 1000000) {
+		tv.tv_sec++;
+		tv.tv_usec -= 1000000;
+	}
+	event_add(e->stall_ev, &tv);
+}
 
 /* Without waiting, like the drops: the poll comes every second, and a blocking send to a stalled engine
  * (its socket full) held sluiced's loop for the socket's 2 s send timeout each time; a poll not taken is
@@ -54,7 +198,7 @@ void netd_engine_request_metrics(struct netd *d)
 
 	if (!e || !e->ready || ipc_buf_init(&b, NETD_ENG_METRICS, next_seq(e)) < 0)
 		return;
-	if (ipc_send_nowait(e->sock, &b) < 0)
+	if (engine_offer(e, &b) < 0)
 		log_debug("engine: the metrics request was not sent");
 	ipc_buf_release(&b);
 }
@@ -64,8 +208,16 @@ bool netd_engine_running(const struct netd *d)
 	return d->engine && d->engine->ready;
 }
 
+void netd_engine_queue_counts(const struct netd *d, size_t *queued, uint64_t *stuck_restarts)
+{
+	*queued = d->engine ? d->engine->outq.n : 0;
+	*stuck_restarts = d->engine ? d->engine->stuck_restarts : 0;
+}
+
 const char *netd_engine_down_reason(const struct netd *d)
 {
+	if (d->engine && d->engine->ready && d->engine->stalled)
+		return d->engine->stall_err;
 	if (!d->engine || d->engine->ready || d->engine->failures == 0)
 		return NULL; /* running, or starting for the first time */
 	return d->engine->last_err[0] ? d->engine->last_err : "the proxy engine is restarting";
@@ -126,7 +278,7 @@ static void engine_send_add(struct netd *d, struct netd_sess *s)
 		ipc_buf_put_str(&b, NETD_A_CA_CERT, s->ca_cert_pem);
 		ipc_buf_put_str(&b, NETD_A_CA_KEY, s->ca_key_pem);
 	}
-	r = ipc_send(e->sock, &b);
+	r = engine_send(d, &b);
 	ipc_buf_release(&b);
 	if (r < 0)
 		log_warnx("engine: sending session %s: %s", s->id, strerror(-r));
@@ -140,7 +292,7 @@ static void engine_send_add(struct netd *d, struct netd_sess *s)
 		ipc_buf_put_u16(&b, NETD_A_DPORT, s->grants[i].port);
 		ipc_buf_put_u8(&b, NETD_A_VERDICT, s->grants[i].allow ? 1 : 0);
 		ipc_buf_put_u32(&b, NETD_A_UID, (uint32_t)s->grants[i].by);
-		r = ipc_send(e->sock, &b);
+		r = engine_send(d, &b);
 		ipc_buf_release(&b);
 	}
 	if (r < 0)
@@ -150,6 +302,8 @@ static void engine_send_add(struct netd *d, struct netd_sess *s)
 void netd_engine_session_add(struct netd *d, struct netd_sess *s)
 {
 	s->engine_ok = false;
+	if (d->engine && d->engine->stalled)
+		return; /* refused (netd_engine_down_reason): nothing is queued for a session that will not be */
 	engine_send_add(d, s);
 }
 
@@ -158,13 +312,13 @@ void netd_engine_session_remove(struct netd *d, const struct netd_sess *s)
 	struct netd_engine *e = d->engine;
 	struct ipc_buf b;
 
-	if (!e || !e->ready)
-		return;
+	if (!e || !e->ready || (!s->engine_ok && !s->engine_seq))
+		return; /* (the engine never had it: not sent, as to a stalled engine, or refused) */
 	/* seq 0: no answer wanted (netd_engine_session_release asks for one) */
 	if (ipc_buf_init(&b, NETD_ENG_SESSION_REMOVE, 0) < 0)
 		return;
 	ipc_buf_put_str(&b, NETD_A_ID, s->id);
-	if (ipc_send(e->sock, &b) < 0)
+	if (engine_send(d, &b) < 0)
 		log_warnx("engine: removing session %s failed", s->id);
 	ipc_buf_release(&b);
 }
@@ -181,7 +335,7 @@ int netd_engine_session_release(struct netd *d, struct netd_sess *s)
 	if ((r = ipc_buf_init(&b, NETD_ENG_SESSION_REMOVE, s->records_seq)) < 0)
 		goto fail;
 	ipc_buf_put_str(&b, NETD_A_ID, s->id);
-	r = ipc_send(e->sock, &b);
+	r = engine_send(d, &b);
 	ipc_buf_release(&b);
 	if (r == 0)
 		return 0;
@@ -206,7 +360,7 @@ int netd_engine_audit_drop(struct netd *d, const char *src, uint16_t sport, cons
 	ipc_buf_put_u16(&b, NETD_A_SPORT, sport);
 	ipc_buf_put_u16(&b, NETD_A_DPORT, dport);
 	ipc_buf_put_u8(&b, NETD_A_PROTO, proto);
-	r = ipc_send_nowait(e->sock, &b);
+	r = engine_offer(e, &b);
 	ipc_buf_release(&b);
 	return r;
 }
@@ -226,7 +380,7 @@ int netd_engine_drop_summary(struct netd *d, const char *id, uint32_t over_rate,
 	ipc_buf_put_u32(&b, NETD_A_DROPS_OVER_RATE, over_rate);
 	ipc_buf_put_u32(&b, NETD_A_DROPS_LOST, lost);
 	ipc_buf_put_u32(&b, NETD_A_DROPS_UNSENT, unsent);
-	r = ipc_send_nowait(e->sock, &b);
+	r = engine_offer(e, &b);
 	ipc_buf_release(&b);
 	return r;
 }
@@ -247,8 +401,8 @@ void netd_engine_reopen_log(struct netd *d)
 		return;
 	}
 	if (ipc_buf_init(&b, NETD_ENG_REOPEN_LOG, next_seq(e)) == 0) {
-		ipc_buf_put_fd(&b, fd);
-		if (ipc_send(e->sock, &b) < 0)
+		ipc_buf_put_fd(&b, fd); /* a queued message keeps a copy of it */
+		if (engine_send(d, &b) < 0)
 			log_warnx("engine: reopening the log failed");
 		ipc_buf_release(&b);
 	}
@@ -257,13 +411,13 @@ void netd_engine_reopen_log(struct netd *d)
 
 /* DIRECT_DONE: the engine's DIRECT_ADD with seq was dealt with (netd_direct_add is synchronous: its
  * elements are in the kernel's set, or it refused them), so the DNS answer it holds may go. */
-static void engine_direct_done(struct netd_engine *e, uint32_t seq)
+static void engine_direct_done(struct netd *d, uint32_t seq)
 {
 	struct ipc_buf b;
 
 	if (ipc_buf_init(&b, NETD_ENG_DIRECT_DONE, seq) < 0)
 		return;
-	if (ipc_send(e->sock, &b) < 0)
+	if (engine_send(d, &b) < 0)
 		log_warnx("engine: DIRECT_DONE: the engine's answer waits for its time-out instead");
 	ipc_buf_release(&b);
 }
@@ -284,7 +438,7 @@ int netd_engine_session_policy(struct netd *d, struct netd_sess *s)
 	ipc_buf_put_str(&b, NETD_A_ID, s->id);
 	ipc_buf_put_text(&b, NETD_A_POLICY, NETD_A_POLICY_FD, s->policy_json); /* a long one in a memfd */
 	ipc_buf_put_u32(&b, NETD_A_POLICY_VERSION, s->policy_version);
-	r = ipc_send(e->sock, &b);
+	r = engine_send(d, &b);
 	ipc_buf_release(&b);
 	if (r < 0) {
 		s->policy_seq = 0;
@@ -337,12 +491,14 @@ int netd_engine_verdict(struct netd *d, const char *ask_id, bool allow, uid_t by
 
 	if (!e || !e->ready)
 		return -EHOSTDOWN;
+	if (e->stalled)
+		return -EAGAIN; /* not decided: the operator is told why (netd_engine_down_reason) and tries again */
 	if ((r = ipc_buf_init(&b, NETD_ENG_VERDICT, next_seq(e))) < 0)
 		return r;
 	ipc_buf_put_str(&b, NETD_A_ASK_ID, ask_id);
 	ipc_buf_put_u8(&b, NETD_A_VERDICT, allow ? 1 : 0);
 	ipc_buf_put_u32(&b, NETD_A_UID, (uint32_t)by);
-	r = ipc_send(e->sock, &b);
+	r = engine_send(d, &b);
 	ipc_buf_release(&b);
 	return r;
 }
@@ -409,6 +565,15 @@ static void engine_disconnect(struct netd_engine *e)
 		event_free(e->ev);
 		e->ev = NULL;
 	}
+	/* what was queued for this engine goes with it: a restarted one is given the sessions as they are */
+	if (e->wev) {
+		event_free(e->wev);
+		e->wev = NULL;
+	}
+	if (e->stall_ev)
+		event_del(e->stall_ev);
+	ipc_outq_clear(&e->outq);
+	e->stalled = e->timed_out = false;
 	if (e->sock >= 0) {
 		close(e->sock);
 		e->sock = -1;
@@ -521,7 +686,7 @@ static void engine_read_cb(evutil_socket_t fd, short what, void *arg)
 		} else if (m.type == NETD_ENG_DIRECT_ADD) {
 			netd_direct_add(d, &m);
 			if (m.seq) /* the engine holds the DNS answer until the elements are in (or refused) */
-				engine_direct_done(e, m.seq);
+				engine_direct_done(d, m.seq);
 		} else if (m.type == NETD_ENG_DIRECT_REVOKE) {
 			netd_direct_revoke(d, &m);
 		} else if (m.type == NETD_ENG_METRICS_DATA) {
@@ -695,7 +860,8 @@ static int engine_spawn(struct netd *d, char *err, size_t errlen)
 		return r;
 	}
 	e->ev = event_new(d->base, e->sock, EV_READ | EV_PERSIST, engine_read_cb, d);
-	if (!e->ev || event_add(e->ev, NULL) < 0) {
+	e->wev = event_new(d->base, e->sock, EV_WRITE | EV_PERSIST, engine_write_cb, d);
+	if (!e->ev || !e->wev || event_add(e->ev, NULL) < 0) {
 		engine_reap(e);
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
@@ -712,17 +878,20 @@ int netd_engine_start(struct netd *d, char *err, size_t errlen)
 	e->d = d;
 	e->sock = -1;
 	e->pid = -1;
+	ipc_outq_init(&e->outq);
 	d->engine = e;
 	e->restart_ev = evtimer_new(d->base, restart_cb, d);
-	if (!e->restart_ev)
+	e->stall_ev = evtimer_new(d->base, engine_stall_cb, d);
+	if (!e->restart_ev || !e->stall_ev)
 		return -ENOMEM;
 	return engine_spawn(d, err, errlen);
 }
 
 /* The engine's socket closing is its signal to stop (engine_child.c): it frees its sessions, writes
- * what its audit log still buffers and exits. Waited for up to 2 s (a pidfd, no polling loop), then
- * killed as engine_reap does. A SIGKILL straight away could lose the last records of a session that
- * just ended, an embedded helper's in particular, which stops the engine right after the session. */
+ * what its audit log still buffers and exits. What is still queued for it is sent first, then its exit
+ * waited for (a pidfd, no polling loop), 2 s for both together, then it is killed as engine_reap does. A
+ * SIGKILL straight away could lose the last records of a session that just ended, an embedded helper's
+ * in particular, which stops the engine right after the session. */
 #define ENGINE_STOP_MS 2000
 
 void netd_engine_free(struct netd_engine *e)
@@ -731,12 +900,21 @@ void netd_engine_free(struct netd_engine *e)
 		return;
 	if (e->pid > 0) {
 		int pfd = (int)syscall(SYS_pidfd_open, e->pid, 0);
+		double until = netd_metrics_now() + ENGINE_STOP_MS / 1000.0;
 
+		while (e->outq.n && e->sock >= 0) {
+			struct pollfd w = {.fd = e->sock, .events = POLLOUT};
+			int left = (int)((until - netd_metrics_now()) * 1000);
+
+			if (left <= 0 || (poll(&w, 1, left) < 0 && errno != EINTR) || ipc_outq_flush(&e->outq, e->sock) < 0)
+				break;
+		}
 		engine_disconnect(e);
 		if (pfd >= 0) {
 			struct pollfd p = {.fd = pfd, .events = POLLIN};
+			int left = (int)((until - netd_metrics_now()) * 1000);
 
-			while (poll(&p, 1, ENGINE_STOP_MS) < 0 && errno == EINTR)
+			while (left > 0 && poll(&p, 1, left) < 0 && errno == EINTR)
 				;
 			close(pfd);
 		}
@@ -744,6 +922,8 @@ void netd_engine_free(struct netd_engine *e)
 	engine_reap(e); /* kills it if it is still there, and reaps it */
 	if (e->restart_ev)
 		event_free(e->restart_ev);
+	if (e->stall_ev)
+		event_free(e->stall_ev);
 	if (e->d)
 		e->d->engine = NULL;
 	free(e);

@@ -216,6 +216,18 @@ char *netd_metrics_render(struct netd *d)
 	evbuffer_add_printf(b, "sluice_ask_queue %u\n", d->nasks);
 	help(b, "sluice_engine_up", "gauge", "1 while the proxy engine runs.");
 	evbuffer_add_printf(b, "sluice_engine_up %d\n", netd_engine_running(d) ? 1 : 0);
+	{
+		uint64_t stuck;
+		size_t queued;
+
+		netd_engine_queue_counts(d, &queued, &stuck);
+		help(b, "sluice_engine_queued_messages", "gauge",
+		     "Messages sluiced's queue holds for the engine (its socket was full).");
+		evbuffer_add_printf(b, "sluice_engine_queued_messages %zu\n", queued);
+		help(b, "sluice_engine_stuck_restarts_total", "counter",
+		     "Engines killed and restarted for taking no message from sluiced for 10 s.");
+		evbuffer_add_printf(b, "sluice_engine_stuck_restarts_total %llu\n", (unsigned long long)stuck);
+	}
 
 	help(b, "sluice_decisions_total", "counter", "Egress decisions by protocol, verdict and whether a rule decided.");
 	for (unsigned p = 0; p < PROXY_MET_NPROTO; p++)

@@ -307,9 +307,10 @@ void netd_engine_session_remove(struct netd *d, const struct netd_sess *s);
  * RESULT. -EHOSTDOWN when the engine is not running (nothing of the session is in flight then). */
 int netd_engine_session_release(struct netd *d, struct netd_sess *s);
 /* Hands one dropped packet to the engine's audit log without waiting: 0, -ENOTCONN when no engine runs,
- * or ipc_send_nowait's -errno (-EAGAIN: its socket full, the engine busy or stalled). nflog.c counts what
- * was not handed over; a flood of drops never holds sluiced's loop in a send (each blocking send to a
- * stalled engine waited out the socket's 2 s send timeout). */
+ * or ipc_send_nowait's -errno (-EAGAIN: its socket full or other messages queued for it, the engine busy
+ * or stalled). nflog.c counts what was not handed over; a flood of drops never holds sluiced's loop in a
+ * send (each blocking send to a stalled engine waited out the socket's 2 s send timeout), nor queues
+ * behind or ahead of the messages that must reach the engine (engine.c). */
 int netd_engine_audit_drop(struct netd *d, const char *src, uint16_t sport, const char *dst, uint16_t dport,
 			   uint8_t proto);
 /* Hands the engine the count of drops not audited one by one (nflog.c), for one "drop-summary" record in
@@ -320,9 +321,13 @@ void netd_engine_reopen_log(struct netd *d);
 /* Sends the session's new policy (SESSION_POLICY); s->policy_seq tracks the RESULT. */
 int netd_engine_session_policy(struct netd *d, struct netd_sess *s);
 bool netd_engine_running(const struct netd *d);
+/* For the metrics: messages waiting in sluiced's queue for the engine now, and the engines killed so far
+ * for taking none for 10 s (engine.c). */
+void netd_engine_queue_counts(const struct netd *d, size_t *queued, uint64_t *stuck_restarts);
 /* Asks the running engine for its counters (METRICS); its METRICS_DATA goes to netd_metrics_engine_data. */
 void netd_engine_request_metrics(struct netd *d);
-/* Held requests: the verdict to the engine; lookup; forgetting one, a session's, or all. */
+/* Held requests: the verdict to the engine (-EAGAIN, not sent, while it is stalled); lookup; forgetting
+ * one, a session's, or all. */
 int netd_engine_verdict(struct netd *d, const char *ask_id, bool allow, uid_t by);
 struct netd_ask *netd_ask_find(struct netd *d, const char *id);
 void netd_ask_remove(struct netd *d, const char *id);
@@ -332,7 +337,8 @@ void netd_asks_drop_session(struct netd *d, const char *session_id);
 int netd_ask_check_org(struct netd *d, const struct netd_ask *a, char *err, size_t errlen);
 /* Announces a newly held request to the connections that WATCH its session (control.c). */
 void netd_control_ask_held(struct netd *d, const struct netd_ask *a);
-/* NULL while the engine runs or starts for the first time; else why it is down. */
+/* NULL while the engine runs (and takes its messages) or starts for the first time; else why no new
+ * session can be served: it is down, or stalled (its queue has not moved for 2 s: engine.c). */
 const char *netd_engine_down_reason(const struct netd *d);
 /* Child side (engine_child.c): runs the engine in a forked child over sock; returns an exit code. */
 int netd_engine_child_main(int sock);

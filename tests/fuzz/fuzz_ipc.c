@@ -1,9 +1,10 @@
 /* Fuzz target: one record as it arrives on a control or engine socket, through ipc_recv and the
  * permission tables of netd's two protocols and of the --fs ask channel in every state, with 0, 1 and 2 fds attached (sealed memfds
- * holding "{}", as a long policy travels). Checks that a message that passes the table only yields
+ * holding "{}", as a long policy travels), and at the head of a record at the edge of IPC_MSG_MAX. Checks that a message that passes the table only yields
  * attributes of the declared type and size, that its fds are exactly the fixed ones plus one per
  * IPC_T_FD attribute (each naming a distinct extra fd), that a required inline/memfd pair came in
  * exactly one form, and that ipc_msg_text then reads back the text it carried. */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -117,6 +118,37 @@ static void check_one(const struct ipc_proto *p, uint32_t state, const uint8_t *
 	ipc_msg_clear(&m);
 }
 
+/* The same bytes at the head of a record of IPC_MSG_MAX - 1, IPC_MSG_MAX or IPC_MSG_MAX + 1 bytes (the
+ * rest zero), with one fd: the edge of the receive buffer, from which a message copies exactly what
+ * arrived. Over IPC_MSG_MAX the record is refused (-EMSGSIZE); otherwise it arrives whole or its header
+ * is refused (-EBADMSG), and what arrives whole goes through both tables. */
+static void check_edge(const uint8_t *data, size_t size)
+{
+	static int sv[2] = {-1, -1};
+	static uint8_t *rec;
+	size_t len = IPC_MSG_MAX - 1 + size % 3;
+	struct ipc_msg m;
+	char err[256];
+	int r;
+
+	if (!rec && !(rec = calloc(1, IPC_MSG_MAX + 1)))
+		abort();
+	if (sv[0] < 0 && ipc_socketpair(sv, true) < 0)
+		abort();
+	memcpy(rec, data, size);
+	memset(rec + size, 0, IPC_MSG_MAX + 1 - size);
+	if (!send_record(sv[0], rec, len, 1))
+		return;
+	r = ipc_recv(sv[1], &m);
+	if (len > IPC_MSG_MAX ? r != -EMSGSIZE : (r != 0 && r != -EBADMSG) || (r == 0 && m.len != len))
+		abort();
+	if (r == 0) {
+		(void)ipc_msg_check(&netd_control_proto, &m, NETD_CS_ATTACHED, err, sizeof err);
+		(void)ipc_msg_check(&netd_engine_proto, &m, NETD_ES_RUN, err, sizeof err);
+	}
+	ipc_msg_clear(&m);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const uint32_t cstates[] = {NETD_CS_OPEN, NETD_CS_ATTACHED, NETD_CS_CLIENT};
@@ -132,5 +164,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (i < 2)
 				check_one(&fsask_proto, i == 0 ? FSASK_CS_GATE : FSASK_CS_CLIENT, data, size, nfds);
 		}
+	check_edge(data, size);
 	return 0;
 }

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -910,6 +911,174 @@ static void test_text_sender_limits(void **state)
 	free(t);
 }
 
+/* A message's buffer grows with its attributes (it starts small): the limits are those of a record of
+ * IPC_MSG_MAX bytes, exactly, every padding byte sent is zero, and a received message holds exactly the
+ * bytes that arrived. */
+static void test_sizes(void **state)
+{
+	struct ipc_buf b;
+	struct ipc_msg m;
+	char err[256], *s = malloc(IPC_MSG_MAX);
+	const struct nlattr *a;
+	size_t len;
+	int sb = 4 << 20;
+
+	assert_non_null(s);
+	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sb, sizeof sb);
+	/* odd lengths (padding after each) across every growth, up to a record of exactly IPC_MSG_MAX */
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_LINES, 7), 0);
+	for (size_t n = 1; ipc_buf_len(&b) + 4 + ((n + 1 + 3) & ~3u) <= IPC_MSG_MAX - 4 - 3000; n = n * 3 + 1) {
+		memset(s, 'a' + (int)(n % 26), n);
+		s[n] = '\0';
+		ipc_buf_put_str(&b, NETD_A_LINES, s); /* the same type again: check refuses it, framing is what counts */
+		assert_false(b.overflow);
+	}
+	while (IPC_MSG_MAX - ipc_buf_len(&b) > 60000) { /* an attribute holds at most 64 KiB */
+		memset(s, 'y', 50000);
+		s[50000] = '\0';
+		ipc_buf_put_str(&b, NETD_A_COMMAND, s);
+	}
+	len = IPC_MSG_MAX - ipc_buf_len(&b) - 4; /* the payload that fills the record to the byte */
+	memset(s, 'z', len - 1);
+	s[len - 1] = '\0';
+	ipc_buf_put_str(&b, NETD_A_ERRMSG, s);
+	assert_false(b.overflow);
+	assert_int_equal(ipc_buf_len(&b), IPC_MSG_MAX);
+	ipc_buf_put_u8(&b, NETD_A_ERRNO, 1); /* not one byte more */
+	assert_true(b.overflow);
+	b.overflow = false; /* (sent as it was before the refused attribute) */
+	assert_int_equal(ipc_send(sv[0], &b), 0);
+	ipc_buf_release(&b);
+	assert_int_equal(ipc_recv(sv[1], &m), 0);
+	assert_int_equal(m.len, IPC_MSG_MAX);
+	/* walk the record: every attribute's padding is zero */
+	for (len = MNL_NLMSG_HDRLEN; len < m.len; len += MNL_ALIGN(a->nla_len)) {
+		const char *p;
+		size_t plen;
+
+		a = (const struct nlattr *)(m.buf + len);
+		assert_true(a->nla_len >= MNL_ATTR_HDRLEN && len + MNL_ALIGN(a->nla_len) <= m.len);
+		p = mnl_attr_get_payload(a);
+		plen = mnl_attr_get_payload_len(a);
+		for (size_t i = plen; i < MNL_ALIGN(plen); i++)
+			assert_int_equal(p[i], 0);
+	}
+	assert_int_equal(len, IPC_MSG_MAX);
+	assert_int_equal(ipc_msg_check(&netd_control_proto, &m, NETD_CS_CLIENT, err, sizeof err), -EBADMSG);
+	ipc_msg_clear(&m);
+	/* a small message: received whole, and only it */
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_END, 9), 0);
+	ipc_buf_put_str(&b, NETD_A_ID, "abc");
+	assert_int_equal(b.cap < 1024, true);
+	assert_int_equal(ipc_send(sv[0], &b), 0);
+	ipc_buf_release(&b);
+	assert_int_equal(ipc_recv(sv[1], &m), 0);
+	assert_int_equal(m.len, MNL_NLMSG_HDRLEN + MNL_ATTR_HDRLEN + 4);
+	assert_int_equal(ipc_msg_check(&netd_control_proto, &m, NETD_CS_OPEN, err, sizeof err), 0);
+	assert_string_equal(ipc_get_str(&m, NETD_A_ID), "abc");
+	ipc_msg_clear(&m);
+	free(s);
+}
+
+/* The outgoing queue (ipc_outq): what a full socket did not take waits, in order, with its own copies of
+ * the fds it carries; a flush sends it when the socket has room, and a message given meanwhile never
+ * overtakes it. */
+static void test_outq(void **state)
+{
+	struct ipc_outq q;
+	struct ipc_buf b;
+	struct ipc_msg m;
+	struct stat a, c;
+	char err[256], id[16];
+	int before = open_fd_count(), fd = open("/dev/null", O_RDONLY | O_CLOEXEC), r;
+	unsigned sent = 0, got = 0;
+
+	assert_true(fd >= 0);
+	ipc_outq_init(&q);
+	/* fill the socket: the first messages go at once, the rest queue */
+	while (q.n == 0) {
+		assert_int_equal(ipc_buf_init(&b, NETD_MSG_END, ++sent), 0);
+		snprintf(id, sizeof id, "%010u", sent);
+		ipc_buf_put_str(&b, NETD_A_ID, id);
+		assert_int_equal(ipc_outq_send(&q, sv[0], &b), 0);
+		ipc_buf_release(&b);
+		assert_true(sent < 100000);
+	}
+	assert_int_equal(q.n, 1);
+	assert_true(q.bytes > 0);
+	/* a message with an fd queues behind it, and the caller's fd may close at once */
+	assert_int_equal(ipc_buf_init(&b, NETD_ENG_LISTENER, ++sent), 0);
+	ipc_buf_put_u32(&b, NETD_A_KIND, 1);
+	ipc_buf_put_fd(&b, fd);
+	assert_int_equal(ipc_outq_send(&q, sv[0], &b), 0);
+	ipc_buf_release(&b);
+	assert_int_equal(q.n, 2);
+	fstat(fd, &a);
+	close(fd);
+	/* a malformed message is refused, not queued */
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_END, 0), 0);
+	for (int i = 0; i < 5000; i++)
+		ipc_buf_put_str(&b, NETD_A_ID, "0123456789012345678901234567890123456789");
+	assert_int_equal(ipc_outq_send(&q, sv[0], &b), -EMSGSIZE);
+	ipc_buf_release(&b);
+	assert_int_equal(q.n, 2);
+	/* nothing leaves while the socket is full */
+	assert_int_equal(ipc_outq_flush(&q, sv[0]), 0);
+	/* the reader drains: every message arrives once, in the order given */
+	for (;;) {
+		r = ipc_recv_nowait(sv[1], &m);
+		if (r == -EAGAIN) {
+			ipc_msg_clear(&m);
+			if (!q.n)
+				break;
+			assert_true(ipc_outq_flush(&q, sv[0]) > 0);
+			continue;
+		}
+		assert_int_equal(r, 0);
+		assert_int_equal(m.seq, ++got);
+		if (got < sent) {
+			assert_int_equal(ipc_msg_check(&netd_control_proto, &m, NETD_CS_OPEN, err, sizeof err), 0);
+			snprintf(id, sizeof id, "%010u", got);
+			assert_string_equal(ipc_get_str(&m, NETD_A_ID), id);
+		} else {
+			int fd2;
+
+			assert_int_equal(ipc_msg_check(&netd_engine_proto, &m, NETD_ES_INIT, err, sizeof err), 0);
+			fd2 = ipc_msg_take_fd(&m, 0);
+			assert_true(fd2 >= 0);
+			fstat(fd2, &c);
+			assert_true(a.st_ino == c.st_ino && a.st_dev == c.st_dev);
+			close(fd2);
+		}
+		ipc_msg_clear(&m);
+	}
+	assert_int_equal(got, sent);
+	assert_int_equal(q.bytes, 0);
+	/* queued messages that never go are freed with their fds */
+	fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	for (unsigned i = 0; q.n < 3; i++) {
+		assert_int_equal(ipc_buf_init(&b, NETD_ENG_REOPEN_LOG, i), 0);
+		ipc_buf_put_fd(&b, fd);
+		assert_int_equal(ipc_outq_send(&q, sv[0], &b), 0);
+		ipc_buf_release(&b);
+		assert_true(i < 100000);
+	}
+	close(fd);
+	ipc_outq_clear(&q);
+	assert_int_equal(q.n, 0);
+	assert_null(q.head);
+	teardown(state); /* the records still in the socket hold fds too */
+	assert_int_equal(open_fd_count(), before - 2);
+	setup(state);
+	/* a peer that went away: an error, nothing queued */
+	close(sv[1]);
+	assert_int_equal(ipc_buf_init(&b, NETD_MSG_OK, 1), 0);
+	assert_int_equal(ipc_outq_send(&q, sv[0], &b), -EPIPE);
+	ipc_buf_release(&b);
+	assert_int_equal(q.n, 0);
+	sv[1] = open("/dev/null", O_RDONLY | O_CLOEXEC); /* for teardown */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -933,6 +1102,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_text_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_text_fd_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_text_sender_limits, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_outq, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sizes, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# engine_stall: sluiced with its proxy engine stopped (SIGSTOP) and the engine's socket full of dropped
+# packets' records (docs/netd.md, "Engine protocol"). Nothing sluiced sends the engine waits: what the
+# socket does not take is queued, in order, and sent when the engine reads again. So sluiced keeps
+# answering (`sluicectl sessions`, a session's teardown, a new session's setup), and once the engine runs
+# again every queued message takes effect in order: a session removed during the stall is gone from the
+# engine before its address serves a new session, a policy changed during the stall is in force. When
+# the queue does not move for 2 s, new setups (and those waiting for the engine) and approvals fail with
+# an error naming the engine; after 10 s the engine is killed and restarted, and the new one is given the live
+# sessions as they are now (not the removed ones; the narrowed policy). Also: the count of drops the
+# stalled engine did not take, offered again every second, reaches the audit log once the engine runs,
+# with no further drop to carry it (netd/nflog.c's retry).
+set -u
+. "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
+. "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
+lab_enter "$@"
+_lab_need curl jq "$LAB_PYTHON"
+
+B=$SLUICE_BUILD_DIR
+CLIENT=$B/tests/integration/netd-testclient CTL=$B/tools/sluicectl/sluicectl
+RUN=/run/sluice AUDIT=$LAB_DIR/audit.log
+POOL4=100.64.0.0/28 # slots 2-14: thirteen sessions fill it, so a new session reuses the slot of one that ended
+export SLUICE_RUN_DIR=$RUN
+lab_internet_up >/dev/null
+mkdir -p "$LAB_DIR/etc-sluice" "$LAB_DIR/tmp"
+P=$LAB_DIR/tmp
+echo '{"allow": ["allowed.test"]}' >"$P/a.json"              # A, and the fillers
+echo '{"allow": ["other.test"]}' >"$P/b.json"                # B, which gets A's address
+echo '{"allow": ["allowed.test", "other.test"]}' >"$P/c.json" # C, narrowed twice while the engine stalls
+echo '{"allow": ["other.test"]}' >"$P/c2.json"
+echo '{"allow": ["evil.test"]}' >"$P/c3.json"
+echo '{"allow": ["allowed.test"], "options": {"ask": true, "ask_timeout": 60}}' >"$P/h.json" # H: other.test is held
+chmod 0644 "$P"/*.json
+. "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh" # start_sluiced, eventually, session, reply
+
+LOG=$(lab_log sluiced)
+code() { # code NS URL: the proxy's status for URL from session NS
+	lab_exec "$1" curl -s -m 5 --noproxy '' -x "http://$(reply "$1" gw4):3128" -o /dev/null -w '%{http_code}' "$2"
+}
+# flood NS...: 1500 UDP datagrams from each session NS to its gateway's closed ports, within a second: each
+# is dropped and logged, and 500 of each session's are handed to the engine (its share of the rate), which
+# fills the stopped engine's socket
+flood() {
+	local ns pids=()
+	for ns in "$@"; do
+		lab_exec "$ns" "$LAB_PYTHON" -c '
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(1500):
+    s.sendto(b"drop-me", (sys.argv[1], 9000 + i % 100))' "$(reply "$ns" gw4)" &
+		pids+=($!)
+	done
+	wait "${pids[@]}"
+}
+since() { tail -n +"$(($1 + 1))" "$LOG"; } # since N: sluiced's (and its engine's) log after its first N lines
+lines() { wc -l <"$LOG"; }
+logged() { since "$1" | grep -Eq -- "$2"; } # logged N ERE
+gone() { ! "$CTL" sessions | grep -q "^$1 "; }
+# attach NAME POLICY: a session NAME set up in the background (its client's output where `reply` reads it)
+attach() {
+	ip netns add "$1"
+	"$CLIENT" attach "/run/netns/$1" "$2" "test $1" </dev/null >"$LAB_DIR/state/$1.reply" 2>&1 &
+	HOLD[$1]=$!
+	lab_defer "kill -TERM ${HOLD[$1]} 2>/dev/null; wait ${HOLD[$1]} 2>/dev/null"
+}
+out() { cat "$LAB_DIR/state/$1.reply"; }
+answered() { grep -q -e '^proxy_port=' -e '^netd-testclient:' "$LAB_DIR/state/$1.reply"; }
+setup_ms() { echo $(($(reply "$1" setup_us) / 1000)); }
+sessions_answer() { timeout 1.5 "$CTL" sessions >/dev/null; }
+metric() { timeout 1.5 "$CTL" metrics | sed -n "s/^$1 //p"; }
+
+check "sluiced starts" start_sluiced
+for s in a f1 f2 f3; do session "$s" "$P/a.json" || lab_bail "session $s did not open"; done
+session c "$P/c.json" || lab_bail "session c did not open"
+session h "$P/h.json" || lab_bail "session h did not open"
+A=$(reply a id) C=$(reply c id) F1=$(reply f1 id) F2=$(reply f2 id) F3=$(reply f3 id)
+for i in $(seq 7); do "$CTL" netns create --name "fill$i" --allow allowed.test >/dev/null || lab_bail "fill$i"; done
+check_eq "the pool's thirteen slots are taken" 13 "$("$CTL" sessions | grep -c '^[0-9a-f]\{10\} ')"
+check_eq "session A reaches allowed.test" 200 "$(code a http://allowed.test/)"
+check_eq "session C reaches other.test" 200 "$(code c http://other.test/)"
+
+# ---- a stall shorter than 2 s: everything queued meanwhile takes effect, in order ----
+EPID=$(pgrep -P "$(lab_pid sluiced)" | head -n 1)
+n0=$(lines)
+summaries=$(grep -c '"protocol":"drop-summary"' "$AUDIT")
+not_taken() { grep '"protocol":"drop-summary"' "$AUDIT" | tail -n +$((summaries + 1)) |
+	grep -Eq '"session":null.*"reason":"[0-9]+ dropped packets not audited one by one: [0-9]+ over the rate limit, [0-9]+ lost by the kernel, [1-9][0-9]* not taken by the engine"'; }
+# quiet: no new NFLOG report for 1.5 s (every drop of the flood has been counted and reported)
+quiet() { local n; n=$(grep -c 'NFLOG: ' "$LOG"); sleep 1.5; [ "$(grep -c 'NFLOG: ' "$LOG")" -eq "$n" ]; }
+kill -STOP "$EPID"
+flood f2 f3
+check "with the engine stopped, its socket fills: sluiced counts the drops it did not take" eventually logged "$n0" \
+	'NFLOG: [0-9]+ dropped packets not audited .* [1-9][0-9]* not taken by the engine'
+check "... and reports every drop of the flood while the engine is stopped (no report for 1.5 s)" eventually quiet
+check_not "... whose summary the stopped engine could not take" not_taken
+n1=$(lines)
+kill -TERM "${HOLD[a]}" # A ends: its removal is the first message the socket does not take
+wait "${HOLD[a]}"
+unset "HOLD[a]"
+t0=$(date +%s%N)
+check "... and a session ends at once (sluiced's loop does not wait for the engine)" eventually gone "$A"
+check "sluicectl sessions answers at once" sessions_answer
+"$CLIENT" policy "$C" "$P/c2.json" >"$P/c2.out" 2>&1 & # narrows C: in force once the engine takes it
+cpid=$!
+attach b "$P/b.json" # takes A's slot (the only free one) once A's link is gone
+check "... and sluiced changes C's policy meanwhile" eventually logged "$n1" "session $C: policy replaced"
+check "... and wires a new session B" eventually logged "$n1" 'session [0-9a-f]{10}: wired'
+stalled_ms=$((($(date +%s%N) - t0) / 1000000))
+check "(the engine resumes before the 2 s bound: ${stalled_ms} ms after the first queued message)" \
+	test "$stalled_ms" -lt 1900
+check_not "B has no answer while the engine is stopped (its reply waits for the engine's)" answered b
+kill -CONT "$EPID"
+check "B's setup is answered once the engine runs again" eventually answered b
+out b | sed 's/^/# /'
+B_ID=$(reply b id)
+check_eq "... with A's address (the slot A's end freed)" "$(reply a addr4)" "$(reply b addr4)"
+first_of() { since "$n1" | grep -e "session $A removed" -e "session $B_ID added" | head -1; }
+check_match "the engine removed A before it added B" "session $A removed" "$(first_of)"
+check_eq "B is served by its own policy: other.test" 200 "$(code b http://other.test/)"
+check_eq "... and not by A's: allowed.test is refused" 403 "$(code b http://allowed.test/)"
+wait "$cpid"
+check_eq "C's policy change is answered once the engine applied it" "policy=replaced" "$(cat "$P/c2.out")"
+check_eq "C's narrowed policy is in force: allowed.test is refused" 403 "$(code c http://allowed.test/)"
+check_eq "... other.test still allowed" 200 "$(code c http://other.test/)"
+# nflog.c offers the drops the engine did not take again every second: they reach the audit log although
+# no drop followed the flood (fails without that retry: nothing else would report them again)
+check "the count of drops the stalled engine did not take reaches the audit log, offered again after the stall" \
+	eventually not_taken
+
+# ---- a stall past the bounds: setups refused at 2 s, the engine restarted at 10 s ----
+code h http://other.test/ >"$P/held.out" 2>&1 & # held for approval
+held_id() { "$CTL" asks --json 2>/dev/null | jq -r '.[] | select(.host == "other.test") | .id'; }
+is_held() { [ -n "$(held_id)" ]; }
+check "a request of session H is held for approval" eventually is_held
+HELD=$(held_id)
+sleep 1 # a new second for the drops' rate
+n2=$(lines)
+kill -STOP "$EPID"
+flood f2 f3
+check "the engine is stopped again, its socket full" eventually logged "$n2" \
+	'NFLOG: [0-9]+ dropped packets not audited .* [1-9][0-9]* not taken by the engine'
+kill -TERM "${HOLD[f1]}" # ends: its removal is queued
+wait "${HOLD[f1]}"
+unset "HOLD[f1]"
+t0=$(date +%s%N)
+"$CLIENT" policy "$C" "$P/c3.json" >"$P/c3.out" 2>&1 & # narrows C again
+cpid=$!
+attach d "$P/a.json" # set up while the queue has not moved for 2 s yet: waits for the engine
+check "sluicectl sessions answers while the engine stalls" sessions_answer
+queued_is() { [ "$(metric sluice_engine_queued_messages)" = "$1" ]; }
+check "... and its metrics count the messages waiting for the engine (F1's end, C's policy, D's setup)" \
+	eventually queued_is 3
+check "a setup that waits for the stalled engine fails when the queue has not moved for 2 s" eventually answered d
+el=$((($(date +%s%N) - t0) / 1000000))
+out d | sed 's/^/# /'
+check_match "... naming the engine and saying to try again" \
+	'proxy engine \(pid [0-9]+\) has taken no message from sluiced for 2\.[0-9] s .* try again' "$(out d)"
+check "... within the bound (2 s after the first queued message, ${el} ms)" test "$el" -ge 1900 -a "$el" -lt 3500
+attach e "$P/a.json"
+check "a new setup while it stalls fails at once" eventually answered e
+check_match "... with the same error" 'has taken no message from sluiced' "$(out e)"
+check "... within a second ($(setup_ms e) ms)" test "$(setup_ms e)" -lt 1000
+out=$(timeout 1.5 "$CTL" approve "$HELD" 2>&1)
+check_eq "an approval while it stalls is refused at once (exit 1)" 1 "$?"
+check_match "... saying why (the verdict would wait behind the stall)" 'has taken no message from sluiced.*try again' "$out"
+t1=$(date +%s%N)
+check "a session ends while it stalls (sluicectl session end answers at once)" \
+	timeout 1.5 "$CTL" session end "$F2"
+end_ms=$((($(date +%s%N) - t1) / 1000000))
+check "... and is gone" gone "$F2"
+check "sluicectl sessions still answers" sessions_answer
+wait_long() { local i; for i in $(seq 300); do "$@" && return 0; sleep 0.05; done; return 1; } # 15 s
+check "after 10 s without progress the engine is killed" \
+	wait_long logged "$n2" 'has taken no message from sluiced for 1[0-9]\.[0-9] s \(.*\): killing it'
+check "... and a new one runs" eventually logged "$n2" 'proxy engine [0-9]+ running'
+check_eq "... counted in the metrics" 1 "$(metric sluice_engine_stuck_restarts_total)"
+check_eq "... with nothing queued any more" 0 "$(metric sluice_engine_queued_messages)"
+n3=$(grep -n 'proxy engine [0-9]* running' "$LOG" | tail -1 | cut -d: -f1)
+wait "$cpid"
+check_eq "C's policy change is answered (the new engine has it)" "policy=replaced" "$(cat "$P/c3.out")"
+for id in "$C" "$B_ID" "$F3" "$(reply h id)"; do
+	check "the new engine is given live session $id" eventually logged "$n3" "session $id added"
+done
+check_not "... and not F1 nor F2, which ended while the old one stalled" logged "$n3" "session ($F1|$F2) added"
+check_eq "C's policy as changed during the stall is in force: other.test refused" 403 "$(code c http://other.test/)"
+check_eq "... evil.test allowed" 200 "$(code c http://evil.test/)"
+check_eq "B is still served by its policy" 200 "$(code b http://other.test/)"
+check "a new session opens again" session g "$P/a.json"
+check_eq "... and is served" 200 "$(code g http://allowed.test/)"
+diag "stalled engine: a waiting setup refused after ${el} ms, a new one in $(setup_ms e) ms; a session ended in ${end_ms} ms"
+
+done_testing
