@@ -183,7 +183,7 @@ machine_run() {
 }
 
 : >"$mdir/machine.txt"
-echo "# warming up; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# origin $origin; warming up; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for p in "${mnames[@]}"; do [ "${p%n}" = direct ] || wrk_run "${p%[dnt]}" 10 >/dev/null; done
 # (the bench's lab has no nftables ruleset and no conntrack in any namespace: netd is not running)
 for ns in host s1 inet; do

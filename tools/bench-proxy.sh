@@ -7,9 +7,9 @@
 # is met, and writes it all as JSON to BENCH_JSON (default BUILD_DIR/bench-proxy.json; the DNS results
 # under "dns"). BENCH_SECONDS (default 8) per measurement.
 #
-#   keep-alive:     wrk, BENCH_CONNS (default 64) keep-alive connections, a tiny response from a fast origin
-#                   (bench-origin, or nginx: BENCH_ORIGIN): requests/s, p50/p99, the proxy's CPU per
-#                   request; and wrk with 1 connection for the latency a proxy adds
+#   keep-alive:     wrk, BENCH_CONNS (default 64) keep-alive connections, a tiny response from the origin
+#                   (BENCH_ORIGIN): requests/s, p50/p99, the proxy's CPU per request; and wrk with 1
+#                   connection for the latency a proxy adds
 #   new connection: ab -c1 (HTTP/1.0, a new connection per request, one at a time): requests/s, p50/p99
 #                   (ab's percentiles, -e), the proxy's CPU per request
 #   bulk:           curl downloading BENCH_BULK_MIB (default 1024) MiB: through a CONNECT tunnel (curl -p),
@@ -20,9 +20,10 @@
 #                   This script once measured DNS itself, with allowed names only and dnsmasq as a plain
 #                   forwarder, and reported sluice ahead where the allowlisting case (bench-dns) had it
 #                   behind (issue 16); bench-dns measures the allowlist work both do, with denied names.
-# BENCH_ORIGIN=nginx: the origin is nginx (one process, one worker, no access log; issue 16's own origin)
-# instead of bench-origin (the default), serving the same three resources (below, where it starts);
-# BENCH_AB, BENCH_MACHINE, BENCH_PERF work with either. docs/proxy.md has the figures of both.
+# BENCH_ORIGIN: nginx (the default: issue 16's own origin; one process, one worker, no access log) or
+# bench-origin (tools/bench-origin.c, libevent's evhttp: the origin of the figures before 2026-11-27
+# 17:30), serving the same three resources (below, where it starts); BENCH_AB, BENCH_MACHINE, BENCH_PERF
+# work with either. docs/proxy.md ("The origin") has the figures of both and why nginx is the default.
 # BENCH_PERF=DIR records a perf profile (perf record -g) of sluice-proxy during its keep-alive and
 # new-connection runs of the first round into DIR/perf-{keepalive,newconn}.data, and BENCH_STRACE=DIR its
 # system calls (strace -c) into DIR/strace-{keepalive,newconn}.txt (in another run: strace slows it down).
@@ -74,7 +75,8 @@ read -r S_ADDR GW _ < <(lab_session_info s1)
 
 # The origin (BENCH_ORIGIN), and an upstream DNS server without query logging (the lab's logs every query).
 bulk_bytes=$((${BENCH_BULK_MIB:-1024} * 1024 * 1024))
-case ${BENCH_ORIGIN:-bench-origin} in
+origin=${BENCH_ORIGIN:-nginx}
+case $origin in
 bench-origin) lab_bg origin -n inet "$SLUICE_BUILD_DIR/tools/bench-origin" 0.0.0.0 "$ORIGIN_PORT" ;;
 nginx)
 	# nginx (tools/bench-nginx.sh: one process, one worker) serving what bench-origin serves: "/" the same
@@ -100,7 +102,7 @@ nginx)
     }
     location = /empty { internal; root $W/www; }"
 	;;
-*) lab_bail "BENCH_ORIGIN: '$BENCH_ORIGIN' is neither bench-origin nor nginx" ;;
+*) lab_bail "BENCH_ORIGIN: '$origin' is neither nginx nor bench-origin" ;;
 esac
 ip -n inet addr add "$UPSTREAM_DNS/24" dev eth0
 printf '%s\n' no-resolv no-hosts no-poll "addn-hosts=$LAB_DIR/dns/hosts" "listen-address=$UPSTREAM_DNS" \
@@ -109,7 +111,7 @@ printf '%s\n' no-resolv no-hosts no-poll "addn-hosts=$LAB_DIR/dns/hosts" "listen
 echo "$LAB_ALLOWED4 bench.test" >>"$LAB_DIR/dns/hosts"
 lab_bg upstream-dns -n inet dnsmasq --keep-in-foreground --conf-file="$LAB_DIR/upstream-dns.conf"
 lab_wait_port inet 198.18.1.11 "$ORIGIN_PORT" 5 ||
-	lab_bail "the origin (${BENCH_ORIGIN:-bench-origin}) did not start: $(tail -n 3 "$(lab_log origin)" "$LAB_DIR/nginx/error.log" 2>/dev/null)"
+	lab_bail "the origin ($origin) did not start: $(tail -n 3 "$(lab_log origin)" "$LAB_DIR/nginx/error.log" 2>/dev/null)"
 
 # ---- the proxies, all in the host namespace on the session's gateway
 proxy_start s1 "{\"allow\": [{\"host\": \"allowed.test\", \"ports\": [$ORIGIN_PORT]}, \"bench.test\", \"registry.test\"]}"
@@ -264,7 +266,7 @@ if [ -n "${BENCH_AB:-}" ]; then
 	declare -A AB=([3128]=A [3131]=B [direct]=direct)
 	wrk_run 3128 10 >/dev/null
 	wrk_run 3131 10 >/dev/null
-	echo "# A: $SLUICE_BUILD_DIR, B: $BENCH_AB; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "# A: $SLUICE_BUILD_DIR, B: $BENCH_AB, origin $origin; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 	declare -A S
 	order=(3128 3131 direct)
 	for ((round = 1; round <= ${BENCH_ROUNDS:-3}; round++)); do
@@ -372,7 +374,7 @@ res = {names[p]: {m: med(m, p) for m, _ in rows} for p in names}
 def fmt(v):
     return "-" if v is None else (f"{v:.0f}" if v >= 100 else f"{v:.3g}")
 print()
-print(f"sluice-proxy benchmark ({os.cpu_count()} CPUs, ${secs} s per run, median of $rounds rounds, kernel {os.uname().release})")
+print(f"sluice-proxy benchmark ({os.cpu_count()} CPUs, ${secs} s per run, median of $rounds rounds, kernel {os.uname().release}, origin $origin)")
 print("load average before: $load_before, after: $load_after")
 print(f"{'':44}" + "".join(f"{n:>11}" for n in names.values()))
 for m, label in rows:
@@ -407,7 +409,7 @@ for what, v, op, target in goals:
     glist.append({"goal": what, "value": v, "target": f"{op} {target}", "met": met})
     print(f"  {what:44} {fmt(v) if v is None or v >= 100 else v:>8}  [{op} {target}]  {'met' if met else 'NOT met' if met is not None else 'n/a'}")
 print(f"  sluice wrote $audit_lines audit lines; failures or non-2xx: {bad or 'none'}")
-doc = {"date": "$(date -u +%FT%TZ)", "kernel": os.uname().release, "cpus": os.cpu_count(), "seconds": $secs,
+doc = {"date": "$(date -u +%FT%TZ)", "kernel": os.uname().release, "cpus": os.cpu_count(), "origin": "$origin", "seconds": $secs,
        "rounds": $rounds, "connections": $conns, "bulk_mib": ${BENCH_BULK_MIB:-1024},
        "load_before": "$load_before", "load_after": "$load_after", "audit_lines": $audit_lines, "failures": bad,
        "results": res, "samples": {names[k.rsplit("_", 1)[1]] + ":" + k.rsplit("_", 1)[0]: v for k, v in S.items()},
