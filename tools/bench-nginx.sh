@@ -9,7 +9,7 @@
 # block's directives (listen, locations). The caller waits for the port.
 bench_nginx() {
 	local name=$1 dir=$2 server=$3
-	mkdir -p "$dir/tmp" && chmod 0755 "$dir" "$dir/tmp" || lab_bail "cannot make $dir"
+	if ! mkdir -p "$dir/tmp" || ! chmod 0755 "$dir" "$dir/tmp"; then lab_bail "cannot make $dir"; fi
 	cat >"$dir/nginx.conf" <<-CONF
 		daemon off;
 		master_process off;
