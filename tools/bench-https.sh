@@ -30,30 +30,14 @@ read -r S_ADDR GW _ < <(lab_session_info s1)
 
 # ---- the origin: nginx with the lab's certificate, a tiny response and a big file
 W=$LAB_DIR/nginx
-mkdir -p "$W/www/bulk" "$W/tmp" && chmod -R 0755 "$W"
+mkdir -p "$W/www/bulk" && chmod -R 0755 "$W"
 truncate -s "${mib}M" "$W/www/bulk/file"
-cat >"$W/nginx.conf" <<CONF
-daemon off;
-worker_processes 1;
-pid $W/nginx.pid;
-error_log $W/error.log;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $W/tmp; proxy_temp_path $W/tmp; fastcgi_temp_path $W/tmp; uwsgi_temp_path $W/tmp;
-  scgi_temp_path $W/tmp;
-  keepalive_requests 1000000;
-  sendfile on;
-  server {
-    listen $PORT ssl;
+. "$src/tools/bench-nginx.sh"
+bench_nginx nginx "$W" "    listen $PORT ssl;
     ssl_certificate $LAB_DIR/tls/server.pem;
     ssl_certificate_key $LAB_DIR/tls/server.key;
-    location = /small { default_type text/plain; return 200 "ok\n"; }
-    location /bulk/ { root $W/www; }
-  }
-}
-CONF
-lab_bg nginx -n inet nginx -c "$W/nginx.conf" -p "$W"
+    location = /small { default_type text/plain; return 200 \"ok\\n\"; }
+    location /bulk/ { root $W/www; }"
 lab_wait_port inet "$LAB_ALLOWED4" "$PORT" 5 || lab_bail "nginx did not start: $(cat "$W/error.log")"
 
 # ---- sluice-proxy: a session whose policy inspects bench.allowed.test; the engine trusts the lab's CA

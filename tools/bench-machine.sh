@@ -128,11 +128,15 @@ nft_on_notrack() {
 # request function)
 wrk_args() {
 	WRK_ARGS=(-t 2 -c "$conns" -d "$2s")
-	case ${1%[nt]} in
-	direct) WRK_ARGS+=("http://$LAB_ALLOWED4:$ORIGIN_PORT/") ;;
+	case $1 in
+	direct | directn) WRK_ARGS+=("http://$LAB_ALLOWED4:$ORIGIN_PORT/") ;;
 	*d) WRK_ARGS+=(-s "$LAB_DIR/proxy-dynamic.lua" "http://$GW:${1%d}/") ;;
 	*) WRK_ARGS+=(-s "$LAB_DIR/proxy.lua" "http://$GW:${1%[nt]}/") ;;
 	esac
+}
+# ruleset_on WHO: loads the ruleset a contender runs with (a trailing n or, on a port, t; not "direct"'s t)
+ruleset_on() {
+	case $1 in *n) nft_on ;; [0-9]*t) nft_on_notrack ;; esac
 }
 # proxy_of WHO: the pid of a contender's proxy (nothing for the direct path)
 proxy_of() { [ "${1%n}" = direct ] || lab_pid "${PIDNAME[${1%[dnt]}]}"; }
@@ -142,7 +146,7 @@ machine_run() {
 	local where=$1 round=$2 ppid=0 p0=0 o0 s0 ns ctxp0="0 0" ctxo0 n wns wctx v nv v0 nv0
 	[ "${where%n}" = direct ] || ppid=$(proxy_of "$where")
 	# (every connection made anew with the ruleset on or off: conntrack sees each from its start)
-	case $where in *n) nft_on ;; *t) nft_on_notrack ;; esac
+	ruleset_on "$where"
 	for ns in s1 host inet; do nstat_all "$ns" >"$LAB_DIR/nstat0-$ns"; done
 	[ "$ppid" = 0 ] || { p0=$(task_ns "$ppid"); ctxp0=$(ctx_of "$ppid"); }
 	o0=$(task_ns "$origin_pid") ctxo0=$(ctx_of "$origin_pid") s0=$(softirq_ticks)
@@ -179,7 +183,7 @@ machine_run() {
 }
 
 : >"$mdir/machine.txt"
-echo "# warming up; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# origin $origin; warming up; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for p in "${mnames[@]}"; do [ "${p%n}" = direct ] || wrk_run "${p%[dnt]}" 10 >/dev/null; done
 # (the bench's lab has no nftables ruleset and no conntrack in any namespace: netd is not running)
 for ns in host s1 inet; do
@@ -199,7 +203,7 @@ if command -v strace >/dev/null && [ -z "${BENCH_MACHINE_NOSTRACE:-}" ]; then
 	for p in "${mnames[@]}"; do
 		pids=("$origin_pid") tracers=()
 		[ "${p%n}" = direct ] || pids+=("$(proxy_of "$p")")
-		case $p in *n) nft_on ;; *t) nft_on_notrack ;; esac
+		ruleset_on "$p"
 		for pid in "${pids[@]}"; do
 			timeout -s INT "$secs" strace -c -f -p "$pid" -o "$mdir/strace-${MN[$p]}-$pid.txt" >/dev/null 2>&1 &
 			tracers+=($!)
@@ -223,7 +227,7 @@ fi
 # A perf record -a -g run per contender (perf costs CPU itself: its own run)
 if command -v perf >/dev/null && [ -z "${BENCH_MACHINE_NOPERF:-}" ]; then
 	for p in "${mnames[@]}"; do
-		case $p in *n) nft_on ;; *t) nft_on_notrack ;; esac
+		ruleset_on "$p"
 		wrk_args "$p" "$secs"
 		ip netns exec s1 wrk "${WRK_ARGS[@]}" >"$LAB_DIR/wrk.out" &
 		wpid=$! # (ip netns exec execs wrk: the same pid)

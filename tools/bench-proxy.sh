@@ -7,8 +7,8 @@
 # is met, and writes it all as JSON to BENCH_JSON (default BUILD_DIR/bench-proxy.json; the DNS results
 # under "dns"). BENCH_SECONDS (default 8) per measurement.
 #
-#   keep-alive:     wrk, BENCH_CONNS (default 64) keep-alive connections, a tiny response from a fast origin
-#                   (bench-origin): requests/s, p50/p99, the proxy's CPU per request; and wrk with 1
+#   keep-alive:     wrk, BENCH_CONNS (default 64) keep-alive connections, a tiny response from the origin
+#                   (BENCH_ORIGIN): requests/s, p50/p99, the proxy's CPU per request; and wrk with 1
 #                   connection for the latency a proxy adds
 #   new connection: ab -c1 (HTTP/1.0, a new connection per request, one at a time): requests/s, p50/p99
 #                   (ab's percentiles, -e), the proxy's CPU per request
@@ -20,6 +20,10 @@
 #                   This script once measured DNS itself, with allowed names only and dnsmasq as a plain
 #                   forwarder, and reported sluice ahead where the allowlisting case (bench-dns) had it
 #                   behind (issue 16); bench-dns measures the allowlist work both do, with denied names.
+# BENCH_ORIGIN: nginx (the default: issue 16's own origin; one process, one worker, no access log) or
+# bench-origin (tools/bench-origin.c, libevent's evhttp: the origin of the figures before 2026-11-27
+# 17:30), serving the same three resources (below, where it starts); BENCH_AB, BENCH_MACHINE, BENCH_PERF
+# work with either. docs/proxy.md ("The origin") has the figures of both and why nginx is the default.
 # BENCH_PERF=DIR records a perf profile (perf record -g) of sluice-proxy during its keep-alive and
 # new-connection runs of the first round into DIR/perf-{keepalive,newconn}.data, and BENCH_STRACE=DIR its
 # system calls (strace -c) into DIR/strace-{keepalive,newconn}.txt (in another run: strace slows it down).
@@ -69,15 +73,45 @@ lab_internet_up >/dev/null
 lab_session s1 >/dev/null
 read -r S_ADDR GW _ < <(lab_session_info s1)
 
-# A fast origin, and an upstream DNS server without query logging (the lab's logs every query).
-lab_bg origin -n inet "$SLUICE_BUILD_DIR/tools/bench-origin" 0.0.0.0 "$ORIGIN_PORT"
+# The origin (BENCH_ORIGIN), and an upstream DNS server without query logging (the lab's logs every query).
+bulk_bytes=$((${BENCH_BULK_MIB:-1024} * 1024 * 1024))
+origin=${BENCH_ORIGIN:-nginx}
+case $origin in
+bench-origin) lab_bg origin -n inet "$SLUICE_BUILD_DIR/tools/bench-origin" 0.0.0.0 "$ORIGIN_PORT" ;;
+nginx)
+	# nginx (tools/bench-nginx.sh: one process, one worker) serving what bench-origin serves: "/" the same
+	# 29-byte JSON body from memory (nginx adds "Server: nginx" and "Connection: keep-alive"), "/bytes/N"
+	# a sparse file of N bytes (sendfile, with a Content-Length), "/chunked/N" the same file without its
+	# length: the addition filter (an empty add_after_body) clears the length, so an HTTP/1.1 client gets it
+	# chunked, unscanned (sub_filter and SSI would parse every byte; gzip would compress it). Read through
+	# one 256 KiB buffer instead of sendfile: chunks of 256 KiB, like bench-origin's (with sendfile the
+	# whole file is one chunk)
+	_lab_need nginx
+	W=$LAB_DIR/nginx
+	mkdir -p "$W/www/bytes" && chmod -R 0755 "$W"
+	truncate -s "$bulk_bytes" "$W/www/bytes/$bulk_bytes"
+	: >"$W/www/empty"
+	. "$src/tools/bench-nginx.sh"
+	bench_nginx origin "$W" "    listen $ORIGIN_PORT;
+    location = / { default_type application/json; return 200 '{\"ok\":true,\"origin\":\"bench\"}\\n'; }
+    location /bytes/ { alias $W/www/bytes/; default_type application/octet-stream; }
+    location /chunked/ {
+      alias $W/www/bytes/; default_type application/octet-stream;
+      add_after_body /empty; addition_types application/octet-stream;
+      sendfile off; output_buffers 1 256k;
+    }
+    location = /empty { internal; root $W/www; }"
+	;;
+*) lab_bail "BENCH_ORIGIN: '$origin' is neither nginx nor bench-origin" ;;
+esac
 ip -n inet addr add "$UPSTREAM_DNS/24" dev eth0
 printf '%s\n' no-resolv no-hosts no-poll "addn-hosts=$LAB_DIR/dns/hosts" "listen-address=$UPSTREAM_DNS" \
 	bind-interfaces local=/test/ local-ttl=300 "pid-file=$LAB_DIR/state/upstream-dns.pid" user=root group=root \
 	>"$LAB_DIR/upstream-dns.conf"
 echo "$LAB_ALLOWED4 bench.test" >>"$LAB_DIR/dns/hosts"
 lab_bg upstream-dns -n inet dnsmasq --keep-in-foreground --conf-file="$LAB_DIR/upstream-dns.conf"
-lab_wait_port inet 198.18.1.11 "$ORIGIN_PORT" 5 || lab_bail "bench-origin did not start"
+lab_wait_port inet 198.18.1.11 "$ORIGIN_PORT" 5 ||
+	lab_bail "the origin ($origin) did not start: $(tail -n 3 "$(lab_log origin)" "$LAB_DIR/nginx/error.log" 2>/dev/null)"
 
 # ---- the proxies, all in the host namespace on the session's gateway
 proxy_start s1 "{\"allow\": [{\"host\": \"allowed.test\", \"ports\": [$ORIGIN_PORT]}, \"bench.test\", \"registry.test\"]}"
@@ -196,7 +230,6 @@ ab_run() {
 	read -r p50 p99 < <(awk -F, '$1 == 50 { a = $2 } $1 == 99 { b = $2 } END { printf "%.3f %.3f\n", a, b }' "$csv")
 	echo "$rps $p50 $p99 $(cpu_per "$where" "$t0" "${n:-0}" 1e6) $bad"
 }
-bulk_bytes=$((${BENCH_BULK_MIB:-1024} * 1024 * 1024))
 # bulk_run PORT|direct connect|length|chunked: prints "MB/s cpu_s_per_GiB" of a download of bulk_bytes
 # (0 if it did not complete; "-" for the CPU of the direct path)
 bulk_run() {
@@ -233,7 +266,7 @@ if [ -n "${BENCH_AB:-}" ]; then
 	declare -A AB=([3128]=A [3131]=B [direct]=direct)
 	wrk_run 3128 10 >/dev/null
 	wrk_run 3131 10 >/dev/null
-	echo "# A: $SLUICE_BUILD_DIR, B: $BENCH_AB; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "# A: $SLUICE_BUILD_DIR, B: $BENCH_AB, origin $origin; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 	declare -A S
 	order=(3128 3131 direct)
 	for ((round = 1; round <= ${BENCH_ROUNDS:-3}; round++)); do
@@ -341,7 +374,7 @@ res = {names[p]: {m: med(m, p) for m, _ in rows} for p in names}
 def fmt(v):
     return "-" if v is None else (f"{v:.0f}" if v >= 100 else f"{v:.3g}")
 print()
-print(f"sluice-proxy benchmark ({os.cpu_count()} CPUs, ${secs} s per run, median of $rounds rounds, kernel {os.uname().release})")
+print(f"sluice-proxy benchmark ({os.cpu_count()} CPUs, ${secs} s per run, median of $rounds rounds, kernel {os.uname().release}, origin $origin)")
 print("load average before: $load_before, after: $load_after")
 print(f"{'':44}" + "".join(f"{n:>11}" for n in names.values()))
 for m, label in rows:
@@ -376,7 +409,7 @@ for what, v, op, target in goals:
     glist.append({"goal": what, "value": v, "target": f"{op} {target}", "met": met})
     print(f"  {what:44} {fmt(v) if v is None or v >= 100 else v:>8}  [{op} {target}]  {'met' if met else 'NOT met' if met is not None else 'n/a'}")
 print(f"  sluice wrote $audit_lines audit lines; failures or non-2xx: {bad or 'none'}")
-doc = {"date": "$(date -u +%FT%TZ)", "kernel": os.uname().release, "cpus": os.cpu_count(), "seconds": $secs,
+doc = {"date": "$(date -u +%FT%TZ)", "kernel": os.uname().release, "cpus": os.cpu_count(), "origin": "$origin", "seconds": $secs,
        "rounds": $rounds, "connections": $conns, "bulk_mib": ${BENCH_BULK_MIB:-1024},
        "load_before": "$load_before", "load_after": "$load_after", "audit_lines": $audit_lines, "failures": bad,
        "results": res, "samples": {names[k.rsplit("_", 1)[1]] + ":" + k.rsplit("_", 1)[0]: v for k, v in S.items()},
