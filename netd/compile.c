@@ -95,9 +95,15 @@ char *netd_compile_policy(const char *sysconfdir, bool embedded, const char *jso
 		return NULL;
 	}
 	/* the organisation layer is read by sluiced itself; the client's policy is loaded at the user
-	 * layer below it (docs/policy.md), so it can narrow but never widen what /etc/sluice allows */
-	if (policy_builder_add_standard_layers(b, sysconfdir, NULL, NULL, &pe) < 0 ||
-	    policy_builder_add_json(b, POLICY_LAYER_USER, "session policy", json, strlen(json), &pe) < 0 ||
+	 * layer below it (docs/policy.md), so it can narrow but never widen what /etc/sluice allows. A
+	 * credential in the client's texts carries the secret its launcher read as the user (the serialised
+	 * form): one that names a file or a variable would be read here, as root, for that user. */
+	if (policy_builder_add_standard_layers(b, sysconfdir, NULL, NULL, &pe) < 0) {
+		snprintf(err, errlen, "policy rejected: %s", policy_error_format(&pe, buf, sizeof buf));
+		goto out;
+	}
+	policy_builder_forbid_secret_reads(b);
+	if (policy_builder_add_json(b, POLICY_LAYER_USER, "session policy", json, strlen(json), &pe) < 0 ||
 	    (extra && policy_builder_add_json(b, POLICY_LAYER_USER, "sluicectl session policy", extra, strlen(extra),
 					      &pe) < 0) ||
 	    !(p = policy_builder_compile(b, &pe))) {

@@ -217,6 +217,11 @@ void policy_builder_set_preset_dir(struct policy_builder *b, const char *dir)
 	b->preset_dir = dir;
 }
 
+void policy_builder_forbid_secret_reads(struct policy_builder *b)
+{
+	b->no_secret_reads = true;
+}
+
 int policy_builder_reserve(struct policy_builder *b, size_t more)
 {
 	struct policy_rule *n;

@@ -280,6 +280,9 @@ static int load_credential(const struct jctx *c, const char *path, json_object *
 			return policy_jfail(c, path, "bad compiled secret");
 	} else {
 		snprintf(sub, sizeof sub, "%s/%s", path, senv ? "secret_env" : "secret_file");
+		if (c->b->no_secret_reads)
+			return policy_jfail(c, sub, "a credential's secret is read by the launcher, as you (sluice run sends "
+			                    "it compiled); sluiced does not read \"secret_env\" or \"secret_file\" for a client");
 		if (!!senv == !!sfile)
 			return policy_jfail(c, path, "a credential needs exactly one of \"secret_env\" and \"secret_file\"");
 		if (senv && !is_env_name(json_object_get_string(senv)))

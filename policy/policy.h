@@ -158,6 +158,11 @@ void policy_builder_free(struct policy_builder *b); /* NULL is a no-op */
 /* Directory searched for named presets (borrowed string). Default: $SLUICE_PRESET_DIR, else the
  * installed preset directory, else the source tree's policy/presets. */
 void policy_builder_set_preset_dir(struct policy_builder *b, const char *dir);
+/* From now on, a credential that names where its secret is (\"secret_env\", \"secret_file\") is refused: for
+ * text a process compiles on behalf of someone else (sluiced, root, for a local user's session), where
+ * reading its own environment or files would hand them to that user's sandbox. The serialised form, which
+ * carries a secret its sender read, is still accepted. */
+void policy_builder_forbid_secret_reads(struct policy_builder *b);
 /* The directory presets are read from: the one set above, else the default it names (borrowed). */
 const char *policy_builder_preset_dir(const struct policy_builder *b);
 

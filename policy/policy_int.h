@@ -110,6 +110,7 @@ struct policy_builder {
 	struct policy_opt_state opts;
 	const char *preset_dir; /* borrowed */
 	int preset_depth;       /* recursion guard for presets naming presets */
+	bool no_secret_reads;   /* a credential's secret_env/secret_file is refused (policy_builder_forbid_secret_reads) */
 };
 
 struct policy_trie; /* compiled name index, see match.c */

@@ -321,17 +321,72 @@ static void test_cache_same_input_same_object(void **state)
 	netd_compiled_clear(&e2.res);
 }
 
+/* A launcher's text with a credential: the serialised form, with the secret it read as its user (here
+ * from this test's environment), as sandbox/net.c sends it. malloced. */
+static char *launcher_compiled(const char *text)
+{
+	struct policy_builder *b = policy_builder_new();
+	struct policy_error pe = {0};
+	struct policy *p;
+	char *json;
+
+	assert_non_null(b);
+	assert_int_equal(policy_builder_add_json(b, POLICY_LAYER_USER, "launcher", text, strlen(text), &pe), 0);
+	assert_non_null(p = policy_builder_compile(b, &pe));
+	assert_non_null(json = policy_serialize(p));
+	policy_unref(p);
+	policy_builder_free(b);
+	return json;
+}
+
+static const char *cred_env = "{ \"allow\": [\"api.test\"], \"inspect\": [{\"host\": \"api.test\", \"credential\": "
+                              "{\"header\": \"Authorization: Bearer {secret}\", \"secret_env\": \"HOME\"}}] }";
+
 /* A policy with HTTPS inspection's credentials is never kept: its secret must not outlive its session. */
 static void test_cache_never_keeps_credentials(void **state)
 {
-	const char *cred = "{ \"allow\": [\"api.test\"], \"inspect\": [{\"host\": \"api.test\", \"credential\": "
-	                   "{\"header\": \"Authorization: Bearer {secret}\", \"secret_env\": \"HOME\"}}] }";
+	char *cred = launcher_compiled(cred_env);
 	struct outcome a = compile_now(cred, NULL), b = compile_now(cred, NULL);
 
 	assert_true(policy_credential_count(a.res.policy) > 0);
 	assert_ptr_not_equal(a.res.policy, b.res.policy);
 	netd_compiled_clear(&a.res);
 	netd_compiled_clear(&b.res);
+	free(cred);
+}
+
+/* sluiced (root) never reads a credential's secret from its own environment or files for a client: the
+ * client's text must carry the secret its launcher read (the fifth review: a local user named root's
+ * files and had their first line injected into requests to a host of its own). */
+static void test_refuses_secret_reads(void **state)
+{
+	char file[128], text[512];
+	const char *extra = "{ \"inspect\": [{\"host\": \"api.test\", \"credential\": {\"header\": \"X-A: {secret}\", "
+	                    "\"secret_env\": \"HOME\"}}] }";
+	FILE *f;
+
+	snprintf(file, sizeof file, "%s/root-only-token", orgdir);
+	assert_non_null(f = fopen(file, "w"));
+	fputs("root-secret\n", f);
+	fclose(f);
+	chmod(file, 0600);
+	snprintf(text, sizeof text, "{ \"allow\": [\"api.test\"], \"inspect\": [{\"host\": \"api.test\", \"credential\": "
+	         "{\"header\": \"X-A: {secret}\", \"secret_file\": \"%s\", \"placeholder_env\": \"T\"}}] }", file);
+	for (int i = 0; i < 3; i++) {
+		struct outcome o = {0};
+		struct netd_compile *job;
+		char err[256];
+
+		assert_int_equal(netd_compile_start2(&d, strdup(i == 0 ? text : i == 1 ? cred_env : reg),
+		                                     i == 2 ? strdup(extra) : NULL, 1000, done_cb, &o, &job, err, sizeof err),
+		                 0);
+		run_until(&o);
+		assert_int_equal(o.calls, 1);
+		assert_int_equal(o.r, -EINVAL);
+		assert_null(o.res.policy);
+		assert_non_null(strstr(o.err, "sluiced does not read"));
+	}
+	drain();
 }
 
 /* The organisation layer is read from files: a change there is never served the old compile. */
@@ -491,6 +546,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_cache_org_files_change, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_cache_reload, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_cache_missing_sysconfdir, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_refuses_secret_reads, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_cache_off_through_a_link, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_cache_xdg_config_home, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_cache_hard_link, setup, teardown),
