@@ -121,6 +121,8 @@ static void out(struct splice_pump *p)
 		                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 		if (n > 0) {
 			p->in_pipe -= (size_t)n;
+			if (!p->eof && p->left > 0 && !event_pending(p->rd, EV_READ, NULL))
+				event_add(p->rd, NULL); /* room in the pipe again */
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
@@ -149,6 +151,8 @@ static void rd_cb(evutil_socket_t fd, short what, void *arg)
 		end(p, SPLICE_PUMP_READABLE, 0);
 		return;
 	}
+	bool moved = false, full = false;
+
 	while (p->in_pipe < p->cap && p->left > 0) {
 		size_t want = p->cap - p->in_pipe;
 		ssize_t n;
@@ -160,6 +164,7 @@ static void rd_cb(evutil_socket_t fd, short what, void *arg)
 			if (p->left != SPLICE_PUMP_ALL)
 				p->left -= (uint64_t)n;
 			p->cb(p, SPLICE_PUMP_MOVED, (size_t)n, p->arg);
+			moved = true;
 			continue;
 		}
 		if (n == 0) {
@@ -168,14 +173,19 @@ static void rd_cb(evutil_socket_t fd, short what, void *arg)
 		}
 		if (errno == EINTR)
 			continue;
-		if (errno == EAGAIN)
+		if (errno == EAGAIN) {
+			/* src was readable and nothing moved: the pipe is out of slots (a slot holds a page
+			 * or less of an skb, so it can fill before cap bytes) */
+			full = !moved && p->in_pipe > 0;
 			break;
+		}
 		end(p, SPLICE_PUMP_READ_ERR, (size_t)errno);
 		return;
 	}
-	if (p->in_pipe >= p->cap || p->left == 0 || p->eof)
+	if (full || p->in_pipe >= p->cap || p->left == 0 || p->eof)
 		event_del(p->rd); /* back-pressure, or nothing more to read: dst takes the pipe first */
-	out(p);
+	if (!event_pending(p->wr, EV_WRITE, NULL))
+		out(p); /* (else dst is full: wr_cb writes when it can take more) */
 }
 
 static void wr_cb(evutil_socket_t fd, short what, void *arg)

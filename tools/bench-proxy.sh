@@ -32,7 +32,8 @@
 # BENCH_AB=OTHER_BUILD_DIR (with BENCH_ONLY=http): instead of the peers, this build's sluice-proxy ("A",
 # port 3128) against OTHER's ("B", port 3131, e.g. main's build) and the direct path, in the same lab, on
 # the keep-alive and new-connection rows, the order rotating each round; prints every run and the medians
-# (A/B and A/direct), no JSON. For measuring a change on a shared machine.
+# (A/B and A/direct), no JSON. For measuring a change on a shared machine. BENCH_AB_BULK=1: the bulk rows
+# (CONNECT, GET with a length, chunked: MB/s and each proxy's CPU s/GiB) instead.
 # BENCH_CALLGRIND=DIR (with BENCH_AB): both sluice-proxy processes run under callgrind (their event loop
 # only) on the keep-alive row alone (at valgrind's pace: the rates mean nothing), and the instructions each
 # spent per request (its close records) are printed, in all and without libcrypto (SHA-256 of the audit
@@ -248,6 +249,15 @@ bulk_run() {
 	[ "${size:-0}" = "$bulk_bytes" ] || { echo "0 -"; return; }
 	echo "$(awk -v s="$speed" 'BEGIN { printf "%.0f", s / 1e6 }') $(cpu_per "$where" "$t0" "$bulk_bytes" 1073741824)"
 }
+# bulk_rows PORT|direct LABEL: the three bulk downloads, printed and added to S (round: the round's number)
+bulk_rows() {
+	local kind mbs cpu
+	for kind in connect length chunked; do
+		read -r mbs cpu < <(bulk_run "$1" "$kind")
+		echo "# round $round: $2: $kind bulk $mbs MB/s, $cpu CPU s/GiB"
+		S[bulk_${kind}_$1]+=" $mbs" S[cpu_${kind}_$1]+=" $cpu"
+	done
+}
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 if [ -n "${BENCH_MACHINE:-}" ]; then
@@ -272,6 +282,10 @@ if [ -n "${BENCH_AB:-}" ]; then
 	for ((round = 1; round <= ${BENCH_ROUNDS:-3}; round++)); do
 		for ((k = 0; k < 3; k++)); do
 			p=${order[(k + round) % 3]}
+			if [ -n "${BENCH_AB_BULK:-}" ]; then
+				bulk_rows "$p" "${AB[$p]}"
+				continue
+			fi
 			watch_start keepalive
 			read -r rps p50 p99 cpu bad < <(wrk_run "$p" "$conns")
 			watch_end
@@ -299,10 +313,12 @@ if [ -n "${BENCH_AB:-}" ]; then
 				END { if (n > 0) printf "callgrind %s: %d requests, %.0f instructions/request, %.0f without libcrypto\n", x, n, t / n, (t - c) / n }'
 		done
 	fi
-	for m in ka_rps ka_p99 ka_cpu $([ -n "${BENCH_CALLGRIND:-}" ] || echo nc_rps nc_p99 nc_cpu); do
+	rows="ka_rps ka_p99 ka_cpu $([ -n "${BENCH_CALLGRIND:-}" ] || echo nc_rps nc_p99 nc_cpu)"
+	[ -z "${BENCH_AB_BULK:-}" ] || rows="bulk_connect cpu_connect bulk_length cpu_length bulk_chunked cpu_chunked"
+	for m in $rows; do
 		a=$(median ${S[${m}_3128]}) b=$(median ${S[${m}_3131]}) d=$(median ${S[${m}_direct]} 2>/dev/null)
 		awk -v m="$m" -v a="$a" -v b="$b" -v d="$d" 'BEGIN { printf "%-7s A %10s  B %10s  A/B %.3f", m, a, b, b ? a / b : 0;
-			if (m ~ /rps|p99/ && d != "" && d != "-" && d > 0) printf "  direct %10s  A/direct %.3f  B/direct %.3f", d, a / d, b / d; print "" }'
+			if (m ~ /rps|p99|bulk/ && d != "" && d != "-" && d > 0) printf "  direct %10s  A/direct %.3f  B/direct %.3f", d, a / d, b / d; print "" }'
 	done
 	exit 0
 fi
@@ -332,11 +348,7 @@ for ((round = 1; round <= rounds; round++)); do
 		echo "# round $round: via $p: new connection each $rps req/s, p50 $p50 ms, p99 $p99 ms, $cpu us CPU/req, failed $bad"
 		S[nc_rps_$p]+=" $rps" S[nc_p50_$p]+=" $p50" S[nc_p99_$p]+=" $p99" S[nc_cpu_$p]+=" $cpu"
 		[ "$bad" = 0 ] || BAD[$p]+=" new-connection:$bad"
-		for kind in connect length chunked; do
-			read -r mbs cpu < <(bulk_run "$p" "$kind")
-			echo "# round $round: via $p: $kind bulk $mbs MB/s, $cpu CPU s/GiB"
-			S[bulk_${kind}_$p]+=" $mbs" S[cpu_${kind}_$p]+=" $cpu"
-		done
+		bulk_rows "$p" "via $p"
 	done
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
