@@ -256,17 +256,23 @@ static bool cache_usable(struct netd_compiler *cc)
 	return cc->watch_ok;
 }
 
-/* The cache key of a compile: everything it depends on but the organisation layer's files (watched), or
- * NULL (too long, out of memory). The parts are separated by NUL, which none of them can contain. */
-static char *cache_key(const struct netd *d, const char *json, const char *extra, size_t *len)
+/* The cache key of a compile: everything it depends on but the organisation layer's files (watched), and
+ * the client's uid, so that one user's setup is never faster for another user's session of the same
+ * policy (a hit would tell that such a session ran recently); or NULL (too long, out of memory). The parts
+ * are separated by NUL, which none of them can contain. */
+static char *cache_key(const struct netd *d, uid_t uid, const char *json, const char *extra, size_t *len)
 {
+	char u[16];
+	size_t lu = (size_t)snprintf(u, sizeof u, "%u", (unsigned)uid);
 	size_t ls = strlen(d->cfg.sysconfdir), lj = strlen(json), le = extra ? strlen(extra) : 0;
-	size_t n = ls + 1 + 2 + lj + 1 + 1 + le;
+	size_t n = lu + 1 + ls + 1 + 2 + lj + 1 + 1 + le;
 	char *k, *p;
 
 	if (n > COMPILE_CACHE_KEY_MAX || !(k = malloc(n)))
 		return NULL;
 	p = k;
+	memcpy(p, u, lu + 1);
+	p += lu + 1;
 	memcpy(p, d->cfg.sysconfdir, ls + 1);
 	p += ls + 1;
 	*p++ = d->cfg.embedded ? '1' : '0';
@@ -542,7 +548,7 @@ int netd_compile_start2(struct netd *d, char *json, char *extra, uid_t uid, netd
 	j->extra = extra;
 	j->embedded = d->cfg.embedded;
 	util_strlcpy(j->sysconfdir, d->cfg.sysconfdir, sizeof j->sysconfdir);
-	if (json && cache_usable(cc) && (j->key = cache_key(d, json, extra, &j->keylen))) {
+	if (json && cache_usable(cc) && (j->key = cache_key(d, uid, json, extra, &j->keylen))) {
 		const char *cjson;
 		struct policy *p = netd_policy_cache_get(cc->cache, j->key, j->keylen, &cjson);
 

@@ -436,6 +436,7 @@ int netd_engine_session_policy(struct netd *d, struct netd_sess *s)
 		return r;
 	}
 	ipc_buf_put_str(&b, NETD_A_ID, s->id);
+	ipc_buf_put_u32(&b, NETD_A_UID, (uint32_t)s->uid); /* (its compile is kept per user: engine_queue.c) */
 	ipc_buf_put_text(&b, NETD_A_POLICY, NETD_A_POLICY_FD, s->policy_json); /* a long one in a memfd */
 	ipc_buf_put_u32(&b, NETD_A_POLICY_VERSION, s->policy_version);
 	r = engine_send(d, &b);

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <event2/event.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,6 +42,8 @@ struct held {
 	const char *sid;                /* into m */
 	bool compile;
 	bool cached;                    /* its policy came from the cache (no worker) */
+	char *key;                      /* owned: its cache key (cache_key_of); NULL: not to be kept */
+	size_t keylen;
 	uint16_t attr, fd_attr;
 	size_t max;
 	bool started;                   /* a worker was started (loop only) */
@@ -63,14 +66,31 @@ struct netd_engine_queue {
 	struct netd_policy_cache *cache; /* owned; NULL: none (out of memory) */
 };
 
-/* The text of a compile that may be kept and looked up: sent inline (a long policy comes in a memfd and
- * is only read on its worker), and self-contained (sluiced's serialisation names no preset; a text that
- * did would also depend on the preset files). NULL otherwise; borrowed from m. */
-static const char *cacheable_text(const struct ipc_msg *m, uint16_t attr)
+/* The cache key of a compile that may be kept and looked up, or NULL: the session's uid and its text.
+ * The text must be sent inline (a long policy comes in a memfd and is only read on its worker) and
+ * self-contained (sluiced's serialisation names no preset; a text that did would also depend on the
+ * preset files). The uid is in the key so that one user's setup is never faster for another user's
+ * session of the same policy (a hit tells that such a session ran recently); a message that carries no
+ * uid (a live policy change) is not kept. The parts are separated by NUL, which neither contains. */
+static char *cache_key_of(const struct ipc_msg *m, uint16_t attr, size_t *len)
 {
 	const char *t = ipc_get_str(m, attr);
+	uint32_t uid = ipc_get_u32(m, NETD_A_UID, UINT32_MAX);
+	char head[16];
+	int hl;
+	size_t tl;
+	char *k;
 
-	return t && !strstr(t, "\"presets\"") ? t : NULL;
+	if (!t || strstr(t, "\"presets\"") || uid == UINT32_MAX)
+		return NULL;
+	hl = snprintf(head, sizeof head, "%" PRIu32, uid);
+	tl = strlen(t);
+	if (!(k = malloc((size_t)hl + 1 + tl)))
+		return NULL;
+	memcpy(k, head, (size_t)hl + 1);
+	memcpy(k + hl + 1, t, tl);
+	*len = (size_t)hl + 1 + tl;
+	return k;
 }
 
 static void *worker(void *arg)
@@ -111,6 +131,7 @@ static void held_free(struct held *h)
 {
 	ipc_msg_clear(&h->m);
 	policy_unref(h->policy);
+	free(h->key);
 	free(h);
 }
 
@@ -176,12 +197,10 @@ static void deliver_ready(struct netd_engine_queue *q)
 			break;
 		unlink_held(q, h);
 		if (h->compile && h->started) {
-			const char *text = cacheable_text(&h->m, h->attr);
-
 			pthread_join(h->thread, NULL);
 			q->running--;
-			if (h->r == 0 && h->policy && text)
-				netd_policy_cache_put(q->cache, text, strlen(text), h->policy, NULL);
+			if (h->r == 0 && h->policy && h->key)
+				netd_policy_cache_put(q->cache, h->key, h->keylen, h->policy, NULL);
 		}
 		q->fn(q->arg, &h->m, steal_pointer(&h->policy), h->r, h->r < 0 ? h->err : NULL);
 		held_free(h);
@@ -275,11 +294,9 @@ int netd_engine_queue_submit(struct netd_engine_queue *q, struct ipc_msg *m, con
 	h->attr = attr;
 	h->fd_attr = fd_attr;
 	h->max = max;
-	if (compile) {
-		const char *text = cacheable_text(&h->m, attr);
-
-		if (text && (h->policy = netd_policy_cache_get(q->cache, text, strlen(text), NULL))) {
-			/* compiled for an earlier session from the same text: no worker; still held, so that it
+	if (compile && (h->key = cache_key_of(&h->m, attr, &h->keylen)) != NULL) {
+		if ((h->policy = netd_policy_cache_get(q->cache, h->key, h->keylen, NULL)) != NULL) {
+			/* compiled for an earlier session of the same user from the same text: no worker; still held, so that it
 			 * keeps its place among its session's messages, and handed over from the loop */
 			h->compile = false;
 			h->cached = true;

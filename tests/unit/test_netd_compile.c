@@ -254,14 +254,14 @@ static void test_embedded_refuses_ask(void **state)
 	assert_non_null(strstr(o.err, "interactive approval (--ask, option \"ask\") needs sluiced"));
 }
 
-/* compiles text (and extra) for root and returns its outcome, run to the end */
-static struct outcome compile_now(const char *text, const char *extra)
+/* compiles text (and extra) for uid and returns its outcome, run to the end */
+static struct outcome compile_as(const char *text, const char *extra, uid_t uid)
 {
 	struct outcome o = {0};
 	struct netd_compile *job;
 	char err[256];
 
-	assert_int_equal(netd_compile_start2(&d, strdup(text), extra ? strdup(extra) : NULL, 0, done_cb, &o, &job, err,
+	assert_int_equal(netd_compile_start2(&d, strdup(text), extra ? strdup(extra) : NULL, uid, done_cb, &o, &job, err,
 	                                     sizeof err), 0);
 	assert_int_equal(o.calls, 0); /* never from within start, a cached one neither */
 	run_until(&o);
@@ -273,6 +273,8 @@ static struct outcome compile_now(const char *text, const char *extra)
 	drain();
 	return o;
 }
+
+static struct outcome compile_now(const char *text, const char *extra) { return compile_as(text, extra, 0); }
 
 static enum policy_verdict verdict(const struct outcome *o, const char *host)
 {
@@ -319,6 +321,20 @@ static void test_cache_same_input_same_object(void **state)
 	netd_compiled_clear(&c.res);
 	netd_compiled_clear(&e.res);
 	netd_compiled_clear(&e2.res);
+}
+
+/* Kept per user: another uid's session of the same text compiles anew (a hit, a faster setup, would tell
+ * it that such a session ran recently); the same uid's gets the kept object. */
+static void test_cache_per_uid(void **state)
+{
+	struct outcome a = compile_as(reg, NULL, 1000), b = compile_as(reg, NULL, 1001), c = compile_as(reg, NULL, 1000);
+
+	assert_ptr_not_equal(a.res.policy, b.res.policy);
+	assert_ptr_equal(a.res.policy, c.res.policy);
+	assert_int_equal(verdict(&b, "registry.test"), POLICY_ALLOW);
+	netd_compiled_clear(&a.res);
+	netd_compiled_clear(&b.res);
+	netd_compiled_clear(&c.res);
 }
 
 /* A launcher's text with a credential: the serialised form, with the secret it read as its user (here
@@ -542,6 +558,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_stale_reloads_bounded, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_embedded_refuses_ask, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_cache_same_input_same_object, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_cache_per_uid, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_cache_never_keeps_credentials, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_cache_org_files_change, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_cache_reload, setup, teardown),

@@ -60,14 +60,18 @@ static void recv_msg(struct ipc_buf *b, struct ipc_msg *m)
 	assert_int_equal(ipc_msg_check(&netd_engine_proto, m, NETD_ES_RUN, err, sizeof err), 0);
 }
 
+static uint32_t msg_uid = 1000; /* of the sessions session_msg makes */
+
 static void session_msg(struct ipc_msg *m, uint16_t type, const char *sid, const char *policy)
 {
 	struct ipc_buf b;
 
 	assert_int_equal(ipc_buf_init(&b, type, 1), 0);
 	ipc_buf_put_str(&b, NETD_A_ID, sid);
+	if (type == NETD_ENG_SESSION_POLICY)
+		ipc_buf_put_u32(&b, NETD_A_UID, msg_uid);
 	if (type == NETD_ENG_SESSION_ADD) {
-		ipc_buf_put_u32(&b, NETD_A_UID, 1000);
+		ipc_buf_put_u32(&b, NETD_A_UID, msg_uid);
 		ipc_buf_put_str(&b, NETD_A_COMMAND, "test");
 		ipc_buf_put_str(&b, NETD_A_ADDR4, "10.77.0.2");
 	}
@@ -226,6 +230,16 @@ static void test_cache(void **state)
 	assert_ptr_not_equal(s.pol[3], s.pol[0]);
 	assert_ptr_equal(s.pol[4], s.pol[0]);
 	assert_int_equal(netd_engine_queue_cache_hits(q), 2);
+	/* another user's session of the same text: compiled anew (a hit would tell it such a session ran) */
+	msg_uid = 1001;
+	session_msg(&m, NETD_ENG_SESSION_ADD, "eeeeeeeeee", small);
+	assert_int_equal(submit(q, &m), 1);
+	run_until_empty(base, q);
+	msg_uid = 1000;
+	assert_int_equal(s.n, 6);
+	assert_int_equal(netd_engine_queue_cache_hits(q), 2);
+	assert_non_null(s.pol[5]);
+	assert_ptr_not_equal(s.pol[5], s.pol[0]);
 	netd_engine_queue_free(q);
 	event_base_free(base);
 }
