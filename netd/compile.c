@@ -12,10 +12,11 @@
  * object again (shared: a compiled policy is immutable), delivered from the loop with no thread and no
  * compile. The key is the client's text and live rules byte for byte (with the sysconfdir and the
  * embedded flag); the organisation layer is read from files, so the cache is emptied whenever anything
- * changes in --sysconfdir, its policy.d, the preset directory or $XDG_CONFIG_HOME/sluice when that is set,
- * or in one of their *.json files (inotify, on the directories and on each file's inode; what cannot be
- * watched turns the cache off, a missing --sysconfdir is watched for in its parent), and on SIGHUP
- * (org_gen); a compile during which a file changed is not kept. */
+ * changes in --sysconfdir, its policy.d or the preset directory, or in one of their *.json files
+ * (inotify, on the directories and on each file's inode; what cannot be watched turns the cache off, a
+ * missing --sysconfdir is watched for in its parent), and on SIGHUP (org_gen); a compile during which a
+ * file changed is not kept. sluiced reads the organisation layer only (policy_builder_add_org_layers):
+ * nothing in its own environment ($XDG_CONFIG_HOME, $HOME) is a layer of its clients' sessions. */
 #include "netd.h"
 
 #include <dirent.h>
@@ -98,7 +99,7 @@ char *netd_compile_policy(const char *sysconfdir, bool embedded, const char *jso
 	 * layer below it (docs/policy.md), so it can narrow but never widen what /etc/sluice allows. A
 	 * credential in the client's texts carries the secret its launcher read as the user (the serialised
 	 * form): one that names a file or a variable would be read here, as root, for that user. */
-	if (policy_builder_add_standard_layers(b, sysconfdir, NULL, NULL, &pe) < 0) {
+	if (policy_builder_add_org_layers(b, sysconfdir, &pe) < 0) {
 		snprintf(err, errlen, "policy rejected: %s", policy_error_format(&pe, buf, sizeof buf));
 		goto out;
 	}
@@ -193,7 +194,7 @@ static bool watch_files(int ino, const char *dir)
 static void watch_arm(struct netd_compiler *cc)
 {
 	struct policy_builder *b = policy_builder_new();
-	const char *sysconfdir = cc->d->cfg.sysconfdir, *xdg;
+	const char *sysconfdir = cc->d->cfg.sysconfdir;
 	char sub[PATH_MAX];
 
 	cc->rearm = false;
@@ -209,11 +210,6 @@ static void watch_arm(struct netd_compiler *cc)
 		goto out;
 	if (!watch_dir(cc->ino, policy_builder_preset_dir(b), false) ||
 	    !watch_files(cc->ino, policy_builder_preset_dir(b)))
-		goto out;
-	/* policy_builder_add_standard_layers also reads $XDG_CONFIG_HOME/sluice/policy.json when that is set */
-	if ((xdg = getenv("XDG_CONFIG_HOME")) && *xdg &&
-	    ((size_t)snprintf(sub, sizeof sub, "%s/sluice", xdg) >= sizeof sub || !watch_dir(cc->ino, sub, true) ||
-	     !watch_files(cc->ino, sub)))
 		goto out;
 	cc->watch_ok = true;
 out:

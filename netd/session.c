@@ -166,7 +166,7 @@ int netd_ask_check_org(struct netd *d, const struct netd_ask *a, char *err, size
 	}
 	/* The organisation layer as it is now (it may have changed since the session started): an
 	 * approval never reaches past a deny rule or the ceiling of /etc/sluice. */
-	if (policy_builder_add_standard_layers(b, d->cfg.sysconfdir, NULL, NULL, &pe) < 0 ||
+	if (policy_builder_add_org_layers(b, d->cfg.sysconfdir, &pe) < 0 ||
 	    !(p = policy_builder_compile(b, &pe))) {
 		snprintf(err, errlen, "cannot read the organisation policy: %s", policy_error_format(&pe, buf, sizeof buf));
 		goto out;
@@ -646,7 +646,7 @@ void netd_reload_org(struct netd *d)
 	char buf[POLICY_ERR_MAX + 300];
 
 	/* the organisation layer alone first: an administrator's typo must not end every session */
-	if (!b || policy_builder_add_standard_layers(b, d->cfg.sysconfdir, NULL, NULL, &pe) < 0 ||
+	if (!b || policy_builder_add_org_layers(b, d->cfg.sysconfdir, &pe) < 0 ||
 	    !(p = policy_builder_compile(b, &pe))) {
 		log_warnx("organisation policy not reloaded, sessions keep the policy they have: %s",
 			  b ? policy_error_format(&pe, buf, sizeof buf) : "out of memory");

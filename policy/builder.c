@@ -498,11 +498,9 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-int policy_builder_add_standard_layers(struct policy_builder *b, const char *sysconfdir, const char *home,
-				       const char *project_dir, struct policy_error *err)
+int policy_builder_add_org_layers(struct policy_builder *b, const char *sysconfdir, struct policy_error *err)
 {
 	char path[4096];
-	const char *xdg = getenv("XDG_CONFIG_HOME");
 	int r;
 
 	if (!sysconfdir)
@@ -549,6 +547,18 @@ int policy_builder_add_standard_layers(struct policy_builder *b, const char *sys
 		if (r < 0)
 			return r;
 	}
+	return 0;
+}
+
+int policy_builder_add_standard_layers(struct policy_builder *b, const char *sysconfdir, const char *home,
+				       const char *project_dir, struct policy_error *err)
+{
+	char path[4096];
+	const char *xdg = getenv("XDG_CONFIG_HOME");
+	int r;
+
+	if ((r = policy_builder_add_org_layers(b, sysconfdir, err)) < 0)
+		return r;
 	if (xdg && *xdg)
 		snprintf(path, sizeof path, "%s/sluice/policy.json", xdg);
 	else if (home)

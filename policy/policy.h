@@ -196,6 +196,10 @@ struct policy *policy_builder_compile(struct policy_builder *b, struct policy_er
  * root or are group/world-writable are refused (an org policy anyone can edit or delete caps nothing). */
 int policy_builder_add_standard_layers(struct policy_builder *b, const char *sysconfdir, const char *home,
 				       const char *project_dir, struct policy_error *err);
+/* The organisation layer alone (sysconfdir's policy.json and policy.d/\*.json, checked as above): what
+ * sluiced loads under a client's policy. It reads nothing from the environment, so the daemon's own
+ * $XDG_CONFIG_HOME or $HOME never becomes a layer of every user's sessions. */
+int policy_builder_add_org_layers(struct policy_builder *b, const char *sysconfdir, struct policy_error *err);
 
 struct policy *policy_ref(struct policy *p);
 void policy_unref(struct policy *p); /* NULL is a no-op */

@@ -473,32 +473,43 @@ static void test_cache_missing_sysconfdir(void **state)
 	netd_compiled_clear(&c.res);
 }
 
-/* $XDG_CONFIG_HOME/sluice/policy.json is read too when that is set (policy_builder_add_standard_layers):
- * watched like the organisation's files, from its parent while it does not exist. */
-static void test_cache_xdg_config_home(void **state)
+/* sluiced loads the organisation layer only: a $XDG_CONFIG_HOME or $HOME in its own environment is not a
+ * user layer of its clients' sessions (it was: root's ~/.config/sluice/policy.json, or whatever the
+ * shell that started sluiced pointed XDG_CONFIG_HOME at, joined every session). The cache still works. */
+static void test_org_layer_only(void **state)
 {
 	char xdg[64], sub[128], cmd[128];
-	struct outcome a, b, c, e;
+	const char *home = getenv("HOME");
+	char *saved_home = home ? strdup(home) : NULL;
+	struct outcome a, b, c;
 
 	snprintf(xdg, sizeof xdg, "/tmp/sluice-xdg.XXXXXX");
 	assert_non_null(mkdtemp(xdg));
-	assert_int_equal(setenv("XDG_CONFIG_HOME", xdg, 1), 0);
-	a = compile_now(reg, NULL);
-	b = compile_now(reg, NULL);
-	assert_ptr_equal(a.res.policy, b.res.policy);
 	snprintf(sub, sizeof sub, "%s/sluice", xdg);
 	assert_int_equal(mkdir(sub, 0755), 0);
 	write_file(sub, "policy.json", "{ \"deny\": [\"registry.test\"] }\n");
-	c = compile_now(reg, NULL);
-	assert_int_equal(verdict(&c, "registry.test"), POLICY_DENY);
-	write_file(sub, "policy.json", "{ \"deny\": [\"other.test\"] }\n");
-	e = compile_now(reg, NULL);
-	assert_int_equal(verdict(&e, "registry.test"), POLICY_ALLOW);
+	snprintf(sub, sizeof sub, "%s/.config", xdg);
+	assert_int_equal(mkdir(sub, 0755), 0);
+	snprintf(sub, sizeof sub, "%s/.config/sluice", xdg);
+	assert_int_equal(mkdir(sub, 0755), 0);
+	write_file(sub, "policy.json", "{ \"deny\": [\"registry.test\"] }\n");
+	assert_int_equal(setenv("XDG_CONFIG_HOME", xdg, 1), 0);
+	a = compile_now(reg, NULL);
+	assert_int_equal(verdict(&a, "registry.test"), POLICY_ALLOW);
 	unsetenv("XDG_CONFIG_HOME");
+	assert_int_equal(setenv("HOME", xdg, 1), 0);
+	b = compile_now(reg, NULL);
+	assert_int_equal(verdict(&b, "registry.test"), POLICY_ALLOW);
+	c = compile_now(reg, NULL);
+	assert_ptr_equal(b.res.policy, c.res.policy);
+	if (saved_home)
+		assert_int_equal(setenv("HOME", saved_home, 1), 0);
+	else
+		unsetenv("HOME");
+	free(saved_home);
 	netd_compiled_clear(&a.res);
 	netd_compiled_clear(&b.res);
 	netd_compiled_clear(&c.res);
-	netd_compiled_clear(&e.res);
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", xdg);
 	assert_int_equal(system(cmd), 0);
 }
@@ -565,7 +576,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_cache_missing_sysconfdir, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_refuses_secret_reads, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_cache_off_through_a_link, setup, teardown),
-	        cmocka_unit_test_setup_teardown(test_cache_xdg_config_home, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_org_layer_only, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_cache_hard_link, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
