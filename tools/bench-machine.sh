@@ -217,7 +217,8 @@ if command -v strace >/dev/null && [ -z "${BENCH_MACHINE_NOSTRACE:-}" ]; then
 		for pid in "${pids[@]}"; do
 			who=origin
 			[ "$pid" = "$origin_pid" ] || who=proxy
-			awk -v n="$n" -v w="${MN[$p]}" -v who="$who" '$NF == "total" { printf "syscalls %s %s %.2f per request\n", w, who, $(NF-2) / n }
+			# the total line is "100.00 SECONDS USECS/CALL CALLS [ERRORS] total": the calls are $4 either way
+			awk -v n="$n" -v w="${MN[$p]}" -v who="$who" '$NF == "total" { printf "syscalls %s %s %.2f per request\n", w, who, $4 / n }
 				$1 ~ /^[0-9.]+$/ && NF >= 5 && $NF != "total" { printf "syscall %s %s %s %.3f\n", w, who, $NF, $4 / n }' \
 				"$mdir/strace-${MN[$p]}-$pid.txt" >>"$mdir/machine.txt"
 		done
