@@ -46,8 +46,11 @@ static bool is_unreserved(unsigned char c)
 	return isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~';
 }
 
-enum policy_path_err policy_path_normalize(const char *target, size_t len, bool decode_all, char *out,
-					   size_t outlen, size_t *query_off)
+/* policy_path_normalize, and *dots: how many "." and ".." segments it removed. decode_all also cuts each
+ * segment's ';' parameters (what Tomcat, Jetty and Spring do before routing: "/admin;x" is "/admin",
+ * "/a/..;/b" is "/b"). */
+static enum policy_path_err normalize(const char *target, size_t len, bool decode_all, char *out, size_t outlen,
+				      size_t *query_off, unsigned *dots)
 {
 	static const char hex[] = "0123456789ABCDEF";
 	size_t start = 0, end, o = 0, w;
@@ -55,6 +58,7 @@ enum policy_path_err policy_path_normalize(const char *target, size_t len, bool 
 	enum policy_path_err rc = POLICY_PATH_OK;
 
 	*query_off = len;
+	*dots = 0;
 	if (outlen < 2)
 		return POLICY_PATH_TOO_LONG;
 	out[0] = '\0';
@@ -136,9 +140,16 @@ enum policy_path_err policy_path_normalize(const char *target, size_t len, bool 
 		while (j < w && dec[j] != '/')
 			j++;
 		size_t sl = j - i;
-		if (sl == 0 || (sl == 1 && dec[i] == '.')) {
+		const char *semi = decode_all ? memchr(dec + i, ';', sl) : NULL;
+		if (semi)
+			sl = (size_t)(semi - (dec + i));
+		if (sl == 0) {
 			trailing = true;
+		} else if (sl == 1 && dec[i] == '.') {
+			trailing = true;
+			++*dots;
 		} else if (sl == 2 && dec[i] == '.' && dec[i + 1] == '.') {
+			++*dots;
 			while (o > 0 && out[o - 1] != '/')
 				o--;
 			if (o > 0)
@@ -166,11 +177,20 @@ out:
 	return rc;
 }
 
+enum policy_path_err policy_path_normalize(const char *target, size_t len, bool decode_all, char *out,
+					   size_t outlen, size_t *query_off)
+{
+	unsigned dots;
+
+	return normalize(target, len, decode_all, out, outlen, query_off, &dots);
+}
+
 /* ---- glob ---- */
 
 enum { G_LIT, G_STAR, G_DSTAR };
 
-bool policy_path_glob(const char *pattern, const char *path)
+/* fold: ASCII letters compare without case */
+static bool glob_match(const char *pattern, const char *path, bool fold)
 {
 	unsigned char kind[POLICY_PATTERN_MAX + 1];
 	char lit[POLICY_PATTERN_MAX + 1];
@@ -203,7 +223,7 @@ bool policy_path_glob(const char *pattern, const char *path)
 			if (!cur[k])
 				continue;
 			if (kind[k] == G_LIT) {
-				if (lit[k] == *s)
+				if (lit[k] == *s || (fold && tolower((unsigned char)lit[k]) == tolower((unsigned char)*s)))
 					nxt[k + 1] = true;
 			} else if (kind[k] == G_DSTAR || *s != '/') {
 				nxt[k] = true;
@@ -220,6 +240,11 @@ bool policy_path_glob(const char *pattern, const char *path)
 			return false;
 	}
 	return cur[n];
+}
+
+bool policy_path_glob(const char *pattern, const char *path)
+{
+	return glob_match(pattern, path, false);
 }
 
 /* ---- matching ---- */
@@ -292,18 +317,19 @@ static bool query_has(const char *q, size_t qlen, const char *want)
 	return false;
 }
 
+/* fold: the path compares without ASCII case (deny rules: GitHub, IIS and others route "/MyOrg" as "/myorg") */
 static bool rule_matches(const struct policy_http_rule *r, unsigned mbit, const char *path, const char *q,
-			 size_t qlen)
+			 size_t qlen, bool fold)
 {
 	if (r->methods && !(r->methods & mbit))
 		return false;
 	if (r->prefix) {
 		size_t pl = strlen(r->path);
-		if (strncmp(path, r->path, pl) != 0)
+		if ((fold ? strncasecmp(path, r->path, pl) : strncmp(path, r->path, pl)) != 0)
 			return false;
 		if (path[pl] != '\0' && path[pl] != '/' && r->path[pl - 1] != '/')
 			return false; /* "/org" covers "/org" and "/org/x", not "/orgx" */
-	} else if (!policy_path_glob(r->path, path)) {
+	} else if (!glob_match(r->path, path, fold)) {
 		return false;
 	}
 	return !r->query || query_has(q, qlen, r->query);
@@ -331,7 +357,7 @@ void policy_decide_http(const struct policy *p, const char *canon_host, const ch
 {
 	char *all = NULL, desc[POLICY_PATTERN_MAX + 128];
 	size_t qoff, qoff2;
-	unsigned mbit = policy_method_from_name(method, mlen);
+	unsigned dots, dots_all, mbit = policy_method_from_name(method, mlen);
 	enum policy_path_err pe;
 	const struct policy_http_rule *allowed_by = NULL;
 	const struct policy_inspect *entry = NULL;
@@ -344,19 +370,19 @@ void policy_decide_http(const struct policy *p, const char *canon_host, const ch
 		out->path[0] = '\0';
 		return;
 	}
-	pe = policy_path_normalize(target, tlen, false, out->path, sizeof out->path, &qoff);
+	pe = normalize(target, tlen, false, out->path, sizeof out->path, &qoff, &dots);
 	all = malloc(POLICY_PATH_MAX);
 	if (pe == POLICY_PATH_OK && !all)
 		pe = POLICY_PATH_TOO_LONG;
 	if (pe == POLICY_PATH_OK)
-		pe = policy_path_normalize(target, tlen, true, all, POLICY_PATH_MAX, &qoff2);
+		pe = normalize(target, tlen, true, all, POLICY_PATH_MAX, &qoff2, &dots_all);
 	if (pe != POLICY_PATH_OK) {
 		snprintf(out->reason, sizeof out->reason, "denied: %s", policy_path_strerror(pe));
 		goto out;
 	}
 	const char *q = target + qoff;
 	size_t qlen = tlen - qoff;
-	/* deny rules of every layer first: on the normalised and on the fully decoded path */
+	/* deny rules of every layer first: on the normalised and on the fully decoded path, in any case */
 	for (size_t i = 0; i < p->ninspects; i++) {
 		const struct policy_inspect *e = &p->inspects[i];
 		if (!entry_matches(e, canon_host))
@@ -364,7 +390,7 @@ void policy_decide_http(const struct policy *p, const char *canon_host, const ch
 		entry = entry ? entry : e;
 		for (size_t k = 0; k < e->nrules; k++) {
 			const struct policy_http_rule *r = &e->rules[k];
-			if (r->deny && (rule_matches(r, mbit, out->path, q, qlen) || rule_matches(r, mbit, all, q, qlen))) {
+			if (r->deny && (rule_matches(r, mbit, out->path, q, qlen, true) || rule_matches(r, mbit, all, q, qlen, true))) {
 				describe(r, desc, sizeof desc);
 				snprintf(out->where, sizeof out->where, "%s", r->where);
 				snprintf(out->reason, sizeof out->reason, "denied by %s (%s)", r->where, desc);
@@ -375,6 +401,16 @@ void policy_decide_http(const struct policy *p, const char *canon_host, const ch
 	if (!entry) {
 		out->verdict = POLICY_ALLOW;
 		snprintf(out->reason, sizeof out->reason, "allowed: %s is not inspected", canon_host);
+		goto out;
+	}
+	/* A dot segment that only the lenient reading sees ("..%2F", "..%5C", "..;"): servers disagree on
+	 * where such a path leads (nginx and Apache resolve an escaped slash, Tomcat and Spring a ';'
+	 * parameter), so no allow rule can vouch for it. No client needs one. */
+	if (dots_all != dots) {
+		snprintf(out->where, sizeof out->where, "%s", entry->where);
+		snprintf(out->reason, sizeof out->reason,
+			 "denied: ambiguous path: a \".\" or \"..\" segment behind an escaped slash, a backslash or a ';' "
+			 "parameter (servers differ on where it leads)");
 		goto out;
 	}
 	/* then every layer that lists allow rules for the host must allow the request with one of them */
@@ -390,7 +426,7 @@ void policy_decide_http(const struct policy *p, const char *canon_host, const ch
 				if (r->deny)
 					continue;
 				first = first ? first : e;
-				if (rule_matches(r, mbit, out->path, q, qlen))
+				if (rule_matches(r, mbit, out->path, q, qlen, false))
 					hit = r;
 			}
 		}

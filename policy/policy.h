@@ -318,8 +318,9 @@ enum policy_path_err {
 const char *policy_path_strerror(enum policy_path_err e);
 /* Normalises the path of the request target (len bytes; "*" stays "*") into out (outlen bytes, NUL
  * terminated). *query_off: the offset of the query in target (after '?'), or len when there is none.
- * decode_all: every escape but %00 and control bytes decoded, '\' read as '/': what a lenient server
- * may see; deny rules are tried on that form too, so an escape never slips past them. */
+ * decode_all: every escape but %00 and control bytes decoded, '\' read as '/', each segment cut at its
+ * first ';': what a lenient server may see; deny rules are tried on that form too, so an escape or a
+ * parameter never slips past them. */
 enum policy_path_err policy_path_normalize(const char *target, size_t len, bool decode_all, char *out,
 					   size_t outlen, size_t *query_off);
 /* Glob match of a normalised path: '*' matches within one segment (no '/'), '**' matches anything.
@@ -340,7 +341,8 @@ struct policy_http_decision {
 	char path[POLICY_PATH_MAX];   /* the normalised path ("" when unreadable) */
 };
 /* Decides one request (method: mlen bytes; target: the request target, tlen bytes) to an inspected
- * host. Deny rules of every layer win (tried on the normalised and on the fully decoded path); then
+ * host. Deny rules of every layer win (tried on the normalised and on the fully decoded path, in any
+ * letter case); a path with a dot segment only the fully decoded form has is denied as ambiguous; then
  * every layer that has allow rules for the host must allow it with one of them. A host whose entries
  * have no allow rules allows every request not denied. An unreadable target is denied. */
 void policy_decide_http(const struct policy *p, const char *canon_host, const char *method, size_t mlen,

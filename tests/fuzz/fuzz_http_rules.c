@@ -3,7 +3,9 @@
  * path starts with '/', has no empty, "." or ".." segment and normalises to itself (the fully decoded form:
  * the same shape, not idempotent, see check_norm); the glob agrees
  * with a naive recursive reference; and a request the fixed policy allows matches none of its deny
- * rules on either form of the path (an escape or a dot segment never slips past a deny rule). */
+ * rules on either form of the path in any letter case (an escape, a dot segment or a ';' parameter never
+ * slips past a deny rule) and has no dot segment that only a lenient server sees (naive_dots). */
+#include <ctype.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -56,6 +58,50 @@ static void check_norm(const char *path, bool idempotent)
 	if (idempotent &&
 	    (policy_path_normalize(path, n, false, again, sizeof again, &q) != POLICY_PATH_OK || strcmp(again, path) != 0))
 		abort();
+}
+
+/* A naive count of the "." and ".." segments of target's path: split at '/' only, with only %2e/%2E
+ * decoded (strict), or split at '/', '\\', %2F and %5C with every escape decoded and each segment cut at
+ * its first ';' (lenient: what nginx, Apache or Tomcat may see). An allowed request has as many either
+ * way: a dot segment only the lenient reading sees is ambiguous. */
+static unsigned naive_dots(const char *target, size_t tlen, bool lenient)
+{
+	size_t n = 0, i = 0;
+	unsigned dots = 0;
+	bool cut = false, dotty = true;
+
+	if (tlen && target[0] != '/') { /* absolute form: the path starts at the first '/' after "://" */
+		const char *scheme = memmem(target, tlen, "://", 3);
+		i = scheme ? (size_t)(scheme + 3 - target) : tlen;
+		while (i < tlen && target[i] != '/' && target[i] != '?')
+			i++;
+	}
+	for (;; i++) {
+		char c = i < tlen && target[i] != '?' ? target[i] : '\0';
+		if (c == '%' && i + 2 < tlen && isxdigit((unsigned char)target[i + 1]) && isxdigit((unsigned char)target[i + 2])) {
+			char h[3] = {target[i + 1], target[i + 2], 0}, d = (char)strtol(h, NULL, 16);
+			if (lenient || d == '.') {
+				c = d;
+				i += 2;
+			}
+		}
+		if (c == '\0' || c == '/' || (lenient && c == '\\')) {
+			if (dotty && (n == 1 || n == 2))
+				dots++;
+			if (c == '\0')
+				return dots;
+			n = 0;
+			cut = false;
+			dotty = true;
+			continue;
+		}
+		if (lenient && c == ';')
+			cut = true;
+		if (cut)
+			continue;
+		n++;
+		dotty = dotty && c == '.';
+	}
 }
 
 static struct policy *fixed_policy(void)
@@ -118,9 +164,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort(); /* an unreadable path must be denied */
 		if (post && (policy_path_glob("/**/git-receive-pack", norm) || policy_path_glob("/**/git-receive-pack", all)))
 			abort();
+		/* deny rules hold in any letter case */
+		for (char *c = norm; *c; c++)
+			*c = (char)tolower((unsigned char)*c);
+		for (char *c = all; *c; c++)
+			*c = (char)tolower((unsigned char)*c);
+		if (post && (policy_path_glob("/**/git-receive-pack", norm) || policy_path_glob("/**/git-receive-pack", all)))
+			abort();
 		if (strncmp(norm, "/admin", 6) == 0 && (norm[6] == '\0' || norm[6] == '/'))
 			abort();
 		if (strncmp(all, "/admin", 6) == 0 && (all[6] == '\0' || all[6] == '/'))
+			abort();
+		if (naive_dots(target, tlen, false) != naive_dots(target, tlen, true))
 			abort();
 	}
 	return 0;

@@ -188,6 +188,47 @@ static void test_decide(void **state)
 	policy_unref(p);
 }
 
+/* The sixth review: paths that an origin reads otherwise than the normaliser. A dot segment behind an
+ * escaped slash or a ';' parameter, a ';' parameter, and letter case got past rules on the old code (an
+ * allow prefix vouched for "/myorg/..%2F..%2Fother" and "/myorg/..;/other", which nginx and Tomcat read as
+ * "/other"; a deny prefix "/admin" let "/admin;x", "/pub/..;/admin" and "/Admin" through). */
+static void test_path_confusion(void **state)
+{
+	struct policy_error err;
+	char where[POLICY_WHERE_MAX];
+	struct policy *p = load(git_policy, NULL, &err);
+
+	(void)state;
+	assert_non_null(p);
+	/* the allow list of *.api.test: GET under /myorg, POST under /upload */
+	assert_int_equal(req(p, "x.api.test", "GET", "/myorg/..%2F..%2Fother/x", where, sizeof where), POLICY_DENY);
+	assert_string_equal(where, "user.json:6:3");
+	assert_int_equal(req(p, "x.api.test", "GET", "/myorg/..%2f..%2fother/x", NULL, 0), POLICY_DENY);
+	assert_int_equal(req(p, "x.api.test", "GET", "/myorg/..%5C..%5Cother", NULL, 0), POLICY_DENY);
+	assert_int_equal(req(p, "x.api.test", "GET", "/myorg/..;/other", NULL, 0), POLICY_DENY);
+	assert_int_equal(req(p, "x.api.test", "GET", "/myorg/.;x/r", NULL, 0), POLICY_DENY);
+	assert_int_equal(req(p, "x.api.test", "POST", "/upload/%2e%2e%3b/x", NULL, 0), POLICY_DENY);
+	assert_int_equal(req(p, "x.api.test", "POST", "/upload/..%3B/x", NULL, 0), POLICY_DENY);
+	/* what clients do send still passes: escaped slashes and parameters without dot segments */
+	assert_int_equal(req(p, "x.api.test", "GET", "/myorg/%40scope%2Fname", NULL, 0), POLICY_ALLOW);
+	assert_int_equal(req(p, "x.api.test", "GET", "/myorg/r;v=1/x", NULL, 0), POLICY_ALLOW);
+	assert_int_equal(req(p, "x.api.test", "GET", "/myorg/a/../r", NULL, 0), POLICY_ALLOW);
+	assert_int_equal(req(p, "x.api.test", "GET", "/myorg/..data/r", NULL, 0), POLICY_ALLOW);
+	/* git.test denies prefix /admin and POST of git-receive-pack anywhere */
+	assert_int_equal(req(p, "git.test", "GET", "/admin;x=1/users", where, sizeof where), POLICY_DENY);
+	assert_string_equal(where, "user.json:5:42");
+	assert_int_equal(req(p, "git.test", "GET", "/admin;", NULL, 0), POLICY_DENY);
+	assert_int_equal(req(p, "git.test", "GET", "/pub/..;/admin", NULL, 0), POLICY_DENY);
+	assert_int_equal(req(p, "git.test", "GET", "/Admin", NULL, 0), POLICY_DENY);
+	assert_int_equal(req(p, "git.test", "GET", "/ADMIN/x", NULL, 0), POLICY_DENY);
+	assert_int_equal(req(p, "git.test", "GET", "/%41dmin", NULL, 0), POLICY_DENY);
+	assert_int_equal(req(p, "git.test", "POST", "/o/r.git/GIT-Receive-Pack", NULL, 0), POLICY_DENY);
+	assert_int_equal(req(p, "git.test", "POST", "/o/r.git/git-receive-pack;x", NULL, 0), POLICY_DENY);
+	assert_int_equal(req(p, "git.test", "GET", "/administrator", NULL, 0), POLICY_ALLOW);
+	assert_int_equal(req(p, "git.test", "GET", "/o/r.git/info/refs?service=git-upload-pack", NULL, 0), POLICY_ALLOW);
+	policy_unref(p);
+}
+
 static void test_layers_narrow(void **state)
 {
 	struct policy_error err;
@@ -306,6 +347,7 @@ int main(void)
 		cmocka_unit_test(test_normalize),
 		cmocka_unit_test(test_glob_differential),
 		cmocka_unit_test(test_decide),
+		cmocka_unit_test(test_path_confusion),
 		cmocka_unit_test(test_layers_narrow),
 		cmocka_unit_test(test_load_errors),
 		cmocka_unit_test(test_credential_roundtrip),
