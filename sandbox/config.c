@@ -4,6 +4,7 @@
  * the "sandbox" key; this file ignores everything else. The organisation layer caps the others:
  * it may forbid the unsafe profile, the bypass and the network, and its limits are maxima. */
 #include "sandbox.h"
+#include "session.h"
 
 #include "log.h"
 #include "util.h"
@@ -331,6 +332,10 @@ static int cfg_limits(struct sb_config *c, json_object *lim, const char *name, e
 		} else if (strcmp(key, "disk") == 0) {
 			if (sb_parse_size(buf, &v) < 0 || v < SB_DISK_MIN)
 				return cfg_err(err, errlen, name, "limits.disk", "want a size of at least 1M such as 2G");
+			/* unset is not unlimited but the default size (2 GiB or half the memory: a tmpfs), which
+			 * a project file may lower, never raise */
+			if (layer == SB_CFG_PROJECT && !c->limits.disk_bytes && v > sb_scratch_size(c))
+				v = sb_scratch_size(c);
 			cap_limit(&c->limits.disk_bytes, v, layer, &org_caps.disk_bytes);
 		} else if (strcmp(key, "pids") == 0) {
 			char *end;

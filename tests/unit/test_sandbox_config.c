@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "sandbox.h"
+#include "session.h"
 
 static int load(struct sb_config *c, enum sb_cfg_layer layer, const char *json, char *err)
 {
@@ -101,6 +102,30 @@ static void test_layers_and_caps(void **state)
 	assert_int_not_equal(load(&c, SB_CFG_PROJECT, "{\"sandbox\": {\"writable_paths\": [\"~/.ssh\"]}}", err), 0);
 	assert_int_not_equal(load(&c, SB_CFG_PROJECT, "{\"sandbox\": {\"env\": [\"AWS_SECRET_ACCESS_KEY\"]}}", err), 0);
 	assert_int_equal(c.writable_paths.n, 1);
+	sb_config_clear(&c);
+}
+
+/* The sixth review: with no disk limit set above it, a project file raised the session's tmpfs past its
+ * default (2 GiB or half the memory) to whatever it named ("64G": the host's memory). */
+static void test_project_disk_default(void **state)
+{
+	struct sb_config c;
+	char err[SB_ERR_MAX];
+	(void)state;
+	sb_config_init(&c);
+	assert_int_equal(sb_config_org_caps()->disk_bytes, 0); /* (runs before any test sets one) */
+	uint64_t def = sb_scratch_size(&c);
+	assert_int_equal(load(&c, SB_CFG_PROJECT, "{\"sandbox\": {\"limits\": {\"disk\": \"64G\"}}}", err), 0);
+	assert_int_equal(sb_scratch_size(&c), def);
+	/* lower is taken */
+	assert_int_equal(load(&c, SB_CFG_PROJECT, "{\"sandbox\": {\"limits\": {\"disk\": \"16M\"}}}", err), 0);
+	assert_int_equal(sb_scratch_size(&c), 16ull << 20);
+	sb_config_clear(&c);
+	/* the user may raise it; the project then lowers what the user set, only */
+	sb_config_init(&c);
+	assert_int_equal(load(&c, SB_CFG_USER, "{\"sandbox\": {\"limits\": {\"disk\": \"8G\"}}}", err), 0);
+	assert_int_equal(load(&c, SB_CFG_PROJECT, "{\"sandbox\": {\"limits\": {\"disk\": \"64G\"}}}", err), 0);
+	assert_int_equal(sb_scratch_size(&c), 8ull << 30);
 	sb_config_clear(&c);
 }
 
@@ -227,6 +252,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_parse_size),
 	        cmocka_unit_test(test_parse_cpu_io),
+	        cmocka_unit_test(test_project_disk_default),
 	        cmocka_unit_test(test_layers_and_caps),
 	        cmocka_unit_test(test_bad_input),
 	        cmocka_unit_test(test_masks_and_disk),
