@@ -135,6 +135,38 @@ static char *substitute(const struct devc *d, const char *key, const char *in)
 	return out;
 }
 
+/* An image reference that is not one: a storage transport ("oci-archive:/path", "dir:/path",
+ * "docker-archive:/path", "containers-storage:[vfs@/graph+/run]name", "docker-daemon:", "docker://")
+ * makes Podman and Buildah, as root, read the host path it names, outside the project, or make a store
+ * there (tried: Podman 4.3 with --pull=never created one at a path of the file's choosing); a variable
+ * where the transport would be ("$BASE", "${REG}/x") can expand to one, and a quote or an escape
+ * ("oci\\-archive:") hides one from this reading. Returns what it found, or NULL
+ * for a plain reference ("localhost/dev:1", "base:${VARIANT}", a stage name). */
+static const char *image_ref_trouble(const char *ref, size_t len)
+{
+	static const char *const transports[] = {"containers-storage", "dir",    "docker-archive", "docker-daemon",
+	                                         "oci",                "oci-archive", "ostree",     "sif",
+	                                         "tarball"};
+	const char *colon = memchr(ref, ':', len);
+	size_t pl = colon ? (size_t)(colon - ref) : len;
+
+	for (size_t i = 0; i < len; i++)
+		if (ref[i] && strchr("\"'\\`", ref[i]))
+			return "quoting or an escape (the builder reads the word after removing them)";
+	if (memchr(ref, '$', pl))
+		return "a variable before the image's tag";
+	if (memchr(ref, '[', len))
+		return "a storage location";
+	if (!colon)
+		return NULL;
+	if (len - pl >= 3 && strncmp(colon, "://", 3) == 0)
+		return "a transport";
+	for (size_t i = 0; i < sizeof transports / sizeof transports[0]; i++)
+		if (strlen(transports[i]) == pl && strncasecmp(ref, transports[i], pl) == 0)
+			return "a storage transport";
+	return NULL;
+}
+
 static bool has_ctl(const char *s)
 {
 	for (; *s; s++)
@@ -461,6 +493,14 @@ int sb_devcontainer_parse(struct sb_config *c, const char *name, const char *tex
 			             c->ctr.image);
 			goto out;
 		}
+		const char *why = image_ref_trouble(c->ctr.image, strlen(c->ctr.image));
+		if (why) {
+			r = devc_err(&d, "image",
+			             "%s: %s names where Podman (root) reads an image on the host, outside the project; "
+			             "want an image name of your store (\"localhost/dev:1\")",
+			             c->ctr.image, why);
+			goto out;
+		}
 	}
 	if (json_object_object_get_ex(root, "dockerComposeFile", &v)) {
 		r = devc_err(&d, "dockerComposeFile",
@@ -578,7 +618,28 @@ static const char *skip_blanks(const char *p, const char *end)
 	return p;
 }
 
-/* Checks one logical line (continuations joined) of a Dockerfile: a RUN (or ONBUILD RUN) with flags. */
+static bool word_is(const char *p, const char *w, const char *kw)
+{
+	return (size_t)(w - p) == strlen(kw) && strncasecmp(p, kw, strlen(kw)) == 0;
+}
+
+/* The image of a FROM, or a COPY's (or ADD's) --from=: an image reference, never a transport. */
+static int dockerfile_image(const char *name, unsigned lineno, const char *what, const char *p, const char *w,
+                            char *err, size_t errlen)
+{
+	const char *why = image_ref_trouble(p, (size_t)(w - p));
+
+	if (!why)
+		return 0;
+	return sb_errc(err, errlen, EPERM,
+	               "%s:%u: %s %.*s: %s: the build runs as root on the host, where it would read (or make) "
+	               "what that names outside the project; name an image of your store (a tag may be a "
+	               "variable: base:${VARIANT})",
+	               name, lineno, what, (int)(w - p > 96 ? 96 : w - p), p, why);
+}
+
+/* Checks one logical line (continuations joined) of a Dockerfile: a RUN (or ONBUILD RUN) with flags;
+ * the image of a FROM and a COPY or ADD --from= (dockerfile_image). */
 static int dockerfile_line(const char *name, unsigned lineno, const char *p, const char *end, char *err, size_t errlen)
 {
 	const char *w;
@@ -587,11 +648,24 @@ static int dockerfile_line(const char *name, unsigned lineno, const char *p, con
 	if (p == end || *p == '#')
 		return 0;
 	w = word_end(p, end);
-	if ((size_t)(w - p) == 7 && strncasecmp(p, "ONBUILD", 7) == 0) {
+	if (word_is(p, w, "ONBUILD")) {
 		p = skip_blanks(w, end);
 		w = word_end(p, end);
 	}
-	if ((size_t)(w - p) != 3 || strncasecmp(p, "RUN", 3) != 0)
+	if (word_is(p, w, "FROM") || word_is(p, w, "COPY") || word_is(p, w, "ADD")) {
+		bool from = word_is(p, w, "FROM");
+		int r = 0;
+		/* every word of a FROM (its image, and "AS name", which pass) but flags; every --from= */
+		for (p = skip_blanks(w, end); p < end && r == 0; p = skip_blanks(w, end)) {
+			w = word_end(p, end);
+			if (w - p > 7 && strncasecmp(p, "--from=", 7) == 0)
+				r = dockerfile_image(name, lineno, "--from", p + 7, w, err, errlen);
+			else if (from && (w - p < 2 || p[0] != '-' || p[1] != '-'))
+				r = dockerfile_image(name, lineno, "FROM", p, w, err, errlen);
+		}
+		return r;
+	}
+	if (!word_is(p, w, "RUN"))
 		return 0;
 	p = skip_blanks(w, end);
 	if (end - p >= 2 && p[0] == '-' && p[1] == '-')

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -165,6 +166,54 @@ static void test_dockerfile(void **state)
 	assert_int_equal(sb_dockerfile_check("D", "RUN\0 --mount", 13, err, sizeof err), -EINVAL);
 }
 
+/* The sixth review: an image reference that names a host path. Podman and Buildah (root) take a storage
+ * transport in an image name even with --pull=never: "containers-storage:[vfs@/any/path+/run]x" made a
+ * store at that path on the old code (tried), "oci-archive:/path" reads the host's file as an image. */
+static void accepted_image(const char *image)
+{
+	struct sb_config c;
+	char json[512], err[SB_ERR_MAX] = "";
+	snprintf(json, sizeof json, "{\"image\": \"%s\"}", image);
+	if (parse(&c, json, err) != 0)
+		fail_msg("%s refused: %s", image, err);
+	sb_config_clear(&c);
+}
+
+static void test_image_transports(void **state)
+{
+	char err[SB_ERR_MAX];
+
+	(void)state;
+	refused("{\n\"image\": \"containers-storage:[vfs@/etc/x+/run/x]foo\"}",
+	        NAME ":2: image: containers-storage:[vfs@/etc/x+/run/x]foo: a storage");
+	refused("{\"image\": \"oci-archive:/root/backup.tar\"}", NAME ":1: image: oci-archive:/root/backup.tar: a storage transport");
+	refused("{\"image\": \"OCI-Archive:/x.tar\"}", NAME ":1: image:");
+	refused("{\"image\": \"docker-archive:/x.tar\"}", NAME ":1: image:");
+	refused("{\"image\": \"dir:/srv/img\"}", NAME ":1: image:");
+	refused("{\"image\": \"oci:${localWorkspaceFolder}/../x\"}", NAME ":1: image:");
+	refused("{\"image\": \"docker-daemon:x:1\"}", NAME ":1: image:");
+	refused("{\"image\": \"docker://registry.test/x\"}", NAME ":1: image:");
+	accepted_image("localhost/dev:1");
+	accepted_image("registry.test:5000/team/dev:1.2");
+	accepted_image("docker:24-dind");
+	accepted_image("alpine");
+	accepted_image("x@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+	/* the build's FROM and COPY --from: the same, also through a variable, a quote or an escape */
+	expect_flag("FROM containers-storage:[vfs@/etc/x+/run/x]foo\n", "D:1: FROM containers-storage:");
+	expect_flag("FROM --platform=linux/amd64 oci-archive:/root/b.tar AS base\n", "D:1: FROM oci-archive:");
+	expect_flag("ARG B=oci-archive:/root/b.tar\nFROM $B\n", "D:2: FROM $B: a variable");
+	expect_flag("ARG R=oci-archive:/root\nFROM ${R}/b.tar\n", "D:2:");
+	expect_flag("FROM \"oci-archive:/root/b.tar\"\n", "D:1:");
+	expect_flag("FROM oci\\-archive:/root/b.tar\n", "D:1:");
+	expect_flag("FROM img\nCOPY --chown=0 --from=dir:/srv/img /a /b\n", "D:2: --from dir:/srv/img");
+	expect_flag("FROM img\nONBUILD COPY --from=docker-archive:/x.tar /a /b\n", "D:2:");
+	expect_flag("FROM \\\n  tarball:/x.tar\n", "D:1:");
+	assert_int_equal(df("ARG VARIANT=12\nFROM mcr.test/devcontainers/base:${VARIANT} AS dev\nFROM docker:24\n"
+	                    "COPY --from=dev /a /b\nCOPY --from=0 /c /d\nADD x.tar /e\n",
+	                    err, sizeof err),
+	                 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -172,6 +221,7 @@ int main(void)
 	        cmocka_unit_test(test_build),
 	        cmocka_unit_test(test_refusals),
 	        cmocka_unit_test(test_dockerfile),
+	        cmocka_unit_test(test_image_transports),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
