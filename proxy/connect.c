@@ -1,7 +1,7 @@
 /* CONNECT requests, a front of the relay (relay.h): the decision on the canonical name comes before
  * any DNS lookup or byte forwarded (a denied name is never resolved); after the dial, a 200, then the
  * check that a TLS ClientHello the client sends first names the same host (domain fronting is
- * refused), then the tunnel. Refusals before the 200 are HTTP responses, after it TLS alerts. The
+ * refused), then the tunnel; plain HTTP in a tunnel to a name is read request by request (plain_http). Refusals before the 200 are HTTP responses, after it TLS alerts. The
  * SOCKS5 front (socks5.c) ends in the same checked tunnel (proxy_connect_tunnel_checked). */
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -36,6 +36,29 @@ static void start_tunnel(struct proxy_relay *r)
 	proxy_relay_tunnel(r);
 }
 
+/* Plain HTTP in a tunnel to a name: a request could name another host (Host, or an absolute-form target)
+ * that the server at the name's address also serves (name-based virtual hosts, a CDN: the plain-text
+ * twin of domain fronting, and a server reads every request of a kept-alive connection on its own). The
+ * CONNECT's exchange ends here (its close record says why) and the client connection goes to the HTTP
+ * front, which reads, decides and forwards each request to the tunnel's host (proxy_http_accept_tunnel);
+ * the connection the CONNECT dialled goes, each request dials or reuses its own. */
+static void plain_http(struct proxy_relay *r)
+{
+	struct proxy_session *s = r->s;
+	struct bufferevent *cl = r->client;
+	char host[POLICY_HOST_MAX + 1];
+	uint16_t port = r->t.port;
+
+	snprintf(host, sizeof host, "%s", r->t.host);
+	snprintf(r->reason, sizeof r->reason, "%s; plain HTTP in the tunnel (its requests are decided one by one)",
+	         r->t.reason[0] ? r->t.reason : "allowed");
+	r->client = NULL;
+	bufferevent_setcb(cl, NULL, NULL, NULL, NULL);
+	bufferevent_set_timeouts(cl, NULL, NULL);
+	proxy_relay_end(r); /* frees r and its upstream */
+	proxy_http_accept_tunnel(s, cl, host, port);
+}
+
 /* The client's first bytes after the 200. Anything that is not TLS is tunnelled as it is; a TLS
  * ClientHello must be readable and, when the CONNECT named a host, its SNI must name the same host:
  * otherwise the tunnel would carry a TLS session to whatever else the server at that address hosts
@@ -60,6 +83,15 @@ static void inspect_read_cb(struct bufferevent *bev, void *arg)
 		if (!r->t.literal && policy_inspects(r->s->policy, r->t.host)) {
 			proxy_relay_refuse_tls(r, "the policy inspects this host, and the tunnel does not carry TLS");
 			return;
+		}
+		if (!r->t.literal) {
+			int h = http_request_line_prefix((const char *)buf, len);
+			if (h < 0 && len < TLS_SNI_READ_MAX)
+				return; /* the rest of the first line */
+			if (h != 0) {
+				plain_http(r);
+				return;
+			}
 		}
 		start_tunnel(r);
 		return;
@@ -97,6 +129,23 @@ static void inspect_up_read_cb(struct bufferevent *bev, void *arg)
 static void inspect_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct proxy_relay *r = arg;
+
+	if (bev == r->client && (what & BEV_EVENT_EOF) && !r->t.literal &&
+	    !policy_inspects(r->s->policy, r->t.host)) {
+		/* The client's last bytes are the start of a line that could have become a request line: it
+		 * never will (the client sent all it sends), so they go as they are, then its FIN (the tunnel
+		 * reads the end of file again). */
+		struct evbuffer *in = bufferevent_get_input(bev);
+		size_t len = evbuffer_get_length(in);
+		const uint8_t *buf = len ? evbuffer_pullup(in, -1) : NULL;
+		char sni[TLS_SNI_NAME_MAX + 1];
+		const char *why = NULL;
+		if (buf && tls_sni_parse(buf, len, sni, sizeof sni, &why) == TLS_SNI_NOT_TLS &&
+		    http_request_line_prefix((const char *)buf, len) < 0) {
+			start_tunnel(r);
+			return;
+		}
+	}
 	if (what & BEV_EVENT_TIMEOUT)
 		snprintf(r->error, sizeof r->error, "the client sent nothing within the idle timeout");
 	else

@@ -376,14 +376,15 @@ static void handle_request(struct http_conn *c, const struct http_request *req, 
 	struct http_authority auth = req->authority;
 	enum policy_verdict v;
 
-	if (c->inspect) {
-		/* Inside the TLS of a CONNECT: the tunnel's host is the destination; a Host header must name it */
+	if (c->inspect || c->plain_tunnel) {
+		/* Inside a CONNECT (its TLS, or plain HTTP): the tunnel's host is the destination; a Host header
+		 * must name it */
 		char hh[POLICY_HOST_MAX + 1];
 		const char *why = NULL;
 		if (req->form == HTTP_FORM_AUTHORITY)
-			why = "a CONNECT inside an inspected tunnel";
+			why = "a CONNECT inside a tunnel";
 		else if (req->form != HTTP_FORM_ORIGIN)
-			why = "an inspected tunnel carries origin-form requests (GET /path)";
+			why = "a tunnel carries origin-form requests (GET /path), for its own host";
 		else if (req->has_host_header &&
 		         (policy_canon_host(req->host_header.host, req->host_header.host_len, hh) != POLICY_CANON_OK ||
 		          strcmp(hh, c->inspect_host) != 0 || (req->host_header.has_port && req->host_header.port != c->inspect_port)))
@@ -510,7 +511,8 @@ static void head_read(struct http_conn *c)
 		http_close_after_flush(c);
 		return;
 	}
-	st = http_parse_request(head, c->scan.total, c->transparent_port || c->inspect ? HTTP_PARSE_ORIGIN_OK : 0, req, &why);
+	st = http_parse_request(head, c->scan.total,
+	                        c->transparent_port || c->inspect || c->plain_tunnel ? HTTP_PARSE_ORIGIN_OK : 0, req, &why);
 	/* (the first 32 bytes of a longer one) */
 	mlen = !req->method ? 0 : req->method_len < sizeof c->r.method ? req->method_len : sizeof c->r.method - 1;
 	memcpy(c->r.method, req->method ? req->method : "", mlen);
@@ -656,6 +658,23 @@ void proxy_http_accept_transparent(struct proxy_session *s, int fd, uint16_t ori
 	evbuffer_freeze(in, 0);
 	if (n > 0)
 		client_read_cb(client, c); /* (may free c) */
+}
+
+void proxy_http_accept_tunnel(struct proxy_session *s, struct bufferevent *client, const char *host, uint16_t port)
+{
+	struct http_conn *c = calloc(1, sizeof *c);
+
+	if (!c) {
+		bufferevent_free(client);
+		return;
+	}
+	c->plain_tunnel = true;
+	snprintf(c->inspect_host, sizeof c->inspect_host, "%s", host);
+	c->inspect_port = port;
+	if (!conn_start(c, s, client, &http_ops, 0))
+		return;
+	if (evbuffer_get_length(bufferevent_get_input(client)) > 0)
+		client_read_cb(client, c); /* the request that made it one (may free c) */
 }
 
 /* The CONNECT's connection while no request took it: an upstream that speaks first or goes away is

@@ -57,8 +57,9 @@ struct http_conn {
 	struct splice_pump *pump; /* owned: made for the connection's first big response body */
 	/* HTTPS inspection (inspect.c): r.client and r.up are TLS bufferevents (no splice, no direct writes) */
 	bool inspect;
-	bool tls_ok; /* the client finished its TLS handshake */
-	char inspect_host[POLICY_HOST_MAX + 1];
+	bool tls_ok;       /* the client finished its TLS handshake */
+	bool plain_tunnel; /* plain HTTP inside a CONNECT tunnel (connect.c): its requests must name its host */
+	char inspect_host[POLICY_HOST_MAX + 1]; /* inspect or plain_tunnel: the tunnel's host, every request's */
 	uint16_t inspect_port;
 };
 

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <strings.h>
 
 #include "policy.h"
 
@@ -490,6 +491,28 @@ static int parse_target(const char *t, size_t n, bool is_connect, unsigned flags
 	else
 		*why = "unsupported request target (only http:// URIs and CONNECT host:port)";
 	return 400;
+}
+
+int http_request_line_prefix(const char *buf, size_t len)
+{
+	size_t i = 0, m;
+
+	/* servers skip empty lines before a request line (RFC 9112 2.2; nginx, Node and Go skip any) */
+	while (i < len && (buf[i] == '\r' || buf[i] == '\n'))
+		i++;
+	for (m = i; i < len && is_tchar((unsigned char)buf[i]); i++)
+		;
+	if (i == len)
+		return -1;
+	if (i == m || (buf[i] != ' ' && buf[i] != '\t'))
+		return 0;
+	/* the rest of the line holds "HTTP/" in any case and spacing (lenient servers take runs of blanks,
+	 * "http/1.1"): read as a request line, which is the stricter reading; without it the line ends as
+	 * no request line (an SSH banner, HTTP/0.9's "GET /", which names no host) */
+	for (; i < len && buf[i] != '\r' && buf[i] != '\n'; i++)
+		if (len - i >= 5 && strncasecmp(buf + i, "HTTP/", 5) == 0)
+			return 1;
+	return i == len ? -1 : 0;
 }
 
 int http_parse_request(const char *buf, size_t len, unsigned flags, struct http_request *req, const char **why)

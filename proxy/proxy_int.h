@@ -318,6 +318,9 @@ void proxy_inspect_begin(struct proxy_relay *r);
 void proxy_http_accept_inspected(struct proxy_session *s, struct bufferevent *tls, const char *host, uint16_t port,
                                  struct bufferevent *up, const char *address);
 void proxy_inspect_engine_free(struct proxy_engine *e);
+/* Takes over client (owned from now: a CONNECT tunnel to host:port, answered, whose first bytes are an
+ * HTTP request) for plain HTTP requests, read, decided and forwarded one by one; each must name host. */
+void proxy_http_accept_tunnel(struct proxy_session *s, struct bufferevent *client, const char *host, uint16_t port);
 
 /* ---- our own HTTP responses (http.c) ---- */
 /* Queues a complete response on out: status, X-Sluice-Decision value (sanitised), plain-text body. */

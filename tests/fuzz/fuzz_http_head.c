@@ -1,7 +1,8 @@
 /* Fuzz target: the proxy's HTTP head handling (proxy/http_parse.c). The input is fed to the head
  * scanner in pieces (the first byte picks the piece size), the head it finds is parsed as a request
  * and as a response, and whatever follows goes through the chunked-body framer (chunk data now fed, now
- * skipped as when it is spliced). */
+ * skipped as when it is spliced). The input is also read as a tunnel's first bytes
+ * (http_request_line_prefix). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -31,6 +32,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size_t n = size - off < step ? size - off : step;
 		r = http_scanner_feed(&sc, (const char *)data + off, n, &used);
 		off += used;
+	}
+	/* A tunnel's first bytes (connect.c): the answer for a prefix, once known, is the answer for all of
+	 * it (the bytes read later never turn "no request line" into one, nor back); a parsable request
+	 * head is always read as one. */
+	{
+		int full = http_request_line_prefix((const char *)data, size);
+		for (size_t k = 0; k < size && k < 96; k++) {
+			int part = http_request_line_prefix((const char *)data, k);
+			if (part != -1 && part != full)
+				abort();
+		}
+		if (r == HTTP_SCAN_DONE && (req = malloc(sizeof *req)) != NULL) {
+			if (http_parse_request((const char *)data, sc.total, HTTP_PARSE_ORIGIN_OK, req, &why) == 0 && full != 1)
+				abort();
+			free(req);
+		}
 	}
 	req = malloc(sizeof *req);
 	resp = malloc(sizeof *resp);

@@ -220,6 +220,40 @@ check_eq "CONNECT to port 0: 400" 400 "$code"
 code=$(raw_http s1 'CONNECT user@allowed.test:443 HTTP/1.1\r\n\r\n')
 check_eq "CONNECT with userinfo: 400" 400 "$code"
 
+# Plain HTTP inside a CONNECT tunnel (the sixth review): the tunnel's bytes were passed as they were, so a
+# request naming another host in its Host header (or its absolute-form target) reached whatever the server
+# at the allowed name's address hosts under that name, as TLS with another SNI would (domain fronting).
+# Now each request in such a tunnel is read and decided like a forward proxy's, and must name the tunnel's host.
+out=$("${CURL[@]}" -p http://allowed.test/tunnel-ok)
+check_match "curl -p (CONNECT allowed.test:80, then GET): works" '"target": *"/tunnel-ok"' "$out"
+out=$("${CURL[@]}" -p -D - -o /dev/null -H 'Host: evil.test' http://allowed.test/tunnel-front)
+check_match "CONNECT allowed.test:80, then a GET with Host: evil.test: 400" '^HTTP/1.1 400' "$out"
+check_match "... it says so" 'names another host' "$("${CURL[@]}" -p -H 'Host: evil.test' http://allowed.test/tunnel-front)"
+code=$(lab_exec s1 "$LAB_PYTHON" - "$PROXY_GW" <<-'PY'
+	import socket, sys
+	s = socket.create_connection((sys.argv[1], 3128), timeout=5)
+	s.sendall(b'CONNECT allowed.test:80 HTTP/1.1\r\nHost: allowed.test:80\r\n\r\n'
+	          b'GET /tunnel-a HTTP/1.1\r\nHost: allowed.test\r\n\r\n'
+	          b'GET http://evil.test/tunnel-abs HTTP/1.1\r\nHost: evil.test\r\n\r\n')
+	s.settimeout(2)
+	data = b''
+	try:
+	    while True:
+	        c = s.recv(65536)
+	        if not c:
+	            break
+	        data += c
+	except socket.timeout:
+	    pass
+	import re
+	print(' '.join(m.decode() for m in re.findall(rb'(?:^|\n)HTTP/1\.1 (\d{3}) ', data)))
+	PY
+)
+check_eq "a kept-alive tunnel: the first request (allowed.test) 200, the next (absolute-form, evil.test) 400" "200 200 400" "$code"
+check_not "... evil.test was never asked for through the tunnel" grep -q '"host": *"evil.test' <(lab_http_requests)
+r=$(audit_find 'r.get("protocol") == "http" and "names another host" in (r.get("reason") or "")')
+check_match "... the refused request in the tunnel is audited (protocol http, deny)" '"decision": "deny"' "$r"
+
 # ---- malformed requests: 400 / 414 / 431 / 501 / 505
 declare -A bad=(
 	['both Content-Length and Transfer-Encoding']='POST http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n'

@@ -327,6 +327,34 @@ static void test_chunked_skip(void **state)
 	assert_int_equal(http_chunked_feed(&c, "0\r\n\r\n", 5, &used), HTTP_CHUNK_ERROR);
 }
 
+/* A CONNECT tunnel's first bytes (connect.c): request lines however a lenient server spaces them, and
+ * what is not one. */
+static int line_prefix(const char *s)
+{
+	return http_request_line_prefix(s, strlen(s));
+}
+
+static void test_request_line_prefix(void **state)
+{
+	(void)state;
+	assert_int_equal(line_prefix("GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n"), 1);
+	assert_int_equal(line_prefix("GET http://evil.test/ HTTP/1.1\r\n"), 1);
+	assert_int_equal(line_prefix("\r\n\r\nget  /x\thttp/1.0"), 1); /* empty lines, blanks, case */
+	assert_int_equal(line_prefix("PRI * HTTP/2.0\r\n"), 1);
+	assert_int_equal(line_prefix("SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n"), 0);
+	assert_int_equal(line_prefix("GET /\r\n"), 0); /* HTTP/0.9: no Host */
+	assert_int_equal(line_prefix("\x16\x03\x01"), 0);
+	assert_int_equal(line_prefix(" GET / HTTP/1.1"), 0);
+	assert_int_equal(line_prefix("{\"jsonrpc\": 1}\n"), 0);
+	/* not known yet */
+	assert_int_equal(line_prefix(""), -1);
+	assert_int_equal(line_prefix("\r\n"), -1);
+	assert_int_equal(line_prefix("GET"), -1);
+	assert_int_equal(line_prefix("GET /a"), -1);
+	assert_int_equal(line_prefix("GET /a HTT"), -1);
+	assert_int_equal(line_prefix("hello world"), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -334,7 +362,7 @@ int main(void)
 	        cmocka_unit_test(test_bad_requests),   cmocka_unit_test(test_equal_duplicate_cl_and_http10),
 	        cmocka_unit_test(test_scanner_limits), cmocka_unit_test(test_authority),
 	        cmocka_unit_test(test_response),       cmocka_unit_test(test_chunked),
-	        cmocka_unit_test(test_chunked_skip),
+	        cmocka_unit_test(test_chunked_skip),   cmocka_unit_test(test_request_line_prefix),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
