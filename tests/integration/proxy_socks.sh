@@ -31,6 +31,10 @@ body=$("${CURL[@]}" http://allowed.test/hello)
 check_match "socks5h: allowed name reaches the origin" '"host": ?"allowed.test"' "$body"
 body=$("${CURL[@]}" --cacert "$LAB_CA" https://allowed.test/tls)
 check_match "socks5h: TLS to an allowed name through the tunnel" '"host": ?"allowed.test"' "$body"
+# plain HTTP in the tunnel names its host (the sixth review: a Host naming another was passed on)
+out=$("${CURL[@]}" -D - -o /dev/null -H 'Host: evil.test' http://allowed.test/socks-front)
+check_match "socks5h: plain HTTP naming another host in the tunnel: 400" '^HTTP/1.1 400' "$out"
+check_not "... it never reached the internet" grep -q '/socks-front' <(lab_http_requests)
 n=$("${CURL[@]}" --cacert "$LAB_CA" -o /dev/null -w '%{size_download}' https://allowed.test/bytes/20000000)
 check_eq "socks5h: 20 MB through the tunnel" 20000000 "$n"
 out=$("${CURL[@]}" http://evil.test/ 2>&1); rc=$?
