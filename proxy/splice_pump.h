@@ -38,7 +38,8 @@ int splice_pump_start(struct splice_pump *p, int src, int dst, uint64_t limit);
  * look at yet (the pump waits for it, writing what it holds), -ENODATA when src reached end of file
  * (SPLICE_PUMP_EOF), -EPROTO for framing it refuses (SPLICE_PUMP_BAD_FRAMING, after what the pipe holds
  * was written), or another -errno (SPLICE_PUMP_READ_ERR). Runs follow one another within one wake-up,
- * and the pipe is written when it is full or src has nothing more, not at every run's end. */
+ * and the pipe is written when it is full or src has nothing more, not at every run's end. more() only
+ * looks at src (MSG_PEEK) and must not read it, nor stop or free the pump. */
 typedef int (*splice_pump_more_cb)(struct splice_pump *p, int src, uint64_t *limit, bool *last, void *arg);
 /* Starts framed runs, the first of limit bytes (0: more() is asked first). Returns 0 or -errno. */
 int splice_pump_start_framed(struct splice_pump *p, int src, int dst, uint64_t limit, splice_pump_more_cb more);
