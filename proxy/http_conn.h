@@ -53,7 +53,6 @@ struct http_conn {
 	struct http_chunked resp_ch;
 	bool resp_dechunk;        /* a chunked response for an HTTP/1.0 client: its data only, to the close */
 	bool resp_spliced;        /* this response's body went (partly) through the pump */
-	bool resp_ch_done;        /* splicing a chunked body: the framer saw its end */
 	struct splice_pump *pump; /* owned: made for the connection's first big response body */
 	/* HTTPS inspection (inspect.c): r.client and r.up are TLS bufferevents (no splice, no direct writes) */
 	bool inspect;
@@ -95,3 +94,11 @@ void http_forward_start(struct http_conn *c);
 /* The client sent more (a request body) / its output drained below the watermark. */
 void http_forward_client_read(struct http_conn *c);
 void http_forward_client_drained(struct http_conn *c);
+/* A chunked body's next splice run (a splice_pump_more_cb's work, splice_pump.h): at a chunk boundary
+ * the framing waiting on fd is peeked at (MSG_PEEK, up to 512 bytes, nothing taken) and fed to ch, and
+ * *limit is that framing with the chunk's data after it (the framer counts the data as passed), *last
+ * when the framer saw the body's end (the trailer's last CRLF ends the run: what follows stays on fd).
+ * The framer counts the bytes before they move, so it always knows where the body ends, and no byte it
+ * refused moves. Returns 0, -EAGAIN (nothing on fd yet), -ENODATA (fd at end of file), -EPROTO (ch->error
+ * says why), or -errno. */
+int http_forward_chunk_run(struct http_chunked *ch, int fd, uint64_t *limit, bool *last);

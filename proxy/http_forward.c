@@ -3,8 +3,8 @@
  * the response head is parsed strictly and rewritten, its body streamed back with back-pressure both
  * ways (stop reading one side while the other's output is full), and the upstream is kept for the
  * next request to the same host:port when both sides allow it. A big response body (a length, or a
- * big chunk) passes from socket to socket with splice(2) (splice_pump.c) once the bytes already read
- * went out: the parser sees the head and the chunk framing only. */
+ * chunked body past 256 KiB) passes from socket to socket with splice(2) (splice_pump.c) once the bytes
+ * already read went out: the parser sees the head and the chunk framing only. */
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -318,8 +318,6 @@ static bool response_head(struct http_conn *c)
 
 static void pump_response(struct http_conn *c);
 
-static void splice_chunked(struct http_conn *c);
-
 /* Ends the response's splicing on an error of the upstream (or its framing): close after what was
  * sent. The error is what, then ": detail" when there is one. */
 static void splice_fail(struct http_conn *c, const char *what, const char *detail)
@@ -334,23 +332,21 @@ static void resp_pump_cb(struct splice_pump *p, enum splice_pump_event ev, size_
 	(void)p;
 	switch (ev) {
 	case SPLICE_PUMP_MOVED:
-		c->r.bytes_in += n; /* the framer already accounted for them (splice_chunked) */
+		c->r.bytes_in += n; /* (for a chunked body, the framer saw them before they moved: chunk_more) */
 		if (c->resp_body == HTTP_BODY_LENGTH)
 			c->resp_left -= n;
 		http_set_timer(c, c->r.e->tv_idle);
 		return;
-	case SPLICE_PUMP_DONE:
-	case SPLICE_PUMP_READABLE:
-		if (c->resp_body == HTTP_BODY_CHUNKED) {
-			splice_chunked(c);
-			return;
-		}
-		c->resp_done = true; /* the limit was resp_left */
+	case SPLICE_PUMP_DONE: /* the limit was resp_left, or the framer saw the chunked body's end */
+		c->resp_done = true;
 		bufferevent_enable(c->r.up, EV_READ);
 		pump_response(c);
 		return;
 	case SPLICE_PUMP_EOF:
 		splice_fail(c, "the upstream closed the connection in the middle of the response", NULL);
+		return;
+	case SPLICE_PUMP_BAD_FRAMING:
+		splice_fail(c, "malformed chunked response body", c->resp_ch.error);
 		return;
 	case SPLICE_PUMP_READ_ERR:
 		splice_fail(c, "reading the response from the upstream failed", strerror((int)n));
@@ -363,54 +359,31 @@ static void resp_pump_cb(struct splice_pump *p, enum splice_pump_event ev, size_
 	}
 }
 
-/* A chunked body from the upstream's socket: the rest of the current chunk is spliced; at a chunk
- * boundary the framing is peeked at (MSG_PEEK, a few bytes) and fed to the framer, then the framing and
- * the chunk's data are spliced together. The framer counts the bytes before they move, so it always
- * knows where the body ends; the last chunk's framing and trailer go the same way, then the upstream's
- * bufferevent takes over again. */
-static void splice_chunked(struct http_conn *c)
+int http_forward_chunk_run(struct http_chunked *ch, int fd, uint64_t *limit, bool *last)
 {
-	int up = bufferevent_getfd(c->r.up), client = bufferevent_getfd(c->r.client);
-	uint64_t left = http_chunked_data_left(&c->resp_ch);
-	char buf[256];
+	char buf[512];
 	size_t used = 0;
-	ssize_t n;
-	int rc;
+	enum http_chunk_result r;
+	ssize_t n = recv(fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
 
-	if (c->resp_ch_done) {
-		c->resp_done = true;
-		bufferevent_enable(c->r.up, EV_READ);
-		pump_response(c);
-		return;
-	}
-	if (left == 0) {
-		enum http_chunk_result r;
-		n = recv(up, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-			if (splice_pump_wait(c->pump, up, client) != 0)
-				splice_fail(c, "cannot wait for the upstream", strerror(ENOMEM));
-			return;
-		}
-		if (n <= 0) {
-			if (n == 0)
-				splice_fail(c, "the upstream closed the connection in the middle of the response",
-				            NULL);
-			else
-				splice_fail(c, "reading the response from the upstream failed", strerror(errno));
-			return;
-		}
-		r = http_chunked_feed(&c->resp_ch, buf, (size_t)n, &used);
-		if (r == HTTP_CHUNK_ERROR) {
-			splice_fail(c, "malformed chunked response body", c->resp_ch.error);
-			return;
-		}
-		c->resp_ch_done = r == HTTP_CHUNK_DONE;
-		left = http_chunked_data_left(&c->resp_ch);
-	}
-	http_chunked_skip(&c->resp_ch, left);
-	rc = splice_pump_start(c->pump, up, client, used + left);
-	if (rc != 0)
-		splice_fail(c, "cannot pass the response body", strerror(-rc));
+	if (n < 0)
+		return errno == EWOULDBLOCK || errno == EINTR ? -EAGAIN : -errno;
+	if (n == 0)
+		return -ENODATA;
+	r = http_chunked_feed(ch, buf, (size_t)n, &used);
+	if (r == HTTP_CHUNK_ERROR)
+		return -EPROTO;
+	*last = r == HTTP_CHUNK_DONE;
+	*limit = used + (*last ? 0 : http_chunked_data_left(ch));
+	http_chunked_skip(ch, http_chunked_data_left(ch));
+	return 0;
+}
+
+static int chunk_more(struct splice_pump *p, int up, uint64_t *limit, bool *last, void *arg)
+{
+	struct http_conn *c = arg;
+	(void)p;
+	return http_forward_chunk_run(&c->resp_ch, up, limit, last);
 }
 
 /* Called with the upstream's input empty and c->tx sent: a big body (a length of 256 KiB or more left,
@@ -419,6 +392,8 @@ static void splice_chunked(struct http_conn *c)
  * read). Without a pipe, bufferevents go on. */
 static void maybe_splice_response(struct http_conn *c)
 {
+	int up = bufferevent_getfd(c->r.up), client = bufferevent_getfd(c->r.client), rc;
+
 	if (c->inspect || c->resp_done || c->resp_dechunk || evbuffer_get_length(bufferevent_get_input(c->r.up)) > 0)
 		return; /* (TLS both ways, or the framing dropped: no splice) */
 	if (c->resp_body == HTTP_BODY_LENGTH ? c->resp_left < SPLICE_BODY_MIN
@@ -437,12 +412,16 @@ static void maybe_splice_response(struct http_conn *c)
 	}
 	c->resp_spliced = true;
 	if (c->resp_body == HTTP_BODY_CHUNKED) {
-		c->resp_ch_done = false;
-		splice_chunked(c);
-	} else if (splice_pump_start(c->pump, bufferevent_getfd(c->r.up), bufferevent_getfd(c->r.client),
-	                             c->resp_left) != 0) {
-		bufferevent_enable(c->r.up, EV_READ);
+		/* the rest of the current chunk's data (the framer saw its size) is the first run */
+		uint64_t left = http_chunked_data_left(&c->resp_ch);
+		rc = splice_pump_start_framed(c->pump, up, client, left, chunk_more);
+		if (rc == 0)
+			http_chunked_skip(&c->resp_ch, left);
+	} else {
+		rc = splice_pump_start(c->pump, up, client, c->resp_left);
 	}
+	if (rc != 0)
+		bufferevent_enable(c->r.up, EV_READ); /* through user space */
 }
 
 /* Up to *n bytes of in through the chunk framer, the data to out and the framing dropped (resp_dechunk);

@@ -15,8 +15,11 @@ struct splice_pump {
 	struct event *rd, *wr;   /* owned: src readable, dst writable */
 	int pipe[2];             /* owned */
 	size_t in_pipe, cap;
-	uint64_t left; /* bytes still to read from src */
-	bool eof, running, wait;
+	uint64_t left; /* bytes still to read from src (in this run, for framed runs) */
+	bool eof, running;
+	bool last;                /* no run after this one (always, unless framed) */
+	bool bad;                 /* framed: more() refused the framing; ends once the pipe is written */
+	splice_pump_more_cb more; /* framed runs, or NULL */
 	splice_pump_cb cb;
 	void *arg;
 };
@@ -49,20 +52,32 @@ out:
 	return NULL;
 }
 
-int splice_pump_start(struct splice_pump *p, int src, int dst, uint64_t limit)
+static int start(struct splice_pump *p, int src, int dst, uint64_t limit, splice_pump_more_cb more)
 {
 	splice_pump_stop(p);
 	if (event_assign(p->rd, p->base, src, EV_READ | EV_PERSIST, rd_cb, p) != 0 ||
 	    event_assign(p->wr, p->base, dst, EV_WRITE | EV_PERSIST, wr_cb, p) != 0)
 		return -EINVAL;
 	p->left = limit;
-	p->eof = p->wait = false;
+	p->more = more;
+	p->last = !more;
+	p->eof = p->bad = false;
 	p->running = true;
-	if (limit > 0 && event_add(p->rd, NULL) != 0) {
+	if ((limit > 0 || more) && event_add(p->rd, NULL) != 0) {
 		p->running = false;
 		return -ENOMEM;
 	}
 	return 0;
+}
+
+int splice_pump_start(struct splice_pump *p, int src, int dst, uint64_t limit)
+{
+	return start(p, src, dst, limit, NULL);
+}
+
+int splice_pump_start_framed(struct splice_pump *p, int src, int dst, uint64_t limit, splice_pump_more_cb more)
+{
+	return more ? start(p, src, dst, limit, more) : -EINVAL;
 }
 
 void splice_pump_stop(struct splice_pump *p)
@@ -85,20 +100,6 @@ void splice_pump_stop(struct splice_pump *p)
 	}
 }
 
-int splice_pump_wait(struct splice_pump *p, int src, int dst)
-{
-	int rc = splice_pump_start(p, src, dst, 0);
-
-	if (rc == 0) {
-		p->wait = p->running = true;
-		if (event_add(p->rd, NULL) != 0) {
-			p->running = false;
-			rc = -ENOMEM;
-		}
-	}
-	return rc;
-}
-
 bool splice_pump_running(const struct splice_pump *p)
 {
 	return p && p->running;
@@ -113,6 +114,12 @@ static void end(struct splice_pump *p, enum splice_pump_event ev, size_t n)
 	p->cb(p, ev, n, p->arg);
 }
 
+/* Whether src is to be read again once the pipe has room: bytes left in this run, or another run. */
+static bool more_to_read(const struct splice_pump *p)
+{
+	return !p->eof && !p->bad && (p->left > 0 || !p->last);
+}
+
 /* Writes the pipe to dst; when it is empty, reads again, or ends the run. */
 static void out(struct splice_pump *p)
 {
@@ -121,7 +128,7 @@ static void out(struct splice_pump *p)
 		                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 		if (n > 0) {
 			p->in_pipe -= (size_t)n;
-			if (!p->eof && p->left > 0 && !event_pending(p->rd, EV_READ, NULL))
+			if (more_to_read(p) && !event_pending(p->rd, EV_READ, NULL))
 				event_add(p->rd, NULL); /* room in the pipe again */
 			continue;
 		}
@@ -135,9 +142,11 @@ static void out(struct splice_pump *p)
 		return;
 	}
 	event_del(p->wr);
-	if (p->eof)
+	if (p->bad)
+		end(p, SPLICE_PUMP_BAD_FRAMING, 0);
+	else if (p->eof)
 		end(p, SPLICE_PUMP_EOF, 0);
-	else if (p->left == 0)
+	else if (p->left == 0 && p->last)
 		end(p, SPLICE_PUMP_DONE, 0);
 	else if (!event_pending(p->rd, EV_READ, NULL))
 		event_add(p->rd, NULL);
@@ -146,16 +155,30 @@ static void out(struct splice_pump *p)
 static void rd_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct splice_pump *p = arg;
-	(void)what;
-	if (p->wait) {
-		end(p, SPLICE_PUMP_READABLE, 0);
-		return;
-	}
 	bool moved = false, full = false;
+	(void)what;
 
-	while (p->in_pipe < p->cap && p->left > 0) {
+	while (p->in_pipe < p->cap) {
 		size_t want = p->cap - p->in_pipe;
 		ssize_t n;
+		if (p->left == 0) {
+			int rc;
+			if (p->last)
+				break;
+			rc = p->more(p, fd, &p->left, &p->last, p->arg); /* the next run, framing checked */
+			if (rc == -EAGAIN)
+				break; /* nothing to look at yet: rd stays armed */
+			if (rc == -ENODATA || rc == -EPROTO) {
+				p->eof = rc == -ENODATA;
+				p->bad = rc == -EPROTO;
+				break;
+			}
+			if (rc != 0 || p->left == 0) {
+				end(p, SPLICE_PUMP_READ_ERR, rc != 0 ? (size_t)-rc : EPROTO);
+				return;
+			}
+			continue;
+		}
 		if ((uint64_t)want > p->left)
 			want = (size_t)p->left;
 		n = splice(fd, NULL, p->pipe[1], NULL, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
@@ -182,7 +205,7 @@ static void rd_cb(evutil_socket_t fd, short what, void *arg)
 		end(p, SPLICE_PUMP_READ_ERR, (size_t)errno);
 		return;
 	}
-	if (full || p->in_pipe >= p->cap || p->left == 0 || p->eof)
+	if (full || p->in_pipe >= p->cap || !more_to_read(p))
 		event_del(p->rd); /* back-pressure, or nothing more to read: dst takes the pipe first */
 	if (!event_pending(p->wr, EV_WRITE, NULL))
 		out(p); /* (else dst is full: wr_cb writes when it can take more) */

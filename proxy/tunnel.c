@@ -87,8 +87,8 @@ static void pump_cb(struct splice_pump *p, enum splice_pump_event ev, size_t n, 
 		d->bytes += n;
 		touch(d->t);
 		break;
-	case SPLICE_PUMP_DONE: /* no limit, no wait: neither happens */
-	case SPLICE_PUMP_READABLE:
+	case SPLICE_PUMP_DONE: /* no limit, no framing: neither happens */
+	case SPLICE_PUMP_BAD_FRAMING:
 	case SPLICE_PUMP_EOF:
 		d->eof = true;
 		shut_dst(d);

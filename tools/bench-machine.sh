@@ -13,6 +13,12 @@
 #   - system calls of the proxy and of the origin (strace -c, in a separate run: it slows them down)
 # then one perf record -a -g run per contender (DIR/perf-machine-NAME.data) summarised by command and by
 # kernel area. Prints the medians; writes every run's figures to DIR/machine.txt.
+# BENCH_MACHINE_BULK=connect|length|chunked: the unit of work is instead a bulk download of BENCH_BULK_MIB
+# by curl (bench-proxy.sh's bulk rows), the figures per GiB (CPU in s/GiB; no strace run; the perf run
+# records one whole download, and perf-areas' "per request" is then per GiB). A
+# contender with a trailing p (BENCH_MACHINE_WHO="3128 3128p direct") runs with its proxy pinned to the
+# last CPU (taskset, unpinned after the run): an experiment on what the scheduler's moves cost, never a
+# product setting.
 [ "${BENCH_ONLY:-}" = http ] || lab_bail "BENCH_MACHINE needs BENCH_ONLY=http"
 mdir=$BENCH_MACHINE
 mkdir -p "$mdir" || lab_bail "cannot make $mdir"
@@ -29,7 +35,7 @@ else
 	mnames=(3128 direct)
 fi
 declare -A MN=([3128]=sluice [3131]=B [direct]=direct [3129]=squid [3128d]=sluice-luareq [3128n]=sluice-nft
-	[directn]=direct-nft [3131n]=B-nft [3128t]=sluice-nft-notrack)
+	[directn]=direct-nft [3131n]=B-nft [3128t]=sluice-nft-notrack [3128p]=sluice-pinned [3131p]=B-pinned)
 # BENCH_MACHINE_WHO: the contenders instead (ports; "direct"; 3128d: sluice with wrk's old per-request Lua;
 # a trailing n: with sluiced's ruleset in the host namespace, below; 3128t: that ruleset and the proxy's
 # upstream hop not tracked by conntrack, an experiment measuring what tracking it costs)
@@ -131,7 +137,7 @@ wrk_args() {
 	case $1 in
 	direct | directn) WRK_ARGS+=("http://$LAB_ALLOWED4:$ORIGIN_PORT/") ;;
 	*d) WRK_ARGS+=(-s "$LAB_DIR/proxy-dynamic.lua" "http://$GW:${1%d}/") ;;
-	*) WRK_ARGS+=(-s "$LAB_DIR/proxy.lua" "http://$GW:${1%[nt]}/") ;;
+	*) WRK_ARGS+=(-s "$LAB_DIR/proxy.lua" "http://$GW:${1%[ntp]}/") ;;
 	esac
 }
 # ruleset_on WHO: loads the ruleset a contender runs with (a trailing n or, on a port, t; not "direct"'s t)
@@ -139,7 +145,18 @@ ruleset_on() {
 	case $1 in *n) nft_on ;; [0-9]*t) nft_on_notrack ;; esac
 }
 # proxy_of WHO: the pid of a contender's proxy (nothing for the direct path)
-proxy_of() { [ "${1%n}" = direct ] || lab_pid "${PIDNAME[${1%[dnt]}]}"; }
+proxy_of() { [ "${1%n}" = direct ] || lab_pid "${PIDNAME[${1%[dntp]}]}"; }
+# bulk_args WHO: sets BULK_ARGS to curl's arguments for BENCH_MACHINE_BULK's download through a contender
+bulk_args() {
+	local url=http://allowed.test:$ORIGIN_PORT/bytes/$bulk_bytes
+	[ "$BENCH_MACHINE_BULK" = chunked ] && url=http://allowed.test:$ORIGIN_PORT/chunked/$bulk_bytes
+	BULK_ARGS=(curl -sS -o /dev/null -w 'BULK %{speed_download} %{size_download}\n')
+	case $1 in
+	direct | directn) BULK_ARGS+=(--noproxy '*' --resolve "allowed.test:$ORIGIN_PORT:$LAB_ALLOWED4" "$url") ;;
+	*) BULK_ARGS+=($([ "$BENCH_MACHINE_BULK" = connect ] && echo -p) -x "http://$GW:${1%[ntp]}" --noproxy '' "$url") ;;
+	esac
+}
+last_cpu=$(($(nproc) - 1))
 
 # machine_run PORT|direct ROUND: one wrk run with the counters; appends "key value" lines to machine.txt
 machine_run() {
@@ -150,15 +167,26 @@ machine_run() {
 	for ns in s1 host inet; do nstat_all "$ns" >"$LAB_DIR/nstat0-$ns"; done
 	[ "$ppid" = 0 ] || { p0=$(task_ns "$ppid"); ctxp0=$(ctx_of "$ppid"); }
 	o0=$(task_ns "$origin_pid") ctxo0=$(ctx_of "$origin_pid") s0=$(softirq_ticks)
-	# wrk under a wrapper that prints its CPU and context switches (getrusage of its child) after it
-	wrk_args "$where" "$secs"
-	lab_exec s1 "$LAB_PYTHON" -c "$rusage_py" wrk "${WRK_ARGS[@]}" >"$LAB_DIR/wrk.out"
+	[ "${where%p}" = "$where" ] || taskset -a -p -c "$last_cpu" "$ppid" >/dev/null || lab_bail "taskset failed"
+	# wrk (or curl) under a wrapper that prints its CPU and context switches (getrusage of its child) after it
+	if [ -n "${BENCH_MACHINE_BULK:-}" ]; then
+		bulk_args "$where"
+		lab_exec s1 "$LAB_PYTHON" -c "$rusage_py" "${BULK_ARGS[@]}" >"$LAB_DIR/wrk.out"
+		# (a unit of work is a GiB; "rps" is MB/s)
+		n=$(awk -v b="$bulk_bytes" '/^BULK / && $3 == b { printf "%.6f", b / 1073741824 }' "$LAB_DIR/wrk.out")
+		rate=$(awk '/^BULK / { printf "%.0f", $2 / 1e6 }' "$LAB_DIR/wrk.out")
+	else
+		wrk_args "$where" "$secs"
+		lab_exec s1 "$LAB_PYTHON" -c "$rusage_py" wrk "${WRK_ARGS[@]}" >"$LAB_DIR/wrk.out"
+		n=$(awk '/requests in/ { print $1 }' "$LAB_DIR/wrk.out")
+		rate=$(awk '/Requests\/sec/ { print $2 }' "$LAB_DIR/wrk.out")
+	fi
 	nft_off
+	[ "${where%p}" = "$where" ] || taskset -a -p -c "0-$last_cpu" "$ppid" >/dev/null
 	read -r _ wns wctx < <(grep '^RUSAGE ' "$LAB_DIR/wrk.out")
-	n=$(awk '/requests in/ { print $1 }' "$LAB_DIR/wrk.out")
 	{
-		echo "run $round ${MN[$where]} requests $n"
-		echo "run $round ${MN[$where]} rps $(awk '/Requests\/sec/ { print $2 }' "$LAB_DIR/wrk.out")"
+		echo "run $round ${MN[$where]} requests ${n:-0}"
+		echo "run $round ${MN[$where]} rps $rate"
 		echo "run $round ${MN[$where]} cpu_ns_wrk $wns"
 		echo "run $round ${MN[$where]} cpu_ns_origin $(($(task_ns "$origin_pid") - o0))"
 		[ "$ppid" = 0 ] || echo "run $round ${MN[$where]} cpu_ns_proxy $(($(task_ns "$ppid") - p0))"
@@ -184,7 +212,7 @@ machine_run() {
 
 : >"$mdir/machine.txt"
 echo "# origin $origin; warming up; load average $(cut -d' ' -f1-3 /proc/loadavg)"
-for p in "${mnames[@]}"; do [ "${p%n}" = direct ] || wrk_run "${p%[dnt]}" 10 >/dev/null; done
+for p in "${mnames[@]}"; do [ "${p%n}" = direct ] || wrk_run "${p%[dntp]}" 10 >/dev/null; done
 # (the bench's lab has no nftables ruleset and no conntrack in any namespace: netd is not running)
 for ns in host s1 inet; do
 	echo "# nft rules in $ns: $(lab_exec "$ns" nft list ruleset 2>/dev/null | grep -c . || true) lines"
@@ -193,13 +221,13 @@ for ((round = 1; round <= ${BENCH_ROUNDS:-3}; round++)); do
 	for ((k = 0; k < ${#mnames[@]}; k++)); do
 		p=${mnames[(k + round) % ${#mnames[@]}]}
 		machine_run "$p" "$round"
-		echo "# round $round: ${MN[$p]}: $(awk -v w="${MN[$p]}" -v r="$round" '$2 == r && $3 == w && $4 == "rps" { print $5 }' "$mdir/machine.txt") req/s"
+		echo "# round $round: ${MN[$p]}: $(awk -v w="${MN[$p]}" -v r="$round" '$2 == r && $3 == w && $4 == "rps" { print $5 }' "$mdir/machine.txt") $([ -n "${BENCH_MACHINE_BULK:-}" ] && echo MB/s || echo req/s)"
 	done
 done
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # System calls per request of the proxy and the origin (strace -c: slows them, so a run of its own)
-if command -v strace >/dev/null && [ -z "${BENCH_MACHINE_NOSTRACE:-}" ]; then
+if command -v strace >/dev/null && [ -z "${BENCH_MACHINE_NOSTRACE:-}${BENCH_MACHINE_BULK:-}" ]; then
 	for p in "${mnames[@]}"; do
 		pids=("$origin_pid") tracers=()
 		[ "${p%n}" = direct ] || pids+=("$(proxy_of "$p")")
@@ -226,7 +254,29 @@ if command -v strace >/dev/null && [ -z "${BENCH_MACHINE_NOSTRACE:-}" ]; then
 fi
 
 # A perf record -a -g run per contender (perf costs CPU itself: its own run)
-if command -v perf >/dev/null && [ -z "${BENCH_MACHINE_NOPERF:-}" ]; then
+if command -v perf >/dev/null && [ -z "${BENCH_MACHINE_NOPERF:-}" ] && [ -n "${BENCH_MACHINE_BULK:-}" ]; then
+	# bulk: curl's download recorded whole (curl, the origin and the proxy), per GiB
+	for p in "${mnames[@]}"; do
+		ruleset_on "$p"
+		[ "${p%p}" = "$p" ] || taskset -a -p -c "$last_cpu" "$(proxy_of "$p")" >/dev/null
+		bulk_args "$p"
+		ip netns exec s1 "${BULK_ARGS[@]}" >"$LAB_DIR/wrk.out" &
+		wpid=$!
+		plist=$wpid,$origin_pid
+		[ "${p%n}" = direct ] || plist+=,$(proxy_of "$p")
+		perf record -q -g -F 1999 -p "$plist" -o "$mdir/perf-machine-${MN[$p]}.data" >/dev/null 2>&1 &
+		ppid=$!
+		wait "$wpid"
+		kill -INT "$ppid"
+		wait "$ppid"
+		nft_off
+		[ "${p%p}" = "$p" ] || taskset -a -p -c "0-$last_cpu" "$(proxy_of "$p")" >/dev/null
+		# (the unit: a GiB; perf-areas prints "per request", here per GiB, in microseconds)
+		echo "perf ${MN[$p]} $(awk -v b="$bulk_bytes" '/^BULK / { printf "%.6f", $3 / 1073741824 }' "$LAB_DIR/wrk.out")" >>"$mdir/machine.txt"
+	done
+	chmod a+r "$mdir"/perf-machine-*.data 2>/dev/null
+fi
+if command -v perf >/dev/null && [ -z "${BENCH_MACHINE_NOPERF:-}${BENCH_MACHINE_BULK:-}" ]; then
 	for p in "${mnames[@]}"; do
 		ruleset_on "$p"
 		wrk_args "$p" "$secs"
@@ -245,9 +295,10 @@ if command -v perf >/dev/null && [ -z "${BENCH_MACHINE_NOPERF:-}" ]; then
 	chmod a+r "$mdir"/perf-machine-*.data 2>/dev/null
 fi
 
-# The medians per request
-"$LAB_PYTHON" - "$mdir/machine.txt" <<'PY'
-import statistics, sys, collections
+# The medians per request (per GiB with BENCH_MACHINE_BULK)
+BULK=${BENCH_MACHINE_BULK:-} "$LAB_PYTHON" - "$mdir/machine.txt" <<'PY'
+import os, statistics, sys, collections
+bulk = bool(os.environ.get("BULK"))
 runs = collections.defaultdict(lambda: collections.defaultdict(dict))
 sysc = []
 for line in open(sys.argv[1]):
@@ -262,7 +313,7 @@ def per(who, key, scale=1.0):
 names = list(runs)
 keys = ["rps", "cpu_ns_wrk", "cpu_ns_origin", "cpu_ns_proxy", "softirq_ticks", "ctx_wrk", "ctx_origin", "ctx_origin_invol",
         "ctx_proxy", "ctx_proxy_invol"]
-print(f"{'per request (median of rounds)':44}" + "".join(f"{n:>12}" for n in names))
+print(f"{('per GiB' if bulk else 'per request') + ' (median of rounds)':44}" + "".join(f"{n:>12}" for n in names))
 for k in keys:
     row = []
     for n in names:
@@ -270,18 +321,20 @@ for k in keys:
             v = [r["rps"] for r in runs[n].values() if "rps" in r]
             row.append(statistics.median(v) if v else None)
         elif k.startswith("cpu_ns"):
-            row.append(per(n, k, 1e-3))
+            row.append(per(n, k, 1e-9 if bulk else 1e-3))
         elif k == "softirq_ticks":
-            row.append(per(n, k, 1e6 / 100))  # ticks of 10 ms -> us
+            row.append(per(n, k, 0.01 if bulk else 1e6 / 100))  # ticks of 10 ms -> s or us
         else:
             row.append(per(n, k))
-    label = {"rps": "req/s", "softirq_ticks": "softirq us, machine-wide (/proc/stat)"}.get(k, k.replace("cpu_ns_", "CPU us ") )
+    label = {"rps": "MB/s" if bulk else "req/s",
+             "softirq_ticks": f"softirq {'s' if bulk else 'us'}, machine-wide (/proc/stat)"}.get(
+                 k, k.replace("cpu_ns_", "CPU s " if bulk else "CPU us ").replace("wrk", "curl" if bulk else "wrk"))
     print(f"{label:44}" + "".join(f"{'-' if v is None else f'{v:.3f}':>12}" for v in row))
 tot = []
 for n in names:
-    t = sum(per(n, k, 1e-3) or 0 for k in ("cpu_ns_wrk", "cpu_ns_origin", "cpu_ns_proxy"))
+    t = sum(per(n, k, 1e-9 if bulk else 1e-3) or 0 for k in ("cpu_ns_wrk", "cpu_ns_origin", "cpu_ns_proxy"))
     tot.append(t)
-print(f"{'CPU us wrk+origin+proxy':44}" + "".join(f"{v:>12.3f}" for v in tot))
+print(f"{'CPU s curl+origin+proxy' if bulk else 'CPU us wrk+origin+proxy':44}" + "".join(f"{v:>12.3f}" for v in tot))
 allk = sorted({k for n in names for r in runs[n].values() for k in r if "." in k})
 for k in allk:
     row = [per(n, k) for n in names]

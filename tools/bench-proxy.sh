@@ -33,7 +33,8 @@
 # port 3128) against OTHER's ("B", port 3131, e.g. main's build) and the direct path, in the same lab, on
 # the keep-alive and new-connection rows, the order rotating each round; prints every run and the medians
 # (A/B and A/direct), no JSON. For measuring a change on a shared machine. BENCH_AB_BULK=1: the bulk rows
-# (CONNECT, GET with a length, chunked: MB/s and each proxy's CPU s/GiB) instead.
+# (CONNECT, GET with a length, chunked: MB/s and each proxy's CPU s/GiB) instead; with BENCH_SYSCALLS=1
+# also each proxy's system calls per GiB (perf stat on the raw_syscalls tracepoint: no slowing down).
 # BENCH_CALLGRIND=DIR (with BENCH_AB): both sluice-proxy processes run under callgrind (their event loop
 # only) on the keep-alive row alone (at valgrind's pace: the rates mean nothing), and the instructions each
 # spent per request (its close records) are printed, in all and without libcrypto (SHA-256 of the audit
@@ -231,13 +232,19 @@ ab_run() {
 	read -r p50 p99 < <(awk -F, '$1 == 50 { a = $2 } $1 == 99 { b = $2 } END { printf "%.3f %.3f\n", a, b }' "$csv")
 	echo "$rps $p50 $p99 $(cpu_per "$where" "$t0" "${n:-0}" 1e6) $bad"
 }
-# bulk_run PORT|direct connect|length|chunked: prints "MB/s cpu_s_per_GiB" of a download of bulk_bytes
-# (0 if it did not complete; "-" for the CPU of the direct path)
+# bulk_run PORT|direct connect|length|chunked: prints "MB/s cpu_s_per_GiB syscalls_per_GiB" of a download
+# of bulk_bytes (0 if it did not complete; "-" for the CPU of the direct path, and for the system calls
+# without BENCH_SYSCALLS)
 bulk_run() {
-	local where=$1 kind=$2 out speed size url t0
+	local where=$1 kind=$2 out speed size url t0 sc=- scpid= scf=$LAB_DIR/bulk-syscalls.txt
 	url=http://allowed.test:$ORIGIN_PORT/bytes/$bulk_bytes
 	[ "$kind" = chunked ] && url=http://allowed.test:$ORIGIN_PORT/chunked/$bulk_bytes
 	t0=$(ticks_of "$where")
+	if [ -n "${BENCH_SYSCALLS:-}" ] && [ "$where" != direct ]; then
+		perf stat -x, -e raw_syscalls:sys_enter -p "$(lab_pid "${PIDNAME[$where]}")" -o "$scf" 2>/dev/null &
+		scpid=$!
+		sleep 0.2
+	fi
 	if [ "$where" = direct ]; then
 		out=$(lab_exec s1 curl -sS --noproxy '*' -o /dev/null -w '%{speed_download} %{size_download}' \
 			--resolve "allowed.test:$ORIGIN_PORT:$LAB_ALLOWED4" "$url")
@@ -245,17 +252,22 @@ bulk_run() {
 		out=$(lab_exec s1 curl -sS $([ "$kind" = connect ] && echo -p) -x "http://$GW:$where" --noproxy '' \
 			-o /dev/null -w '%{speed_download} %{size_download}' "$url")
 	fi
+	if [ -n "$scpid" ]; then
+		kill -INT "$scpid"
+		wait "$scpid"
+		sc=$(awk -F, -v b="$bulk_bytes" '/raw_syscalls:sys_enter/ { printf "%.0f", $1 * 1073741824 / b }' "$scf")
+	fi
 	read -r speed size <<<"$out"
-	[ "${size:-0}" = "$bulk_bytes" ] || { echo "0 -"; return; }
-	echo "$(awk -v s="$speed" 'BEGIN { printf "%.0f", s / 1e6 }') $(cpu_per "$where" "$t0" "$bulk_bytes" 1073741824)"
+	[ "${size:-0}" = "$bulk_bytes" ] || { echo "0 - -"; return; }
+	echo "$(awk -v s="$speed" 'BEGIN { printf "%.0f", s / 1e6 }') $(cpu_per "$where" "$t0" "$bulk_bytes" 1073741824) ${sc:--}"
 }
 # bulk_rows PORT|direct LABEL: the three bulk downloads, printed and added to S (round: the round's number)
 bulk_rows() {
-	local kind mbs cpu
+	local kind mbs cpu sc
 	for kind in connect length chunked; do
-		read -r mbs cpu < <(bulk_run "$1" "$kind")
-		echo "# round $round: $2: $kind bulk $mbs MB/s, $cpu CPU s/GiB"
-		S[bulk_${kind}_$1]+=" $mbs" S[cpu_${kind}_$1]+=" $cpu"
+		read -r mbs cpu sc < <(bulk_run "$1" "$kind")
+		echo "# round $round: $2: $kind bulk $mbs MB/s, $cpu CPU s/GiB$([ "$sc" = - ] || echo ", $sc system calls/GiB")"
+		S[bulk_${kind}_$1]+=" $mbs" S[cpu_${kind}_$1]+=" $cpu" S[sc_${kind}_$1]+=" $sc"
 	done
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -315,6 +327,7 @@ if [ -n "${BENCH_AB:-}" ]; then
 	fi
 	rows="ka_rps ka_p99 ka_cpu $([ -n "${BENCH_CALLGRIND:-}" ] || echo nc_rps nc_p99 nc_cpu)"
 	[ -z "${BENCH_AB_BULK:-}" ] || rows="bulk_connect cpu_connect bulk_length cpu_length bulk_chunked cpu_chunked"
+	[ -z "${BENCH_AB_BULK:-}" ] || [ -z "${BENCH_SYSCALLS:-}" ] || rows+=" sc_connect sc_length sc_chunked"
 	for m in $rows; do
 		a=$(median ${S[${m}_3128]}) b=$(median ${S[${m}_3131]}) d=$(median ${S[${m}_direct]} 2>/dev/null)
 		awk -v m="$m" -v a="$a" -v b="$b" -v d="$d" 'BEGIN { printf "%-7s A %10s  B %10s  A/B %.3f", m, a, b, b ? a / b : 0;

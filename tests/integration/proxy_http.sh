@@ -62,6 +62,28 @@ got=$("${CURL[@]}" http://allowed.test/bytes/20000001 | sha256sum | cut -d' ' -f
 check_eq "20 MB Content-Length response (splice path): every byte" "$(sha 20000001)" "$got"
 got=$("${CURL[@]}" http://allowed.test/chunked/20000001 | sha256sum | cut -d' ' -f1)
 check_eq "20 MB chunked response: every byte, framing removed by curl" "$(sha 20000001)" "$got"
+# Chunk framing the proxy refuses in the middle of a spliced chunked body (after 3 MB in 64 KiB chunks): the
+# client gets the body before it and none of it (not even the CRLF peeked with it), then the close; the
+# audit record says why.
+framed=$("$LAB_PYTHON" -c '
+n, s = 3000000, 0
+while n > 0:
+    c = min(n, 65536)
+    s, n = s + len(b"%x\r\n" % c) + c + 2, n - c
+print(s - 2)')
+"${CURL[@]}" --raw -o "$LAB_DIR/bad.out" http://allowed.test/badchunk/3000000 2>/dev/null
+check_eq "bad chunk framing after 3 MB (splice path): every byte before it, none of it" "$framed" \
+	"$(wc -c <"$LAB_DIR/bad.out")"
+check_eq "bad chunk framing: the client got the chunks' data" "$(sha 3000000)" \
+	"$("$LAB_PYTHON" -c '
+import hashlib, sys
+b, h = open(sys.argv[1], "rb").read() + b"\r\n", hashlib.sha256()
+while b:
+    i = b.index(b"\r\n")
+    n = int(b[:i], 16)
+    h.update(b[i + 2:i + 2 + n])
+    b = b[i + 4 + n:]
+print(h.hexdigest())' "$LAB_DIR/bad.out")"
 out=$("${CURL[@]}" -o /dev/null -o /dev/null -w '%{size_download} %{num_connects}\n' \
 	http://allowed.test/bytes/3000000 http://allowed.test/bytes/1000 | tr '\n' ' ')
 check_eq "keep-alive after a spliced body: second response on the same connection" "3000000 1 1000 0 " "$out"
@@ -331,6 +353,9 @@ r=$(audit_find 'r["protocol"]=="http" and r["method"]=="GET" and 20000001 < r["b
 check_eq "audit: a spliced Content-Length body counts in bytes_in" 200 "$(jget "$r" status)"
 r=$(audit_find 'r["protocol"]=="http" and r["method"]=="GET" and 20002000 < r["bytes_in"] < 20010000')
 check_eq "audit: a chunked body counts with its framing" 200 "$(jget "$r" status)"
+r=$(audit_find 'r["protocol"]=="http" and 3000000 < r["bytes_in"] < 3001000 and "chunk" in (r.get("error") or "")')
+check_eq "audit: bad chunk framing closes the exchange, with why" "200 malformed chunked response body: malformed chunk size" \
+	"$(jget "$r" status) $(jget "$r" error)"
 r=$(audit_find 'r["protocol"]=="connect" and r["host"]=="allowed.test" and r["bytes_in"]>20000000')
 check_match "audit: the CONNECT bulk transfer is logged at close with its bytes" '"status": 200' "$r"
 r=$(audit_find 'r["protocol"]=="connect" and r["host"]=="evil.test"')

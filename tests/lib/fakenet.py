@@ -5,7 +5,8 @@ One process serves, on the wildcard address (IPv4 and IPv6):
   - HTTP echo (--http PORT, repeatable) and HTTPS echo (--https PORT, with --cert/--key): any method and
     target; the reply is a JSON description of the request (method, target, headers as a list, body length
     and sha256, client and local address, TLS SNI). Special paths: /status/NNN, /bytes/N, /redirect[/HOST[/PATH]]
-    (or ?to=URL), /slow/MS, /chunked[/N], /close, /extra (a complete response followed by the bytes of a
+    (or ?to=URL), /slow/MS, /chunked[/N], /badchunk/N (N bytes chunked, then a chunk size that is not hex,
+    then the close), /close, /extra (a complete response followed by the bytes of a
     second one nobody asked for), /dropnext (a normal response; the next request on the same connection is
     read and the connection closed without an answer: a kept-alive connection the server gave up on).
     HTTP/1.1 with keep-alive.
@@ -45,7 +46,7 @@ import zipfile
 BLOCK = random.Random(0x51_1CE).randbytes(1 << 20)  # /bytes content: this 1 MiB block, repeated
 MAX_BYTES = 1 << 40
 MAX_SLOW_MS = 120_000
-ECHO_WORDS = {"status", "bytes", "redirect", "slow", "chunked", "close", "echo"}
+ECHO_WORDS = {"status", "bytes", "redirect", "slow", "chunked", "badchunk", "close", "echo"}
 NPM_VERSION = "1.0.0"
 NPM_MTIME = 499162500  # the fixed mtime `npm pack` uses (1985-10-26), keeps tarballs reproducible
 
@@ -365,6 +366,10 @@ class EchoHandler(http.server.BaseHTTPRequestHandler):
             else:
                 data = (json.dumps(info, indent=1) + "\n").encode()
                 self.send_chunked(data, len(data), "application/json")
+        elif word == "badchunk" and arg.isdigit():
+            self.log_access(info, 200)
+            self.close_connection = True
+            self.send_chunked(BLOCK, min(int(arg), MAX_BYTES), "application/octet-stream", bad=True)
         elif word == "close":
             self.log_access(info, 200)
             self.close_connection = True
@@ -399,7 +404,7 @@ class EchoHandler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(view[:k])
             left -= k
 
-    def send_chunked(self, data, n, ctype):
+    def send_chunked(self, data, n, ctype, bad=False):
         chunked = self.request_version == "HTTP/1.1"  # an HTTP/1.0 client gets the body until close
         self.send_response(200)
         self.send_header("Content-Type", ctype)
@@ -421,7 +426,7 @@ class EchoHandler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(b"%x\r\n" % len(chunk) + chunk + b"\r\n" if chunked else chunk)
             off += len(chunk)
         if chunked:
-            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.write(b"zz\r\n0\r\n\r\n" if bad else b"0\r\n\r\n")
 
     def serve_npm(self, info, path, npm):
         """Answers registry requests; returns False to fall through to the echo paths."""
