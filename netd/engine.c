@@ -33,6 +33,7 @@
 
 #include "log.h"
 #include "netd_metrics.h"
+#include "outq_ev.h"
 #include "policy.h"
 #include "reaper.h"
 #include "util.h"
@@ -47,8 +48,8 @@ struct netd_engine {
 	uint32_t seq;
 	unsigned failures;           /* consecutive deaths before READY, for back-off */
 	char last_err[NETD_ERRMSG_MAX + 1]; /* why it is down, for clients */
-	struct ipc_outq outq;        /* owned: what the socket did not take yet, in order */
-	struct event *wev;           /* owned: the socket is writable (pending while outq is not empty) */
+	struct netd_outq_ev out;     /* owned: what the socket did not take yet, in order (out.q), and the events
+	                              * that send it; initialised while sock is open */
 	struct event *stall_ev;      /* owned: watches outq's progress (pending while it is not empty) */
 	double moved_at;             /* netd_metrics_now() when outq last became non-empty or sent a message */
 	bool stalled;                /* new sessions are refused: outq outgrew ENGINE_QUEUE_MAX, or did not move
@@ -76,7 +77,7 @@ static void engine_behind(struct netd_engine *e)
 	e->stalled = true;
 	snprintf(e->stall_err, sizeof e->stall_err,
 		 "the proxy engine (pid %d) is behind: %zu messages (%zu KiB) from sluiced wait for it; no new "
-		 "session until it catches up; try again", (int)e->pid, e->outq.n, e->outq.bytes / 1024);
+		 "session until it catches up; try again", (int)e->pid, e->out.q.n, e->out.q.bytes / 1024);
 	log_warnx("%s", e->stall_err);
 }
 
@@ -91,7 +92,7 @@ static void engine_timed_out(struct netd *d, double idle_ms)
 	snprintf(e->stall_err, sizeof e->stall_err,
 		 "the proxy engine (pid %d) has taken no message from sluiced for %.1f s (%zu waiting): no new "
 		 "session until it does (it is restarted if it stays stuck for %d s); try again",
-		 (int)e->pid, idle_ms / 1000, e->outq.n, ENGINE_STUCK_MS / 1000);
+		 (int)e->pid, idle_ms / 1000, e->out.q.n, ENGINE_STUCK_MS / 1000);
 	log_warnx("%s", e->stall_err);
 	for (struct netd_sess *s = d->sessions, *next; s; s = next) {
 		next = s->next;
@@ -106,20 +107,20 @@ static void engine_timed_out(struct netd *d, double idle_ms)
 static int engine_send(struct netd *d, struct ipc_buf *b)
 {
 	struct netd_engine *e = d->engine;
-	size_t queued = e->outq.n;
-	int r = ipc_outq_send(&e->outq, e->sock, b);
+	size_t queued = e->out.q.n;
+	int r = netd_outq_ev_send(&e->out, b);
 
-	if (r < 0 || e->outq.n == queued)
+	if (r < 0 || e->out.q.n == queued)
 		return r;
 	if (queued == 0) { /* the socket is full: from now on the queue's progress is watched */
 		struct timeval tv = {ENGINE_STALL_MS / 1000, (ENGINE_STALL_MS % 1000) * 1000};
 
 		e->moved_at = netd_metrics_now();
-		event_add(e->wev, NULL);
 		event_add(e->stall_ev, &tv);
-		log_debug("engine: its socket is full; messages queued");
+		log_debug("engine: its socket is full%s; messages queued",
+			  e->out.q.retry_ms ? " (the kernel is short of memory)" : "");
 	}
-	if (e->outq.bytes > ENGINE_QUEUE_MAX && !e->stalled)
+	if (e->out.q.bytes > ENGINE_QUEUE_MAX && !e->stalled)
 		engine_behind(e);
 	return 0;
 }
@@ -129,14 +130,17 @@ static int engine_send(struct netd *d, struct ipc_buf *b)
  * caller counts it as not taken. */
 static int engine_offer(struct netd_engine *e, struct ipc_buf *b)
 {
-	return e->outq.n ? -EAGAIN : ipc_send_nowait(e->sock, b);
+	return e->out.q.n ? -EAGAIN : ipc_send_nowait(e->sock, b);
 }
 
-static void engine_write_cb(evutil_socket_t fd, short what, void *arg)
+/* The queue was sent as far as the socket took it (netd_outq_ev): r messages went. A refusal for want of
+ * memory is no failure: the queue is tried again shortly, and the time without progress counts towards
+ * ENGINE_STALL_MS and ENGINE_STUCK_MS as a full socket's does, so a refusal that never ends still
+ * restarts the engine. */
+static void engine_write_cb(void *arg, int r)
 {
 	struct netd *d = arg;
 	struct netd_engine *e = d->engine;
-	int r = ipc_outq_flush(&e->outq, e->sock);
 
 	if (r < 0) {
 		log_warnx("engine: sending it a queued message: %s", strerror(-r));
@@ -145,13 +149,11 @@ static void engine_write_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	if (r > 0)
 		e->moved_at = netd_metrics_now();
-	if (e->outq.n == 0) {
-		event_del(e->wev);
+	if (e->out.q.n == 0)
 		event_del(e->stall_ev);
-	}
-	if (e->stalled && r > 0 && e->outq.bytes <= ENGINE_QUEUE_MAX) {
+	if (e->stalled && r > 0 && e->out.q.bytes <= ENGINE_QUEUE_MAX) {
 		e->stalled = e->timed_out = false;
-		log_info("proxy engine %d takes messages again (%zu still queued)", (int)e->pid, e->outq.n);
+		log_info("proxy engine %d takes messages again (%zu still queued)", (int)e->pid, e->out.q.n);
 	}
 }
 
@@ -164,13 +166,13 @@ static void engine_stall_cb(evutil_socket_t fd, short what, void *arg)
 	double idle_ms = (netd_metrics_now() - e->moved_at) * 1000, next_ms;
 	struct timeval tv;
 
-	if (!e->outq.n)
+	if (!e->out.q.n)
 		return;
 	if (idle_ms >= ENGINE_STUCK_MS) {
 		char why[160];
 
 		log_warnx("proxy engine %d has taken no message from sluiced for %.1f s (%zu waiting): killing it",
-			  (int)e->pid, idle_ms / 1000, e->outq.n);
+			  (int)e->pid, idle_ms / 1000, e->out.q.n);
 		snprintf(why, sizeof why, "was stuck (it took no message for %d s) and was killed", ENGINE_STUCK_MS / 1000);
 		e->stuck_restarts++;
 		engine_died(d, why);
@@ -210,7 +212,7 @@ bool netd_engine_running(const struct netd *d)
 
 void netd_engine_queue_counts(const struct netd *d, size_t *queued, uint64_t *stuck_restarts)
 {
-	*queued = d->engine ? d->engine->outq.n : 0;
+	*queued = d->engine ? d->engine->out.q.n : 0;
 	*stuck_restarts = d->engine ? d->engine->stuck_restarts : 0;
 }
 
@@ -567,13 +569,9 @@ static void engine_disconnect(struct netd_engine *e)
 		e->ev = NULL;
 	}
 	/* what was queued for this engine goes with it: a restarted one is given the sessions as they are */
-	if (e->wev) {
-		event_free(e->wev);
-		e->wev = NULL;
-	}
+	netd_outq_ev_release(&e->out);
 	if (e->stall_ev)
 		event_del(e->stall_ev);
-	ipc_outq_clear(&e->outq);
 	e->stalled = e->timed_out = false;
 	if (e->sock >= 0) {
 		close(e->sock);
@@ -861,8 +859,8 @@ static int engine_spawn(struct netd *d, char *err, size_t errlen)
 		return r;
 	}
 	e->ev = event_new(d->base, e->sock, EV_READ | EV_PERSIST, engine_read_cb, d);
-	e->wev = event_new(d->base, e->sock, EV_WRITE | EV_PERSIST, engine_write_cb, d);
-	if (!e->ev || !e->wev || event_add(e->ev, NULL) < 0) {
+	if (!e->ev || netd_outq_ev_init(&e->out, d->base, e->sock, engine_write_cb, d) < 0 ||
+	    event_add(e->ev, NULL) < 0) {
 		engine_reap(e);
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
@@ -879,7 +877,6 @@ int netd_engine_start(struct netd *d, char *err, size_t errlen)
 	e->d = d;
 	e->sock = -1;
 	e->pid = -1;
-	ipc_outq_init(&e->outq);
 	d->engine = e;
 	e->restart_ev = evtimer_new(d->base, restart_cb, d);
 	e->stall_ev = evtimer_new(d->base, engine_stall_cb, d);
@@ -903,11 +900,15 @@ void netd_engine_free(struct netd_engine *e)
 		int pfd = (int)syscall(SYS_pidfd_open, e->pid, 0);
 		double until = netd_metrics_now() + ENGINE_STOP_MS / 1000.0;
 
-		while (e->outq.n && e->sock >= 0) {
+		while (e->out.q.n && e->sock >= 0) {
 			struct pollfd w = {.fd = e->sock, .events = POLLOUT};
 			int left = (int)((until - netd_metrics_now()) * 1000);
 
-			if (left <= 0 || (poll(&w, 1, left) < 0 && errno != EINTR) || ipc_outq_flush(&e->outq, e->sock) < 0)
+			if (e->out.q.retry_ms) { /* short of memory: a pause, not a socket that polls writable */
+				w.fd = -1;
+				left = left < (int)e->out.q.retry_ms ? left : (int)e->out.q.retry_ms;
+			}
+			if (left <= 0 || (poll(&w, 1, left) < 0 && errno != EINTR) || ipc_outq_flush(&e->out.q, e->sock) < 0)
 				break;
 		}
 		engine_disconnect(e);
