@@ -309,6 +309,19 @@ void netd_engine_session_add(struct netd *d, struct netd_sess *s)
 	engine_send_add(d, s);
 }
 
+/* A removal names the session's addresses: the engine applies a later SESSION_ADD of another session with
+ * one of them only after it (engine_queue.c), also when the removal waits behind its session's compile. */
+static void put_remove_addrs(struct netd *d, const struct netd_sess *s, struct ipc_buf *b)
+{
+	char a4[46], g4[46], a6[46], g6[46];
+
+	netd_sess_addrs(d, s, a4, g4, a6, g6);
+	if (a4[0])
+		ipc_buf_put_str(b, NETD_A_ADDR4, a4);
+	if (a6[0])
+		ipc_buf_put_str(b, NETD_A_ADDR6, a6);
+}
+
 void netd_engine_session_remove(struct netd *d, const struct netd_sess *s)
 {
 	struct netd_engine *e = d->engine;
@@ -320,6 +333,7 @@ void netd_engine_session_remove(struct netd *d, const struct netd_sess *s)
 	if (ipc_buf_init(&b, NETD_ENG_SESSION_REMOVE, 0) < 0)
 		return;
 	ipc_buf_put_str(&b, NETD_A_ID, s->id);
+	put_remove_addrs(d, s, &b);
 	if (engine_send(d, &b) < 0)
 		log_warnx("engine: removing session %s failed", s->id);
 	ipc_buf_release(&b);
@@ -337,6 +351,7 @@ int netd_engine_session_release(struct netd *d, struct netd_sess *s)
 	if ((r = ipc_buf_init(&b, NETD_ENG_SESSION_REMOVE, s->records_seq)) < 0)
 		goto fail;
 	ipc_buf_put_str(&b, NETD_A_ID, s->id);
+	put_remove_addrs(d, s, &b);
 	r = engine_send(d, &b);
 	ipc_buf_release(&b);
 	if (r == 0)
