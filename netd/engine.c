@@ -5,10 +5,11 @@
  *
  * Nothing sent to a running engine waits (docs/netd.md, "Engine protocol"): a message its socket does
  * not take at once joins an outgoing queue, sent in order when the socket is writable, so a stalled
- * engine never holds sluiced's loop. Drops, drop summaries and the metrics poll are the exception: they
- * go only when nothing is queued and the socket takes them, else they are counted or dropped. When the
- * queue does not move for ENGINE_STALL_MS, new sessions are refused (and setups waiting for the engine
- * fail) with an error naming it; for ENGINE_STUCK_MS, it is killed and restarted, and the new engine is
+ * engine never holds sluiced's loop. Drops and drop summaries are the exception: they go only when nothing
+ * is queued and the socket takes them, else they are counted. The metrics poll, sent only while nothing is
+ * queued, is also the liveness probe: not answered, it counts like a queue that does not move. When the
+ * queue does not move (or the poll is not answered) for ENGINE_STALL_MS, new sessions are refused (and
+ * setups waiting for the engine fail) with an error naming it; for ENGINE_STUCK_MS, it is killed and restarted, and the new engine is
  * given every live session with its current policy and verdicts (what was queued for the old one is
  * dropped: removed sessions are not given, narrowed policies are given as they are now). */
 #include "netd.h"
@@ -56,7 +57,10 @@ struct netd_engine {
 	                              * for ENGINE_STALL_MS (timed_out: setups waiting for the engine failed) */
 	bool timed_out;
 	char stall_err[NETD_ERRMSG_MAX + 1]; /* why new sessions are refused while stalled */
-	uint64_t stuck_restarts;     /* engines killed for taking no message for ENGINE_STUCK_MS (metrics) */
+	uint64_t stuck_restarts;     /* engines killed for taking no message, or answering no poll, for
+	                              * ENGINE_STUCK_MS (metrics) */
+	double poll_at;              /* netd_metrics_now() when the metrics poll not answered yet was sent (the
+	                              * liveness probe); 0: none outstanding */
 };
 
 /* The bounds of the outgoing queue (docs/netd.md, "Engine protocol"). A healthy engine empties it within
@@ -84,21 +88,63 @@ static void engine_behind(struct netd_engine *e)
 /* The queue has not moved for idle_ms: new sessions are refused from now on (netd_engine_down_reason),
  * and the setups that wait for the engine's answer fail now rather than when their launchers give up;
  * sessions already running are left as they are. Called from the stall timer only (it closes sessions). */
-static void engine_timed_out(struct netd *d, double idle_ms)
+static void engine_timed_out(struct netd *d, double idle_ms, bool unanswered)
 {
 	struct netd_engine *e = d->engine;
 
 	e->stalled = e->timed_out = true;
-	snprintf(e->stall_err, sizeof e->stall_err,
-		 "the proxy engine (pid %d) has taken no message from sluiced for %.1f s (%zu waiting): no new "
-		 "session until it does (it is restarted if it stays stuck for %d s); try again",
-		 (int)e->pid, idle_ms / 1000, e->out.q.n, ENGINE_STUCK_MS / 1000);
+	if (unanswered) /* nothing waits for it, but its loop did not answer the poll */
+		snprintf(e->stall_err, sizeof e->stall_err,
+			 "the proxy engine (pid %d) has not answered sluiced for %.1f s: no new session until it "
+			 "does (it is restarted if it stays stuck for %d s); try again",
+			 (int)e->pid, idle_ms / 1000, ENGINE_STUCK_MS / 1000);
+	else
+		snprintf(e->stall_err, sizeof e->stall_err,
+			 "the proxy engine (pid %d) has taken no message from sluiced for %.1f s (%zu waiting): no "
+			 "new session until it does (it is restarted if it stays stuck for %d s); try again",
+			 (int)e->pid, idle_ms / 1000, e->out.q.n, ENGINE_STUCK_MS / 1000);
 	log_warnx("%s", e->stall_err);
 	for (struct netd_sess *s = d->sessions, *next; s; s = next) {
 		next = s->next;
 		if (s->replier && s->engine_seq) /* closes s (and queues its removal) */
 			netd_conn_session_ready(d, s, -ETIMEDOUT, e->stall_err);
 	}
+}
+
+/* How long the engine has made no progress that sluiced waits for, in ms: while messages are queued, since
+ * the queue last moved; else since the liveness poll that is out was sent (*unanswered), else 0. */
+static double engine_idle_ms(const struct netd_engine *e, bool *unanswered)
+{
+	double now = netd_metrics_now();
+
+	*unanswered = !e->out.q.n && e->poll_at;
+	if (e->out.q.n)
+		return (now - e->moved_at) * 1000;
+	return e->poll_at ? (now - e->poll_at) * 1000 : 0;
+}
+
+/* (Re)arms the stall timer for the next bound the engine's idle time will cross, or stops it when nothing
+ * is waited for. */
+static void engine_watch(struct netd_engine *e)
+{
+	bool unanswered;
+	double idle = engine_idle_ms(e, &unanswered), next_ms;
+	struct timeval tv;
+
+	if (!e->out.q.n && !e->poll_at) {
+		event_del(e->stall_ev);
+		return;
+	}
+	next_ms = (idle < ENGINE_STALL_MS ? ENGINE_STALL_MS : ENGINE_STUCK_MS) - idle;
+	if (next_ms < 0)
+		next_ms = 0;
+	tv.tv_sec = (time_t)(next_ms / 1000);
+	tv.tv_usec = (suseconds_t)((next_ms - (double)tv.tv_sec * 1000) * 1000) + 1000;
+	if (tv.tv_usec >= 1000000) {
+		tv.tv_sec++;
+		tv.tv_usec -= 1000000;
+	}
+	event_add(e->stall_ev, &tv);
 }
 
 /* Every message to a running engine goes through here (but those that may be dropped: engine_offer):
@@ -113,10 +159,8 @@ static int engine_send(struct netd *d, struct ipc_buf *b)
 	if (r < 0 || e->out.q.n == queued)
 		return r;
 	if (queued == 0) { /* the socket is full: from now on the queue's progress is watched */
-		struct timeval tv = {ENGINE_STALL_MS / 1000, (ENGINE_STALL_MS % 1000) * 1000};
-
 		e->moved_at = netd_metrics_now();
-		event_add(e->stall_ev, &tv);
+		engine_watch(e);
 		log_debug("engine: its socket is full%s; messages queued",
 			  e->out.q.retry_ms ? " (the kernel is short of memory)" : "");
 	}
@@ -125,7 +169,7 @@ static int engine_send(struct netd *d, struct ipc_buf *b)
 	return 0;
 }
 
-/* A message that may be dropped (a drop, a drop summary, the metrics poll): sent only when nothing is
+/* A message that may be dropped (a drop, a drop summary): sent only when nothing is
  * queued (it never overtakes a message that waits) and the socket takes it at once, else -EAGAIN, and the
  * caller counts it as not taken. */
 static int engine_offer(struct netd_engine *e, struct ipc_buf *b)
@@ -147,62 +191,92 @@ static void engine_write_cb(void *arg, int r)
 		engine_died(d, r == -EPIPE ? "exited" : "could not be sent its messages");
 		return;
 	}
-	if (r > 0)
+	if (r > 0) {
 		e->moved_at = netd_metrics_now();
+		if (e->poll_at) /* it reads: the poll's clock starts again (its answer may come after the queue) */
+			e->poll_at = e->moved_at;
+	}
 	if (e->out.q.n == 0)
-		event_del(e->stall_ev);
+		engine_watch(e);
 	if (e->stalled && r > 0 && e->out.q.bytes <= ENGINE_QUEUE_MAX) {
 		e->stalled = e->timed_out = false;
 		log_info("proxy engine %d takes messages again (%zu still queued)", (int)e->pid, e->out.q.n);
 	}
 }
 
-/* While the queue is not empty: refuses new sessions after ENGINE_STALL_MS without progress, restarts the
- * engine after ENGINE_STUCK_MS. */
+static void engine_read_cb(evutil_socket_t fd, short what, void *arg);
+
+/* While the queue is not empty or a poll is not answered: refuses new sessions after ENGINE_STALL_MS
+ * without progress, restarts the engine after ENGINE_STUCK_MS. */
 static void engine_stall_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct netd *d = arg;
 	struct netd_engine *e = d->engine;
-	double idle_ms = (netd_metrics_now() - e->moved_at) * 1000, next_ms;
-	struct timeval tv;
+	bool unanswered;
+	double idle_ms = engine_idle_ms(e, &unanswered);
 
-	if (!e->out.q.n)
+	if (unanswered && idle_ms >= ENGINE_STALL_MS) {
+		/* an answer may wait unread: sluiced's own loop may have been held (the timer and the socket
+		 * became ready together); read it before judging */
+		engine_read_cb(e->sock, EV_READ, d);
+		if (d->engine != e || !e->ready)
+			return;
+		idle_ms = engine_idle_ms(e, &unanswered);
+	}
+	if (!e->out.q.n && !e->poll_at)
 		return;
 	if (idle_ms >= ENGINE_STUCK_MS) {
 		char why[160];
 
-		log_warnx("proxy engine %d has taken no message from sluiced for %.1f s (%zu waiting): killing it",
-			  (int)e->pid, idle_ms / 1000, e->out.q.n);
-		snprintf(why, sizeof why, "was stuck (it took no message for %d s) and was killed", ENGINE_STUCK_MS / 1000);
+		if (unanswered)
+			log_warnx("proxy engine %d has not answered sluiced for %.1f s: killing it", (int)e->pid,
+				  idle_ms / 1000);
+		else
+			log_warnx("proxy engine %d has taken no message from sluiced for %.1f s (%zu waiting): killing it",
+				  (int)e->pid, idle_ms / 1000, e->out.q.n);
+		snprintf(why, sizeof why, "was stuck (it %s for %d s) and was killed",
+			 unanswered ? "answered nothing" : "took no message", ENGINE_STUCK_MS / 1000);
 		e->stuck_restarts++;
 		engine_died(d, why);
 		return;
 	}
 	if (idle_ms >= ENGINE_STALL_MS && !e->timed_out)
-		engine_timed_out(d, idle_ms);
-	next_ms = (idle_ms < ENGINE_STALL_MS ? ENGINE_STALL_MS : ENGINE_STUCK_MS) - idle_ms;
-	tv.tv_sec = (time_t)(next_ms / 1000);
-	tv.tv_usec = (suseconds_t)((next_ms - (double)tv.tv_sec * 1000) * 1000) + 1000;
-	if (tv.tv_usec >= 1000000) {
-		tv.tv_sec++;
-		tv.tv_usec -= 1000000;
-	}
-	event_add(e->stall_ev, &tv);
+		engine_timed_out(d, idle_ms, unanswered);
+	engine_watch(e);
 }
 
-/* Without waiting, like the drops: the poll comes every second, and a blocking send to a stalled engine
- * (its socket full) held sluiced's loop for the socket's 2 s send timeout each time; a poll not taken is
- * the next second's. */
+/* The metrics poll, every second (metrics.c), is also the engine's liveness probe: one at a time, and the
+ * engine's loop answers it (METRICS_DATA) at once. While nothing is queued for the engine, a poll that is
+ * not answered counts as the engine taking no message (ENGINE_STALL_MS, ENGINE_STUCK_MS), so an engine that
+ * hangs with nothing to read is restarted too; while the queue is not empty, its progress is what counts
+ * and no poll is sent. A poll the socket does not take at once is queued (it starts the queue's watch). */
 void netd_engine_request_metrics(struct netd *d)
 {
 	struct netd_engine *e = d->engine;
 	struct ipc_buf b;
 
-	if (!e || !e->ready || ipc_buf_init(&b, NETD_ENG_METRICS, next_seq(e)) < 0)
+	if (!e || !e->ready || e->poll_at || e->out.q.n || ipc_buf_init(&b, NETD_ENG_METRICS, next_seq(e)) < 0)
 		return;
-	if (engine_offer(e, &b) < 0)
+	if (engine_send(d, &b) == 0) {
+		e->poll_at = netd_metrics_now();
+		engine_watch(e);
+	} else {
 		log_debug("engine: the metrics request was not sent");
+	}
 	ipc_buf_release(&b);
+}
+
+/* The poll was answered: the engine's loop runs. */
+static void engine_answered(struct netd_engine *e)
+{
+	bool unanswered;
+
+	e->poll_at = 0;
+	if (e->stalled && e->out.q.bytes <= ENGINE_QUEUE_MAX && engine_idle_ms(e, &unanswered) < ENGINE_STALL_MS) {
+		e->stalled = e->timed_out = false;
+		log_info("proxy engine %d answers again", (int)e->pid);
+	}
+	engine_watch(e);
 }
 
 bool netd_engine_running(const struct netd *d)
@@ -585,6 +659,7 @@ static void engine_disconnect(struct netd_engine *e)
 	}
 	/* what was queued for this engine goes with it: a restarted one is given the sessions as they are */
 	netd_outq_ev_release(&e->out);
+	e->poll_at = 0;
 	if (e->stall_ev)
 		event_del(e->stall_ev);
 	e->stalled = e->timed_out = false;
@@ -704,6 +779,7 @@ static void engine_read_cb(evutil_socket_t fd, short what, void *arg)
 		} else if (m.type == NETD_ENG_DIRECT_REVOKE) {
 			netd_direct_revoke(d, &m);
 		} else if (m.type == NETD_ENG_METRICS_DATA) {
+			engine_answered(e);
 			netd_metrics_engine_data(d, &m);
 		} else if (m.type == NETD_ENG_RESULT) {
 			uint32_t en = ipc_get_u32(&m, NETD_A_ERRNO, 0);

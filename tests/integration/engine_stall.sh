@@ -9,7 +9,9 @@
 # an error naming the engine; after 10 s the engine is killed and restarted, and the new one is given the live
 # sessions as they are now (not the removed ones; the narrowed policy). Also: the count of drops the
 # stalled engine did not take, offered again every second, reaches the audit log once the engine runs,
-# with no further drop to carry it (netd/nflog.c's retry).
+# with no further drop to carry it (netd/nflog.c's retry). Last, an engine that hangs with nothing queued for
+# it: sluiced's metrics poll (every second, one at a time) is its liveness probe, and a poll not answered
+# counts like a queue that does not move (2 s: setups fail; 10 s: restarted).
 set -u
 . "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
 . "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
@@ -80,6 +82,8 @@ check_eq "session A reaches allowed.test" 200 "$(code a http://allowed.test/)"
 check_eq "session C reaches other.test" 200 "$(code c http://other.test/)"
 
 # ---- a stall shorter than 2 s: everything queued meanwhile takes effect, in order ----
+# (2 s from the engine's stop: sluiced's liveness poll, every second, counts from then even with nothing
+# queued, so this part is quick: the flood fills the socket and A's end is queued at once)
 EPID=$(pgrep -P "$(lab_pid sluiced)" | head -n 1)
 n0=$(lines)
 summaries=$(grep -c '"protocol":"drop-summary"' "$AUDIT")
@@ -87,18 +91,17 @@ not_taken() { grep '"protocol":"drop-summary"' "$AUDIT" | tail -n +$((summaries 
 	grep -Eq '"session":null.*"reason":"[0-9]+ dropped packets not audited one by one: [0-9]+ over the rate limit, [0-9]+ lost by the kernel, [1-9][0-9]* not taken by the engine"'; }
 # quiet: no new NFLOG report for 1.5 s (every drop of the flood has been counted and reported)
 quiet() { local n; n=$(grep -c 'NFLOG: ' "$LOG"); sleep 1.5; [ "$(grep -c 'NFLOG: ' "$LOG")" -eq "$n" ]; }
+queued_is() { [ "$(metric sluice_engine_queued_messages)" = "$1" ]; }
+queued_some() { [ "$(metric sluice_engine_queued_messages)" -gt 0 ]; }
+t0=$(date +%s%N)
 kill -STOP "$EPID"
 flood f2 f3
-check "with the engine stopped, its socket fills: sluiced counts the drops it did not take" eventually logged "$n0" \
-	'NFLOG: [0-9]+ dropped packets not audited .* [1-9][0-9]* not taken by the engine'
-check "... and reports every drop of the flood while the engine is stopped (no report for 1.5 s)" eventually quiet
-check_not "... whose summary the stopped engine could not take" not_taken
 n1=$(lines)
 kill -TERM "${HOLD[a]}" # A ends: its removal is the first message the socket does not take
 wait "${HOLD[a]}"
 unset "HOLD[a]"
-t0=$(date +%s%N)
-check "... and a session ends at once (sluiced's loop does not wait for the engine)" eventually gone "$A"
+check "with the engine stopped and its socket full of drops, a session's removal is queued" eventually queued_some
+check "... and the session ends at once (sluiced's loop does not wait for the engine)" eventually gone "$A"
 check "sluicectl sessions answers at once" sessions_answer
 "$CLIENT" policy "$C" "$P/c2.json" >"$P/c2.out" 2>&1 & # narrows C: in force once the engine takes it
 cpid=$!
@@ -106,7 +109,7 @@ attach b "$P/b.json" # takes A's slot (the only free one) once A's link is gone
 check "... and sluiced changes C's policy meanwhile" eventually logged "$n1" "session $C: policy replaced"
 check "... and wires a new session B" eventually logged "$n1" 'session [0-9a-f]{10}: wired'
 stalled_ms=$((($(date +%s%N) - t0) / 1000000))
-check "(the engine resumes before the 2 s bound: ${stalled_ms} ms after the first queued message)" \
+check "(the engine resumes before the 2 s bound: ${stalled_ms} ms after it was stopped)" \
 	test "$stalled_ms" -lt 1900
 check_not "B has no answer while the engine is stopped (its reply waits for the engine's)" answered b
 kill -CONT "$EPID"
@@ -122,10 +125,6 @@ wait "$cpid"
 check_eq "C's policy change is answered once the engine applied it" "policy=replaced" "$(cat "$P/c2.out")"
 check_eq "C's narrowed policy is in force: allowed.test is refused" 403 "$(code c http://allowed.test/)"
 check_eq "... other.test still allowed" 200 "$(code c http://other.test/)"
-# nflog.c offers the drops the engine did not take again every second: they reach the audit log although
-# no drop followed the flood (fails without that retry: nothing else would report them again)
-check "the count of drops the stalled engine did not take reaches the audit log, offered again after the stall" \
-	eventually not_taken
 
 # ---- a stall past the bounds: setups refused at 2 s, the engine restarted at 10 s ----
 code h http://other.test/ >"$P/held.out" 2>&1 & # held for approval
@@ -135,10 +134,9 @@ check "a request of session H is held for approval" eventually is_held
 HELD=$(held_id)
 sleep 1 # a new second for the drops' rate
 n2=$(lines)
+summaries=$(grep -c '"protocol":"drop-summary"' "$AUDIT")
 kill -STOP "$EPID"
 flood f2 f3
-check "the engine is stopped again, its socket full" eventually logged "$n2" \
-	'NFLOG: [0-9]+ dropped packets not audited .* [1-9][0-9]* not taken by the engine'
 kill -TERM "${HOLD[f1]}" # ends: its removal is queued
 wait "${HOLD[f1]}"
 unset "HOLD[f1]"
@@ -147,7 +145,7 @@ t0=$(date +%s%N)
 cpid=$!
 attach d "$P/a.json" # set up while the queue has not moved for 2 s yet: waits for the engine
 check "sluicectl sessions answers while the engine stalls" sessions_answer
-queued_is() { [ "$(metric sluice_engine_queued_messages)" = "$1" ]; }
+check "the engine is stopped again, its socket full" eventually queued_some
 check "... and its metrics count the messages waiting for the engine (F1's end, C's policy, D's setup)" \
 	eventually queued_is 3
 check "a setup that waits for the stalled engine fails when the queue has not moved for 2 s" eventually answered d
@@ -169,12 +167,20 @@ check "a session ends while it stalls (sluicectl session end answers at once)" \
 end_ms=$((($(date +%s%N) - t1) / 1000000))
 check "... and is gone" gone "$F2"
 check "sluicectl sessions still answers" sessions_answer
+check "with the engine stopped, sluiced counts the drops it did not take" eventually logged "$n2" \
+	'NFLOG: [0-9]+ dropped packets not audited .* [1-9][0-9]* not taken by the engine'
+check "... and reports every drop of the flood while the engine is stopped (no report for 1.5 s)" eventually quiet
+check_not "... whose summary the stopped engine could not take" not_taken
 wait_long() { local i; for i in $(seq 300); do "$@" && return 0; sleep 0.05; done; return 1; } # 15 s
 check "after 10 s without progress the engine is killed" \
 	wait_long logged "$n2" 'has taken no message from sluiced for 1[0-9]\.[0-9] s \(.*\): killing it'
 check "... and a new one runs" eventually logged "$n2" 'proxy engine [0-9]+ running'
 check_eq "... counted in the metrics" 1 "$(metric sluice_engine_stuck_restarts_total)"
 check_eq "... with nothing queued any more" 0 "$(metric sluice_engine_queued_messages)"
+# nflog.c offers the drops the engine did not take again every second: they reach the audit log although
+# no drop followed the flood (fails without that retry: nothing else would report them again)
+check "the count of drops the stalled engine did not take reaches the audit log, offered to the new engine" \
+	eventually not_taken
 n3=$(grep -n 'proxy engine [0-9]* running' "$LOG" | tail -1 | cut -d: -f1)
 wait "$cpid"
 check_eq "C's policy change is answered (the new engine has it)" "policy=replaced" "$(cat "$P/c3.out")"
@@ -187,6 +193,26 @@ check_eq "... evil.test allowed" 200 "$(code c http://evil.test/)"
 check_eq "B is still served by its policy" 200 "$(code b http://other.test/)"
 check "a new session opens again" session g "$P/a.json"
 check_eq "... and is served" 200 "$(code g http://allowed.test/)"
-diag "stalled engine: a waiting setup refused after ${el} ms, a new one in $(setup_ms e) ms; a session ended in ${end_ms} ms"
+
+# ---- an engine that hangs with nothing queued for it: sluiced's liveness poll notices ----
+EPID=$(pgrep -P "$(lab_pid sluiced)" | head -n 1)
+n4=$(lines)
+t0=$(date +%s%N)
+kill -STOP "$EPID"
+attach x "$P/a.json" # its SESSION_ADD fits the socket: nothing is queued, the setup waits for the answer
+check "with nothing queued, a setup that waits for a hung engine fails once the poll is not answered for 2 s" \
+	wait_long answered x
+el4=$((($(date +%s%N) - t0) / 1000000))
+out x | sed 's/^/# /'
+check_match "... naming the engine" 'proxy engine \(pid [0-9]+\) has not answered sluiced for 2\.[0-9] s.*try again' "$(out x)"
+check "... 2-3 s after the engine stopped (the poll goes every second; ${el4} ms)" test "$el4" -ge 1900 -a "$el4" -lt 4000
+check_eq "... with nothing queued" 0 "$(metric sluice_engine_queued_messages)"
+check "after 10 s without an answer the hung engine is killed" \
+	wait_long logged "$n4" 'proxy engine [0-9]+ has not answered sluiced for 1[0-9]\.[0-9] s: killing it'
+check "... and a new one runs" eventually logged "$n4" 'proxy engine [0-9]+ running'
+check_eq "... counted in the metrics" 2 "$(metric sluice_engine_stuck_restarts_total)"
+check "a new session opens after it" session y "$P/a.json"
+check_eq "... and is served" 200 "$(code y http://allowed.test/)"
+diag "stalled engine: a waiting setup refused after ${el} ms, a new one in $(setup_ms e) ms; a session ended in ${end_ms} ms; a hung engine with nothing queued: a setup refused after ${el4} ms"
 
 done_testing
