@@ -11,7 +11,10 @@
 # stalled engine did not take, offered again every second, reaches the audit log once the engine runs,
 # with no further drop to carry it (netd/nflog.c's retry). Last, an engine that hangs with nothing queued for
 # it: sluiced's metrics poll (every second, one at a time) is its liveness probe, and a poll not answered
-# counts like a queue that does not move (2 s: setups fail; 10 s: restarted).
+# counts like a queue that does not move (2 s: setups fail; 10 s: restarted). And the other way: sluiced
+# stopped, the engine's own reports to it (a DNS flood's direct grants) queue without holding its loop,
+# which serves on; a request that would wait for an operator is denied at once (nobody would hear of it),
+# and when sluiced runs again it gets the reports that waited.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
 . "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
@@ -32,6 +35,7 @@ echo '{"allow": ["allowed.test", "other.test"]}' >"$P/c.json" # C, narrowed twic
 echo '{"allow": ["other.test"]}' >"$P/c2.json"
 echo '{"allow": ["evil.test"]}' >"$P/c3.json"
 echo '{"allow": ["allowed.test"], "options": {"ask": true, "ask_timeout": 60}}' >"$P/h.json" # H: other.test is held
+echo '{"allow": ["other.test:22"], "options": {"direct": true}}' >"$P/d.json" # direct: each answer is a report
 chmod 0644 "$P"/*.json
 . "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh" # start_sluiced, eventually, session, reply
 
@@ -213,6 +217,50 @@ check "... and a new one runs" eventually logged "$n4" 'proxy engine [0-9]+ runn
 check_eq "... counted in the metrics" 2 "$(metric sluice_engine_stuck_restarts_total)"
 check "a new session opens after it" session y "$P/a.json"
 check_eq "... and is served" 200 "$(code y http://allowed.test/)"
+
+# ---- sluiced stops reading: what the engine sends it queues, and the engine's loop goes on ----
+kill -TERM "${HOLD[y]}" # (its slot, for the direct-mode session)
+wait "${HOLD[y]}"
+unset "HOLD[y]"
+check "a direct-mode session opens" session dr "$P/d.json"
+DR=$(reply dr id)
+EPID=$(pgrep -P "$(lab_pid sluiced)" | head -n 1)
+n5=$(lines)
+# dns_flood NS N: N queries for other.test to the session's gateway, 2 a millisecond at most, not waiting for
+# the answers: each answer is a DIRECT_ADD the engine sends sluiced (the engine relays 256 at once per
+# session, and holds each answer up to 250 ms for sluiced's DIRECT_DONE)
+dns_flood() {
+	lab_exec "$1" "$LAB_PYTHON" - "$(reply "$1" gw4)" "$2" <<-'PY'
+		import socket, struct, sys, time
+		s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+		q = b"".join(bytes([len(l)]) + l.encode() for l in "other.test".split(".")) + b"\0" + struct.pack(">HH", 1, 1)
+		for i in range(int(sys.argv[2])):
+		    s.sendto(struct.pack(">HHHHHH", i & 0xffff, 0x0100, 1, 0, 0, 0) + q, (sys.argv[1], 53))
+		    time.sleep(0.0005)
+	PY
+}
+t0=$(date +%s%N)
+kill -STOP "$(lab_pid sluiced)"
+dns_flood dr 2500
+sleep 2.2 # the engine's reports have waited for sluiced for more than 2 s
+t1=$(date +%s%N)
+check_eq "with sluiced stopped and the engine's reports piling up, the engine still serves (B: other.test)" \
+	200 "$(code b http://other.test/)"
+check_eq "... and a request that would be held for approval is denied (H: other.test)" 403 "$(code h http://other.test/)"
+ms=$((($(date +%s%N) - t1) / 1000000))
+check "... at once (both in ${ms} ms; it would wait 60 s for an operator who never hears of it)" test "$ms" -lt 3000
+check "the engine says why" logged "$n5" 'engine: sluiced has taken none of its reports for [0-9.]+ s .*held requests are denied'
+check "... and that it denied the held request" logged "$n5" 'the parent cannot be told of a held request; denied'
+kill -CONT "$(lab_pid sluiced)"
+stop_ms=$((($(date +%s%N) - t0) / 1000000))
+check "sluiced, running again, takes the engine's reports" eventually logged "$n5" 'engine: sluiced reads its reports again'
+check "... the direct grants of the answers it had not read among them (other.test:22 is open for DR)" \
+	eventually sh -c "nft list set inet sluice direct4 | grep -q '\"sl-$DR\" . $LAB_OTHER4 . tcp . 22'"
+check_eq "... and the engine was not restarted (sluiced read its answers before judging it)" \
+	"$EPID" "$(pgrep -P "$(lab_pid sluiced)" | head -n 1)"
+check_eq "... nor counted as stuck" 2 "$(metric sluice_engine_stuck_restarts_total)"
+check "sluicectl sessions answers" sessions_answer
+diag "sluiced stopped for ${stop_ms} ms: the engine served and denied the held request in ${ms} ms"
 diag "stalled engine: a waiting setup refused after ${el} ms, a new one in $(setup_ms e) ms; a session ended in ${end_ms} ms; a hung engine with nothing queued: a setup refused after ${el4} ms"
 
 done_testing
