@@ -59,8 +59,9 @@ struct netd_engine {
 	char stall_err[NETD_ERRMSG_MAX + 1]; /* why new sessions are refused while stalled */
 	uint64_t stuck_restarts;     /* engines killed for taking no message, or answering no poll, for
 	                              * ENGINE_STUCK_MS (metrics) */
-	double poll_at;              /* netd_metrics_now() when the metrics poll not answered yet was sent (the
-	                              * liveness probe); 0: none outstanding */
+	double poll_at;              /* netd_metrics_now() since when the liveness probe waits: the metrics poll
+	                              * not answered yet was first tried (sent, or its socket was full); 0: none */
+	bool poll_sent;              /* that poll is in the socket (else it is tried again every second) */
 };
 
 /* The bounds of the outgoing queue (docs/netd.md, "Engine protocol"). A healthy engine empties it within
@@ -249,21 +250,27 @@ static void engine_stall_cb(evutil_socket_t fd, short what, void *arg)
  * engine's loop answers it (METRICS_DATA) at once. While nothing is queued for the engine, a poll that is
  * not answered counts as the engine taking no message (ENGINE_STALL_MS, ENGINE_STUCK_MS), so an engine that
  * hangs with nothing to read is restarted too; while the queue is not empty, its progress is what counts
- * and no poll is sent. A poll the socket does not take at once is queued (it starts the queue's watch). */
+ * and no poll is sent. Like a drop, the poll never queues (it would count among the messages waiting): a
+ * socket that does not take it (full of drops the engine does not read) starts the probe's clock just the
+ * same, and the poll is tried again the next second. */
 void netd_engine_request_metrics(struct netd *d)
 {
 	struct netd_engine *e = d->engine;
 	struct ipc_buf b;
+	int r;
 
-	if (!e || !e->ready || e->poll_at || e->out.q.n || ipc_buf_init(&b, NETD_ENG_METRICS, next_seq(e)) < 0)
+	if (!e || !e->ready || e->poll_sent || e->out.q.n || ipc_buf_init(&b, NETD_ENG_METRICS, next_seq(e)) < 0)
 		return;
-	if (engine_send(d, &b) == 0) {
-		e->poll_at = netd_metrics_now();
-		engine_watch(e);
-	} else {
-		log_debug("engine: the metrics request was not sent");
-	}
+	r = engine_offer(e, &b);
 	ipc_buf_release(&b);
+	if (r < 0 && r != -EAGAIN) {
+		log_debug("engine: the metrics request was not sent: %s", strerror(-r));
+		return;
+	}
+	if (!e->poll_at)
+		e->poll_at = netd_metrics_now();
+	e->poll_sent = r == 0;
+	engine_watch(e);
 }
 
 /* The poll was answered: the engine's loop runs. */
@@ -272,6 +279,7 @@ static void engine_answered(struct netd_engine *e)
 	bool unanswered;
 
 	e->poll_at = 0;
+	e->poll_sent = false;
 	if (e->stalled && e->out.q.bytes <= ENGINE_QUEUE_MAX && engine_idle_ms(e, &unanswered) < ENGINE_STALL_MS) {
 		e->stalled = e->timed_out = false;
 		log_info("proxy engine %d answers again", (int)e->pid);
@@ -660,6 +668,7 @@ static void engine_disconnect(struct netd_engine *e)
 	/* what was queued for this engine goes with it: a restarted one is given the sessions as they are */
 	netd_outq_ev_release(&e->out);
 	e->poll_at = 0;
+	e->poll_sent = false;
 	if (e->stall_ev)
 		event_del(e->stall_ev);
 	e->stalled = e->timed_out = false;

@@ -260,6 +260,34 @@ check_eq "... and the engine was not restarted (sluiced read its answers before 
 	"$EPID" "$(pgrep -P "$(lab_pid sluiced)" | head -n 1)"
 check_eq "... nor counted as stuck" 2 "$(metric sluice_engine_stuck_restarts_total)"
 check "sluicectl sessions answers" sessions_answer
+
+# ---- a session stops while the engine compiles its new policy, and another starts at once on its address ----
+# (the removal waits in the engine behind that compile; the new session's add must wait for the removal:
+# applied first, it found the address taken, EEXIST, and the setup failed)
+"$LAB_PYTHON" -c 'import json; print(json.dumps({"allow": ["h%d.big.test" % i for i in range(100000)]}))' >"$P/big.json"
+chmod 0644 "$P/big.json"
+G=$(reply g id)
+n6=$(lines)
+"$CLIENT" policy "$G" "$P/big.json" >"$P/big.out" 2>&1 & # compiled by sluiced, then again by the engine
+bpid=$!
+t0=$(date +%s%N)
+check "a session's policy change of 100,000 hosts goes to the engine" wait_long logged "$n6" "session $G: policy replaced \("
+policy_ms=$((($(date +%s%N) - t0) / 1000000))
+kill -TERM "${HOLD[g]}" # G ends while the engine compiles: its removal waits behind the compile
+wait "${HOLD[g]}"
+unset "HOLD[g]"
+attach z "$P/b.json" # the only free slot: G's
+check "a session started at once on G's address is set up" wait_long answered z
+out z | sed 's/^/# /'
+check_eq "... with G's address" "$(reply g addr4)" "$(reply z addr4)"
+Z=$(reply z id)
+order() { since "$n6" | grep -Eo -e "session $G: policy replaced$" -e "session $G removed" -e "session $Z added" | tr '\n' ,; }
+check_eq "the engine applied G's policy, G's removal and Z's add in the order sluiced sent them" \
+	"session $G: policy replaced,session $G removed,session $Z added," "$(order)"
+check_eq "... and Z is served by its own policy" 200 "$(code z http://other.test/)"
+kill -KILL "$bpid" 2>/dev/null # (sluiced does not answer a policy change of a session that ended)
+wait "$bpid"
+diag "a policy change of G went to the engine in ${policy_ms} ms; Z, started on its address, set up in $(setup_ms z) ms"
 diag "sluiced stopped for ${stop_ms} ms: the engine served and denied the held request in ${ms} ms"
 diag "stalled engine: a waiting setup refused after ${el} ms, a new one in $(setup_ms e) ms; a session ended in ${end_ms} ms; a hung engine with nothing queued: a setup refused after ${el4} ms"
 
