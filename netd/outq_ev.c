@@ -64,6 +64,7 @@ void netd_outq_ev_release(struct netd_outq_ev *o)
 	if (o->retry_ev)
 		event_free(o->retry_ev);
 	o->wev = o->retry_ev = NULL;
+	o->sock = -1; /* (closed by its owner next) */
 	if (o->q.tail) /* (a zeroed struct was never initialised: nothing queued) */
 		ipc_outq_clear(&o->q);
 }
