@@ -129,8 +129,8 @@ int ipc_send_nowait(int sock, struct ipc_buf *b);
 int ipc_send_empty(int sock, uint16_t type, uint32_t seq);
 
 /* An outgoing queue: what a sender that must never wait (sluiced's loop talking to its engine, and the
- * engine's loop talking to sluiced: netd/outq_ev.c drives it for both) could not send yet, kept in the order it was given and sent when the socket is
- * writable again. A queued message owns a copy of the record, its texts' memfds and a copy (dup) of
+ * engine's loop talking to sluiced: netd/outq_ev.c drives it for both) could not send yet, kept in the
+ * order it was given and sent when the socket is writable again. A queued message owns a copy of the record, its texts' memfds and a copy (dup) of
  * every fd it carries, so the caller releases its ipc_buf and closes its fds exactly as after
  * ipc_send(). */
 struct ipc_outq_msg;

@@ -9,9 +9,10 @@
  * is queued and the socket takes them, else they are counted. The metrics poll, sent only while nothing is
  * queued, is also the liveness probe: not answered, it counts like a queue that does not move. When the
  * queue does not move (or the poll is not answered) for ENGINE_STALL_MS, new sessions are refused (and
- * setups waiting for the engine fail) with an error naming it; for ENGINE_STUCK_MS, it is killed and restarted, and the new engine is
- * given every live session with its current policy and verdicts (what was queued for the old one is
- * dropped: removed sessions are not given, narrowed policies are given as they are now). */
+ * setups waiting for the engine fail) with an error naming it; for ENGINE_STUCK_MS, it is killed and
+ * restarted, and the new engine is given every live session with its current policy and verdicts (what
+ * was queued for the old one is dropped: removed sessions are not given, narrowed policies are given as
+ * they are now). */
 #include "netd.h"
 
 #include <arpa/inet.h>
@@ -51,8 +52,9 @@ struct netd_engine {
 	char last_err[NETD_ERRMSG_MAX + 1]; /* why it is down, for clients */
 	struct netd_outq_ev out;     /* owned: what the socket did not take yet, in order (out.q), and the events
 	                              * that send it; initialised while sock is open */
-	struct event *stall_ev;      /* owned: watches outq's progress (pending while it is not empty) */
-	double moved_at;             /* netd_metrics_now() when outq last became non-empty or sent a message */
+	struct event *stall_ev;      /* owned: watches the queue's progress and the liveness poll (pending while
+	                              * the queue is not empty or a poll waits: engine_watch) */
+	double moved_at;             /* netd_metrics_now() when the queue last became non-empty or sent a message */
 	bool stalled;                /* new sessions are refused: outq outgrew ENGINE_QUEUE_MAX, or did not move
 	                              * for ENGINE_STALL_MS (timed_out: setups waiting for the engine failed) */
 	bool timed_out;
