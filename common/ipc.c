@@ -332,20 +332,36 @@ void ipc_outq_init(struct ipc_outq *q)
 	q->head = NULL;
 	q->tail = &q->head;
 	q->n = q->bytes = 0;
+	q->retry_ms = 0;
+}
+
+static bool outq_short_of_memory(int r)
+{
+	return r == -ENOBUFS || r == -ENOMEM;
+}
+
+/* The kernel refused the oldest message for want of memory: try again later, a little later each time */
+static void outq_back_off(struct ipc_outq *q)
+{
+	q->retry_ms = !q->retry_ms ? IPC_OUTQ_RETRY_MIN_MS
+	              : q->retry_ms >= IPC_OUTQ_RETRY_MAX_MS / 2 ? IPC_OUTQ_RETRY_MAX_MS : q->retry_ms * 2;
 }
 
 int ipc_outq_send(struct ipc_outq *q, int sock, struct ipc_buf *b)
 {
 	struct ipc_outq_msg *qm;
-	int r;
+	int r, sent = 0;
 
 	if ((r = ipc_buf_ready(b)) < 0)
 		return r;
-	/* a full socket, or the kernel short of memory for a moment: queued, tried again when writable */
-	if (!q->n && (r = ipc_send_nowait(sock, b)) != -EAGAIN && r != -ENOBUFS && r != -ENOMEM)
-		return r;
+	/* a full socket, or the kernel short of memory for a moment: queued, tried again when writable (or,
+	 * short of memory, after q->retry_ms) */
+	if (!q->n && (sent = ipc_send_nowait(sock, b)) != -EAGAIN && !outq_short_of_memory(sent))
+		return sent;
 	if ((r = outq_msg_new(b, &qm)) < 0)
 		return r;
+	if (!q->n && outq_short_of_memory(sent))
+		outq_back_off(q);
 	*q->tail = qm;
 	q->tail = &qm->next;
 	q->n++;
@@ -361,10 +377,17 @@ int ipc_outq_flush(struct ipc_outq *q, int sock)
 		struct ipc_outq_msg *qm = q->head;
 		int r = ipc_send_nowait(sock, &qm->b);
 
-		if (r == -EAGAIN)
+		if (r == -EAGAIN) {
+			q->retry_ms = 0; /* merely full: the socket says when it has room */
 			break;
+		}
+		if (outq_short_of_memory(r)) {
+			outq_back_off(q);
+			break;
+		}
 		if (r < 0)
 			return r;
+		q->retry_ms = 0;
 		q->head = qm->next;
 		if (!q->head)
 			q->tail = &q->head;

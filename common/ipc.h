@@ -128,9 +128,9 @@ int ipc_send_nowait(int sock, struct ipc_buf *b);
 /* Convenience: builds and sends a message with no attributes. */
 int ipc_send_empty(int sock, uint16_t type, uint32_t seq);
 
-/* An outgoing queue: what a sender that must never wait (sluiced's loop, talking to its engine:
- * netd/engine.c) could not send yet, kept in the order it was given and sent when the socket is
- * writable again. A queued message owns a copy of the record, its texts' memfds and a copy (dup) of
+/* An outgoing queue: what a sender that must never wait (sluiced's loop talking to its engine, and the
+ * engine's loop talking to sluiced: netd/outq_ev.c drives it for both) could not send yet, kept in the
+ * order it was given and sent when the socket is writable again. A queued message owns a copy of the record, its texts' memfds and a copy (dup) of
  * every fd it carries, so the caller releases its ipc_buf and closes its fds exactly as after
  * ipc_send(). */
 struct ipc_outq_msg;
@@ -139,18 +139,28 @@ struct ipc_outq {
 	struct ipc_outq_msg **tail; /* where the next one goes */
 	size_t n;                   /* messages queued */
 	size_t bytes;               /* their records' bytes */
+	/* Nonzero: the kernel refused the oldest message for want of memory (-ENOBUFS, -ENOMEM), not for a
+	 * full socket, so the socket may well poll writable while nothing can be sent: the owner tries again
+	 * after this many milliseconds (a timer, not EV_WRITE, which would spin). It doubles with each refusal
+	 * in a row, from IPC_OUTQ_RETRY_MIN_MS up to IPC_OUTQ_RETRY_MAX_MS, and is 0 again once a message
+	 * goes or the socket is merely full. */
+	unsigned retry_ms;
 };
+#define IPC_OUTQ_RETRY_MIN_MS 5
+#define IPC_OUTQ_RETRY_MAX_MS 320
 
 void ipc_outq_init(struct ipc_outq *q);
 /* Sends b at once when nothing is queued and the socket takes it without waiting; else (the socket
- * full, -ENOBUFS or -ENOMEM) queues it behind the others, so messages leave in the order given. 0: sent
- * or queued (q->n tells which);
+ * full, -ENOBUFS or -ENOMEM: then q->retry_ms is set) queues it behind the others, so messages leave in
+ * the order given. 0: sent or queued (q->n tells which);
  * -ENOMEM or -EMFILE when it could not be queued; ipc_send()'s other errors (-EMSGSIZE, b->err,
  * -EPIPE, ...), with nothing queued. b is not released. */
 int ipc_outq_send(struct ipc_outq *q, int sock, struct ipc_buf *b);
-/* Sends queued messages, oldest first, without waiting, until none is left or the socket is full.
- * Returns how many were sent, or ipc_send()'s -errno of the first failure other than -EAGAIN (that
- * message and those after it stay queued). */
+/* Sends queued messages, oldest first, without waiting, until none is left, the socket is full (wait for
+ * it to be writable) or the kernel refuses one for want of memory (-ENOBUFS, -ENOMEM: q->retry_ms says
+ * when to try again). Returns how many were sent, or ipc_send()'s -errno of the first other failure
+ * (that message and those after it stay queued). A refusal that never ends is the owner's to bound (it
+ * sees no progress), as a peer that never reads is. */
 int ipc_outq_flush(struct ipc_outq *q, int sock);
 /* Frees every queued message and closes its fds. */
 void ipc_outq_clear(struct ipc_outq *q);

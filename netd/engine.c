@@ -5,12 +5,14 @@
  *
  * Nothing sent to a running engine waits (docs/netd.md, "Engine protocol"): a message its socket does
  * not take at once joins an outgoing queue, sent in order when the socket is writable, so a stalled
- * engine never holds sluiced's loop. Drops, drop summaries and the metrics poll are the exception: they
- * go only when nothing is queued and the socket takes them, else they are counted or dropped. When the
- * queue does not move for ENGINE_STALL_MS, new sessions are refused (and setups waiting for the engine
- * fail) with an error naming it; for ENGINE_STUCK_MS, it is killed and restarted, and the new engine is
- * given every live session with its current policy and verdicts (what was queued for the old one is
- * dropped: removed sessions are not given, narrowed policies are given as they are now). */
+ * engine never holds sluiced's loop. Drops and drop summaries are the exception: they go only when nothing
+ * is queued and the socket takes them, else they are counted. The metrics poll, sent only while nothing is
+ * queued, is also the liveness probe: not answered, it counts like a queue that does not move. When the
+ * queue does not move (or the poll is not answered) for ENGINE_STALL_MS, new sessions are refused (and
+ * setups waiting for the engine fail) with an error naming it; for ENGINE_STUCK_MS, it is killed and
+ * restarted, and the new engine is given every live session with its current policy and verdicts (what
+ * was queued for the old one is dropped: removed sessions are not given, narrowed policies are given as
+ * they are now). */
 #include "netd.h"
 
 #include <arpa/inet.h>
@@ -33,6 +35,7 @@
 
 #include "log.h"
 #include "netd_metrics.h"
+#include "outq_ev.h"
 #include "policy.h"
 #include "reaper.h"
 #include "util.h"
@@ -47,15 +50,20 @@ struct netd_engine {
 	uint32_t seq;
 	unsigned failures;           /* consecutive deaths before READY, for back-off */
 	char last_err[NETD_ERRMSG_MAX + 1]; /* why it is down, for clients */
-	struct ipc_outq outq;        /* owned: what the socket did not take yet, in order */
-	struct event *wev;           /* owned: the socket is writable (pending while outq is not empty) */
-	struct event *stall_ev;      /* owned: watches outq's progress (pending while it is not empty) */
-	double moved_at;             /* netd_metrics_now() when outq last became non-empty or sent a message */
+	struct netd_outq_ev out;     /* owned: what the socket did not take yet, in order (out.q), and the events
+	                              * that send it; initialised while sock is open */
+	struct event *stall_ev;      /* owned: watches the queue's progress and the liveness poll (pending while
+	                              * the queue is not empty or a poll waits: engine_watch) */
+	double moved_at;             /* netd_metrics_now() when the queue last became non-empty or sent a message */
 	bool stalled;                /* new sessions are refused: outq outgrew ENGINE_QUEUE_MAX, or did not move
 	                              * for ENGINE_STALL_MS (timed_out: setups waiting for the engine failed) */
 	bool timed_out;
 	char stall_err[NETD_ERRMSG_MAX + 1]; /* why new sessions are refused while stalled */
-	uint64_t stuck_restarts;     /* engines killed for taking no message for ENGINE_STUCK_MS (metrics) */
+	uint64_t stuck_restarts;     /* engines killed for taking no message, or answering no poll, for
+	                              * ENGINE_STUCK_MS (metrics) */
+	double poll_at;              /* netd_metrics_now() since when the liveness probe waits: the metrics poll
+	                              * not answered yet was first tried (sent, or its socket was full); 0: none */
+	bool poll_sent;              /* that poll is in the socket (else it is tried again every second) */
 };
 
 /* The bounds of the outgoing queue (docs/netd.md, "Engine protocol"). A healthy engine empties it within
@@ -76,22 +84,28 @@ static void engine_behind(struct netd_engine *e)
 	e->stalled = true;
 	snprintf(e->stall_err, sizeof e->stall_err,
 		 "the proxy engine (pid %d) is behind: %zu messages (%zu KiB) from sluiced wait for it; no new "
-		 "session until it catches up; try again", (int)e->pid, e->outq.n, e->outq.bytes / 1024);
+		 "session until it catches up; try again", (int)e->pid, e->out.q.n, e->out.q.bytes / 1024);
 	log_warnx("%s", e->stall_err);
 }
 
 /* The queue has not moved for idle_ms: new sessions are refused from now on (netd_engine_down_reason),
  * and the setups that wait for the engine's answer fail now rather than when their launchers give up;
  * sessions already running are left as they are. Called from the stall timer only (it closes sessions). */
-static void engine_timed_out(struct netd *d, double idle_ms)
+static void engine_timed_out(struct netd *d, double idle_ms, bool unanswered)
 {
 	struct netd_engine *e = d->engine;
 
 	e->stalled = e->timed_out = true;
-	snprintf(e->stall_err, sizeof e->stall_err,
-		 "the proxy engine (pid %d) has taken no message from sluiced for %.1f s (%zu waiting): no new "
-		 "session until it does (it is restarted if it stays stuck for %d s); try again",
-		 (int)e->pid, idle_ms / 1000, e->outq.n, ENGINE_STUCK_MS / 1000);
+	if (unanswered) /* nothing waits for it, but its loop did not answer the poll */
+		snprintf(e->stall_err, sizeof e->stall_err,
+			 "the proxy engine (pid %d) has not answered sluiced for %.1f s: no new session until it "
+			 "does (it is restarted if it stays stuck for %d s); try again",
+			 (int)e->pid, idle_ms / 1000, ENGINE_STUCK_MS / 1000);
+	else
+		snprintf(e->stall_err, sizeof e->stall_err,
+			 "the proxy engine (pid %d) has taken no message from sluiced for %.1f s (%zu waiting): no "
+			 "new session until it does (it is restarted if it stays stuck for %d s); try again",
+			 (int)e->pid, idle_ms / 1000, e->out.q.n, ENGINE_STUCK_MS / 1000);
 	log_warnx("%s", e->stall_err);
 	for (struct netd_sess *s = d->sessions, *next; s; s = next) {
 		next = s->next;
@@ -100,85 +114,33 @@ static void engine_timed_out(struct netd *d, double idle_ms)
 	}
 }
 
-/* Every message to a running engine goes through here (but those that may be dropped: engine_offer):
- * sent now when the socket takes it, else queued behind the others and sent in order when the socket is
- * writable (engine_write_cb). Never waits. */
-static int engine_send(struct netd *d, struct ipc_buf *b)
+/* How long the engine has made no progress that sluiced waits for, in ms: while messages are queued, since
+ * the queue last moved; else since the liveness poll that is out was sent (*unanswered), else 0. */
+static double engine_idle_ms(const struct netd_engine *e, bool *unanswered)
 {
-	struct netd_engine *e = d->engine;
-	size_t queued = e->outq.n;
-	int r = ipc_outq_send(&e->outq, e->sock, b);
+	double now = netd_metrics_now();
 
-	if (r < 0 || e->outq.n == queued)
-		return r;
-	if (queued == 0) { /* the socket is full: from now on the queue's progress is watched */
-		struct timeval tv = {ENGINE_STALL_MS / 1000, (ENGINE_STALL_MS % 1000) * 1000};
-
-		e->moved_at = netd_metrics_now();
-		event_add(e->wev, NULL);
-		event_add(e->stall_ev, &tv);
-		log_debug("engine: its socket is full; messages queued");
-	}
-	if (e->outq.bytes > ENGINE_QUEUE_MAX && !e->stalled)
-		engine_behind(e);
-	return 0;
+	*unanswered = !e->out.q.n && e->poll_at;
+	if (e->out.q.n)
+		return (now - e->moved_at) * 1000;
+	return e->poll_at ? (now - e->poll_at) * 1000 : 0;
 }
 
-/* A message that may be dropped (a drop, a drop summary, the metrics poll): sent only when nothing is
- * queued (it never overtakes a message that waits) and the socket takes it at once, else -EAGAIN, and the
- * caller counts it as not taken. */
-static int engine_offer(struct netd_engine *e, struct ipc_buf *b)
+/* (Re)arms the stall timer for the next bound the engine's idle time will cross, or stops it when nothing
+ * is waited for. */
+static void engine_watch(struct netd_engine *e)
 {
-	return e->outq.n ? -EAGAIN : ipc_send_nowait(e->sock, b);
-}
-
-static void engine_write_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct netd *d = arg;
-	struct netd_engine *e = d->engine;
-	int r = ipc_outq_flush(&e->outq, e->sock);
-
-	if (r < 0) {
-		log_warnx("engine: sending it a queued message: %s", strerror(-r));
-		engine_died(d, r == -EPIPE ? "exited" : "could not be sent its messages");
-		return;
-	}
-	if (r > 0)
-		e->moved_at = netd_metrics_now();
-	if (e->outq.n == 0) {
-		event_del(e->wev);
-		event_del(e->stall_ev);
-	}
-	if (e->stalled && r > 0 && e->outq.bytes <= ENGINE_QUEUE_MAX) {
-		e->stalled = e->timed_out = false;
-		log_info("proxy engine %d takes messages again (%zu still queued)", (int)e->pid, e->outq.n);
-	}
-}
-
-/* While the queue is not empty: refuses new sessions after ENGINE_STALL_MS without progress, restarts the
- * engine after ENGINE_STUCK_MS. */
-static void engine_stall_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct netd *d = arg;
-	struct netd_engine *e = d->engine;
-	double idle_ms = (netd_metrics_now() - e->moved_at) * 1000, next_ms;
+	bool unanswered;
+	double idle = engine_idle_ms(e, &unanswered), next_ms;
 	struct timeval tv;
 
-	if (!e->outq.n)
-		return;
-	if (idle_ms >= ENGINE_STUCK_MS) {
-		char why[160];
-
-		log_warnx("proxy engine %d has taken no message from sluiced for %.1f s (%zu waiting): killing it",
-			  (int)e->pid, idle_ms / 1000, e->outq.n);
-		snprintf(why, sizeof why, "was stuck (it took no message for %d s) and was killed", ENGINE_STUCK_MS / 1000);
-		e->stuck_restarts++;
-		engine_died(d, why);
+	if (!e->out.q.n && !e->poll_at) {
+		event_del(e->stall_ev);
 		return;
 	}
-	if (idle_ms >= ENGINE_STALL_MS && !e->timed_out)
-		engine_timed_out(d, idle_ms);
-	next_ms = (idle_ms < ENGINE_STALL_MS ? ENGINE_STALL_MS : ENGINE_STUCK_MS) - idle_ms;
+	next_ms = (idle < ENGINE_STALL_MS ? ENGINE_STALL_MS : ENGINE_STUCK_MS) - idle;
+	if (next_ms < 0)
+		next_ms = 0;
 	tv.tv_sec = (time_t)(next_ms / 1000);
 	tv.tv_usec = (suseconds_t)((next_ms - (double)tv.tv_sec * 1000) * 1000) + 1000;
 	if (tv.tv_usec >= 1000000) {
@@ -188,19 +150,143 @@ static void engine_stall_cb(evutil_socket_t fd, short what, void *arg)
 	event_add(e->stall_ev, &tv);
 }
 
-/* Without waiting, like the drops: the poll comes every second, and a blocking send to a stalled engine
- * (its socket full) held sluiced's loop for the socket's 2 s send timeout each time; a poll not taken is
- * the next second's. */
+/* Every message to a running engine goes through here (but those that may be dropped: engine_offer):
+ * sent now when the socket takes it, else queued behind the others and sent in order when the socket is
+ * writable (engine_write_cb). Never waits. */
+static int engine_send(struct netd *d, struct ipc_buf *b)
+{
+	struct netd_engine *e = d->engine;
+	size_t queued = e->out.q.n;
+	int r = netd_outq_ev_send(&e->out, b);
+
+	if (r < 0 || e->out.q.n == queued)
+		return r;
+	if (queued == 0) { /* the socket is full: from now on the queue's progress is watched */
+		e->moved_at = netd_metrics_now();
+		engine_watch(e);
+		log_debug("engine: its socket is full%s; messages queued",
+			  e->out.q.retry_ms ? " (the kernel is short of memory)" : "");
+	}
+	if (e->out.q.bytes > ENGINE_QUEUE_MAX && !e->stalled)
+		engine_behind(e);
+	return 0;
+}
+
+/* A message that may be dropped (a drop, a drop summary): sent only when nothing is
+ * queued (it never overtakes a message that waits) and the socket takes it at once, else -EAGAIN, and the
+ * caller counts it as not taken. */
+static int engine_offer(struct netd_engine *e, struct ipc_buf *b)
+{
+	return e->out.q.n ? -EAGAIN : ipc_send_nowait(e->sock, b);
+}
+
+/* The queue was sent as far as the socket took it (netd_outq_ev): r messages went. A refusal for want of
+ * memory is no failure: the queue is tried again shortly, and the time without progress counts towards
+ * ENGINE_STALL_MS and ENGINE_STUCK_MS as a full socket's does, so a refusal that never ends still
+ * restarts the engine. */
+static void engine_write_cb(void *arg, int r)
+{
+	struct netd *d = arg;
+	struct netd_engine *e = d->engine;
+
+	if (r < 0) {
+		log_warnx("engine: sending it a queued message: %s", strerror(-r));
+		engine_died(d, r == -EPIPE ? "exited" : "could not be sent its messages");
+		return;
+	}
+	if (r > 0) {
+		e->moved_at = netd_metrics_now();
+		if (e->poll_at) /* it reads: the poll's clock starts again (its answer may come after the queue) */
+			e->poll_at = e->moved_at;
+	}
+	if (e->out.q.n == 0)
+		engine_watch(e);
+	if (e->stalled && r > 0 && e->out.q.bytes <= ENGINE_QUEUE_MAX) {
+		e->stalled = e->timed_out = false;
+		log_info("proxy engine %d takes messages again (%zu still queued)", (int)e->pid, e->out.q.n);
+	}
+}
+
+static void engine_read_cb(evutil_socket_t fd, short what, void *arg);
+
+/* While the queue is not empty or a poll is not answered: refuses new sessions after ENGINE_STALL_MS
+ * without progress, restarts the engine after ENGINE_STUCK_MS. */
+static void engine_stall_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct netd *d = arg;
+	struct netd_engine *e = d->engine;
+	bool unanswered;
+	double idle_ms = engine_idle_ms(e, &unanswered);
+
+	if (unanswered && idle_ms >= ENGINE_STALL_MS) {
+		/* an answer may wait unread: sluiced's own loop may have been held (the timer and the socket
+		 * became ready together); read it before judging */
+		engine_read_cb(e->sock, EV_READ, d);
+		if (d->engine != e || !e->ready)
+			return;
+		idle_ms = engine_idle_ms(e, &unanswered);
+	}
+	if (!e->out.q.n && !e->poll_at)
+		return;
+	if (idle_ms >= ENGINE_STUCK_MS) {
+		char why[160];
+
+		if (unanswered)
+			log_warnx("proxy engine %d has not answered sluiced for %.1f s: killing it", (int)e->pid,
+				  idle_ms / 1000);
+		else
+			log_warnx("proxy engine %d has taken no message from sluiced for %.1f s (%zu waiting): killing it",
+				  (int)e->pid, idle_ms / 1000, e->out.q.n);
+		snprintf(why, sizeof why, "was stuck (it %s for %d s) and was killed",
+			 unanswered ? "answered nothing" : "took no message", ENGINE_STUCK_MS / 1000);
+		e->stuck_restarts++;
+		engine_died(d, why);
+		return;
+	}
+	if (idle_ms >= ENGINE_STALL_MS && !e->timed_out)
+		engine_timed_out(d, idle_ms, unanswered);
+	engine_watch(e);
+}
+
+/* The metrics poll, every second (metrics.c), is also the engine's liveness probe: one at a time, and the
+ * engine's loop answers it (METRICS_DATA) at once. While nothing is queued for the engine, a poll that is
+ * not answered counts as the engine taking no message (ENGINE_STALL_MS, ENGINE_STUCK_MS), so an engine that
+ * hangs with nothing to read is restarted too; while the queue is not empty, its progress is what counts
+ * and no poll is sent. Like a drop, the poll never queues (it would count among the messages waiting): a
+ * socket that does not take it (full of drops the engine does not read) starts the probe's clock just the
+ * same, and the poll is tried again the next second. */
 void netd_engine_request_metrics(struct netd *d)
 {
 	struct netd_engine *e = d->engine;
 	struct ipc_buf b;
+	int r;
 
-	if (!e || !e->ready || ipc_buf_init(&b, NETD_ENG_METRICS, next_seq(e)) < 0)
+	if (!e || !e->ready || e->poll_sent || e->out.q.n || ipc_buf_init(&b, NETD_ENG_METRICS, next_seq(e)) < 0)
 		return;
-	if (engine_offer(e, &b) < 0)
-		log_debug("engine: the metrics request was not sent");
+	r = engine_offer(e, &b);
 	ipc_buf_release(&b);
+	if (r < 0 && r != -EAGAIN) {
+		log_debug("engine: the metrics request was not sent: %s", strerror(-r));
+		return;
+	}
+	if (!e->poll_at)
+		e->poll_at = netd_metrics_now();
+	e->poll_sent = r == 0;
+	engine_watch(e);
+}
+
+/* The poll was answered: the engine's loop runs. */
+static void engine_answered(struct netd_engine *e)
+{
+	bool unanswered;
+
+	e->poll_at = 0;
+	e->poll_sent = false;
+	if (e->stalled && e->out.q.bytes <= ENGINE_QUEUE_MAX && engine_idle_ms(e, &unanswered) < ENGINE_STALL_MS) {
+		e->stalled = e->timed_out = false;
+		log_info("proxy engine %d answers again", (int)e->pid);
+	}
+	engine_watch(e);
 }
 
 bool netd_engine_running(const struct netd *d)
@@ -210,7 +296,7 @@ bool netd_engine_running(const struct netd *d)
 
 void netd_engine_queue_counts(const struct netd *d, size_t *queued, uint64_t *stuck_restarts)
 {
-	*queued = d->engine ? d->engine->outq.n : 0;
+	*queued = d->engine ? d->engine->out.q.n : 0;
 	*stuck_restarts = d->engine ? d->engine->stuck_restarts : 0;
 }
 
@@ -307,6 +393,19 @@ void netd_engine_session_add(struct netd *d, struct netd_sess *s)
 	engine_send_add(d, s);
 }
 
+/* A removal names the session's addresses: the engine applies a later SESSION_ADD of another session with
+ * one of them only after it (engine_queue.c), also when the removal waits behind its session's compile. */
+static void put_remove_addrs(struct netd *d, const struct netd_sess *s, struct ipc_buf *b)
+{
+	char a4[46], g4[46], a6[46], g6[46];
+
+	netd_sess_addrs(d, s, a4, g4, a6, g6);
+	if (a4[0])
+		ipc_buf_put_str(b, NETD_A_ADDR4, a4);
+	if (a6[0])
+		ipc_buf_put_str(b, NETD_A_ADDR6, a6);
+}
+
 void netd_engine_session_remove(struct netd *d, const struct netd_sess *s)
 {
 	struct netd_engine *e = d->engine;
@@ -318,6 +417,7 @@ void netd_engine_session_remove(struct netd *d, const struct netd_sess *s)
 	if (ipc_buf_init(&b, NETD_ENG_SESSION_REMOVE, 0) < 0)
 		return;
 	ipc_buf_put_str(&b, NETD_A_ID, s->id);
+	put_remove_addrs(d, s, &b);
 	if (engine_send(d, &b) < 0)
 		log_warnx("engine: removing session %s failed", s->id);
 	ipc_buf_release(&b);
@@ -335,6 +435,7 @@ int netd_engine_session_release(struct netd *d, struct netd_sess *s)
 	if ((r = ipc_buf_init(&b, NETD_ENG_SESSION_REMOVE, s->records_seq)) < 0)
 		goto fail;
 	ipc_buf_put_str(&b, NETD_A_ID, s->id);
+	put_remove_addrs(d, s, &b);
 	r = engine_send(d, &b);
 	ipc_buf_release(&b);
 	if (r == 0)
@@ -567,13 +668,11 @@ static void engine_disconnect(struct netd_engine *e)
 		e->ev = NULL;
 	}
 	/* what was queued for this engine goes with it: a restarted one is given the sessions as they are */
-	if (e->wev) {
-		event_free(e->wev);
-		e->wev = NULL;
-	}
+	netd_outq_ev_release(&e->out);
+	e->poll_at = 0;
+	e->poll_sent = false;
 	if (e->stall_ev)
 		event_del(e->stall_ev);
-	ipc_outq_clear(&e->outq);
 	e->stalled = e->timed_out = false;
 	if (e->sock >= 0) {
 		close(e->sock);
@@ -691,6 +790,7 @@ static void engine_read_cb(evutil_socket_t fd, short what, void *arg)
 		} else if (m.type == NETD_ENG_DIRECT_REVOKE) {
 			netd_direct_revoke(d, &m);
 		} else if (m.type == NETD_ENG_METRICS_DATA) {
+			engine_answered(e);
 			netd_metrics_engine_data(d, &m);
 		} else if (m.type == NETD_ENG_RESULT) {
 			uint32_t en = ipc_get_u32(&m, NETD_A_ERRNO, 0);
@@ -861,8 +961,8 @@ static int engine_spawn(struct netd *d, char *err, size_t errlen)
 		return r;
 	}
 	e->ev = event_new(d->base, e->sock, EV_READ | EV_PERSIST, engine_read_cb, d);
-	e->wev = event_new(d->base, e->sock, EV_WRITE | EV_PERSIST, engine_write_cb, d);
-	if (!e->ev || !e->wev || event_add(e->ev, NULL) < 0) {
+	if (!e->ev || netd_outq_ev_init(&e->out, d->base, e->sock, engine_write_cb, d) < 0 ||
+	    event_add(e->ev, NULL) < 0) {
 		engine_reap(e);
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
@@ -879,7 +979,6 @@ int netd_engine_start(struct netd *d, char *err, size_t errlen)
 	e->d = d;
 	e->sock = -1;
 	e->pid = -1;
-	ipc_outq_init(&e->outq);
 	d->engine = e;
 	e->restart_ev = evtimer_new(d->base, restart_cb, d);
 	e->stall_ev = evtimer_new(d->base, engine_stall_cb, d);
@@ -903,11 +1002,15 @@ void netd_engine_free(struct netd_engine *e)
 		int pfd = (int)syscall(SYS_pidfd_open, e->pid, 0);
 		double until = netd_metrics_now() + ENGINE_STOP_MS / 1000.0;
 
-		while (e->outq.n && e->sock >= 0) {
+		while (e->out.q.n && e->sock >= 0) {
 			struct pollfd w = {.fd = e->sock, .events = POLLOUT};
 			int left = (int)((until - netd_metrics_now()) * 1000);
 
-			if (left <= 0 || (poll(&w, 1, left) < 0 && errno != EINTR) || ipc_outq_flush(&e->outq, e->sock) < 0)
+			if (e->out.q.retry_ms) { /* short of memory: a pause, not a socket that polls writable */
+				w.fd = -1;
+				left = left < (int)e->out.q.retry_ms ? left : (int)e->out.q.retry_ms;
+			}
+			if (left <= 0 || (poll(&w, 1, left) < 0 && errno != EINTR) || ipc_outq_flush(&e->out.q, e->sock) < 0)
 				break;
 		}
 		engine_disconnect(e);

@@ -14,10 +14,12 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine.h"
 #include "engine_queue.h"
+#include "outq_ev.h"
 #include "metrics.h"
 #include "log.h"
 #include "parent.h"
@@ -48,7 +50,79 @@ struct child {
 	pid_t parent;                 /* sluiced */
 	struct proxy_parent *upstream; /* owned until the engine takes it: the parent proxy, or NULL */
 	struct netd_engine_queue *held; /* owned: messages waiting for a policy compile (engine_queue.c) */
+	struct netd_outq_ev out;      /* owned: what sluiced's end did not take yet, in order (RUN state) */
+	struct timespec moved_at;     /* when out last became non-empty or sent a message */
+	bool behind_logged;           /* "sluiced does not read" was logged for this stall */
 };
+
+/* What the engine sends sluiced never waits (docs/netd.md, "Engine protocol"): a sluiced that stops reading
+ * must not freeze this loop, which serves every session's traffic. What its socket does not take joins an
+ * ordered queue (outq_ev.c, as on sluiced's side). Messages that ask sluiced to open something (an ASK: a
+ * request held for an operator; a DIRECT_ADD: direct flows to open) are refused once the queue holds
+ * CHILD_OUT_SOFT bytes or has not moved for CHILD_OUT_STALL_MS, and fail closed: the request is denied at
+ * once, the flows stay shut (the DNS answer goes after its hold, PROXY_DIRECT_HOLD_MS). Every other message
+ * (a RESULT sluiced waits for, ASK_END, DIRECT_REVOKE, METRICS_DATA: each bounded by what sluiced sent or
+ * opened) always queues; past CHILD_OUT_MAX bytes the engine gives up and exits, its sessions fail closed,
+ * and sluiced restarts it when it reads again. */
+#define CHILD_OUT_SOFT (1u << 20)
+#define CHILD_OUT_STALL_MS 2000
+#define CHILD_OUT_MAX (16u << 20)
+
+static double ms_since(const struct timespec *t)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - t->tv_sec) * 1000 + (double)(now.tv_nsec - t->tv_nsec) / 1e6;
+}
+
+/* sluiced took r queued messages (outq_ev.c), or the socket failed (r < 0: sluiced is gone; the read side
+ * sees the end of file and stops the loop) */
+static void child_out_moved(void *arg, int r)
+{
+	struct child *c = arg;
+
+	if (r > 0) {
+		clock_gettime(CLOCK_MONOTONIC, &c->moved_at);
+		if (c->behind_logged && c->out.q.n == 0) {
+			log_info("engine: sluiced reads its reports again");
+			c->behind_logged = false;
+		}
+	} else if (r < 0) {
+		event_base_loopbreak(c->base);
+	}
+}
+
+/* Sends b to sluiced without waiting (queued when its socket is full). refusable: a message that may be
+ * refused when sluiced does not read (see above), -ENOBUFS then. */
+static int child_send(struct child *c, struct ipc_buf *b, bool refusable)
+{
+	size_t queued = c->out.q.n;
+	int r;
+
+	if (!c->out.wev) /* INIT (nothing runs yet, sluiced waits for READY): a plain send */
+		return ipc_send(c->sock, b);
+	if (queued && (c->out.q.bytes >= CHILD_OUT_SOFT || ms_since(&c->moved_at) >= CHILD_OUT_STALL_MS)) {
+		if (!c->behind_logged) {
+			log_warnx("engine: sluiced has taken none of its reports for %.1f s (%zu waiting, %zu KiB): held "
+			          "requests are denied and direct flows not opened until it does",
+			          ms_since(&c->moved_at) / 1000, c->out.q.n, c->out.q.bytes / 1024);
+			c->behind_logged = true;
+		}
+		if (refusable)
+			return -ENOBUFS;
+		if (c->out.q.bytes >= CHILD_OUT_MAX) {
+			log_warnx("engine: %zu KiB of reports wait for sluiced: giving up (the engine exits; its sessions "
+			          "fail closed until sluiced restarts it)", c->out.q.bytes / 1024);
+			event_base_loopbreak(c->base);
+			return -ENOBUFS;
+		}
+	}
+	r = netd_outq_ev_send(&c->out, b);
+	if (r == 0 && !queued && c->out.q.n)
+		clock_gettime(CLOCK_MONOTONIC, &c->moved_at);
+	return r;
+}
 
 /* "addr", "addr#port" or "[v6]:port" style is not accepted: one spelling, addr[#port] */
 static int parse_sockaddr(const char *s, uint16_t defport, struct sockaddr_storage *ss, socklen_t *len)
@@ -118,7 +192,8 @@ static void send_result(struct child *c, uint16_t type, uint32_t seq, int err, c
 	ipc_buf_put_u32(&b, NETD_A_ERRNO, (uint32_t)(err < 0 ? -err : err));
 	if (msg)
 		ipc_buf_put_str(&b, NETD_A_ERRMSG, msg);
-	ipc_send(c->sock, &b);
+	if (child_send(c, &b, false) < 0)
+		log_warnx("engine: sending sluiced a reply failed");
 	ipc_buf_release(&b);
 }
 
@@ -160,13 +235,14 @@ static int handle_session_add(struct child *c, struct ipc_msg *m, struct policy 
 
 /* The engine held a request for approval, or such an ask ended: tell sluiced, which keeps the list
  * operators see and sends the verdict back (VERDICT). */
-static void ask_notify(const struct proxy_ask_event *ev, void *arg)
+static int ask_notify(const struct proxy_ask_event *ev, void *arg)
 {
 	struct child *c = arg;
 	struct ipc_buf b;
+	int r;
 
-	if (ipc_buf_init(&b, ev->done ? NETD_ENG_ASK_END : NETD_ENG_ASK, 0) < 0)
-		return;
+	if ((r = ipc_buf_init(&b, ev->done ? NETD_ENG_ASK_END : NETD_ENG_ASK, 0)) < 0)
+		return r;
 	ipc_buf_put_str(&b, NETD_A_ASK_ID, ev->ask_id);
 	if (!ev->done) {
 		char method[NETD_METHOD_MAX + 1];
@@ -180,9 +256,12 @@ static void ask_notify(const struct proxy_ask_event *ev, void *arg)
 		ipc_buf_put_u16(&b, NETD_A_DPORT, ev->port);
 		ipc_buf_put_u32(&b, NETD_A_TIMEOUT, ev->timeout_s);
 	}
-	if (ipc_send(c->sock, &b) < 0)
-		log_warnx("engine: telling sluiced about ask %s failed", ev->ask_id);
+	/* a new ask is refused when sluiced does not read (proxy_ask_hold then denies the request at once);
+	 * its end always queues: sluiced knows of the ask */
+	if ((r = child_send(c, &b, !ev->done)) < 0)
+		log_warnx("engine: telling sluiced about ask %s failed: %s", ev->ask_id, strerror(-r));
 	ipc_buf_release(&b);
+	return r;
 }
 
 /* Direct mode: the DNS proxy learned an address of an allowed name (or a grant was revoked): sluiced
@@ -214,8 +293,10 @@ static void direct_notify(const struct proxy_direct_event *ev, void *arg)
 		ipc_buf_put_bytes(&b, NETD_A_PORTS, ports, ev->nports * 2);
 		ipc_buf_put_u32(&b, NETD_A_TTL, ev->ttl_s);
 	}
-	if (ipc_send(c->sock, &b) < 0)
-		log_warnx("engine: telling sluiced about direct flows to %s failed", addr);
+	/* an opening may be refused (the flows stay shut: fail closed); a revocation always queues */
+	if (child_send(c, &b, !ev->revoke) < 0)
+		log_warnx("engine: telling sluiced about direct flows to %s failed (%s)", addr,
+		          ev->revoke ? "not ended" : "not opened");
 	ipc_buf_release(&b);
 }
 
@@ -317,7 +398,7 @@ static void dispatch(struct child *c, struct ipc_msg *m, struct policy *p, int r
 		proxy_engine_metrics(c->engine, &pm);
 		if (ipc_buf_init(&b, NETD_ENG_METRICS_DATA, m->seq) == 0) {
 			ipc_buf_put_bytes(&b, NETD_A_METRICS, &pm, sizeof pm);
-			ipc_send(c->sock, &b);
+			child_send(c, &b, false); /* (one at a time: sluiced polls again once answered) */
 		}
 		ipc_buf_release(&b);
 		break;
@@ -490,7 +571,8 @@ int netd_engine_child_main(int sock)
 		goto out;
 	if (child_init(&c) < 0)
 		goto out;
-	if (!(c.held = netd_engine_queue_new(c.base, held_cb, &c)))
+	if (!(c.held = netd_engine_queue_new(c.base, held_cb, &c)) ||
+	    netd_outq_ev_init(&c.out, c.base, sock, child_out_moved, &c) < 0)
 		goto out;
 	c.ev = event_new(c.base, sock, EV_READ | EV_PERSIST, run_cb, &c);
 	if (!c.ev || event_add(c.ev, NULL) < 0)
@@ -500,6 +582,7 @@ int netd_engine_child_main(int sock)
 out:
 	if (c.ev)
 		event_free(c.ev);
+	netd_outq_ev_release(&c.out); /* (what sluiced did not take goes: it is stopping us, or gone) */
 	netd_engine_queue_free(c.held);
 	proxy_engine_free(c.engine);
 	for (unsigned i = 0; i < c.nl; i++)

@@ -156,14 +156,31 @@ static void start_workers(struct netd_engine_queue *q)
 	}
 }
 
-/* Is h ready to be handled: its own compile ended (or it has none), and no earlier held message of its
- * session is still there? */
+static bool same_attr(const struct ipc_msg *a, const struct ipc_msg *b, uint16_t attr)
+{
+	const char *x = ipc_get_str(a, attr), *y = ipc_get_str(b, attr);
+
+	return x && y && strcmp(x, y) == 0;
+}
+
+/* Must h wait for the earlier held message o of another session? A SESSION_ADD waits for a SESSION_REMOVE
+ * that sluiced sent before it for one of its addresses (the removal waiting behind its own session's
+ * compile): applied first, the add would find the address still taken (EEXIST) and a quick stop and start
+ * on a recycled address would fail. */
+static bool frees_address_of(const struct held *o, const struct held *h)
+{
+	return h->m.type == NETD_ENG_SESSION_ADD && o->m.type == NETD_ENG_SESSION_REMOVE &&
+	       (same_attr(&o->m, &h->m, NETD_A_ADDR4) || same_attr(&o->m, &h->m, NETD_A_ADDR6));
+}
+
+/* Is h ready to be handled: its own compile ended (or it has none), no earlier held message of its
+ * session is still there, nor an earlier held removal of its address? */
 static bool ready(struct netd_engine_queue *q, const struct held *h)
 {
 	bool done;
 
 	for (const struct held *o = q->head; o != h; o = o->next)
-		if (strcmp(o->sid, h->sid) == 0)
+		if (strcmp(o->sid, h->sid) == 0 || frees_address_of(o, h))
 			return false;
 	if (!h->started && h->compile)
 		return false;

@@ -1,7 +1,9 @@
 /* The engine child's held messages: a session's policy (SESSION_ADD, SESSION_POLICY) is compiled on a
  * worker thread, never on the engine's event loop, so a huge policy handed over does not pause the
  * proxying of every other session; the messages of that session that come after it wait for it, so
- * each session sees its messages in the order sluiced sent them. A text compiled before (sessions of one
+ * each session sees its messages in the order sluiced sent them; a SESSION_ADD also waits for an earlier
+ * held SESSION_REMOVE of another session that names one of its addresses, so a removal and a later add
+ * of the same address are applied in the order sluiced sent them. A text compiled before (sessions of one
  * host mostly share their policy) is not compiled again: its compiled object is kept (policy_cache.h). */
 #ifndef SLUICE_NETD_ENGINE_QUEUE_H
 #define SLUICE_NETD_ENGINE_QUEUE_H

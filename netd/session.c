@@ -693,6 +693,8 @@ void netd_sess_close(struct netd *d, struct netd_sess *s)
 			break;
 		}
 	netd_asks_drop_session(d, s->id);
+	if (s->policy_replier) /* a policy change still compiling or waiting for the engine: never in force */
+		netd_conn_policy_done(d, s, -ESRCH, "the session ended before its new policy took effect");
 	/* after RECORDS the engine let go of it already: a second SESSION_REMOVE would only wake it */
 	if (!s->engine_released)
 		netd_engine_session_remove(d, s);

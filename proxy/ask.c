@@ -36,7 +36,7 @@ struct proxy_grant {
 	uid_t by;
 };
 
-static void notify(struct proxy_ask *a, bool done)
+static int notify(struct proxy_ask *a, bool done)
 {
 	struct proxy_engine *e = a->s->engine;
 	struct proxy_ask_event ev = {
@@ -50,8 +50,7 @@ static void notify(struct proxy_ask *a, bool done)
 	        .timeout_s = a->timeout_s,
 	        .done = done,
 	};
-	if (e->ask_notify)
-		e->ask_notify(&ev, e->ask_arg);
+	return e->ask_notify ? e->ask_notify(&ev, e->ask_arg) : -ENOTSUP;
 }
 
 /* Ends an ask: every waiter is detached first (a callback may free its own connection, or end others),
@@ -164,8 +163,20 @@ int proxy_ask_hold(struct proxy_session *s, struct proxy_ask_wait *w, const char
 		}
 		TAILQ_INSERT_TAIL(&s->asks, a, entry);
 		s->nasks++;
+		if ((r = notify(a, false)) < 0) {
+			/* nobody would hear of it, so nobody could approve it: denied now, not at its timeout */
+			TAILQ_REMOVE(&s->asks, a, entry);
+			s->nasks--;
+			event_free(a->timer);
+			free(a);
+			log_warnx("session %s: %s:%u: the parent cannot be told of a held request; denied", s->id, host,
+			          port);
+			snprintf(why, whylen,
+			         "no rule allows %s:%u, and no operator can be asked now (sluiced does not take the "
+			         "engine's reports); try again later", host, port);
+			return r;
+		}
 		log_info("session %s: %s %s:%u held for approval as %s", s->id, a->method, host, port, a->id);
-		notify(a, false);
 	}
 	w->ask = a;
 	w->cb = cb;

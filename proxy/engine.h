@@ -36,7 +36,10 @@ struct proxy_ask_event {
 	unsigned timeout_s;
 	bool done;
 };
-typedef void (*proxy_ask_notify_fn)(const struct proxy_ask_event *ev, void *arg);
+/* Returns 0, or -errno when the parent cannot be told (its channel is full and not drained: netd's
+ * engine_child.c): a new ask is then not held but denied at once (nobody could approve it); the return of an
+ * ended ask's event (done) is ignored. */
+typedef int (*proxy_ask_notify_fn)(const struct proxy_ask_event *ev, void *arg);
 #define PROXY_ASK_ID_LEN          8
 #define PROXY_ASK_MAX_PER_SESSION 16 /* held host:port pairs per session; more are denied */
 

@@ -256,7 +256,8 @@ struct proxy_ask_wait {
  * host:port, tells the parent. cb runs once, later, with the verdict (or a timeout denial). Returns 0
  * with why saying how it is held ("held for approval as ID: ...", the reason of the request's "ask"
  * audit record), or -EBUSY (too many held host:port pairs in the session) / -ENOTSUP (nobody can
- * approve here) / -ENOMEM with why set: the caller denies. */
+ * approve here) / -ENOMEM / the notify function's -errno (the parent cannot be told) with why set: the
+ * caller denies. */
 int proxy_ask_hold(struct proxy_session *s, struct proxy_ask_wait *w, const char *protocol, const char *method,
                    const char *host, uint16_t port, proxy_ask_cb cb, void *arg, char *why, size_t whylen);
 /* Stops waiting (the connection goes away); cb is not called. Safe when not waiting. */

@@ -9,7 +9,12 @@
 # an error naming the engine; after 10 s the engine is killed and restarted, and the new one is given the live
 # sessions as they are now (not the removed ones; the narrowed policy). Also: the count of drops the
 # stalled engine did not take, offered again every second, reaches the audit log once the engine runs,
-# with no further drop to carry it (netd/nflog.c's retry).
+# with no further drop to carry it (netd/nflog.c's retry). Last, an engine that hangs with nothing queued for
+# it: sluiced's metrics poll (every second, one at a time) is its liveness probe, and a poll not answered
+# counts like a queue that does not move (2 s: setups fail; 10 s: restarted). And the other way: sluiced
+# stopped, the engine's own reports to it (a DNS flood's direct grants) queue without holding its loop,
+# which serves on; a request that would wait for an operator is denied at once (nobody would hear of it),
+# and when sluiced runs again it gets the reports that waited.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
 . "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
@@ -30,6 +35,7 @@ echo '{"allow": ["allowed.test", "other.test"]}' >"$P/c.json" # C, narrowed twic
 echo '{"allow": ["other.test"]}' >"$P/c2.json"
 echo '{"allow": ["evil.test"]}' >"$P/c3.json"
 echo '{"allow": ["allowed.test"], "options": {"ask": true, "ask_timeout": 60}}' >"$P/h.json" # H: other.test is held
+echo '{"allow": ["other.test:22"], "options": {"direct": true}}' >"$P/d.json" # direct: each answer is a report
 chmod 0644 "$P"/*.json
 . "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh" # start_sluiced, eventually, session, reply
 
@@ -80,6 +86,8 @@ check_eq "session A reaches allowed.test" 200 "$(code a http://allowed.test/)"
 check_eq "session C reaches other.test" 200 "$(code c http://other.test/)"
 
 # ---- a stall shorter than 2 s: everything queued meanwhile takes effect, in order ----
+# (2 s from the engine's stop: sluiced's liveness poll, every second, counts from then even with nothing
+# queued, so this part is quick: the flood fills the socket and A's end is queued at once)
 EPID=$(pgrep -P "$(lab_pid sluiced)" | head -n 1)
 n0=$(lines)
 summaries=$(grep -c '"protocol":"drop-summary"' "$AUDIT")
@@ -87,18 +95,17 @@ not_taken() { grep '"protocol":"drop-summary"' "$AUDIT" | tail -n +$((summaries 
 	grep -Eq '"session":null.*"reason":"[0-9]+ dropped packets not audited one by one: [0-9]+ over the rate limit, [0-9]+ lost by the kernel, [1-9][0-9]* not taken by the engine"'; }
 # quiet: no new NFLOG report for 1.5 s (every drop of the flood has been counted and reported)
 quiet() { local n; n=$(grep -c 'NFLOG: ' "$LOG"); sleep 1.5; [ "$(grep -c 'NFLOG: ' "$LOG")" -eq "$n" ]; }
+queued_is() { [ "$(metric sluice_engine_queued_messages)" = "$1" ]; }
+queued_some() { [ "$(metric sluice_engine_queued_messages)" -gt 0 ]; }
+t0=$(date +%s%N)
 kill -STOP "$EPID"
 flood f2 f3
-check "with the engine stopped, its socket fills: sluiced counts the drops it did not take" eventually logged "$n0" \
-	'NFLOG: [0-9]+ dropped packets not audited .* [1-9][0-9]* not taken by the engine'
-check "... and reports every drop of the flood while the engine is stopped (no report for 1.5 s)" eventually quiet
-check_not "... whose summary the stopped engine could not take" not_taken
 n1=$(lines)
 kill -TERM "${HOLD[a]}" # A ends: its removal is the first message the socket does not take
 wait "${HOLD[a]}"
 unset "HOLD[a]"
-t0=$(date +%s%N)
-check "... and a session ends at once (sluiced's loop does not wait for the engine)" eventually gone "$A"
+check "with the engine stopped and its socket full of drops, a session's removal is queued" eventually queued_some
+check "... and the session ends at once (sluiced's loop does not wait for the engine)" eventually gone "$A"
 check "sluicectl sessions answers at once" sessions_answer
 "$CLIENT" policy "$C" "$P/c2.json" >"$P/c2.out" 2>&1 & # narrows C: in force once the engine takes it
 cpid=$!
@@ -106,7 +113,7 @@ attach b "$P/b.json" # takes A's slot (the only free one) once A's link is gone
 check "... and sluiced changes C's policy meanwhile" eventually logged "$n1" "session $C: policy replaced"
 check "... and wires a new session B" eventually logged "$n1" 'session [0-9a-f]{10}: wired'
 stalled_ms=$((($(date +%s%N) - t0) / 1000000))
-check "(the engine resumes before the 2 s bound: ${stalled_ms} ms after the first queued message)" \
+check "(the engine resumes before the 2 s bound: ${stalled_ms} ms after it was stopped)" \
 	test "$stalled_ms" -lt 1900
 check_not "B has no answer while the engine is stopped (its reply waits for the engine's)" answered b
 kill -CONT "$EPID"
@@ -122,10 +129,6 @@ wait "$cpid"
 check_eq "C's policy change is answered once the engine applied it" "policy=replaced" "$(cat "$P/c2.out")"
 check_eq "C's narrowed policy is in force: allowed.test is refused" 403 "$(code c http://allowed.test/)"
 check_eq "... other.test still allowed" 200 "$(code c http://other.test/)"
-# nflog.c offers the drops the engine did not take again every second: they reach the audit log although
-# no drop followed the flood (fails without that retry: nothing else would report them again)
-check "the count of drops the stalled engine did not take reaches the audit log, offered again after the stall" \
-	eventually not_taken
 
 # ---- a stall past the bounds: setups refused at 2 s, the engine restarted at 10 s ----
 code h http://other.test/ >"$P/held.out" 2>&1 & # held for approval
@@ -135,10 +138,9 @@ check "a request of session H is held for approval" eventually is_held
 HELD=$(held_id)
 sleep 1 # a new second for the drops' rate
 n2=$(lines)
+summaries=$(grep -c '"protocol":"drop-summary"' "$AUDIT")
 kill -STOP "$EPID"
 flood f2 f3
-check "the engine is stopped again, its socket full" eventually logged "$n2" \
-	'NFLOG: [0-9]+ dropped packets not audited .* [1-9][0-9]* not taken by the engine'
 kill -TERM "${HOLD[f1]}" # ends: its removal is queued
 wait "${HOLD[f1]}"
 unset "HOLD[f1]"
@@ -147,7 +149,7 @@ t0=$(date +%s%N)
 cpid=$!
 attach d "$P/a.json" # set up while the queue has not moved for 2 s yet: waits for the engine
 check "sluicectl sessions answers while the engine stalls" sessions_answer
-queued_is() { [ "$(metric sluice_engine_queued_messages)" = "$1" ]; }
+check "the engine is stopped again, its socket full" eventually queued_some
 check "... and its metrics count the messages waiting for the engine (F1's end, C's policy, D's setup)" \
 	eventually queued_is 3
 check "a setup that waits for the stalled engine fails when the queue has not moved for 2 s" eventually answered d
@@ -169,12 +171,20 @@ check "a session ends while it stalls (sluicectl session end answers at once)" \
 end_ms=$((($(date +%s%N) - t1) / 1000000))
 check "... and is gone" gone "$F2"
 check "sluicectl sessions still answers" sessions_answer
+check "with the engine stopped, sluiced counts the drops it did not take" eventually logged "$n2" \
+	'NFLOG: [0-9]+ dropped packets not audited .* [1-9][0-9]* not taken by the engine'
+check "... and reports every drop of the flood while the engine is stopped (no report for 1.5 s)" eventually quiet
+check_not "... whose summary the stopped engine could not take" not_taken
 wait_long() { local i; for i in $(seq 300); do "$@" && return 0; sleep 0.05; done; return 1; } # 15 s
 check "after 10 s without progress the engine is killed" \
 	wait_long logged "$n2" 'has taken no message from sluiced for 1[0-9]\.[0-9] s \(.*\): killing it'
 check "... and a new one runs" eventually logged "$n2" 'proxy engine [0-9]+ running'
 check_eq "... counted in the metrics" 1 "$(metric sluice_engine_stuck_restarts_total)"
 check_eq "... with nothing queued any more" 0 "$(metric sluice_engine_queued_messages)"
+# nflog.c offers the drops the engine did not take again every second: they reach the audit log although
+# no drop followed the flood (fails without that retry: nothing else would report them again)
+check "the count of drops the stalled engine did not take reaches the audit log, offered to the new engine" \
+	eventually not_taken
 n3=$(grep -n 'proxy engine [0-9]* running' "$LOG" | tail -1 | cut -d: -f1)
 wait "$cpid"
 check_eq "C's policy change is answered (the new engine has it)" "policy=replaced" "$(cat "$P/c3.out")"
@@ -187,6 +197,99 @@ check_eq "... evil.test allowed" 200 "$(code c http://evil.test/)"
 check_eq "B is still served by its policy" 200 "$(code b http://other.test/)"
 check "a new session opens again" session g "$P/a.json"
 check_eq "... and is served" 200 "$(code g http://allowed.test/)"
-diag "stalled engine: a waiting setup refused after ${el} ms, a new one in $(setup_ms e) ms; a session ended in ${end_ms} ms"
+
+# ---- an engine that hangs with nothing queued for it: sluiced's liveness poll notices ----
+EPID=$(pgrep -P "$(lab_pid sluiced)" | head -n 1)
+n4=$(lines)
+t0=$(date +%s%N)
+kill -STOP "$EPID"
+attach x "$P/a.json" # its SESSION_ADD fits the socket: nothing is queued, the setup waits for the answer
+check "with nothing queued, a setup that waits for a hung engine fails once the poll is not answered for 2 s" \
+	wait_long answered x
+el4=$((($(date +%s%N) - t0) / 1000000))
+out x | sed 's/^/# /'
+check_match "... naming the engine" 'proxy engine \(pid [0-9]+\) has not answered sluiced for 2\.[0-9] s.*try again' "$(out x)"
+check "... 2-3 s after the engine stopped (the poll goes every second; ${el4} ms)" test "$el4" -ge 1900 -a "$el4" -lt 4000
+check_eq "... with nothing queued" 0 "$(metric sluice_engine_queued_messages)"
+check "after 10 s without an answer the hung engine is killed" \
+	wait_long logged "$n4" 'proxy engine [0-9]+ has not answered sluiced for 1[0-9]\.[0-9] s: killing it'
+check "... and a new one runs" eventually logged "$n4" 'proxy engine [0-9]+ running'
+check_eq "... counted in the metrics" 2 "$(metric sluice_engine_stuck_restarts_total)"
+check "a new session opens after it" session y "$P/a.json"
+check_eq "... and is served" 200 "$(code y http://allowed.test/)"
+
+# ---- sluiced stops reading: what the engine sends it queues, and the engine's loop goes on ----
+kill -TERM "${HOLD[y]}" # (its slot, for the direct-mode session)
+wait "${HOLD[y]}"
+unset "HOLD[y]"
+check "a direct-mode session opens" session dr "$P/d.json"
+DR=$(reply dr id)
+EPID=$(pgrep -P "$(lab_pid sluiced)" | head -n 1)
+n5=$(lines)
+# dns_flood NS N: N queries for other.test to the session's gateway, 2 a millisecond at most, not waiting for
+# the answers: each answer is a DIRECT_ADD the engine sends sluiced (the engine relays 256 at once per
+# session, and holds each answer up to 250 ms for sluiced's DIRECT_DONE)
+dns_flood() {
+	lab_exec "$1" "$LAB_PYTHON" - "$(reply "$1" gw4)" "$2" <<-'PY'
+		import socket, struct, sys, time
+		s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+		q = b"".join(bytes([len(l)]) + l.encode() for l in "other.test".split(".")) + b"\0" + struct.pack(">HH", 1, 1)
+		for i in range(int(sys.argv[2])):
+		    s.sendto(struct.pack(">HHHHHH", i & 0xffff, 0x0100, 1, 0, 0, 0) + q, (sys.argv[1], 53))
+		    time.sleep(0.0005)
+	PY
+}
+t0=$(date +%s%N)
+kill -STOP "$(lab_pid sluiced)"
+dns_flood dr 2500
+sleep 2.2 # the engine's reports have waited for sluiced for more than 2 s
+t1=$(date +%s%N)
+check_eq "with sluiced stopped and the engine's reports piling up, the engine still serves (B: other.test)" \
+	200 "$(code b http://other.test/)"
+check_eq "... and a request that would be held for approval is denied (H: other.test)" 403 "$(code h http://other.test/)"
+ms=$((($(date +%s%N) - t1) / 1000000))
+check "... at once (both in ${ms} ms; it would wait 60 s for an operator who never hears of it)" test "$ms" -lt 3000
+check "the engine says why" logged "$n5" 'engine: sluiced has taken none of its reports for [0-9.]+ s .*held requests are denied'
+check "... and that it denied the held request" logged "$n5" 'the parent cannot be told of a held request; denied'
+kill -CONT "$(lab_pid sluiced)"
+stop_ms=$((($(date +%s%N) - t0) / 1000000))
+check "sluiced, running again, takes the engine's reports" eventually logged "$n5" 'engine: sluiced reads its reports again'
+check "... the direct grants of the answers it had not read among them (other.test:22 is open for DR)" \
+	eventually sh -c "nft list set inet sluice direct4 | grep -q '\"sl-$DR\" . $LAB_OTHER4 . tcp . 22'"
+check_eq "... and the engine was not restarted (sluiced read its answers before judging it)" \
+	"$EPID" "$(pgrep -P "$(lab_pid sluiced)" | head -n 1)"
+check_eq "... nor counted as stuck" 2 "$(metric sluice_engine_stuck_restarts_total)"
+check "sluicectl sessions answers" sessions_answer
+
+# ---- a session stops while the engine compiles its new policy, and another starts at once on its address ----
+# (the removal waits in the engine behind that compile; the new session's add must wait for the removal:
+# applied first, it found the address taken, EEXIST, and the setup failed)
+"$LAB_PYTHON" -c 'import json; print(json.dumps({"allow": ["h%d.big.test" % i for i in range(100000)]}))' >"$P/big.json"
+chmod 0644 "$P/big.json"
+G=$(reply g id)
+n6=$(lines)
+"$CLIENT" policy "$G" "$P/big.json" >"$P/big.out" 2>&1 & # compiled by sluiced, then again by the engine
+bpid=$!
+t0=$(date +%s%N)
+check "a session's policy change of 100,000 hosts goes to the engine" wait_long logged "$n6" "session $G: policy replaced \("
+policy_ms=$((($(date +%s%N) - t0) / 1000000))
+kill -TERM "${HOLD[g]}" # G ends while the engine compiles: its removal waits behind the compile
+wait "${HOLD[g]}"
+unset "HOLD[g]"
+attach z "$P/b.json" # the only free slot: G's
+check "a session started at once on G's address is set up" wait_long answered z
+out z | sed 's/^/# /'
+check_eq "... with G's address" "$(reply g addr4)" "$(reply z addr4)"
+Z=$(reply z id)
+order() { since "$n6" | grep -Eo -e "session $G: policy replaced$" -e "session $G removed" -e "session $Z added" | tr '\n' ,; }
+check_eq "the engine applied G's policy, G's removal and Z's add in the order sluiced sent them" \
+	"session $G: policy replaced,session $G removed,session $Z added," "$(order)"
+check_eq "... and Z is served by its own policy" 200 "$(code z http://other.test/)"
+wait "$bpid"
+check_match "the policy change of G, which ended first, is answered: it never took effect" \
+	'session ended before its new policy took effect' "$(cat "$P/big.out")"
+diag "a policy change of G went to the engine in ${policy_ms} ms; Z, started on its address, set up in $(setup_ms z) ms"
+diag "sluiced stopped for ${stop_ms} ms: the engine served and denied the held request in ${ms} ms"
+diag "stalled engine: a waiting setup refused after ${el} ms, a new one in $(setup_ms e) ms; a session ended in ${end_ms} ms; a hung engine with nothing queued: a setup refused after ${el4} ms"
 
 done_testing

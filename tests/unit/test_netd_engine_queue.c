@@ -61,6 +61,7 @@ static void recv_msg(struct ipc_buf *b, struct ipc_msg *m)
 }
 
 static uint32_t msg_uid = 1000; /* of the sessions session_msg makes */
+static const char *msg_addr4 = "10.77.0.2"; /* their address (SESSION_ADD, SESSION_REMOVE) */
 
 static void session_msg(struct ipc_msg *m, uint16_t type, const char *sid, const char *policy)
 {
@@ -73,8 +74,10 @@ static void session_msg(struct ipc_msg *m, uint16_t type, const char *sid, const
 	if (type == NETD_ENG_SESSION_ADD) {
 		ipc_buf_put_u32(&b, NETD_A_UID, msg_uid);
 		ipc_buf_put_str(&b, NETD_A_COMMAND, "test");
-		ipc_buf_put_str(&b, NETD_A_ADDR4, "10.77.0.2");
+		ipc_buf_put_str(&b, NETD_A_ADDR4, msg_addr4);
 	}
+	if (type == NETD_ENG_SESSION_REMOVE)
+		ipc_buf_put_str(&b, NETD_A_ADDR4, msg_addr4);
 	if (type == NETD_ENG_GRANT) {
 		ipc_buf_put_str(&b, NETD_A_HOST, "example.org");
 		ipc_buf_put_u16(&b, NETD_A_DPORT, 443);
@@ -159,21 +162,29 @@ static void test_order_within_a_session(void **state)
 	event_base_free(base);
 }
 
+/* a policy of n hosts, which takes long to compile (owned) */
+static char *big_policy(int n)
+{
+	size_t cap = 40 * (size_t)n + 64, len;
+	char *big = malloc(cap);
+
+	assert_non_null(big);
+	len = (size_t)snprintf(big, cap, "{ \"allow\": [");
+	for (int i = 0; i < n; i++)
+		len += (size_t)snprintf(big + len, cap - len, "%s\"h%d.example.org\"", i ? ", " : "", i);
+	snprintf(big + len, cap - len, "] }");
+	return big;
+}
+
 static void test_long_compile_holds_up_only_its_session(void **state)
 {
 	struct event_base *base = event_base_new();
 	struct seen s = {0};
 	struct netd_engine_queue *q = netd_engine_queue_new(base, record, &s);
-	size_t cap = 40 * 100000 + 64, len;
-	char *big = malloc(cap);
+	char *big = big_policy(100000);
 	struct ipc_msg m;
 
 	assert_non_null(q);
-	assert_non_null(big);
-	len = (size_t)snprintf(big, cap, "{ \"allow\": [");
-	for (int i = 0; i < 100000; i++)
-		len += (size_t)snprintf(big + len, cap - len, "%s\"h%d.example.org\"", i ? ", " : "", i);
-	snprintf(big + len, cap - len, "] }");
 	session_msg(&m, NETD_ENG_SESSION_ADD, "aaaaaaaaaa", big); /* long: a memfd, seconds of compiling */
 	assert_int_equal(submit(q, &m), 1);
 	session_msg(&m, NETD_ENG_SESSION_ADD, "bbbbbbbbbb", small);
@@ -244,12 +255,53 @@ static void test_cache(void **state)
 	event_base_free(base);
 }
 
+/* A session stops while its policy change compiles (its removal waits behind it) and another session
+ * starts at once on the recycled address: the new session's add waits for that removal, as sluiced sent
+ * them (before, it went first and found the address taken: EEXIST, a failed setup); a session on another
+ * address does not wait. */
+static void test_removal_before_add_of_its_address(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct seen s = {0};
+	struct netd_engine_queue *q = netd_engine_queue_new(base, record, &s);
+	char *big = big_policy(50000);
+	struct ipc_msg m;
+
+	assert_non_null(q);
+	session_msg(&m, NETD_ENG_SESSION_ADD, "aaaaaaaaaa", small);
+	assert_int_equal(submit(q, &m), 1);
+	run_until_empty(base, q);
+	session_msg(&m, NETD_ENG_SESSION_POLICY, "aaaaaaaaaa", big); /* long */
+	assert_int_equal(submit(q, &m), 1);
+	session_msg(&m, NETD_ENG_SESSION_REMOVE, "aaaaaaaaaa", NULL);
+	assert_int_equal(submit(q, &m), 1); /* behind its session's compile */
+	session_msg(&m, NETD_ENG_SESSION_ADD, "bbbbbbbbbb", "{ \"allow\": [\"example.com\"] }"); /* A's address */
+	assert_int_equal(submit(q, &m), 1);
+	msg_addr4 = "10.77.0.3";
+	session_msg(&m, NETD_ENG_SESSION_ADD, "cccccccccc", "{ \"allow\": [\"example.net\"] }");
+	assert_int_equal(submit(q, &m), 1);
+	msg_addr4 = "10.77.0.2";
+	run_until_empty(base, q);
+	assert_int_equal(s.n, 5);
+	assert_string_equal(s.sid[1], "cccccccccc"); /* another address: not held up */
+	assert_int_equal(s.type[2], NETD_ENG_SESSION_POLICY);
+	assert_int_equal(s.type[3], NETD_ENG_SESSION_REMOVE);
+	assert_string_equal(s.sid[3], "aaaaaaaaaa");
+	assert_int_equal(s.type[4], NETD_ENG_SESSION_ADD); /* after A's removal */
+	assert_string_equal(s.sid[4], "bbbbbbbbbb");
+	assert_true(s.policy[4]);
+	free(big);
+	netd_engine_queue_free(q);
+	event_base_free(base);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_order_within_a_session, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_long_compile_holds_up_only_its_session, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cache, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_removal_before_add_of_its_address, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,6 +27,7 @@ struct events {
 	char last_id[PROXY_ASK_ID_LEN + 1];
 	char last_host[POLICY_HOST_MAX + 1];
 	unsigned last_timeout;
+	int refuse; /* nonzero: the parent cannot be told (notify returns it) */
 };
 
 struct waiter {
@@ -36,20 +37,23 @@ struct waiter {
 	char reason[256];
 };
 
-static void notify(const struct proxy_ask_event *ev, void *arg)
+static int notify(const struct proxy_ask_event *ev, void *arg)
 {
 	struct events *n = arg;
 
 	if (ev->done) {
 		n->ended++;
-		return;
+		return 0;
 	}
+	if (n->refuse)
+		return n->refuse;
 	n->started++;
 	snprintf(n->last_id, sizeof n->last_id, "%s", ev->ask_id);
 	snprintf(n->last_host, sizeof n->last_host, "%s", ev->host);
 	n->last_timeout = ev->timeout_s;
 	assert_int_equal(ev->uid, 1000);
 	assert_string_equal(ev->session_id, "s1");
+	return 0;
 }
 
 static void verdict(struct proxy_ask_wait *w, bool allow, const char *reason, void *arg)
@@ -158,6 +162,24 @@ static void test_ask(void **state)
 	assert_int_equal(n.started, 1);
 	assert_int_equal(hold(s, &b1, "other.test", 8080), 0); /* another port: another ask */
 	assert_int_equal(n.started, 2);
+	/* the parent cannot be told (sluiced does not drain the engine's channel): denied at once, nothing
+	 * held (it would have waited for its timeout, unseen by any operator) */
+	n.refuse = -ENOBUFS;
+	{
+		char why[256];
+		unsigned asks = s->nasks;
+
+		memset(&late, 0, sizeof late);
+		assert_int_equal(proxy_ask_hold(s, &late.w, "http", "GET", "other.test", 8443, verdict, &late, why,
+		                                 sizeof why), -ENOBUFS);
+		assert_null(late.w.ask);
+		assert_int_equal(s->nasks, asks);
+		assert_non_null(strstr(why, "no operator can be asked now"));
+		/* a request for a host:port already held still joins its ask (the parent knows of it) */
+		assert_int_equal(hold(s, &t1, "other.test", 80), 0);
+		proxy_ask_unhold(&t1.w);
+	}
+	n.refuse = 0;
 
 	/* approve: both waiters resume; the approval lasts for host:port and makes the name resolvable */
 	assert_int_equal(proxy_engine_ask_decide(e, "zzzzzzzz", true, 0), -ENOENT);
@@ -228,8 +250,9 @@ static void test_ask(void **state)
 	event_base_free(base);
 
 	unlink(path);
-	/* one "ask" record per held request: a1, a2, b1, 16, slow, pending */
-	assert_int_equal(held_lines, 3 + PROXY_ASK_MAX_PER_SESSION + 2);
+	/* one "ask" record per held request: a1, a2, b1, t1 (joined while the parent could not be told), 16,
+	 * slow, pending */
+	assert_int_equal(held_lines, 4 + PROXY_ASK_MAX_PER_SESSION + 2);
 }
 
 static void test_no_notifier(void **state)
