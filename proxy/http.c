@@ -334,8 +334,9 @@ static bool placeholder_leak(struct http_conn *c, const char *host, const char *
 	return true;
 }
 
-/* An inspected request: decided by the HTTP rules after the host's own decision allowed it. Returns
- * false when it was refused (the caller stops). */
+/* An inspected request: decided by the HTTP rules once the host's own decision allowed it or would hold
+ * it for approval (ask), so a request they refuse is a 403 with the rule at once, never held, and an
+ * approval can only release a request they allow. Returns false when it was refused (the caller stops). */
 static bool inspect_request(struct http_conn *c, const struct http_request *req, size_t head_len)
 {
 	const struct policy *p = c->r.s->policy;
@@ -466,7 +467,7 @@ static void handle_request(struct http_conn *c, const struct http_request *req, 
 			return;
 		}
 	}
-	if (v == POLICY_ALLOW && c->inspect && !inspect_request(c, req, head_len))
+	if ((v == POLICY_ALLOW || v == POLICY_ASK) && c->inspect && !inspect_request(c, req, head_len))
 		return;
 	/* the head for the upstream is built while req is valid: now, also for a request that is held */
 	if (v == POLICY_ALLOW || v == POLICY_ASK)
