@@ -230,6 +230,31 @@ check_not "... without a credential (the new policy names none)" grep -q '^/pub/
 check_match "... and the held CONNECT's request got its 200" '^/pub/bg 200 ' "$(cat "$LAB_DIR/l.out")"
 check_not "the denied GET never reached the origin" grep -q '/pub/secret/x' <<<"$(lab_http_requests)"
 check_eq "... and was never held" 0 "$(jq -c 'select(.decision == "ask" and .path == "/pub/secret/x")' "$AUDIT" | wc -l)"
+
+# A policy change while requests are held decides them again: a plain request whose host the new policy
+# denies ends (an approval must not release it), and an inspected one ends in any case (its HTTP rules were
+# applied under the old policy); neither is left to approve.
+sb --allow-network --ask --ask-timeout 40 --policy "$LAB_DIR/insp.json" -- sh -c "
+	echo plain \$($CODE http://other.test/held-plain) &
+	echo inspected \$($CODE -X POST -d x https://allowed.test/upload/held) &
+	wait" >"$LAB_DIR/d.out" 2>"$LAB_DIR/d.err" &
+runpid=$!
+js=$(wait_asks 2)
+check_eq "a plain and an inspected request are held" "http other.test https allowed.test" \
+	"$(jq -r 'sort_by(.protocol) | map("\(.protocol) \(.host)") | join(" ")' <<<"$js")"
+lid=$("$CTL" sessions --json | jq -r '[.[] | select(.command == "sh")][0].id')
+"$CTL" session policy "$lid" --deny other.test >/dev/null
+no_asks() { [ "$("$CTL" asks)" = "no requests are waiting for approval" ]; }
+check "after a live deny rule for one of them, both end at once: nothing is left to approve" eventually no_asks
+wait "$runpid"
+check_eq "... both unanswered" "inspected 000 plain 000" "$(sort "$LAB_DIR/d.out" | tr '\n' ' ' | sed 's/ $//')"
+check_match "... the plain one's record says the new policy denies it" \
+	'"decision":"deny".*"error":"closed while held for approval: the session.s new policy denies other.test:80"' \
+	"$(jq -c 'select(.path == null and .host == "other.test" and .event != "decision")' "$AUDIT" | tail -n 1)"
+check_match "... the inspected one's that the policy changed" \
+	'"path":"/upload/held","decision":"deny".*"error":"closed while held for approval: the session.s policy changed' \
+	"$(jq -c 'select(.path == "/upload/held" and .event != "decision")' "$AUDIT")"
+check_not "... and neither reached the origin" grep -q -e '/held-plain' -e '/upload/held' <<<"$(lab_http_requests)"
 rm -f "$H/api-token"
 
 # ---- --remember project: the project's policy file, so the next session needs no approval ----
