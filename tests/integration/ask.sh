@@ -5,7 +5,9 @@
 # out (403 "not approved within N s"). A host an explicit deny rule names is never held; CONNECT is held
 # and resumed like HTTP; another user can neither see nor decide root's held requests; --remember project
 # writes PROJECT/.sluice/policy.json so a later session needs no approval; the audit log has the "ask"
-# line and the final verdict with the deciding uid; the embedded helper refuses --ask.
+# line and the final verdict with the deciding uid; the embedded helper refuses --ask. Inside an inspected
+# tunnel the host's HTTP rules decide before anything is held (a path they deny is a 403, never an ask),
+# statically and after a live policy change; a live change ends held requests the new policy refuses.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
 . "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
