@@ -237,7 +237,8 @@ static bool held_still_allowed(struct proxy_conn *pc, const struct policy *p)
 	if (c->state != ST_ASK || !c->r.wait.ask)
 		return true;
 	if (c->inspect) {
-		snprintf(c->r.error, sizeof c->r.error, "closed while held for approval: the session's policy changed "
+		snprintf(c->r.error, sizeof c->r.error,
+		         "closed while held for approval: the session's policy changed "
 		         "(its HTTP rules were applied under the old one); send it again");
 		return false;
 	}
