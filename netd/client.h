@@ -102,7 +102,7 @@ struct netd_ask_entry {
 	char id[16];        /* the ask id sluicectl approve|deny takes */
 	char session[64];
 	unsigned uid;       /* the session's owner */
-	char protocol[16];  /* "http" or "connect" */
+	char protocol[16];  /* "http", "https" (inspected) or "connect" */
 	char method[33];
 	char host[254];
 	unsigned port;

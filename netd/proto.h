@@ -94,7 +94,7 @@ enum netd_attr {
 	NETD_A_ASK_ID = 28,   /* str 8: a held request's id (hex) */
 	NETD_A_HOST = 29,     /* str 253: canonical host name */
 	NETD_A_METHOD = 30,   /* str 32: HTTP method */
-	NETD_A_PROTOCOL = 31, /* str 15: "http", "connect" */
+	NETD_A_PROTOCOL = 31, /* str 15: "http", "https", "connect" */
 	NETD_A_VERDICT = 32,  /* u8: 1 approve, 0 deny */
 	NETD_A_TIMEOUT = 33,  /* u32: seconds */
 	NETD_A_TTL = 34,      /* u32: seconds a direct-mode grant lasts */

@@ -226,14 +226,38 @@ static void allowed(struct proxy_relay *r)
 	proxy_relay_dial(r);
 }
 
+/* The session's policy was replaced while a request is held for approval (a request being answered
+ * finishes, and the next one is decided anew: nothing to do then). An approval must not release what the
+ * new policy refuses: a destination it denies ends the request; an inspected one ends in any case, since
+ * its HTTP rules and credential were applied under the old policy when it was read. */
+static bool held_still_allowed(struct proxy_conn *pc, const struct policy *p)
+{
+	struct http_conn *c = (struct http_conn *)pc;
+
+	if (c->state != ST_ASK || !c->r.wait.ask)
+		return true;
+	if (c->inspect) {
+		snprintf(c->r.error, sizeof c->r.error,
+		         "closed while held for approval: the session's policy changed "
+		         "(its HTTP rules were applied under the old one); send it again");
+		return false;
+	}
+	if (proxy_relay_redecide(&c->r, p) != POLICY_DENY)
+		return true;
+	snprintf(c->r.error, sizeof c->r.error, "closed while held for approval: the session's new policy denies %s:%u",
+	         c->r.t.host, c->r.t.port);
+	return false;
+}
+
 /* Held for approval: reading stays on, so a client that gives up is noticed; what it sends meanwhile
- * waits within the read watermark. */
+ * waits within the read watermark. A policy change meanwhile decides it again (held_still_allowed). */
 static void held(struct proxy_relay *r)
 {
 	struct http_conn *c = (struct http_conn *)r;
 
 	c->state = ST_ASK;
 	event_del(c->timer);
+	r->conn.still_allowed = held_still_allowed;
 }
 
 static void connected(struct proxy_relay *r)
@@ -334,8 +358,9 @@ static bool placeholder_leak(struct http_conn *c, const char *host, const char *
 	return true;
 }
 
-/* An inspected request: decided by the HTTP rules after the host's own decision allowed it. Returns
- * false when it was refused (the caller stops). */
+/* An inspected request: decided by the HTTP rules once the host's own decision allowed it or would hold
+ * it for approval (ask), so a request they refuse is a 403 with the rule at once, never held, and an
+ * approval can only release a request they allow. Returns false when it was refused (the caller stops). */
 static bool inspect_request(struct http_conn *c, const struct http_request *req, size_t head_len)
 {
 	const struct policy *p = c->r.s->policy;
@@ -466,7 +491,7 @@ static void handle_request(struct http_conn *c, const struct http_request *req, 
 			return;
 		}
 	}
-	if (v == POLICY_ALLOW && c->inspect && !inspect_request(c, req, head_len))
+	if ((v == POLICY_ALLOW || v == POLICY_ASK) && c->inspect && !inspect_request(c, req, head_len))
 		return;
 	/* the head for the upstream is built while req is valid: now, also for a request that is held */
 	if (v == POLICY_ALLOW || v == POLICY_ASK)

@@ -91,9 +91,8 @@ static void session_close_cb(struct proxy_conn *pc)
 
 /* The session's policy was replaced: does it still allow this exchange's destination? If not, the
  * session closes it (its record says why). */
-static bool still_allowed_cb(struct proxy_conn *pc, const struct policy *p)
+enum policy_verdict proxy_relay_redecide(const struct proxy_relay *r, const struct policy *p)
 {
-	struct proxy_relay *r = (struct proxy_relay *)pc;
 	struct policy_decision d;
 
 	if (r->t.literal)
@@ -101,7 +100,14 @@ static bool still_allowed_cb(struct proxy_conn *pc, const struct policy *p)
 	else
 		policy_decide(p, r->t.host, r->t.port, r->method_bit, &d);
 	proxy_ask_granted(r->s, r->t.host, r->t.port, &d, NULL, 0);
-	if (d.verdict == POLICY_ALLOW)
+	return d.verdict;
+}
+
+static bool still_allowed_cb(struct proxy_conn *pc, const struct policy *p)
+{
+	struct proxy_relay *r = (struct proxy_relay *)pc;
+
+	if (proxy_relay_redecide(r, p) == POLICY_ALLOW)
 		return true;
 	snprintf(r->error, sizeof r->error, "closed: the session's new policy no longer allows %s:%u", r->t.host,
 	         r->t.port);

@@ -103,6 +103,9 @@ void proxy_relay_begin(struct proxy_relay *r, const struct timespec *start_rt, u
  * nothing else, so the front may still use the bytes host points into; proxy_relay_proceed acts. */
 enum policy_verdict proxy_relay_decide(struct proxy_relay *r, const char *host, size_t len, bool bracketed,
                                        uint16_t port, unsigned method_bit, unsigned flags);
+/* The exchange's destination decided again under p (a policy that replaces the session's; a verdict given
+ * earlier in the session settles an ask): ALLOW, ASK or DENY. Sets nothing. */
+enum policy_verdict proxy_relay_redecide(const struct proxy_relay *r, const struct policy *p);
 /* Acts on the decision: refuses (400 for a host that is not acceptable, 403), holds, or writes the
  * decision record and goes on (ops->allowed). Nothing was resolved or sent before. The front may be
  * gone when this returns. */

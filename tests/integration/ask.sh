@@ -5,7 +5,9 @@
 # out (403 "not approved within N s"). A host an explicit deny rule names is never held; CONNECT is held
 # and resumed like HTTP; another user can neither see nor decide root's held requests; --remember project
 # writes PROJECT/.sluice/policy.json so a later session needs no approval; the audit log has the "ask"
-# line and the final verdict with the deciding uid; the embedded helper refuses --ask.
+# line and the final verdict with the deciding uid; the embedded helper refuses --ask. Inside an inspected
+# tunnel the host's HTTP rules decide before anything is held (a path they deny is a 403, never an ask),
+# statically and after a live policy change; a live change ends held requests the new policy refuses.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
 . "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
@@ -58,7 +60,8 @@ check_eq "--ask without --allow-network is refused (125)" 125 "$(sb --ask -- tru
 check_eq "--ask-timeout 0 is refused (125)" 125 "$(sb --allow-network --ask --ask-timeout 0 -- true >/dev/null 2>&1; echo $?)"
 
 . "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh"
-check "sluiced starts" start_sluiced
+# (its engine trusts the lab's CA, for the inspected upstreams below)
+check "sluiced starts" start_sluiced SLUICE_TLS_TRUST="$LAB_CA"
 check_eq "no held requests at first" "no requests are waiting for approval" "$("$CTL" asks)"
 
 # ---- one session: approve, deny, an explicit deny rule, and the approval lasting for the session ----
@@ -137,6 +140,124 @@ check_match "sluice run announces the held request on its stderr" \
 "$CTL" approve "$cid" >/dev/null
 wait "$runpid"
 check_eq "... and once approved, the tunnel carries the request" "200 200" "$(cat "$LAB_DIR/c.out")"
+
+# ---- inside an inspected tunnel, the host's HTTP rules decide a request before it is held ----
+# allowed.test is allowed for CONNECT and GET only, so an inspected POST to it is undecided (ask). Its HTTP
+# rules still come first: a POST they deny is refused at once (403 with the rule), never held; one they
+# allow is held and, approved, goes with the host's credential. Then a live policy change (sluicectl session
+# policy) makes the host itself undecided under an inspected tunnel that stays open: a GET its deny rule
+# names is refused in that tunnel, not held, and an allowed one is held and approved there.
+SECRET=ask-secret-$RANDOM$RANDOM
+printf '%s\n' "$SECRET" >"$H/api-token"
+chmod 0600 "$H/api-token"
+rules='"allow": ["GET /pub/**", "POST /upload/*"], "deny": ["POST /upload/secret", "GET /pub/secret/**"]'
+printf '{ "allow": [{"host": "allowed.test", "methods": ["CONNECT", "GET"]}],
+  "inspect": [{"host": "allowed.test", %s,
+    "credential": {"header": "Authorization: Bearer {secret}", "secret_file": "%s", "placeholder_env": "API_TOKEN"}}] }\n' \
+	"$rules" "$H/api-token" >"$LAB_DIR/insp.json"
+# (a policy sluicectl sends is a project's: it cannot name a credential)
+printf '{ "options": {"ask": true, "ask_timeout": 40},\n  "inspect": [{"host": "allowed.test", %s}] }\n' "$rules" \
+	>"$LAB_DIR/insp-ask.json"
+sb --allow-network --ask --ask-timeout 40 --policy "$LAB_DIR/insp.json" -- sh -c "
+	echo secret \$($CODE -X POST -d x https://allowed.test/upload/secret)
+	echo outside \$($CODE -X POST -d x https://allowed.test/admin/x)
+	curl -s -m 40 -X POST -d x https://allowed.test/upload/ok" >"$LAB_DIR/i.out" 2>"$LAB_DIR/i.err" &
+runpid=$!
+js=$(wait_asks 1)
+check_eq "an inspected POST the HTTP rules allow is held (the host's rules allow GET only)" \
+	"https POST allowed.test 443" "$(jq -r '.[] | "\(.protocol) \(.method) \(.host) \(.port)"' <<<"$js")"
+a=$(cat "$LAB_DIR/i.out")
+check_match "a POST an HTTP deny rule names was refused at once (403), not held" '^secret 403$' "$a"
+check_match "... and one outside the HTTP allow rules" '^outside 403$' "$a"
+"$CTL" approve "$(jq -r '.[0].id' <<<"$js")" >/dev/null
+wait "$runpid"
+out=$(sed -n '3,$p' "$LAB_DIR/i.out")
+check_eq "approved, the held POST reached its path" "POST /upload/ok" "$(jq -r '"\(.method) \(.path)"' <<<"$out")"
+check_eq "... with the host's credential set by the proxy" "Bearer $SECRET" \
+	"$(jq -r '.headers[] | select(.[0] == "Authorization") | .[1]' <<<"$out")"
+check_match "the refusal names the deny rule in the audit log" \
+	"\"path\":\"/upload/secret\",\"decision\":\"deny\",\"rule\":\"$LAB_DIR/insp.json:[0-9]+:[0-9]+\".*denied by" \
+	"$(jq -c 'select(.protocol == "https" and .path == "/upload/secret")' "$AUDIT")"
+check_eq "... and neither refused POST was ever held" 0 \
+	"$(jq -c 'select(.decision == "ask" and (.path == "/upload/secret" or .path == "/admin/x"))' "$AUDIT" | wc -l)"
+check_not "... nor reached the origin" grep -q -e '/upload/secret' -e '/admin/x' <<<"$(lab_http_requests)"
+
+# The live change: one inspected tunnel (python's http.client keeps it) across it. The new policy drops the
+# allow rule, keeps the inspect entry and asks; a second connection's CONNECT is then held, and the open
+# tunnel's requests to the same host:port wait on that ask: one the deny rule names is refused at once instead.
+fifo=$LAB_DIR/live.fifo
+mkfifo "$fifo"
+exec 7<>"$fifo"
+sb --allow-network --ask --ask-timeout 40 --policy "$LAB_DIR/insp.json" -- "$LAB_PYTHON" -c '
+import http.client, os, ssl, sys, threading, urllib.parse
+u = urllib.parse.urlsplit(os.environ["https_proxy"])
+def tunnel():
+    c = http.client.HTTPSConnection(u.hostname, u.port, timeout=40, context=ssl.create_default_context())
+    c.set_tunnel("allowed.test", 443)
+    return c
+def get(c, path):
+    c.request("GET", path)
+    r = c.getresponse()
+    print(path, r.status, r.read().decode(errors="replace").replace("\n", " "), flush=True)
+a = tunnel()
+get(a, "/pub/one")
+sys.stdin.readline()  # the policy was changed
+t = threading.Thread(target=get, args=(tunnel(), "/pub/bg"))
+t.start()
+sys.stdin.readline()  # its CONNECT is held
+get(a, "/pub/secret/x")
+get(a, "/pub/two")
+t.join()' <"$fifo" >"$LAB_DIR/l.out" 2>"$LAB_DIR/l.err" &
+runpid=$!
+for _ in $(seq 150); do [ -s "$LAB_DIR/l.out" ] && break; sleep 0.1; done
+check_match "the inspected tunnel's first GET is allowed" '^/pub/one 200 ' "$(cat "$LAB_DIR/l.out")"
+lid=$("$CTL" sessions --json | jq -r '[.[] | select(.command | test("python"))][0].id')
+check_match "the live session's policy loses its allow rule, keeps its inspect entry and asks" "policy replaced" \
+	"$("$CTL" session policy "$lid" --file "$LAB_DIR/insp-ask.json" 2>&1)"
+echo go >&7
+js=$(wait_asks 1)
+check_eq "a second tunnel's CONNECT to the host is held" "connect CONNECT allowed.test 443" \
+	"$(jq -r '.[] | "\(.protocol) \(.method) \(.host) \(.port)"' <<<"$js")"
+echo go >&7
+for _ in $(seq 50); do grep -q '^/pub/secret/x ' "$LAB_DIR/l.out" && break; sleep 0.1; done
+check_match "in the open tunnel, a GET the deny rule names is refused at once (403, the rule), not held" \
+	"^/pub/secret/x 403 .*denied by $LAB_DIR/insp-ask\\.json:" "$(cat "$LAB_DIR/l.out")"
+held_two() { [ "$(jq -c 'select(.decision == "ask" and .protocol == "https" and .path == "/pub/two")' "$AUDIT" | wc -l)" = 1 ]; }
+check "... a GET the HTTP rules allow waits on the CONNECT's ask" eventually held_two
+"$CTL" approve "$(jq -r '.[0].id' <<<"$js")" >/dev/null
+wait "$runpid"
+exec 7>&-
+check_match "approved, it got its 200 in the same tunnel" '^/pub/two 200 .*"path": "/pub/two"' "$(cat "$LAB_DIR/l.out")"
+check_not "... without a credential (the new policy names none)" grep -q '^/pub/two .*Authorization' "$LAB_DIR/l.out"
+check_match "... and the held CONNECT's request got its 200" '^/pub/bg 200 ' "$(cat "$LAB_DIR/l.out")"
+check_not "the denied GET never reached the origin" grep -q '/pub/secret/x' <<<"$(lab_http_requests)"
+check_eq "... and was never held" 0 "$(jq -c 'select(.decision == "ask" and .path == "/pub/secret/x")' "$AUDIT" | wc -l)"
+
+# A policy change while requests are held decides them again: a plain request whose host the new policy
+# denies ends (an approval must not release it), and an inspected one ends in any case (its HTTP rules were
+# applied under the old policy); neither is left to approve.
+sb --allow-network --ask --ask-timeout 40 --policy "$LAB_DIR/insp.json" -- sh -c "
+	echo plain \$($CODE http://other.test/held-plain) &
+	echo inspected \$($CODE -X POST -d x https://allowed.test/upload/held) &
+	wait" >"$LAB_DIR/d.out" 2>"$LAB_DIR/d.err" &
+runpid=$!
+js=$(wait_asks 2)
+check_eq "a plain and an inspected request are held" "http other.test https allowed.test" \
+	"$(jq -r 'sort_by(.protocol) | map("\(.protocol) \(.host)") | join(" ")' <<<"$js")"
+lid=$("$CTL" sessions --json | jq -r '[.[] | select(.command == "sh")][0].id')
+"$CTL" session policy "$lid" --deny other.test >/dev/null
+no_asks() { [ "$("$CTL" asks)" = "no requests are waiting for approval" ]; }
+check "after a live deny rule for one of them, both end at once: nothing is left to approve" eventually no_asks
+wait "$runpid"
+check_eq "... both unanswered" "inspected 000 plain 000" "$(sort "$LAB_DIR/d.out" | tr '\n' ' ' | sed 's/ $//')"
+check_match "... the plain one's record says the new policy denies it" \
+	'"decision":"deny".*"error":"closed while held for approval: the session.s new policy denies other.test:80"' \
+	"$(jq -c 'select(.path == null and .host == "other.test" and .event != "decision")' "$AUDIT" | tail -n 1)"
+check_match "... the inspected one's that the policy changed" \
+	'"path":"/upload/held","decision":"deny".*"error":"closed while held for approval: the session.s policy changed' \
+	"$(jq -c 'select(.path == "/upload/held" and .event != "decision")' "$AUDIT")"
+check_not "... and neither reached the origin" grep -q -e '/held-plain' -e '/upload/held' <<<"$(lab_http_requests)"
+rm -f "$H/api-token"
 
 # ---- --remember project: the project's policy file, so the next session needs no approval ----
 mkdir -p "$P/.sluice"
