@@ -6,6 +6,7 @@
  * chunked body past 256 KiB) passes from socket to socket with splice(2) (splice_pump.c) once the bytes
  * already read went out: the parser sees the head and the chunk framing only. */
 #include <errno.h>
+#include <stddef.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -176,6 +177,39 @@ static void send_now(struct bufferevent *bev, struct evbuffer *data)
 		(void)evbuffer_write(data, bufferevent_getfd(bev));
 	if (evbuffer_get_length(data) > 0)
 		evbuffer_add_buffer(out, data);
+}
+
+/* Sends data on bev (c's client or upstream) at the end of this loop iteration: with 64 connections
+ * ready at once, the responses of a wake-up went out one by one between the other connections' work,
+ * and a client (or origin) woken by one often went back to sleep before the next: a wake-up, a context
+ * switch and an epoll_wait of its per request. Sent together, one wake-up finds several (issue 16). The
+ * bytes wait in their own buffer (tx, head_out), which nothing else appends to before they go. */
+static void send_later(struct http_conn *c, bool to_client)
+{
+	if (to_client)
+		c->tx_later = true;
+	else
+		c->head_later = true;
+	proxy_later_add(c->r.e, &c->later);
+}
+
+void http_send_later_run(struct proxy_later *l)
+{
+	struct http_conn *c = (struct http_conn *)((char *)l - offsetof(struct http_conn, later));
+
+	if (c->head_later && c->r.up)
+		send_now(c->r.up, c->head_out);
+	if (c->tx_later && c->r.client)
+		send_now(c->r.client, c->tx);
+	c->head_later = c->tx_later = false;
+}
+
+void http_send_pending(struct http_conn *c)
+{
+	if (!c->later.pprev)
+		return;
+	proxy_later_cancel(&c->later);
+	http_send_later_run(&c->later);
 }
 
 /* A head being written to an evbuffer in pieces, gathered here first: one evbuffer_add for a head
@@ -511,7 +545,10 @@ static void pump_response(struct http_conn *c)
 		c->r.bytes_in += n;
 	}
 	if (c->state == ST_FORWARD) {
-		send_now(c->r.client, out);
+		if (c->resp_done && !c->inspect)
+			send_later(c, true); /* (a response done is never spliced) */
+		else
+			send_now(c->r.client, out);
 		maybe_splice_response(c);
 	}
 	if (c->state == ST_FORWARD && c->resp_done) {
@@ -528,6 +565,7 @@ static void up_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct http_conn *c = arg;
 	(void)bev;
+	http_send_pending(c);
 	if (c->state != ST_FORWARD) {
 		/* An idle kept-alive upstream must not talk: it is no longer reusable. */
 		proxy_relay_drop_upstream(&c->r);
@@ -541,6 +579,7 @@ static void up_write_cb(struct bufferevent *bev, void *arg)
 {
 	struct http_conn *c = arg;
 	(void)bev;
+	http_send_pending(c);
 	/* Output drained below the low watermark: resume reading the client's body. */
 	if (c->state == ST_FORWARD && !c->req_done) {
 		bufferevent_setwatermark(c->r.up, EV_WRITE, 0, 0);
@@ -556,6 +595,8 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg)
 	char msg[800];
 	int err = EVUTIL_SOCKET_ERROR();
 	(void)bev;
+
+	http_send_pending(c); /* (the head first: a reused upstream's close then retries it as before) */
 
 	if (c->state != ST_FORWARD) {
 		proxy_relay_drop_upstream(&c->r); /* the kept-alive upstream went away between requests */
@@ -630,7 +671,10 @@ void http_forward_start(struct http_conn *c)
 	evbuffer_drain(c->head_copy, evbuffer_get_length(c->head_copy));
 	if (c->up_reused && c->req_body == HTTP_BODY_NONE && c->req_idempotent)
 		evbuffer_add(c->head_copy, evbuffer_pullup(c->head_out, -1), evbuffer_get_length(c->head_out));
-	send_now(c->r.up, c->head_out);
+	if (c->req_done && !c->inspect)
+		send_later(c, false); /* no body follows the head */
+	else
+		send_now(c->r.up, c->head_out);
 	http_set_timer(c, c->r.e->tv_idle);
 	bufferevent_enable(c->r.client, EV_READ);
 	if (!c->req_done)
