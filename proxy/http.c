@@ -96,6 +96,14 @@ void http_set_timer(struct http_conn *c, const struct timeval *tv)
 	event_add(c->timer, tv);
 }
 
+void http_bev_enable(struct bufferevent *bev, short what)
+{
+	short missing = (short)(what & ~bufferevent_get_enabled(bev));
+
+	if (missing)
+		bufferevent_enable(bev, missing);
+}
+
 void http_close_after_flush(struct http_conn *c)
 {
 	http_send_pending(c);
@@ -111,7 +119,7 @@ void http_next_request(struct http_conn *c)
 	proxy_relay_finish(&c->r);
 	c->state = ST_HEAD;
 	http_scanner_init(&c->scan, false);
-	bufferevent_enable(c->r.client, EV_READ);
+	http_bev_enable(c->r.client, EV_READ);
 	http_set_timer(c, c->r.e->tv_idle);
 	/* A pipelined request already read is handled from the loop, not by recursion (which a
 	 * client could drive deep with many tiny requests). */

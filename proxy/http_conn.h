@@ -71,6 +71,9 @@ struct http_conn {
 /* Feeds the bytes of in that the scanner has not seen yet (a head is at the front of in). */
 enum http_scan_result http_scan_input(struct http_scanner *s, struct evbuffer *in);
 void http_set_timer(struct http_conn *c, const struct timeval *tv);
+/* bufferevent_enable for the events of what not enabled yet: enabling an enabled event re-adds it (an
+ * event_add a call, three a keep-alive request), which changes nothing. */
+void http_bev_enable(struct bufferevent *bev, short what);
 /* A response of our own to the current request (keep-alive when the request had no body). */
 void http_respond(struct http_conn *c, int status, const char *decision, const char *body);
 /* An upstream failure: our 502/504 when no response reached the client yet, else close. */

@@ -656,6 +656,8 @@ void http_forward_client_drained(struct http_conn *c)
 
 void http_forward_start(struct http_conn *c)
 {
+	size_t lo, hi;
+
 	c->state = ST_FORWARD;
 	http_scanner_init(&c->rscan, true);
 	c->resp_started = c->resp_head_done = c->resp_done = c->resp_keep = c->resp_spliced = c->resp_dechunk = false;
@@ -663,12 +665,17 @@ void http_forward_start(struct http_conn *c)
 	bufferevent_setcb(c->r.up, up_read_cb, up_write_cb, up_event_cb, c);
 	bufferevent_set_max_single_read(c->r.up, PROXY_BUF_HIGH);
 	bufferevent_set_max_single_write(c->r.up, PROXY_BUF_HIGH);
-	bufferevent_setwatermark(c->r.up, EV_READ, 0, PROXY_BUF_HIGH);
-	bufferevent_setwatermark(c->r.up, EV_WRITE, 0, 0);
+	/* (set again only when changed: setting the read watermark re-adds the read event; a kept-alive
+	 * upstream has these from its last request) */
+	if (bufferevent_getwatermark(c->r.up, EV_READ, &lo, &hi) != 0 || lo != 0 || hi != PROXY_BUF_HIGH)
+		bufferevent_setwatermark(c->r.up, EV_READ, 0, PROXY_BUF_HIGH);
+	if (bufferevent_getwatermark(c->r.up, EV_WRITE, &lo, &hi) != 0 || lo != 0 || hi != 0)
+		bufferevent_setwatermark(c->r.up, EV_WRITE, 0, 0);
 	/* Enabling EV_WRITE arms the write event even with nothing queued (an epoll_ctl now and another
 	 * when it fires idle): only when it is off. send_now writes the head directly. */
-	bufferevent_enable(c->r.up, (bufferevent_get_enabled(c->r.up) & EV_WRITE) ? EV_READ : EV_READ | EV_WRITE);
-	evbuffer_drain(c->head_copy, evbuffer_get_length(c->head_copy));
+	http_bev_enable(c->r.up, EV_READ | EV_WRITE);
+	if (evbuffer_get_length(c->head_copy))
+		evbuffer_drain(c->head_copy, evbuffer_get_length(c->head_copy));
 	if (c->up_reused && c->req_body == HTTP_BODY_NONE && c->req_idempotent)
 		evbuffer_add(c->head_copy, evbuffer_pullup(c->head_out, -1), evbuffer_get_length(c->head_out));
 	if (c->req_done && !c->inspect)
@@ -676,7 +683,7 @@ void http_forward_start(struct http_conn *c)
 	else
 		send_now(c->r.up, c->head_out);
 	http_set_timer(c, c->r.e->tv_idle);
-	bufferevent_enable(c->r.client, EV_READ);
+	http_bev_enable(c->r.client, EV_READ);
 	if (!c->req_done)
 		http_forward_client_read(c);
 }
