@@ -15,21 +15,26 @@
  * instructions per keep-alive request, issue 16):
  *   C_TCHAR  a token character (RFC 9110 5.6.2): ALPHA, DIGIT and !#$%&'*+-.^_`|~
  *   C_EOL    a byte that ends a run of line content: CR, LF and NUL (which the scanner and next_line
- *            look at one at a time) */
-enum { C_TCHAR = 1, C_EOL = 2 };
+ *            look at one at a time)
+ *   C_CTL    a control byte not allowed in a header value or reason phrase: below 0x20 but HTAB, and DEL */
+enum { C_TCHAR = 1, C_EOL = 2, C_CTL = 4 };
 
 #define T C_TCHAR
+#define C C_CTL
+#define E (C_EOL | C_CTL)
 static const unsigned char byte_class[256] = {
-	C_EOL, 0, 0, 0, 0, 0, 0, 0, 0, 0, C_EOL, 0, 0, C_EOL, 0, 0, /* NUL, LF, CR */
-	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	E, C, C, C, C, C, C, C, C, 0, E, C, C, E, C, C, /* NUL, HTAB (allowed), LF, CR */
+	C, C, C, C, C, C, C, C, C, C, C, C, C, C, C, C,
 	0, T, 0, T, T, T, T, T, 0, 0, T, T, 0, T, T, 0, /* ! # $ % & ' * + - . */
 	T, T, T, T, T, T, T, T, T, T, 0, 0, 0, 0, 0, 0, /* 0-9 */
 	0, T, T, T, T, T, T, T, T, T, T, T, T, T, T, T, /* A-O */
 	T, T, T, T, T, T, T, T, T, T, T, 0, 0, 0, T, T, /* P-Z ^ _ */
 	T, T, T, T, T, T, T, T, T, T, T, T, T, T, T, T, /* ` a-o */
-	T, T, T, T, T, T, T, T, T, T, T, 0, T, 0, T, 0, /* p-z | ~ */
+	T, T, T, T, T, T, T, T, T, T, T, 0, T, 0, T, C, /* p-z | ~ DEL */
 };
 #undef T
+#undef C
+#undef E
 
 static bool is_tchar(unsigned char c)
 {
@@ -329,8 +334,7 @@ static int parse_header_line(const struct line *l, struct http_header *h, const 
 	while (end > i && (l->p[end - 1] == ' ' || l->p[end - 1] == '\t'))
 		end--;
 	for (size_t k = i; k < end; k++) {
-		unsigned char c = (unsigned char)l->p[k];
-		if ((c < 0x20 && c != '\t') || c == 0x7f) {
+		if (byte_class[(unsigned char)l->p[k]] & C_CTL) {
 			*why = "control byte in header value";
 			return -1;
 		}
@@ -713,8 +717,7 @@ int http_parse_response(const char *buf, size_t len, bool head_request, struct h
 	resp->reason = l.len > 13 ? l.p + 13 : l.p + l.len;
 	resp->reason_len = l.len > 13 ? l.len - 13 : 0;
 	for (size_t i = 0; i < resp->reason_len; i++) {
-		unsigned char c = (unsigned char)resp->reason[i];
-		if ((c < 0x20 && c != '\t') || c == 0x7f) {
+		if (byte_class[(unsigned char)resp->reason[i]] & C_CTL) {
 			*why = "control byte in reason phrase";
 			return -EINVAL;
 		}

@@ -400,12 +400,35 @@ static void test_rewrite_port(void **state)
 	free(req);
 }
 
+/* Header values and reason phrases: HTAB and obs-text (0x80-0xff) pass, other control bytes and DEL do not. */
+static void test_value_bytes(void **state)
+{
+	struct http_request *req = malloc(sizeof *req);
+	struct http_response *resp = malloc(sizeof *resp);
+	static const char *bad[] = {"a\x01" "b", "a\x1f", "\x7f", "a\x0b" "b"};
+	char head[128];
+	const char *why;
+	(void)state;
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		snprintf(head, sizeof head, "GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\nX: %s\r\n\r\n", bad[i]);
+		assert_int_equal(parse(head, req), 400);
+		snprintf(head, sizeof head, "HTTP/1.1 200 O%sK\r\nContent-Length: 0\r\n\r\n", bad[i]);
+		assert_int_equal(http_parse_response(head, strlen(head), false, resp, &why), -EINVAL);
+	}
+	assert_int_equal(parse("GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\nX: a\tb\x80\xff\r\n\r\n", req), 0);
+	assert_int_equal(req->headers[1].value_len, 5);
+	snprintf(head, sizeof head, "HTTP/1.1 200 O\tK\x80\r\nContent-Length: 0\r\n\r\n");
+	assert_int_equal(http_parse_response(head, strlen(head), false, resp, &why), 0);
+	free(req);
+	free(resp);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_good_request),   cmocka_unit_test(test_connect),
 	        cmocka_unit_test(test_bad_requests),   cmocka_unit_test(test_equal_duplicate_cl_and_http10),
-	        cmocka_unit_test(test_scanner_limits), cmocka_unit_test(test_rewrite_port), cmocka_unit_test(test_authority),
+	        cmocka_unit_test(test_scanner_limits), cmocka_unit_test(test_rewrite_port), cmocka_unit_test(test_value_bytes), cmocka_unit_test(test_authority),
 	        cmocka_unit_test(test_response),       cmocka_unit_test(test_chunked),
 	        cmocka_unit_test(test_chunked_skip),   cmocka_unit_test(test_request_line_prefix),
 	};
