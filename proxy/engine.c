@@ -73,6 +73,11 @@ static void audit_flush_cb(evutil_socket_t fd, short what, void *arg)
 	struct proxy_engine *e = arg;
 	(void)fd;
 	(void)what;
+	while (e->later) {
+		struct proxy_later *l = e->later;
+		proxy_later_cancel(l);
+		l->run(l);
+	}
 	if (!audit_log_flush(e->audit))
 		proxy_audit_failed(e);
 }
@@ -83,6 +88,29 @@ void proxy_audit_schedule(struct proxy_engine *e)
 	 * of their records. */
 	if (!event_pending(e->audit_flush, EV_TIMEOUT, NULL))
 		event_active(e->audit_flush, EV_TIMEOUT, 1);
+}
+
+void proxy_later_add(struct proxy_engine *e, struct proxy_later *l)
+{
+	if (l->pprev)
+		return;
+	l->next = e->later;
+	if (l->next)
+		l->next->pprev = &l->next;
+	e->later = l;
+	l->pprev = &e->later;
+	proxy_audit_schedule(e);
+}
+
+void proxy_later_cancel(struct proxy_later *l)
+{
+	if (!l->pprev)
+		return;
+	*l->pprev = l->next;
+	if (l->next)
+		l->next->pprev = l->pprev;
+	l->next = NULL;
+	l->pprev = NULL;
 }
 
 void proxy_audit_failed(struct proxy_engine *e)

@@ -96,8 +96,17 @@ void http_set_timer(struct http_conn *c, const struct timeval *tv)
 	event_add(c->timer, tv);
 }
 
+void http_bev_enable(struct bufferevent *bev, short what)
+{
+	short missing = (short)(what & ~bufferevent_get_enabled(bev));
+
+	if (missing)
+		bufferevent_enable(bev, missing);
+}
+
 void http_close_after_flush(struct http_conn *c)
 {
+	http_send_pending(c);
 	if (c->pump)
 		splice_pump_stop(c->pump); /* before the upstream's socket closes under it */
 	c->state = ST_CLOSING;
@@ -110,7 +119,7 @@ void http_next_request(struct http_conn *c)
 	proxy_relay_finish(&c->r);
 	c->state = ST_HEAD;
 	http_scanner_init(&c->scan, false);
-	bufferevent_enable(c->r.client, EV_READ);
+	http_bev_enable(c->r.client, EV_READ);
 	http_set_timer(c, c->r.e->tv_idle);
 	/* A pipelined request already read is handled from the loop, not by recursion (which a
 	 * client could drive deep with many tiny requests). */
@@ -123,6 +132,7 @@ void http_respond(struct http_conn *c, int status, const char *decision, const c
 	char dh[POLICY_WHERE_MAX + 32];
 	bool keep = c->client_keep && c->req_body == HTTP_BODY_NONE && c->state != ST_FORWARD;
 
+	http_send_pending(c); /* (a response before ours goes first) */
 	c->r.status = status;
 	proxy_decision_header(dh, sizeof dh, decision, c->r.rule);
 	proxy_http_error(c->r.client, status, dh, body, !keep);
@@ -282,6 +292,7 @@ static void conn_free(struct proxy_relay *r)
 {
 	struct http_conn *c = (struct http_conn *)r;
 
+	proxy_later_cancel(&c->later); /* (its bufferevents are gone) */
 	if (c->timer)
 		event_free(c->timer);
 	if (c->head_out)
@@ -553,6 +564,7 @@ static void client_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct http_conn *c = arg;
 	(void)bev;
+	http_send_pending(c);
 	if (c->state == ST_HEAD)
 		head_read(c);
 	else if (c->state == ST_FORWARD) {
@@ -564,6 +576,7 @@ static void client_read_cb(struct bufferevent *bev, void *arg)
 static void client_write_cb(struct bufferevent *bev, void *arg)
 {
 	(void)bev;
+	http_send_pending(arg);
 	http_forward_client_drained(arg);
 }
 
@@ -571,6 +584,7 @@ static void client_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct http_conn *c = arg;
 	(void)bev;
+	http_send_pending(c); /* (a client that only shut its sending side still gets what was answered) */
 	if (c->inspect && (what & BEV_EVENT_CONNECTED)) {
 		c->tls_ok = true; /* the client accepted the session CA's certificate */
 		return;
@@ -600,6 +614,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 	struct http_conn *c = arg;
 	(void)fd;
 	(void)what;
+	http_send_pending(c);
 	switch (c->state) {
 	case ST_HEAD:
 		if (c->scan.total > 0) {
@@ -631,6 +646,7 @@ static bool conn_start(struct http_conn *c, struct proxy_session *s, struct buff
                        const struct proxy_relay_ops *ops, uint16_t orig_port)
 {
 	proxy_relay_init(&c->r, s, ops, client);
+	c->later.run = http_send_later_run;
 	c->transparent_port = orig_port;
 	c->timer = evtimer_new(s->engine->base, timer_cb, c);
 	c->head_out = evbuffer_new();

@@ -23,6 +23,11 @@ struct http_conn {
 	struct evbuffer *head_out;  /* owned: the rewritten request head */
 	struct evbuffer *head_copy; /* owned: kept while a reused upstream may still fail before answering */
 	struct evbuffer *tx;        /* owned: response bytes for the client not yet written (send_now) */
+	/* A complete small response (tx) and a request head without a body (head_out) are sent at the end of
+	 * the loop iteration (http_send_later), not at once; every callback of the connection sends them
+	 * first (http_send_pending), so nothing of the connection's own happens between in another order. */
+	struct proxy_later later;
+	bool tx_later, head_later;
 	enum http_state state;
 	uint16_t transparent_port; /* 0: forward proxy; else a redirected connection's original port */
 	struct http_scanner scan;
@@ -66,6 +71,9 @@ struct http_conn {
 /* Feeds the bytes of in that the scanner has not seen yet (a head is at the front of in). */
 enum http_scan_result http_scan_input(struct http_scanner *s, struct evbuffer *in);
 void http_set_timer(struct http_conn *c, const struct timeval *tv);
+/* bufferevent_enable for the events of what not enabled yet: enabling an enabled event re-adds it (an
+ * event_add a call, three a keep-alive request), which changes nothing. */
+void http_bev_enable(struct bufferevent *bev, short what);
 /* A response of our own to the current request (keep-alive when the request had no body). */
 void http_respond(struct http_conn *c, int status, const char *decision, const char *body);
 /* An upstream failure: our 502/504 when no response reached the client yet, else close. */
@@ -87,6 +95,11 @@ void http_inspect_upstream(struct http_conn *c);
 void http_inspect_send_now(struct bufferevent *bev, struct evbuffer *data);
 
 /* ---- http_forward.c ---- */
+/* What http_send_later left for the end of the iteration, sent now (the start of every callback of the
+ * connection, and before our own responses and closing). */
+void http_send_pending(struct http_conn *c);
+/* The connection's later run (conn_start sets it). */
+void http_send_later_run(struct proxy_later *l);
 /* Builds the head sent upstream for req: origin-form target, our Host, no hop-by-hop fields. */
 void http_forward_build_head(struct http_conn *c, const struct http_request *req);
 /* r.up is connected (new or kept alive): sends the head, then streams both bodies. */

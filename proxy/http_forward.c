@@ -6,6 +6,7 @@
  * chunked body past 256 KiB) passes from socket to socket with splice(2) (splice_pump.c) once the bytes
  * already read went out: the parser sees the head and the chunk framing only. */
 #include <errno.h>
+#include <stddef.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -176,6 +177,39 @@ static void send_now(struct bufferevent *bev, struct evbuffer *data)
 		(void)evbuffer_write(data, bufferevent_getfd(bev));
 	if (evbuffer_get_length(data) > 0)
 		evbuffer_add_buffer(out, data);
+}
+
+/* Sends data on bev (c's client or upstream) at the end of this loop iteration: with 64 connections
+ * ready at once, the responses of a wake-up went out one by one between the other connections' work,
+ * and a client (or origin) woken by one often went back to sleep before the next: a wake-up, a context
+ * switch and an epoll_wait of its per request. Sent together, one wake-up finds several (issue 16). The
+ * bytes wait in their own buffer (tx, head_out), which nothing else appends to before they go. */
+static void send_later(struct http_conn *c, bool to_client)
+{
+	if (to_client)
+		c->tx_later = true;
+	else
+		c->head_later = true;
+	proxy_later_add(c->r.e, &c->later);
+}
+
+void http_send_later_run(struct proxy_later *l)
+{
+	struct http_conn *c = (struct http_conn *)((char *)l - offsetof(struct http_conn, later));
+
+	if (c->head_later && c->r.up)
+		send_now(c->r.up, c->head_out);
+	if (c->tx_later && c->r.client)
+		send_now(c->r.client, c->tx);
+	c->head_later = c->tx_later = false;
+}
+
+void http_send_pending(struct http_conn *c)
+{
+	if (!c->later.pprev)
+		return;
+	proxy_later_cancel(&c->later);
+	http_send_later_run(&c->later);
 }
 
 /* A head being written to an evbuffer in pieces, gathered here first: one evbuffer_add for a head
@@ -511,7 +545,10 @@ static void pump_response(struct http_conn *c)
 		c->r.bytes_in += n;
 	}
 	if (c->state == ST_FORWARD) {
-		send_now(c->r.client, out);
+		if (c->resp_done && !c->inspect)
+			send_later(c, true); /* (a response done is never spliced) */
+		else
+			send_now(c->r.client, out);
 		maybe_splice_response(c);
 	}
 	if (c->state == ST_FORWARD && c->resp_done) {
@@ -528,6 +565,7 @@ static void up_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct http_conn *c = arg;
 	(void)bev;
+	http_send_pending(c);
 	if (c->state != ST_FORWARD) {
 		/* An idle kept-alive upstream must not talk: it is no longer reusable. */
 		proxy_relay_drop_upstream(&c->r);
@@ -541,6 +579,7 @@ static void up_write_cb(struct bufferevent *bev, void *arg)
 {
 	struct http_conn *c = arg;
 	(void)bev;
+	http_send_pending(c);
 	/* Output drained below the low watermark: resume reading the client's body. */
 	if (c->state == ST_FORWARD && !c->req_done) {
 		bufferevent_setwatermark(c->r.up, EV_WRITE, 0, 0);
@@ -556,6 +595,8 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg)
 	char msg[800];
 	int err = EVUTIL_SOCKET_ERROR();
 	(void)bev;
+
+	http_send_pending(c); /* (the head first: a reused upstream's close then retries it as before) */
 
 	if (c->state != ST_FORWARD) {
 		proxy_relay_drop_upstream(&c->r); /* the kept-alive upstream went away between requests */
@@ -615,6 +656,8 @@ void http_forward_client_drained(struct http_conn *c)
 
 void http_forward_start(struct http_conn *c)
 {
+	size_t lo, hi;
+
 	c->state = ST_FORWARD;
 	http_scanner_init(&c->rscan, true);
 	c->resp_started = c->resp_head_done = c->resp_done = c->resp_keep = c->resp_spliced = c->resp_dechunk = false;
@@ -622,17 +665,25 @@ void http_forward_start(struct http_conn *c)
 	bufferevent_setcb(c->r.up, up_read_cb, up_write_cb, up_event_cb, c);
 	bufferevent_set_max_single_read(c->r.up, PROXY_BUF_HIGH);
 	bufferevent_set_max_single_write(c->r.up, PROXY_BUF_HIGH);
-	bufferevent_setwatermark(c->r.up, EV_READ, 0, PROXY_BUF_HIGH);
-	bufferevent_setwatermark(c->r.up, EV_WRITE, 0, 0);
+	/* (set again only when changed: setting the read watermark re-adds the read event; a kept-alive
+	 * upstream has these from its last request) */
+	if (bufferevent_getwatermark(c->r.up, EV_READ, &lo, &hi) != 0 || lo != 0 || hi != PROXY_BUF_HIGH)
+		bufferevent_setwatermark(c->r.up, EV_READ, 0, PROXY_BUF_HIGH);
+	if (bufferevent_getwatermark(c->r.up, EV_WRITE, &lo, &hi) != 0 || lo != 0 || hi != 0)
+		bufferevent_setwatermark(c->r.up, EV_WRITE, 0, 0);
 	/* Enabling EV_WRITE arms the write event even with nothing queued (an epoll_ctl now and another
 	 * when it fires idle): only when it is off. send_now writes the head directly. */
-	bufferevent_enable(c->r.up, (bufferevent_get_enabled(c->r.up) & EV_WRITE) ? EV_READ : EV_READ | EV_WRITE);
-	evbuffer_drain(c->head_copy, evbuffer_get_length(c->head_copy));
+	http_bev_enable(c->r.up, EV_READ | EV_WRITE);
+	if (evbuffer_get_length(c->head_copy))
+		evbuffer_drain(c->head_copy, evbuffer_get_length(c->head_copy));
 	if (c->up_reused && c->req_body == HTTP_BODY_NONE && c->req_idempotent)
 		evbuffer_add(c->head_copy, evbuffer_pullup(c->head_out, -1), evbuffer_get_length(c->head_out));
-	send_now(c->r.up, c->head_out);
+	if (c->req_done && !c->inspect)
+		send_later(c, false); /* no body follows the head */
+	else
+		send_now(c->r.up, c->head_out);
 	http_set_timer(c, c->r.e->tv_idle);
-	bufferevent_enable(c->r.client, EV_READ);
+	http_bev_enable(c->r.client, EV_READ);
 	if (!c->req_done)
 		http_forward_client_read(c);
 }

@@ -96,11 +96,20 @@ struct proxy_listener {
 	struct sockaddr_storage dns_local; /* dns_bound: that address (port 0), every query's destination */
 };
 
+/* Work that waits for the end of the current loop iteration (proxy_later_add): the HTTP front's small
+ * sends (http_forward.c), made together after every callback due in the iteration, so that a peer woken
+ * by one finds the others' bytes too. Embedded in its owner, which cancels it before it is freed. */
+struct proxy_later {
+	struct proxy_later *next, **pprev; /* in the engine's list while queued (pprev NULL: not queued) */
+	void (*run)(struct proxy_later *l);
+};
+
 struct proxy_engine {
 	struct event_base *base;     /* borrowed */
 	struct audit_log *audit;     /* owned */
 	struct event *audit_retry;   /* owned: retries a failing audit log */
-	struct event *audit_flush;   /* owned: writes the batch at the end of a loop iteration */
+	struct event *audit_flush;   /* owned: writes the batch at the end of a loop iteration, after `later` */
+	struct proxy_later *later;   /* borrowed: queued by proxy_later_add, run by audit_flush's callback */
 	struct dns_relay *relay;     /* owned: relays allowed DNS queries upstream */
 	struct dns_cache *dns_cache; /* owned: upstream answers (dns_cache.c); NULL = no cache */
 	struct sockaddr_storage upstream_dns;
@@ -153,6 +162,10 @@ uint64_t proxy_mono_ms(void);
 uint64_t proxy_flow_next(struct proxy_engine *e);
 void proxy_audit_failed(struct proxy_engine *e);   /* arms the retry timer */
 void proxy_audit_schedule(struct proxy_engine *e); /* flush the batch once this iteration ends */
+/* l->run(l) once this iteration ends (before the audit batch is written); queued once however often
+ * added. proxy_later_cancel takes it out (when it has run or was never queued: nothing). */
+void proxy_later_add(struct proxy_engine *e, struct proxy_later *l);
+void proxy_later_cancel(struct proxy_later *l);
 /* Sets `fd` (accepted, non-blocking) up for the HTTP proxy: the session was admitted. */
 void proxy_http_accept(struct proxy_session *s, int fd);
 /* The same for a connection redirected from the session's port orig_port (transparent mode): requests

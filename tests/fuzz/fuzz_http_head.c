@@ -3,6 +3,7 @@
  * and as a response, and whatever follows goes through the chunked-body framer (chunk data now fed, now
  * skipped as when it is spliced). The input is also read as a tunnel's first bytes
  * (http_request_line_prefix). */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -11,6 +12,57 @@
 #include "http_parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* The scanner as it was written first, one byte at a time: the real one counts runs of line content at
+ * once (issue 16), and must end, fail and count exactly as this does, fed in any pieces. */
+struct ref_scanner {
+	size_t total, line_len;
+	unsigned lines;
+	bool cr;
+	int status;
+};
+
+static enum http_scan_result ref_feed(struct ref_scanner *s, const uint8_t *buf, size_t len, size_t *used)
+{
+	*used = 0;
+	if (s->status)
+		return HTTP_SCAN_ERROR;
+	for (size_t i = 0; i < len; i++) {
+		uint8_t c = buf[i];
+		s->total++;
+		if (s->total > HTTP_HEAD_MAX)
+			return s->status = 431, HTTP_SCAN_ERROR;
+		if (c == '\n') {
+			if (!s->cr)
+				return s->status = 400, HTTP_SCAN_ERROR;
+			s->cr = false;
+			if (s->line_len == 0) {
+				if (s->lines == 0)
+					return s->status = 400, HTTP_SCAN_ERROR;
+				*used = i + 1;
+				return HTTP_SCAN_DONE;
+			}
+			s->lines++;
+			s->line_len = 0;
+			if (s->lines > HTTP_HEADERS_MAX + 1)
+				return s->status = 431, HTTP_SCAN_ERROR;
+			continue;
+		}
+		if (s->cr)
+			return s->status = 400, HTTP_SCAN_ERROR;
+		if (c == '\r') {
+			s->cr = true;
+			continue;
+		}
+		if (c == '\0')
+			return s->status = 400, HTTP_SCAN_ERROR;
+		s->line_len++;
+		if (s->lines == 0 && s->line_len > HTTP_REQLINE_MAX)
+			return s->status = 414, HTTP_SCAN_ERROR;
+	}
+	*used = len;
+	return HTTP_SCAN_MORE;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -28,9 +80,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	data++;
 	size--;
 	http_scanner_init(&sc, false);
+	struct ref_scanner ref = {0};
 	while (off < size && r == HTTP_SCAN_MORE) {
-		size_t n = size - off < step ? size - off : step;
+		size_t n = size - off < step ? size - off : step, ref_used = 0;
+		enum http_scan_result rr = ref_feed(&ref, data + off, n, &ref_used);
 		r = http_scanner_feed(&sc, (const char *)data + off, n, &used);
+		if (r != rr || sc.total != ref.total || (r != HTTP_SCAN_ERROR && used != ref_used) ||
+		    (r == HTTP_SCAN_ERROR && sc.status != ref.status))
+			abort();
 		off += used;
 	}
 	/* A tunnel's first bytes (connect.c): the answer for a prefix, once known, is the answer for all of

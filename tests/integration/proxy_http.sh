@@ -109,6 +109,32 @@ check_match "keep-alive: connection reused" 'Re-using existing connection' "$out
 check_eq "keep-alive: two allowed, one denied" "2 1" \
 	"$(grep -c '^< HTTP/1.1 200' <<<"$out") $(grep -c '^< HTTP/1.1 403' <<<"$out")"
 
+# ---- pipelined requests in one write: answered in order, the denied one between (an allowed response
+# is sent at the end of the engine's loop iteration, our own 403 at once: the order must hold)
+out=$(lab_exec s1 "$LAB_PYTHON" - "$PROXY_GW" <<'PY'
+import re, socket, sys
+s = socket.create_connection((sys.argv[1], 3128), timeout=5)
+req = lambda host, path: ("GET http://%s%s HTTP/1.1\r\nHost: %s\r\n\r\n" % (host, path, host)).encode()
+s.sendall(req("allowed.test", "/p1") + req("evil.test", "/p2") + req("allowed.test", "/p3") + req("allowed.test", "/p4"))
+buf, out = b"", []
+while len(out) < 4:
+    while b"\r\n\r\n" not in buf:
+        c = s.recv(4096)
+        if not c:
+            sys.exit("closed after %d responses" % len(out))
+        buf += c
+    head, buf = buf.split(b"\r\n\r\n", 1)
+    n = int(re.search(rb"(?i)\r\ncontent-length: *([0-9]+)", head).group(1))
+    while len(buf) < n:
+        buf += s.recv(4096)
+    body, buf = buf[:n], buf[n:]
+    t = re.search(rb'"target": ?"([^"]*)"', body)
+    out.append(head.split(b" ")[1].decode() + (":" + t.group(1).decode() if t else ""))
+print(" ".join(out))
+PY
+)
+check_eq "pipelined requests: answered in order, the denied one in its place" "200:/p1 403 200:/p3 200:/p4" "$out"
+
 # ---- a kept-alive upstream that closes as it is reused: the request (no body) is retried once
 lab_bg oneshot -n inet "$LAB_PYTHON" "$SLUICE_SOURCE_DIR/tests/lib/oneshot-server.py" 9090
 lab_wait_port inet "$LAB_ALLOWED4" 9090 5

@@ -1,6 +1,7 @@
 /* Unit tests of the proxy's strict HTTP head parsing (proxy/http_parse.c): the scanner's limits, the
  * request parser's 400/414/431/501/505 cases, hop-by-hop handling, the authority parser, the response
- * parser's framing, and the chunked framer fed byte by byte and all at once. */
+ * parser's framing, and the chunked framer fed byte by byte and all at once; the head rewritten for the
+ * upstream with each port spelt (test_rewrite_port). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 #include <cmocka.h>
 
 #include "http_parse.h"
+#include "http_rewrite.h"
 
 static int parse(const char *s, struct http_request *req)
 {
@@ -355,12 +357,78 @@ static void test_request_line_prefix(void **state)
 	assert_int_equal(line_prefix("hello world"), -1);
 }
 
+struct sink {
+	char b[512];
+	size_t n;
+};
+
+static void sink_put(void *ctx, const void *data, size_t len)
+{
+	struct sink *k = ctx;
+	assert_true(k->n + len < sizeof k->b);
+	memcpy(k->b + k->n, data, len);
+	k->n += len;
+	k->b[k->n] = '\0';
+}
+
+static void test_rewrite_port(void **state)
+{
+	struct http_request *req = malloc(sizeof *req);
+	static const struct {
+		uint16_t port;
+		bool v6, tls, absolute;
+		const char *want;
+	} cases[] = {
+	        {80, false, false, false, "GET /p HTTP/1.1\r\nHost: h.test\r\nVia: 1.1 sluice\r\n\r\n"},
+	        {8080, false, false, false, "GET /p HTTP/1.1\r\nHost: h.test:8080\r\nVia: 1.1 sluice\r\n\r\n"},
+	        {1, false, false, false, "GET /p HTTP/1.1\r\nHost: h.test:1\r\nVia: 1.1 sluice\r\n\r\n"},
+	        {65535, true, false, false, "GET /p HTTP/1.1\r\nHost: [h.test]:65535\r\nVia: 1.1 sluice\r\n\r\n"},
+	        {443, false, true, false, "GET /p HTTP/1.1\r\nHost: h.test\r\nVia: 1.1 sluice\r\n\r\n"},
+	        {80, false, true, false, "GET /p HTTP/1.1\r\nHost: h.test:80\r\nVia: 1.1 sluice\r\n\r\n"},
+	        {9080, false, false, true, "GET http://h.test:9080/p HTTP/1.1\r\nHost: h.test:9080\r\nVia: 1.1 sluice\r\n\r\n"},
+	        {80, false, false, true, "GET http://h.test/p HTTP/1.1\r\nHost: h.test\r\nVia: 1.1 sluice\r\n\r\n"},
+	};
+	(void)state;
+	assert_int_equal(parse("GET http://a.test/p HTTP/1.1\r\nHost: a.test\r\n\r\n", req), 0);
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct http_rewrite rw = {.host = "h.test", .port = cases[i].port, .v6 = cases[i].v6,
+		                          .tls = cases[i].tls, .absolute = cases[i].absolute};
+		struct sink k = {.n = 0};
+		http_rewrite_head(req, &rw, sink_put, &k);
+		assert_string_equal(k.b, cases[i].want);
+	}
+	free(req);
+}
+
+/* Header values and reason phrases: HTAB and obs-text (0x80-0xff) pass, other control bytes and DEL do not. */
+static void test_value_bytes(void **state)
+{
+	struct http_request *req = malloc(sizeof *req);
+	struct http_response *resp = malloc(sizeof *resp);
+	static const char *bad[] = {"a\x01" "b", "a\x1f", "\x7f", "a\x0b" "b"};
+	char head[128];
+	const char *why;
+	(void)state;
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		snprintf(head, sizeof head, "GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\nX: %s\r\n\r\n", bad[i]);
+		assert_int_equal(parse(head, req), 400);
+		snprintf(head, sizeof head, "HTTP/1.1 200 O%sK\r\nContent-Length: 0\r\n\r\n", bad[i]);
+		assert_int_equal(http_parse_response(head, strlen(head), false, resp, &why), -EINVAL);
+	}
+	assert_int_equal(parse("GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\nX: a\tb\x80\xff\r\n\r\n", req), 0);
+	assert_int_equal(req->headers[1].value_len, 5);
+	snprintf(head, sizeof head, "HTTP/1.1 200 O\tK\x80\r\nContent-Length: 0\r\n\r\n");
+	assert_int_equal(http_parse_response(head, strlen(head), false, resp, &why), 0);
+	free(req);
+	free(resp);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_good_request),   cmocka_unit_test(test_connect),
 	        cmocka_unit_test(test_bad_requests),   cmocka_unit_test(test_equal_duplicate_cl_and_http10),
-	        cmocka_unit_test(test_scanner_limits), cmocka_unit_test(test_authority),
+	        cmocka_unit_test(test_scanner_limits), cmocka_unit_test(test_rewrite_port), cmocka_unit_test(test_value_bytes), cmocka_unit_test(test_authority),
 	        cmocka_unit_test(test_response),       cmocka_unit_test(test_chunked),
 	        cmocka_unit_test(test_chunked_skip),   cmocka_unit_test(test_request_line_prefix),
 	};

@@ -2,7 +2,9 @@
  * removed (duplicates, missing addresses and policies refused), listener kinds, netd's drop reports
  * landing in the audit log with the session found by source address, and the log handed over as an
  * fd. test_dns_cache_policy runs the loop: DNS over loopback with a fake upstream, the cache on, and the
- * session's policy replaced while its filtered answer is cached. */
+ * session's policy replaced while its filtered answer is cached. test_later: work left for the end of a
+ * loop iteration (proxy_later_add, the HTTP front's deferred sends) runs once, after the callbacks already
+ * due, and not when cancelled. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/event.h>
@@ -24,6 +26,7 @@
 
 #include "engine.h"
 #include "policy.h"
+#include "proxy_int.h"
 
 static void sin4(struct sockaddr_storage *ss, const char *ip, uint16_t port)
 {
@@ -518,6 +521,84 @@ static void test_dns_burst(void **state)
 	unlink(path);
 }
 
+/* ---- proxy_later ---- */
+
+struct later_mark {
+	struct proxy_later l; /* first */
+	int id;
+};
+
+static int later_order[8], later_n;
+static struct later_mark later_inner = {.id = 3};
+
+static void later_run(struct proxy_later *l)
+{
+	assert_true(later_n < 8);
+	later_order[later_n++] = ((struct later_mark *)l)->id;
+}
+
+static void later_due_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	later_order[later_n++] = 0;
+	proxy_later_add(arg, &later_inner.l); /* added by a callback of the iteration: the same end */
+}
+
+static void test_later(void **state)
+{
+	char path[] = "/tmp/sluice-engine-test-XXXXXX";
+	int fd = mkstemp(path), ran[4] = {0};
+	struct event_base *base = event_base_new();
+	struct proxy_config cfg;
+	struct proxy_engine *e;
+	struct later_mark m1 = {.id = 1}, m2 = {.id = 2}, gone = {.id = 9};
+	struct event *due;
+	char err[256];
+	(void)state;
+
+	assert_true(fd >= 0);
+	memset(&cfg, 0, sizeof cfg);
+	cfg.audit_fd = fd;
+	sin4(&cfg.upstream_dns, "127.0.0.1", 53);
+	cfg.upstream_dns_len = sizeof(struct sockaddr_in);
+	e = proxy_engine_new(base, &cfg, err, sizeof err);
+	assert_non_null(e);
+	m1.l.run = m2.l.run = gone.l.run = later_inner.l.run = later_run;
+	later_n = 0;
+
+	due = event_new(base, -1, 0, later_due_cb, e);
+	assert_non_null(due);
+	event_active(due, EV_TIMEOUT, 1); /* a callback already due in this iteration */
+	proxy_later_add(e, &m1.l);
+	proxy_later_add(e, &gone.l);
+	proxy_later_add(e, &m2.l);
+	proxy_later_add(e, &m1.l); /* queued once */
+	proxy_later_cancel(&gone.l);
+	proxy_later_cancel(&gone.l); /* (twice: nothing) */
+	assert_int_equal(later_n, 0); /* nothing runs when added */
+	event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+
+	assert_int_equal(later_n, 4);
+	assert_int_equal(later_order[0], 0); /* after the callback that was due */
+	for (int i = 1; i < 4; i++) {
+		assert_true(later_order[i] >= 1 && later_order[i] <= 3);
+		ran[later_order[i]]++;
+	}
+	assert_int_equal(ran[1], 1);
+	assert_int_equal(ran[2], 1);
+	assert_int_equal(ran[3], 1);
+	assert_null(m1.l.pprev); /* out of the list once run */
+	assert_null(e->later);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	assert_int_equal(later_n, 4); /* and not again */
+
+	event_free(due);
+	proxy_engine_free(e);
+	event_base_free(base);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -525,6 +606,7 @@ int main(void)
 	        cmocka_unit_test(test_dns_cache_policy),
 	        cmocka_unit_test(test_dns_listener_gateway),
 	        cmocka_unit_test(test_dns_burst),
+	        cmocka_unit_test(test_later),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
