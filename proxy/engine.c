@@ -73,13 +73,17 @@ static void audit_flush_cb(evutil_socket_t fd, short what, void *arg)
 	struct proxy_engine *e = arg;
 	(void)fd;
 	(void)what;
+	/* The batch first: a request head left for the end of the iteration (a kept-alive upstream's, no
+	 * dial before it) goes out after its decision record is in the file, so a kill -9 between the two
+	 * cannot lose the decision. (The sends make no records; a record they did make would go with the
+	 * next batch: appending schedules it again.) */
+	if (!audit_log_flush(e->audit))
+		proxy_audit_failed(e);
 	while (e->later) {
 		struct proxy_later *l = e->later;
 		proxy_later_cancel(l);
 		l->run(l);
 	}
-	if (!audit_log_flush(e->audit))
-		proxy_audit_failed(e);
 }
 
 void proxy_audit_schedule(struct proxy_engine *e)

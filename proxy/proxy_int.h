@@ -108,7 +108,7 @@ struct proxy_engine {
 	struct event_base *base;     /* borrowed */
 	struct audit_log *audit;     /* owned */
 	struct event *audit_retry;   /* owned: retries a failing audit log */
-	struct event *audit_flush;   /* owned: writes the batch at the end of a loop iteration, after `later` */
+	struct event *audit_flush;   /* owned: writes the batch at the end of a loop iteration, then runs `later` */
 	struct proxy_later *later;   /* borrowed: queued by proxy_later_add, run by audit_flush's callback */
 	struct dns_relay *relay;     /* owned: relays allowed DNS queries upstream */
 	struct dns_cache *dns_cache; /* owned: upstream answers (dns_cache.c); NULL = no cache */

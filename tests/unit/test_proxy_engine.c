@@ -4,7 +4,7 @@
  * fd. test_dns_cache_policy runs the loop: DNS over loopback with a fake upstream, the cache on, and the
  * session's policy replaced while its filtered answer is cached. test_later: work left for the end of a
  * loop iteration (proxy_later_add, the HTTP front's deferred sends) runs once, after the callbacks already
- * due, and not when cancelled. */
+ * due and after the iteration's audit batch is written, and not when cancelled. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/event.h>
@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -528,20 +529,30 @@ struct later_mark {
 	int id;
 };
 
-static int later_order[8], later_n;
+static int later_order[8], later_n, later_lines[8];
+static const char *later_path;
 static struct later_mark later_inner = {.id = 3};
 
 static void later_run(struct proxy_later *l)
 {
 	assert_true(later_n < 8);
+	later_lines[later_n] = file_lines(later_path); /* what the audit log holds when it runs */
 	later_order[later_n++] = ((struct later_mark *)l)->id;
 }
 
 static void later_due_cb(evutil_socket_t fd, short what, void *arg)
 {
+	struct proxy_engine *e = arg;
+	struct audit_record rec = {.event = "decision", .flow = 1, .protocol = "http", .host = "example.com",
+	                           .port = 80, .method = "GET", .decision = "allow", .reason = "test"};
 	(void)fd;
 	(void)what;
 	later_order[later_n++] = 0;
+	/* a decision of the iteration, batched: on disk before any send left for the end of it */
+	clock_gettime(CLOCK_REALTIME, &rec.start);
+	assert_int_equal(audit_log_write(e->audit, &rec), 0);
+	proxy_audit_schedule(e);
+	assert_int_equal(file_lines(later_path), 0);
 	proxy_later_add(arg, &later_inner.l); /* added by a callback of the iteration: the same end */
 }
 
@@ -558,6 +569,7 @@ static void test_later(void **state)
 	(void)state;
 
 	assert_true(fd >= 0);
+	later_path = path;
 	memset(&cfg, 0, sizeof cfg);
 	cfg.audit_fd = fd;
 	sin4(&cfg.upstream_dns, "127.0.0.1", 53);
@@ -588,6 +600,8 @@ static void test_later(void **state)
 	assert_int_equal(ran[1], 1);
 	assert_int_equal(ran[2], 1);
 	assert_int_equal(ran[3], 1);
+	for (int i = 1; i < 4; i++)
+		assert_int_equal(later_lines[i], 1); /* the iteration's batch was written before they ran */
 	assert_null(m1.l.pprev); /* out of the list once run */
 	assert_null(e->later);
 	event_base_loop(base, EVLOOP_NONBLOCK);
