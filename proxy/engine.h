@@ -63,7 +63,11 @@ struct proxy_direct_event {
 	 * refused), or PROXY_DIRECT_HOLD_MS passed, so that the client's first packet finds the flow open. */
 	uint32_t seq;
 };
-typedef void (*proxy_direct_notify_fn)(const struct proxy_direct_event *ev, void *arg);
+/* Returns 0, or -errno when the parent cannot be told (-ENOBUFS: its channel is full and not drained, netd's
+ * engine_child.c): the flows stay shut, the engine remembers no grant and its audit records of the grant
+ * and of the DNS query say "direct flows not opened"; no proxy_engine_direct_done is awaited for it. A
+ * revocation's return is ignored (the parent must always queue those). */
+typedef int (*proxy_direct_notify_fn)(const struct proxy_direct_event *ev, void *arg);
 #define PROXY_DIRECT_TTL_MIN         5    /* s: a TTL-0 answer still leaves the client time to connect */
 #define PROXY_DIRECT_TTL_MAX         3600 /* s */
 #define PROXY_DIRECT_HOLD_MS         250  /* longest a DNS answer waits for its direct grants */

@@ -358,10 +358,12 @@ struct dns_filter_result;
 /* The DNS proxy answered the allowed name host (canonical) with fr's addresses: grants the session
  * direct TCP or UDP flows to them on the (protocol, port) pairs the policy allows for host, for their TTL (clamped), through
  * the engine's direct_notify, one event per address and protocol, each carrying seq (0: nobody waits);
- * one "direct" audit line per address, protocol and port. Returns how many events were sent (0 without
- * the option). */
-unsigned proxy_direct_learn(struct proxy_session *s, const char *host, const struct dns_filter_result *fr,
-                            uint32_t seq);
+ * one "direct" audit line per address, protocol and port. An event the parent could not be told of opens
+ * nothing and is not remembered: its lines carry the error "direct flows not opened: ...", and so does err
+ * (errlen bytes; may be NULL), which is empty when every event went. Returns how many events were sent (0
+ * without the option): the parent answers each (proxy_engine_direct_done). */
+unsigned proxy_direct_learn(struct proxy_session *s, const char *host, const struct dns_filter_result *fr, uint32_t seq,
+                            char *err, size_t errlen);
 /* After s->policy changed: revokes grants the new policy does not allow, offers the others again. */
 void proxy_direct_policy_changed(struct proxy_session *s);
 void proxy_direct_session_free(struct proxy_session *s);
