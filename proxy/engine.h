@@ -130,7 +130,9 @@ struct proxy_session_info {
 /* Registers a session. -EEXIST if the id or one of its addresses is already registered, -EINVAL
  * for a session with no address or no policy. */
 int proxy_engine_session_add(struct proxy_engine *e, const struct proxy_session_info *s);
-/* Replaces the session's policy (the parent compiled it again): later decisions use it, and direct-mode
+/* Replaces the session's policy (the parent compiled it again): later decisions use it; tunnels whose
+ * destination it no longer allows end; requests held for approval are decided again (still undecided:
+ * held; allowed: released as if approved; denied: refused, like an inspected one in any case); direct-mode
  * grants it no longer allows are revoked (direct_notify with revoke), those it still allows are offered
  * again for their remaining time. -ENOENT if unknown. */
 int proxy_engine_session_set_policy(struct proxy_engine *e, const char *id, struct policy *p);

@@ -76,7 +76,9 @@ struct proxy_conn {
 	/* Ends the connection now: writes its audit record, detaches and frees it. */
 	void (*close)(struct proxy_conn *c);
 	/* NULL, or whether the connection's destination is still allowed by p (the session's policy was
-	 * replaced): false closes it. Set by connections that carry bytes to one host (tunnels). */
+	 * replaced, p is s->policy already): false closes it. Set by connections that carry bytes to one host
+	 * (tunnels) and by exchanges held for approval (which it may release or refuse itself, returning true:
+	 * relay.c). May end this connection itself, never another. */
 	bool (*still_allowed)(struct proxy_conn *c, const struct policy *p);
 };
 
