@@ -617,7 +617,7 @@ static bool token(const char *s)
 
 /* Trust boundary: the engine parses hostile traffic, so what it reports is checked like a client's
  * request: a session of ours (whose uid is ours to say), a well-formed id, a protocol that holds ("http",
- * "https": a request in an inspected tunnel, its HTTP rules already passed; "connect"), a canonical host
+ * "https": a request in an inspected tunnel, its HTTP rules already passed; "connect", "socks5"), a canonical host
  * name, a port, and the same bounds the engine promises. A bad report is dropped (and logged). */
 static void engine_ask(struct netd *d, const struct ipc_msg *m)
 {
@@ -631,7 +631,8 @@ static void engine_ask(struct netd *d, const struct ipc_msg *m)
 	unsigned n = 0;
 
 	if (!s || !hex_id(id) || port == 0 ||
-	    (strcmp(proto, "http") != 0 && strcmp(proto, "https") != 0 && strcmp(proto, "connect") != 0) ||
+	    (strcmp(proto, "http") != 0 && strcmp(proto, "https") != 0 && strcmp(proto, "connect") != 0 &&
+	     strcmp(proto, "socks5") != 0) ||
 	    (method && !token(method)) || policy_canon_host(host, strlen(host), canon) != POLICY_CANON_OK ||
 	    strcmp(canon, host) != 0 || netd_ask_find(d, id)) {
 		log_warnx("engine: ignoring a malformed held-request report (session %s)", s ? s->id : "unknown");

@@ -266,19 +266,21 @@ static int ask_notify(const struct proxy_ask_event *ev, void *arg)
 
 /* Direct mode: the DNS proxy learned an address of an allowed name (or a grant was revoked): sluiced
  * checks it again and opens (or ends) the flows. */
-static void direct_notify(const struct proxy_direct_event *ev, void *arg)
+static int direct_notify(const struct proxy_direct_event *ev, void *arg)
 {
 	struct child *c = arg;
 	char addr[INET6_ADDRSTRLEN] = "";
 	struct ipc_buf b;
+	int r;
 
 	if (ev->addr->sa_family == AF_INET)
 		inet_ntop(AF_INET, &((const struct sockaddr_in *)ev->addr)->sin_addr, addr, sizeof addr);
 	else if (ev->addr->sa_family == AF_INET6)
 		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ev->addr)->sin6_addr, addr, sizeof addr);
-	if (!addr[0] || ev->nports == 0 || ev->nports > 16 ||
-	    ipc_buf_init(&b, ev->revoke ? NETD_ENG_DIRECT_REVOKE : NETD_ENG_DIRECT_ADD, ev->seq) < 0)
-		return;
+	if (!addr[0] || ev->nports == 0 || ev->nports > 16)
+		return -EINVAL;
+	if ((r = ipc_buf_init(&b, ev->revoke ? NETD_ENG_DIRECT_REVOKE : NETD_ENG_DIRECT_ADD, ev->seq)) < 0)
+		return r;
 	ipc_buf_put_str(&b, NETD_A_ID, ev->session_id);
 	ipc_buf_put_str(&b, NETD_A_DST, addr);
 	ipc_buf_put_u8(&b, NETD_A_PROTO, ev->proto);
@@ -293,11 +295,13 @@ static void direct_notify(const struct proxy_direct_event *ev, void *arg)
 		ipc_buf_put_bytes(&b, NETD_A_PORTS, ports, ev->nports * 2);
 		ipc_buf_put_u32(&b, NETD_A_TTL, ev->ttl_s);
 	}
-	/* an opening may be refused (the flows stay shut: fail closed); a revocation always queues */
-	if (child_send(c, &b, !ev->revoke) < 0)
+	/* an opening may be refused (the flows stay shut: fail closed, and the engine's audit records say so);
+	 * a revocation always queues */
+	if ((r = child_send(c, &b, !ev->revoke)) < 0)
 		log_warnx("engine: telling sluiced about direct flows to %s failed (%s)", addr,
 		          ev->revoke ? "not ended" : "not opened");
 	ipc_buf_release(&b);
+	return r;
 }
 
 /* SESSION_POLICY, once the new policy compiled on a worker: swapped in one step of the loop, so every

@@ -156,8 +156,9 @@ int netd_ask_check_org(struct netd *d, const struct netd_ask *a, char *err, size
 	struct policy_decision dec;
 	struct policy *p = NULL;
 	char buf[POLICY_ERR_MAX + 300];
-	unsigned method = strcmp(a->protocol, "connect") == 0 ? POLICY_M_CONNECT
-	                  : policy_method_from_name(a->method, strlen(a->method));
+	unsigned method = strcmp(a->protocol, "connect") == 0 || strcmp(a->protocol, "socks5") == 0
+	                          ? POLICY_M_CONNECT
+	                          : policy_method_from_name(a->method, strlen(a->method));
 	int r = -EPERM;
 
 	if (!b) {

@@ -45,8 +45,9 @@ static struct proxy_direct_grant *find(struct proxy_session *s, const struct soc
 	return NULL;
 }
 
-static void notify(struct proxy_session *s, const char *host, const struct sockaddr_storage *a, uint8_t proto,
-                   const uint16_t *ports, size_t nports, uint32_t ttl, bool revoke, uint32_t seq)
+/* 0, or -errno when the parent could not be told (the flows stay shut: see proxy_direct_notify_fn). */
+static int notify(struct proxy_session *s, const char *host, const struct sockaddr_storage *a, uint8_t proto,
+                  const uint16_t *ports, size_t nports, uint32_t ttl, bool revoke, uint32_t seq)
 {
 	struct proxy_direct_event ev = {
 	        .session_id = s->id,
@@ -59,11 +60,11 @@ static void notify(struct proxy_session *s, const char *host, const struct socka
 	        .revoke = revoke,
 	        .seq = seq,
 	};
-	s->engine->direct_notify(&ev, s->engine->direct_arg);
+	return s->engine->direct_notify(&ev, s->engine->direct_arg);
 }
 
 static void audit_grant(struct proxy_session *s, const char *host, const struct sockaddr_storage *a, uint8_t proto,
-                        uint16_t port, uint32_t ttl, const char *decision, const char *rule, const char *reason)
+                        uint16_t port, const char *decision, const char *rule, const char *reason, const char *error)
 {
 	struct audit_record r;
 	char addr[PROXY_ADDRSTR_MAX];
@@ -83,18 +84,31 @@ static void audit_grant(struct proxy_session *s, const char *host, const struct 
 	r.rule = rule;
 	r.reason = reason;
 	r.address = proxy_addr_str((const struct sockaddr *)&withport, addr, true);
-	(void)ttl;
+	r.error = error;
 	proxy_session_audit(s, &r);
 }
 
-unsigned proxy_direct_learn(struct proxy_session *s, const char *host, const struct dns_filter_result *fr,
-                            uint32_t seq)
+/* The audit records' error when the parent could not be told of grants (r < 0). */
+static void not_opened(int r, char *buf, size_t len)
+{
+	if (r == -ENOBUFS) /* netd: sluiced has taken none of the engine's reports for a while */
+		snprintf(buf, len,
+		         "direct flows not opened: sluiced takes none of the engine's reports (they stay "
+		         "dropped until a later answer for the name)");
+	else
+		snprintf(buf, len, "direct flows not opened: the parent could not be told (%s)", strerror(-r));
+}
+
+unsigned proxy_direct_learn(struct proxy_session *s, const char *host, const struct dns_filter_result *fr, uint32_t seq,
+                            char *err, size_t errlen)
 {
 	struct policy_direct_port dp[POLICY_DIRECT_PORTS_MAX];
 	size_t ndp;
 	uint64_t now = proxy_mono_ms();
 	unsigned sent = 0;
 
+	if (err && errlen)
+		err[0] = '\0';
 	if (!s->engine->direct_notify || !policy_get_options(s->policy)->direct || !fr->naddrs)
 		return 0;
 	ndp = policy_direct_ports(s->policy, host, dp, POLICY_DIRECT_PORTS_MAX);
@@ -103,69 +117,108 @@ unsigned proxy_direct_learn(struct proxy_session *s, const char *host, const str
 	for (unsigned i = 0; i < fr->naddrs; i++) {
 		const struct sockaddr_storage *a = &fr->addrs[i].addr;
 		uint32_t ttl = fr->addrs[i].ttl;
+		struct {
+			uint8_t proto;
+			uint16_t port;
+			char *host; /* owned: a new grant's name; NULL: the grant exists (refreshed) */
+		} w[POLICY_DIRECT_PORTS_MAX];
 		uint16_t ok[2][POLICY_DIRECT_PORTS_MAX]; /* [0] TCP, [1] UDP: one event per protocol */
-		size_t nok[2] = {0, 0};
+		size_t nok[2] = {0, 0}, nw = 0, nnew = 0;
+		int rc[2] = {0, 0};
+		char error[192];
 
 		if (ttl < PROXY_DIRECT_TTL_MIN)
 			ttl = PROXY_DIRECT_TTL_MIN;
 		if (ttl > PROXY_DIRECT_TTL_MAX)
 			ttl = PROXY_DIRECT_TTL_MAX;
+		/* what the policy allows for this address, and room for the new grants, before the parent is
+		 * told: a grant it was told of is remembered (a policy change must be able to revoke it) */
 		for (size_t k = 0; k < ndp; k++) {
-			struct policy_decision d, dn;
-			struct proxy_direct_grant *g;
+			struct policy_decision d;
 			enum policy_proto proto = (enum policy_proto)dp[k].proto;
 			uint16_t port = dp[k].port;
-			int u = proto == POLICY_PROTO_UDP;
-			char reason[128];
+			char *h = NULL;
 
 			/* the address itself: forbidden ranges (private, loopback, metadata...) need a cidr rule,
 			 * exactly as for a connection through the proxy (the DNS filter already removed them) */
 			policy_decide_addr_proto(s->policy, (const struct sockaddr *)a, proto, port, true, &d);
 			if (d.verdict != POLICY_ALLOW)
 				continue;
-			g = find(s, a, dp[k].proto, port);
-			if (!g) {
-				char *h;
-				struct proxy_direct_grant *ng;
-
-				if (s->ndirect >= PROXY_DIRECT_MAX_PER_SESSION) {
-					audit_grant(s, host, a, dp[k].proto, port, ttl, "deny", NULL,
-					            "direct mode: the session has too many direct destinations (1024)");
+			if (!find(s, a, dp[k].proto, port)) {
+				if (s->ndirect + nnew >= PROXY_DIRECT_MAX_PER_SESSION) {
+					audit_grant(s, host, a, dp[k].proto, port, "deny", NULL,
+					            "direct mode: the session has too many direct destinations (1024)",
+					            NULL);
 					continue;
 				}
-				h = strdup(host);
-				ng = h ? realloc(s->direct, (s->ndirect + 1) * sizeof *s->direct) : NULL;
-				if (!ng) {
-					free(h);
+				if (!(h = strdup(host))) {
 					log_warnx("session %s: out of memory for a direct-mode grant", s->id);
 					continue;
 				}
-				s->direct = ng;
-				g = &s->direct[s->ndirect++];
-				memset(g, 0, sizeof *g);
-				g->addr = *a;
-				g->proto = dp[k].proto;
-				g->port = port;
-				g->host = h;
-			} else if (strcmp(g->host, host) != 0) {
-				char *h = strdup(host);
-				if (h) {
-					free(g->host);
-					g->host = h;
-				}
+				nnew++;
 			}
-			g->expires_ms = now + (uint64_t)ttl * 1000;
-			ok[u][nok[u]++] = port;
-			policy_decide_proto(s->policy, host, proto, port, 0, &dn);
-			snprintf(reason, sizeof reason, "direct %s flows allowed for %u s (DNS answer for %s)",
-			         u ? "UDP" : "TCP", ttl, host);
-			audit_grant(s, host, a, dp[k].proto, port, ttl, "allow", policy_rule_where(dn.rule), reason);
+			w[nw].proto = dp[k].proto;
+			w[nw].port = port;
+			w[nw++].host = h;
+			ok[proto == POLICY_PROTO_UDP][nok[proto == POLICY_PROTO_UDP]++] = port;
+		}
+		if (nnew) {
+			struct proxy_direct_grant *ng = realloc(s->direct, (s->ndirect + nnew) * sizeof *s->direct);
+			if (!ng) {
+				log_warnx("session %s: out of memory for a direct-mode grant", s->id);
+				for (size_t k = 0; k < nw; k++)
+					free(w[k].host);
+				continue;
+			}
+			s->direct = ng;
 		}
 		for (int u = 0; u < 2; u++)
 			if (nok[u]) {
-				notify(s, host, a, u ? POLICY_PROTO_UDP : POLICY_PROTO_TCP, ok[u], nok[u], ttl, false, seq);
-				sent++;
+				rc[u] = notify(s, host, a, u ? POLICY_PROTO_UDP : POLICY_PROTO_TCP, ok[u], nok[u], ttl,
+				               false, seq);
+				if (rc[u] == 0)
+					sent++;
 			}
+		for (size_t k = 0; k < nw; k++) {
+			struct policy_decision dn;
+			struct proxy_direct_grant *g;
+			int u = w[k].proto == POLICY_PROTO_UDP;
+			char reason[128];
+
+			policy_decide_proto(s->policy, host, (enum policy_proto)w[k].proto, w[k].port, 0, &dn);
+			snprintf(reason, sizeof reason, "direct %s flows allowed for %u s (DNS answer for %s)",
+			         u ? "UDP" : "TCP", ttl, host);
+			if (rc[u] < 0) {
+				/* the parent was not told: nothing is open, nothing to remember; the record says so */
+				free(w[k].host);
+				not_opened(rc[u], error, sizeof error);
+				if (err && errlen && !err[0])
+					snprintf(err, errlen, "%s", error);
+				audit_grant(s, host, a, w[k].proto, w[k].port, "allow", policy_rule_where(dn.rule),
+				            reason, error);
+				continue;
+			}
+			if (w[k].host) {
+				g = &s->direct[s->ndirect++];
+				memset(g, 0, sizeof *g);
+				g->addr = *a;
+				g->proto = w[k].proto;
+				g->port = w[k].port;
+				g->host = w[k].host;
+			} else {
+				g = find(s, a, w[k].proto, w[k].port);
+				if (strcmp(g->host, host) != 0) {
+					char *h = strdup(host);
+					if (h) {
+						free(g->host);
+						g->host = h;
+					}
+				}
+			}
+			g->expires_ms = now + (uint64_t)ttl * 1000;
+			audit_grant(s, host, a, w[k].proto, w[k].port, "allow", policy_rule_where(dn.rule), reason,
+			            NULL);
+		}
 	}
 	return sent;
 }
@@ -190,16 +243,16 @@ void proxy_direct_policy_changed(struct proxy_session *s)
 			still = d.verdict == POLICY_ALLOW;
 		}
 		if (!still) {
-			notify(s, g->host, &g->addr, g->proto, &g->port, 1, 0, true, 0);
-			audit_grant(
-			        s, g->host, &g->addr, g->proto, g->port, 0, "deny", NULL,
-			        "direct mode: the session's new policy no longer allows this; its flows were ended");
+			(void)notify(s, g->host, &g->addr, g->proto, &g->port, 1, 0, true, 0); /* (always queued) */
+			audit_grant(s, g->host, &g->addr, g->proto, g->port, "deny", NULL,
+			            "direct mode: the session's new policy no longer allows this; its flows were ended",
+			            NULL);
 			free(g->host);
 			continue;
 		}
-		if (g->expires_ms > now) /* offered again for the time it has left */
-			notify(s, g->host, &g->addr, g->proto, &g->port, 1,
-			       (uint32_t)((g->expires_ms - now + 999) / 1000), false, 0);
+		if (g->expires_ms > now) /* offered again for the time it has left (not opened: the parent logs it) */
+			(void)notify(s, g->host, &g->addr, g->proto, &g->port, 1,
+			             (uint32_t)((g->expires_ms - now + 999) / 1000), false, 0);
 		s->direct[w++] = *g;
 	}
 	s->ndirect = w;

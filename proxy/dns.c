@@ -440,16 +440,22 @@ static void deliver(struct dns_job *j, const uint8_t *msg, size_t len, const str
 	 * packet (a TCP SYN, or a UDP datagram nobody may send again) finds the flow open */
 	if (++last_hold_seq == 0)
 		last_hold_seq = 1;
-	pending = proxy_direct_learn(j->s, j->host, fr, last_hold_seq);
+	pending = proxy_direct_learn(j->s, j->host, fr, last_hold_seq, j->error_buf, sizeof j->error_buf);
 	if (pending && !owned && (owned = malloc(len)) != NULL)
 		memcpy(owned, msg, len);
 	if (pending && owned) {
 		struct dns_job *k = job_keep(j);
-		if (k && hold_answer(k, owned, len, last_hold_seq, pending) == 0)
-			return; /* the job owns the copy now */
-		if (k)
-			j = k;
+		if (k) {
+			j = k; /* (a copy: its own error_buf) */
+			if (j->error_buf[0])
+				j->error = j->error_buf;
+			if (hold_answer(j, owned, len, last_hold_seq, pending) == 0)
+				return; /* the job owns the copy now */
+		}
 	}
+	/* flows the parent was not told of stay dropped: the answer goes, and its record says so */
+	if (j->error_buf[0])
+		j->error = j->error_buf;
 	send_answer(j, msg, len);
 	free(owned);
 	job_free(j);

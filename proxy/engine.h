@@ -63,7 +63,11 @@ struct proxy_direct_event {
 	 * refused), or PROXY_DIRECT_HOLD_MS passed, so that the client's first packet finds the flow open. */
 	uint32_t seq;
 };
-typedef void (*proxy_direct_notify_fn)(const struct proxy_direct_event *ev, void *arg);
+/* Returns 0, or -errno when the parent cannot be told (-ENOBUFS: its channel is full and not drained, netd's
+ * engine_child.c): the flows stay shut, the engine remembers no grant and its audit records of the grant
+ * and of the DNS query say "direct flows not opened"; no proxy_engine_direct_done is awaited for it. A
+ * revocation's return is ignored (the parent must always queue those). */
+typedef int (*proxy_direct_notify_fn)(const struct proxy_direct_event *ev, void *arg);
 #define PROXY_DIRECT_TTL_MIN         5    /* s: a TTL-0 answer still leaves the client time to connect */
 #define PROXY_DIRECT_TTL_MAX         3600 /* s */
 #define PROXY_DIRECT_HOLD_MS         250  /* longest a DNS answer waits for its direct grants */
@@ -126,7 +130,9 @@ struct proxy_session_info {
 /* Registers a session. -EEXIST if the id or one of its addresses is already registered, -EINVAL
  * for a session with no address or no policy. */
 int proxy_engine_session_add(struct proxy_engine *e, const struct proxy_session_info *s);
-/* Replaces the session's policy (the parent compiled it again): later decisions use it, and direct-mode
+/* Replaces the session's policy (the parent compiled it again): later decisions use it; tunnels whose
+ * destination it no longer allows end; requests held for approval are decided again (still undecided:
+ * held; allowed: released as if approved; denied: refused, like an inspected one in any case); direct-mode
  * grants it no longer allows are revoked (direct_notify with revoke), those it still allows are offered
  * again for their remaining time. -ENOENT if unknown. */
 int proxy_engine_session_set_policy(struct proxy_engine *e, const char *id, struct policy *p);

@@ -236,38 +236,30 @@ static void allowed(struct proxy_relay *r)
 	proxy_relay_dial(r);
 }
 
-/* The session's policy was replaced while a request is held for approval (a request being answered
- * finishes, and the next one is decided anew: nothing to do then). An approval must not release what the
- * new policy refuses: a destination it denies ends the request; an inspected one ends in any case, since
- * its HTTP rules and credential were applied under the old policy when it was read. */
-static bool held_still_allowed(struct proxy_conn *pc, const struct policy *p)
+/* The session's policy was replaced while a request is held: what was checked when it was read, under the
+ * old policy, beyond its destination. An inspected request's HTTP rules (and the credential its head
+ * carries), and the search for credential placeholders (c->ph borrows the policy it was set up for), are
+ * not made again: such a request is refused, the client sends it again. */
+static const char *held_bound(struct proxy_relay *r, const struct policy *p)
 {
-	struct http_conn *c = (struct http_conn *)pc;
+	struct http_conn *c = (struct http_conn *)r;
 
-	if (c->state != ST_ASK || !c->r.wait.ask)
-		return true;
-	if (c->inspect) {
-		snprintf(c->r.error, sizeof c->r.error,
-		         "closed while held for approval: the session's policy changed "
-		         "(its HTTP rules were applied under the old one); send it again");
-		return false;
-	}
-	if (proxy_relay_redecide(&c->r, p) != POLICY_DENY)
-		return true;
-	snprintf(c->r.error, sizeof c->r.error, "closed while held for approval: the session's new policy denies %s:%u",
-	         c->r.t.host, c->r.t.port);
-	return false;
+	if (c->inspect)
+		return "its HTTP rules were applied under the old one";
+	if (c->ph_scan || policy_credential_count(p))
+		return "the policies name credentials, and its search for their placeholders was made under the old "
+		       "one";
+	return NULL;
 }
 
 /* Held for approval: reading stays on, so a client that gives up is noticed; what it sends meanwhile
- * waits within the read watermark. A policy change meanwhile decides it again (held_still_allowed). */
+ * waits within the read watermark. A policy change meanwhile decides it again (relay.c, held_redecide). */
 static void held(struct proxy_relay *r)
 {
 	struct http_conn *c = (struct http_conn *)r;
 
 	c->state = ST_ASK;
 	event_del(c->timer);
-	r->conn.still_allowed = held_still_allowed;
 }
 
 static void connected(struct proxy_relay *r)
@@ -313,6 +305,7 @@ static const struct proxy_relay_ops http_ops = {
         .refuse = refuse,
         .allowed = allowed,
         .held = held,
+        .held_bound = held_bound,
         .connected = connected,
         .free = conn_free,
 };
@@ -325,6 +318,7 @@ static const struct proxy_relay_ops https_ops = {
         .refuse = refuse,
         .allowed = allowed,
         .held = held,
+        .held_bound = held_bound,
         .connected = connected,
         .free = conn_free,
 };

@@ -76,7 +76,9 @@ struct proxy_conn {
 	/* Ends the connection now: writes its audit record, detaches and frees it. */
 	void (*close)(struct proxy_conn *c);
 	/* NULL, or whether the connection's destination is still allowed by p (the session's policy was
-	 * replaced): false closes it. Set by connections that carry bytes to one host (tunnels). */
+	 * replaced, p is s->policy already): false closes it. Set by connections that carry bytes to one host
+	 * (tunnels) and by exchanges held for approval (which it may release or refuse itself, returning true:
+	 * relay.c). May end this connection itself, never another. */
 	bool (*still_allowed)(struct proxy_conn *c, const struct policy *p);
 };
 
@@ -358,10 +360,12 @@ struct dns_filter_result;
 /* The DNS proxy answered the allowed name host (canonical) with fr's addresses: grants the session
  * direct TCP or UDP flows to them on the (protocol, port) pairs the policy allows for host, for their TTL (clamped), through
  * the engine's direct_notify, one event per address and protocol, each carrying seq (0: nobody waits);
- * one "direct" audit line per address, protocol and port. Returns how many events were sent (0 without
- * the option). */
-unsigned proxy_direct_learn(struct proxy_session *s, const char *host, const struct dns_filter_result *fr,
-                            uint32_t seq);
+ * one "direct" audit line per address, protocol and port. An event the parent could not be told of opens
+ * nothing and is not remembered: its lines carry the error "direct flows not opened: ...", and so does err
+ * (errlen bytes; may be NULL), which is empty when every event went. Returns how many events were sent (0
+ * without the option): the parent answers each (proxy_engine_direct_done). */
+unsigned proxy_direct_learn(struct proxy_session *s, const char *host, const struct dns_filter_result *fr, uint32_t seq,
+                            char *err, size_t errlen);
 /* After s->policy changed: revokes grants the new policy does not allow, offers the others again. */
 void proxy_direct_policy_changed(struct proxy_session *s);
 void proxy_direct_session_free(struct proxy_session *s);

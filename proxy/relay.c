@@ -89,29 +89,16 @@ static void session_close_cb(struct proxy_conn *pc)
 	proxy_relay_end(r);
 }
 
-/* The session's policy was replaced: does it still allow this exchange's destination? If not, the
- * session closes it (its record says why). */
-enum policy_verdict proxy_relay_redecide(const struct proxy_relay *r, const struct policy *p)
+/* The exchange's destination decided again under p, as proxy_relay_decide decided it (the name or the
+ * literal, the method, the session's verdicts); the decision in *d. */
+enum policy_verdict proxy_relay_redecide(const struct proxy_relay *r, const struct policy *p, struct policy_decision *d)
 {
-	struct policy_decision d;
-
 	if (r->t.literal)
-		policy_decide_addr(p, (const struct sockaddr *)&r->t.addr, r->t.port, false, &d);
+		policy_decide_addr(p, (const struct sockaddr *)&r->t.addr, r->t.port, false, d);
 	else
-		policy_decide(p, r->t.host, r->t.port, r->method_bit, &d);
-	proxy_ask_granted(r->s, r->t.host, r->t.port, &d, NULL, 0);
-	return d.verdict;
-}
-
-static bool still_allowed_cb(struct proxy_conn *pc, const struct policy *p)
-{
-	struct proxy_relay *r = (struct proxy_relay *)pc;
-
-	if (proxy_relay_redecide(r, p) == POLICY_ALLOW)
-		return true;
-	snprintf(r->error, sizeof r->error, "closed: the session's new policy no longer allows %s:%u", r->t.host,
-	         r->t.port);
-	return false;
+		policy_decide(p, r->t.host, r->t.port, r->method_bit, d);
+	proxy_ask_granted(r->s, r->t.host, r->t.port, d, NULL, 0);
+	return d->verdict;
 }
 
 void proxy_relay_init(struct proxy_relay *r, struct proxy_session *s, const struct proxy_relay_ops *ops,
@@ -356,6 +343,69 @@ static void asked(struct proxy_ask_wait *w, bool allow, const char *reason, void
 	refuse_denied(r, reason);
 }
 
+/* The session's policy was replaced while the exchange is held for approval: the new policy decides it as
+ * an operator's verdict would. Still undecided (ask): it stays held on its ask, which the operator still
+ * sees and may decide; allowed now: released as if approved; denied now: refused (403, or the front's own
+ * refusal), its record naming the new policy's rule and reason. An exchange checked under the old policy
+ * for more than its destination (ops->held_bound: an inspected request, by the host's HTTP rules, with its
+ * credential) is refused on any change: those checks are not made again here (fail closed), and the
+ * client sends it again. It acts at once, within the session's walk of its connections
+ * (proxy_session_set_policy): a release only starts a dial (its work is deferred to the loop) or a send
+ * on this exchange's own connections, and a refusal ends this exchange alone. Returns true: the session
+ * does not close it. */
+static bool held_redecide(struct proxy_relay *r, const struct policy *p)
+{
+	struct policy_decision d;
+	const char *bound = r->ops->held_bound ? r->ops->held_bound(r, p) : NULL;
+
+	if (bound) {
+		char why[400];
+		snprintf(why, sizeof why,
+		         "the session's policy changed while this request was held for approval (%s); send it again",
+		         bound);
+		proxy_ask_unhold(&r->wait);
+		proxy_relay_deny(r, 403, why);
+		return true;
+	}
+	switch (proxy_relay_redecide(r, p, &d)) {
+	case POLICY_ASK: return true;
+	case POLICY_ALLOW:
+		proxy_ask_unhold(&r->wait); /* (the ask ends with its last waiter: gone from the operator's list) */
+		util_strlcpy(r->rule, policy_decision_where(&d), sizeof r->rule);
+		snprintf(r->reason, sizeof r->reason,
+		         "released while held for approval: the session's new policy allows %s:%u", r->t.host,
+		         r->t.port);
+		r->decision = "allow";
+		go_on(r);
+		return true;
+	case POLICY_DENY: break;
+	}
+	proxy_ask_unhold(&r->wait);
+	util_strlcpy(r->rule, policy_decision_where(&d), sizeof r->rule);
+	snprintf(r->reason, sizeof r->reason, "the session's new policy denies it while it was held for approval: %s",
+	         policy_decision_reason(&d));
+	refuse_denied(r, r->reason);
+	return true;
+}
+
+/* proxy_conn.still_allowed: the session's policy was replaced. A held exchange: held_redecide. A tunnel
+ * (or its dial) of a front that decides again (ops->redecide) goes on if the new policy allows its
+ * destination, and the session closes it otherwise (its record says why). An HTTP request being answered
+ * finishes: the next one is decided anew. */
+static bool still_allowed_cb(struct proxy_conn *pc, const struct policy *p)
+{
+	struct proxy_relay *r = (struct proxy_relay *)pc;
+	struct policy_decision d;
+
+	if (r->wait.ask)
+		return held_redecide(r, p);
+	if (!r->ops->redecide || proxy_relay_redecide(r, p, &d) == POLICY_ALLOW)
+		return true;
+	snprintf(r->error, sizeof r->error, "closed: the session's new policy no longer allows %s:%u", r->t.host,
+	         r->t.port);
+	return false;
+}
+
 enum policy_verdict proxy_relay_decide(struct proxy_relay *r, const char *host, size_t len, bool bracketed,
                                        uint16_t port, unsigned method_bit, unsigned flags)
 {
@@ -386,12 +436,15 @@ void proxy_relay_proceed(struct proxy_relay *r)
 	if (r->t.dec.verdict == POLICY_ASK) {
 		/* No rule matched and the session asks: hold until an operator decides or the ask times
 		 * out. Nothing is resolved or sent meanwhile. */
-		if (proxy_ask_hold(r->s, &r->wait, r->ops->protocol, r->method, r->t.host, r->t.port, asked, r,
-		                   r->reason, sizeof r->reason) != 0) {
+		/* (the operator sees the method it was decided as: a SOCKS5 connect names none, a CONNECT's) */
+		const char *m = r->method[0] || r->method_bit != POLICY_M_CONNECT ? r->method : "CONNECT";
+		if (proxy_ask_hold(r->s, &r->wait, r->ops->protocol, m, r->t.host, r->t.port, asked, r, r->reason,
+		                   sizeof r->reason) != 0) {
 			refuse_denied(r, r->reason);
 			return;
 		}
 		proxy_relay_log_decision(r);
+		r->conn.still_allowed = still_allowed_cb; /* a policy change decides it again */
 		if (r->ops->held)
 			r->ops->held(r);
 		return;

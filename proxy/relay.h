@@ -8,6 +8,8 @@
  *   proxy_relay_decide     canonical name or IP literal -> policy (+ session verdicts)
  *   proxy_relay_proceed    deny: ops->refuse | ask: held (ops->held), then as below | allow:
  *                          decision record written, ops->allowed (default proxy_relay_dial)
+ *   (policy replaced)      proxy_relay_redecide: a held exchange stays held (ask), is released (allow)
+ *                          or refused (deny); a tunnel not allowed any more ends
  *   proxy_relay_dial       resolve, check every address, connect (dial.c) -> ops->connected with r->up,
  *                          or ops->refuse with 403 (forbidden address) / 502 / 504
  *   proxy_relay_tunnel     client and upstream bytes both ways, unparsed (tunnel.c; splice for bulk)
@@ -45,6 +47,11 @@ struct proxy_relay_ops {
 	void (*allowed)(struct proxy_relay *r);
 	/* NULL, or: the exchange is now held for approval (ask.c); a verdict comes later. */
 	void (*held)(struct proxy_relay *r);
+	/* NULL, or: the session's policy was replaced (by p) while the exchange is held. NULL when its
+	 * destination alone decides it again (proxy_relay_redecide); else why it is refused instead: a check
+	 * made under the old policy when it was read, beyond its destination, that is not made again (an
+	 * inspected request's HTTP rules and credential, a search for credential placeholders). */
+	const char *(*held_bound)(struct proxy_relay *r, const struct policy *p);
 	/* r->up is connected to a checked address of the destination. */
 	void (*connected)(struct proxy_relay *r);
 	/* The relay is done (its resources are freed): free the front's own state and the struct the
@@ -104,8 +111,12 @@ void proxy_relay_begin(struct proxy_relay *r, const struct timespec *start_rt, u
 enum policy_verdict proxy_relay_decide(struct proxy_relay *r, const char *host, size_t len, bool bracketed,
                                        uint16_t port, unsigned method_bit, unsigned flags);
 /* The exchange's destination decided again under p (a policy that replaces the session's; a verdict given
- * earlier in the session settles an ask): ALLOW, ASK or DENY. Sets nothing. */
-enum policy_verdict proxy_relay_redecide(const struct proxy_relay *r, const struct policy *p);
+ * earlier in the session settles an ask): ALLOW, ASK or DENY, the decision in *d (its rule borrowed from
+ * p). Sets nothing in r. The one re-decision of a live exchange: a tunnel and a held exchange both go
+ * through it when the session's policy is replaced (proxy_conn.still_allowed): a held one still undecided
+ * stays held, one allowed now is released as if approved, one denied now is refused. */
+enum policy_verdict proxy_relay_redecide(const struct proxy_relay *r, const struct policy *p,
+                                         struct policy_decision *d);
 /* Acts on the decision: refuses (400 for a host that is not acceptable, 403), holds, or writes the
  * decision record and goes on (ops->allowed). Nothing was resolved or sent before. The front may be
  * gone when this returns. */

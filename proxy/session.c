@@ -228,7 +228,9 @@ int proxy_session_set_policy(struct proxy_engine *e, const char *id, struct poli
 	 * (a take checks the address again anyway) */
 	proxy_up_pool_flush(s);
 	/* live connections whose destination the new policy no longer allows end now (each close writes
-	 * its audit record); every later request is decided by the new policy anyway */
+	 * its audit record), and requests held for approval are decided again: still undecided they stay
+	 * held, allowed they go on, denied they are refused (relay.c); every later request is decided by the
+	 * new policy anyway */
 	for (c = TAILQ_FIRST(&s->conns); c; c = next) {
 		next = TAILQ_NEXT(c, entry);
 		if (c->still_allowed && !c->still_allowed(c, s->policy))

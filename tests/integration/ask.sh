@@ -7,7 +7,10 @@
 # writes PROJECT/.sluice/policy.json so a later session needs no approval; the audit log has the "ask"
 # line and the final verdict with the deciding uid; the embedded helper refuses --ask. Inside an inspected
 # tunnel the host's HTTP rules decide before anything is held (a path they deny is a 403, never an ask),
-# statically and after a live policy change; a live change ends held requests the new policy refuses.
+# statically and after a live policy change. A live change decides held requests again like a verdict (CONNECT,
+# SOCKS5 and plain HTTP alike): still undecided they stay held and listed, allowed they are released, denied
+# they are refused with a 403 naming why; held requests checked for more than their destination (inspected,
+# or a policy with credentials) are refused on any change.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
 . "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
@@ -233,9 +236,10 @@ check_match "... and the held CONNECT's request got its 200" '^/pub/bg 200 ' "$(
 check_not "the denied GET never reached the origin" grep -q '/pub/secret/x' <<<"$(lab_http_requests)"
 check_eq "... and was never held" 0 "$(jq -c 'select(.decision == "ask" and .path == "/pub/secret/x")' "$AUDIT" | wc -l)"
 
-# A policy change while requests are held decides them again: a plain request whose host the new policy
-# denies ends (an approval must not release it), and an inspected one ends in any case (its HTTP rules were
-# applied under the old policy); neither is left to approve.
+# A policy change while requests are held, under a policy that names a credential: a plain request and an
+# inspected one are both refused (403) on any change, since what was checked when they were read (the search
+# for credential placeholders, the host's HTTP rules) was checked under the old policy; neither is left to
+# approve, and their records say why.
 sb --allow-network --ask --ask-timeout 40 --policy "$LAB_DIR/insp.json" -- sh -c "
 	echo plain \$($CODE http://other.test/held-plain) &
 	echo inspected \$($CODE -X POST -d x https://allowed.test/upload/held) &
@@ -247,16 +251,68 @@ check_eq "a plain and an inspected request are held" "http other.test https allo
 lid=$("$CTL" sessions --json | jq -r '[.[] | select(.command == "sh")][0].id')
 "$CTL" session policy "$lid" --deny other.test >/dev/null
 no_asks() { [ "$("$CTL" asks)" = "no requests are waiting for approval" ]; }
-check "after a live deny rule for one of them, both end at once: nothing is left to approve" eventually no_asks
+check "after a live policy change, both end at once: nothing is left to approve" eventually no_asks
 wait "$runpid"
-check_eq "... both unanswered" "inspected 000 plain 000" "$(sort "$LAB_DIR/d.out" | tr '\n' ' ' | sed 's/ $//')"
-check_match "... the plain one's record says the new policy denies it" \
-	'"decision":"deny".*"error":"closed while held for approval: the session.s new policy denies other.test:80"' \
+check_eq "... both refused (403)" "inspected 403 plain 403" "$(sort "$LAB_DIR/d.out" | tr '\n' ' ' | sed 's/ $//')"
+check_match "... the plain one's record says its placeholder search was made under the old policy" \
+	'"decision":"deny".*"reason":"the session.s policy changed while this request was held for approval \(the policies name credentials' \
 	"$(jq -c 'select(.path == null and .host == "other.test" and .event != "decision")' "$AUDIT" | tail -n 1)"
-check_match "... the inspected one's that the policy changed" \
-	'"path":"/upload/held","decision":"deny".*"error":"closed while held for approval: the session.s policy changed' \
+check_match "... the inspected one's that its HTTP rules were applied under the old one" \
+	'"path":"/upload/held","decision":"deny".*"reason":"the session.s policy changed while this request was held for approval \(its HTTP rules were applied under the old one\)' \
 	"$(jq -c 'select(.path == "/upload/held" and .event != "decision")' "$AUDIT")"
 check_not "... and neither reached the origin" grep -q -e '/held-plain' -e '/upload/held' <<<"$(lab_http_requests)"
+
+# A policy change decides held CONNECT, SOCKS5 and plain requests again by the rule an operator's verdict
+# follows: still undecided (other.test), they stay held on their ask, still listed, and an approval releases
+# them later; allowed now (registry.test), they are released as if approved; denied now (evil.test), they are
+# refused (403; SOCKS5: not allowed), their records naming the new policy's reason.
+TUN='curl -s -p -m 40 -o /dev/null -w %{http_connect}/%{http_code}'
+sb --allow-network --ask --ask-timeout 40 -- sh -c "
+	echo c-stay \$($TUN http://other.test/c-stay) &
+	echo s-stay \$($CODE -x \$ALL_PROXY http://other.test/s-stay) &
+	echo c-go \$($TUN http://registry.test/c-go) &
+	echo s-go \$($CODE -x \$ALL_PROXY http://registry.test/s-go) &
+	echo h-go \$($CODE http://registry.test/h-go) &
+	echo c-deny \$($TUN http://evil.test/c-deny) &
+	echo s-deny \$($CODE -x \$ALL_PROXY http://evil.test/s-deny) &
+	curl -s -m 40 -w '\n%{http_code}\n' http://evil.test/h-deny | sed 's/^/h-deny /' &
+	wait" >"$LAB_DIR/v.out" 2>"$LAB_DIR/v.err" &
+runpid=$!
+js=$(wait_asks 3)
+vid=$("$CTL" sessions --json | jq -r '[.[] | select(.command == "sh")][0].id')
+oid=$(ask_id "$js" other.test)
+held_all() { [ "$(jq -c --arg s "$vid" 'select(.session == $s and .decision == "ask")' "$AUDIT" | wc -l)" = 8 ]; }
+check "eight CONNECT, SOCKS5 and plain requests to three hosts are held" eventually held_all
+"$CTL" session policy "$vid" --allow registry.test --deny evil.test >/dev/null
+only_other() { [ "$("$CTL" asks --json | jq -r 'map("\(.id) \(.host)") | join(",")')" = "$oid other.test" ]; }
+check "after a live change that allows one host and denies another, the third's ask alone is listed (its id kept)" \
+	eventually only_other
+decided_six() { [ "$(grep -c -e '^[cs]-go ' -e '^h-go ' -e '^[cs]-deny ' -e '^h-deny [0-9]' "$LAB_DIR/v.out")" = 6 ]; }
+check "... the other six are answered at once" eventually decided_six
+v=$(cat "$LAB_DIR/v.out")
+check_match "a held CONNECT the new policy allows is released: its tunnel carries the request (registry's 404)" \
+	'^c-go 200/404$' "$v"
+check_match "... a SOCKS5 connect too" '^s-go 404$' "$v"
+check_match "... and a plain request" '^h-go 404$' "$v"
+check_match "a held CONNECT the new policy denies is refused with a 403" '^c-deny 403/' "$v"
+check_match "... a SOCKS5 connect (not allowed: curl sees no HTTP status)" '^s-deny 000$' "$v"
+check_match "... and a plain request, whose 403 says why" '^h-deny 403$' "$v"
+check_match "... in its body" "^h-deny   reason:  the session's new policy denies it while it was held for approval: evil\.test:80 denied by" "$v"
+check_not "... and none reached the origin" grep -q -e '/c-deny' -e '/s-deny' -e '/h-deny' <<<"$(lab_http_requests)"
+# (the requests inside the released tunnels are decided anew, protocol http, allowed by the new rule: no reason)
+released() { jq -r --arg s "$vid" --arg p "$1" 'select(.session == $s and .protocol == $p and .host == "registry.test" and .decision == "allow" and .event == "decision" and .reason != null) | .reason' "$AUDIT"; }
+for p in connect socks5 http; do
+	check_eq "the released $p request's decision record says the new policy allowed it" \
+		"released while held for approval: the session's new policy allows registry.test:80" "$(released "$p")"
+	check_match "the refused $p request's record names the new policy's reason" \
+		"\"decision\":\"deny\".*\"reason\":\"the session's new policy denies it while it was held for approval: evil\\.test:80 denied by" \
+		"$(jq -c --arg s "$vid" --arg p "$p" 'select(.session == $s and .protocol == $p and .host == "evil.test" and .event == "complete")' "$AUDIT")"
+done
+"$CTL" approve "$oid" >/dev/null
+wait "$runpid"
+v=$(cat "$LAB_DIR/v.out")
+check_match "the requests left held are released by their approval later: the CONNECT" '^c-stay 200/200$' "$v"
+check_match "... and the SOCKS5 connect" '^s-stay 200$' "$v"
 rm -f "$H/api-token"
 
 # ---- --remember project: the project's policy file, so the next session needs no approval ----

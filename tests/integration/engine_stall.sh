@@ -13,8 +13,9 @@
 # it: sluiced's metrics poll (every second, one at a time) is its liveness probe, and a poll not answered
 # counts like a queue that does not move (2 s: setups fail; 10 s: restarted). And the other way: sluiced
 # stopped, the engine's own reports to it (a DNS flood's direct grants) queue without holding its loop,
-# which serves on; a request that would wait for an operator is denied at once (nobody would hear of it),
-# and when sluiced runs again it gets the reports that waited.
+# which serves on; a request that would wait for an operator is denied at once (nobody would hear of it), a
+# DNS answer's direct grant is not sent and its audit records say the flows were not opened, and when
+# sluiced runs again it gets the reports that waited.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
 . "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
@@ -251,6 +252,16 @@ ms=$((($(date +%s%N) - t1) / 1000000))
 check "... at once (both in ${ms} ms; it would wait 60 s for an operator who never hears of it)" test "$ms" -lt 3000
 check "the engine says why" logged "$n5" 'engine: sluiced has taken none of its reports for [0-9.]+ s .*held requests are denied'
 check "... and that it denied the held request" logged "$n5" 'the parent cannot be told of a held request; denied'
+# a DNS answer now: its direct grant is not sent (the flows stay dropped), and the audit trail says so, in the
+# grant's record and the query's (before, both said a plain allow)
+dns_flood dr 1
+not_opened() { # not_opened PROTOCOL: a record of DR's for other.test whose error says its flows were not opened
+	grep -F "\"session\":\"$DR\"" "$AUDIT" | grep -F "\"protocol\":\"$1\"" |
+		grep -Eq '"host":"other\.test",.*"decision":"allow",.*"error":"direct flows not opened: sluiced takes none of the engine.s reports'
+}
+check "an answer's direct grant while sluiced does not read: its audit record says the flows were not opened" \
+	eventually not_opened direct
+check "... and so does the DNS query's record" eventually not_opened dns
 kill -CONT "$(lab_pid sluiced)"
 stop_ms=$((($(date +%s%N) - t0) / 1000000))
 check "sluiced, running again, takes the engine's reports" eventually logged "$n5" 'engine: sluiced reads its reports again'

@@ -17,7 +17,7 @@ with open(sys.argv[1], "w") as f:
                "method": "CONNECT", "decision": "deny" if i % 3 == 0 else "allow",
                "rule": "p.json:%d:5" % (i + 1), "reason": "bell\x07 here" if i == 3 else None,
                "address": "198.18.1.%d" % i, "status": 200, "bytes_out": 10 * i, "bytes_in": 100 * i,
-               "duration_ms": i}
+               "duration_ms": i, "error": "direct flows not opened: sluiced takes none" if i == 5 else None}
         body = json.dumps(rec, separators=(",", ":"))[:-1]
         h = hashlib.sha256((prev + "\n" + body).encode()).hexdigest()
         f.write('%s,"prev":"%s","hash":"%s"}\n' % (body, prev, h))
@@ -59,6 +59,8 @@ check_eq "--denied shows only denials" 3 "$(printf '%s\n' "$out" | grep -c ' den
 check_eq "--denied hides allows" 0 "$(printf '%s\n' "$out" | grep -c ' allow ')"
 check_match "human format shows target and rule" 'h0\.test:443 .*\[p\.json:1:5\]' "$out"
 check_match "control bytes are escaped, never printed raw" 'bell\\x07 here' "$out"
+check_match "a complete record shows its error" '^2026-11-22T00:00:05\.000Z .* allow .*h5\.test:443 .*  direct flows not opened: sluiced takes none$' \
+	"$("$ctl" log --file "$log")"
 out=$("$ctl" log --file "$log" --session s1 --json)
 check_eq "--session filters (4 of 8)" 4 "$(printf '%s\n' "$out" | wc -l)"
 check "--json prints valid JSON lines" python3 -c 'import json,sys; [json.loads(l) for l in sys.stdin]' <<<"$out"

@@ -2,7 +2,8 @@
  * removed (duplicates, missing addresses and policies refused), listener kinds, netd's drop reports
  * landing in the audit log with the session found by source address, and the log handed over as an
  * fd. test_dns_cache_policy runs the loop: DNS over loopback with a fake upstream, the cache on, and the
- * session's policy replaced while its filtered answer is cached. test_later: work left for the end of a
+ * session's policy replaced while its filtered answer is cached; test_direct_not_opened: a direct grant the
+ * parent could not be told of is not kept, and its records say so. test_later: work left for the end of a
  * loop iteration (proxy_later_add, the HTTP front's deferred sends) runs once, after the callbacks already
  * due and after the iteration's audit batch is written, and not when cancelled. */
 #include <arpa/inet.h>
@@ -412,6 +413,91 @@ static void test_dns_cache_policy(void **state)
 	unlink(path);
 }
 
+/* Direct mode, the parent's side faked: what direct_notify answered, and how often it was called. */
+struct direct_fake {
+	int rc;
+	unsigned calls;
+};
+
+static int direct_fake_notify(const struct proxy_direct_event *ev, void *arg)
+{
+	struct direct_fake *f = arg;
+
+	assert_false(ev->revoke);
+	f->calls++;
+	return f->rc;
+}
+
+/* A direct grant the parent cannot be told of (netd: sluiced does not read the engine's reports) opens
+ * nothing: the engine does not remember it, and the audit records of the grant and of the DNS query say the
+ * flows were not opened; once the parent is told again, the grant is remembered and its records are plain. */
+static void test_direct_not_opened(void **state)
+{
+	char path[] = "/tmp/sluice-engine-test-XXXXXX";
+	int fd = mkstemp(path);
+	struct event_base *base = event_base_new();
+	struct policy *p = json_policy("{\"allow\": [\"cached.test:22\"], \"options\": {\"direct\": true}}");
+	struct direct_fake f = {.rc = -ENOBUFS};
+	struct sockaddr_storage gw;
+	uint16_t up_port, gw_port, client_port;
+	int upstream = udp_bound("127.0.0.4", &up_port), listener = udp_bound("127.0.0.3", &gw_port);
+	int client = udp_bound("127.0.0.2", &client_port);
+	struct proxy_engine *e;
+	struct proxy_session *s;
+	unsigned nrr;
+	bool asked;
+	(void)state;
+
+	e = dns_engine(base, fd, up_port, 16, p);
+	e->direct_notify = direct_fake_notify;
+	e->direct_arg = &f;
+	s = TAILQ_FIRST(&e->sessions);
+	assert_int_equal(proxy_engine_add_listener(e, listener, PROXY_LISTEN_DNS_UDP), 0);
+	sin4(&gw, "127.0.0.3", gw_port);
+
+	/* refused by the parent: the answer still comes (its public address), no grant is kept */
+	assert_int_equal(ask(base, client, upstream, &gw, &nrr, &asked), 0);
+	assert_int_equal(nrr, 1);
+	assert_int_equal(f.calls, 1);
+	assert_int_equal(s->ndirect, 0);
+	/* told: the grant is kept */
+	f.rc = 0;
+	assert_int_equal(ask(base, client, upstream, &gw, &nrr, &asked), 0);
+	assert_int_equal(f.calls, 2);
+	assert_int_equal(s->ndirect, 1);
+
+	proxy_engine_free(e);
+	policy_unref(p);
+	event_base_free(base);
+	close(upstream);
+	close(client);
+	{ /* the first answer's two records say the flows were not opened, the second's do not */
+		FILE *f2 = fopen(path, "r");
+		char line[8192];
+		const char *err = "\"error\":\"direct flows not opened: sluiced takes none of the engine's reports";
+		unsigned dns = 0, direct = 0;
+		assert_non_null(f2);
+		while (fgets(line, sizeof line, f2)) {
+			bool is_dns = strstr(line, "\"protocol\":\"dns\"") != NULL;
+			bool is_direct = strstr(line, "\"protocol\":\"direct\"") != NULL;
+			unsigned nth = is_dns ? dns++ : is_direct ? direct++ : 99;
+			if (!is_dns && !is_direct)
+				continue;
+			assert_non_null(strstr(line, "\"decision\":\"allow\""));
+			if (is_direct)
+				assert_non_null(strstr(line, "\"address\":\"198.18.1.7:22\""));
+			if (nth == 0)
+				assert_non_null(strstr(line, err));
+			else
+				assert_non_null(strstr(line, "\"error\":null"));
+		}
+		assert_int_equal(dns, 2);
+		assert_int_equal(direct, 2);
+		fclose(f2);
+	}
+	unlink(path);
+}
+
 /* The rcode of the answer to a query for denied.test A sent from client to ip:port, or -1 when none comes
  * (the engine's loop run for 100 ms). */
 static int refused_from(struct event_base *base, int client, const char *ip, uint16_t port)
@@ -618,6 +704,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_api),
 	        cmocka_unit_test(test_dns_cache_policy),
+	        cmocka_unit_test(test_direct_not_opened),
 	        cmocka_unit_test(test_dns_listener_gateway),
 	        cmocka_unit_test(test_dns_burst),
 	        cmocka_unit_test(test_later),

@@ -100,6 +100,10 @@ static void show_entry(const struct log_filter *f, const struct audit_entry *e)
 		printf("  ");
 		print_safe(e->reason, 0);
 	}
+	if (e->error) { /* a failure after the decision: a DNS answer whose direct flows were not opened, say */
+		printf("  ");
+		print_safe(e->error, 0);
+	}
 	putchar('\n');
 }
 
