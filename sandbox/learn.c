@@ -94,8 +94,8 @@ struct learn_ctx {
 	int err;          /* first policy_learn_add error other than -EINVAL */
 };
 
-/* One record of the session: an allowed request, query or direct flow is a destination the policy
- * must allow. A DNS query counts only when it was answered (NOERROR): a name the resolver does not
+/* One record of the session: an allowed request (HTTP, inspected HTTPS, CONNECT, SOCKS5, a transparent
+ * TLS stream), query or direct flow is a destination the policy must allow. A DNS query counts only when it was answered (NOERROR): a name the resolver does not
  * know (a search-domain guess) is no destination. Denials (forbidden addresses, organisation deny
  * rules) and drops are not learned: they were not allowed and stay so. */
 static void collect(const struct audit_entry *rec, void *arg)
@@ -111,8 +111,8 @@ static void collect(const struct audit_entry *rec, void *arg)
 		if (rec->status != 0)
 			return;
 		port = 0;
-	} else if (strcmp(proto, "http") != 0 && strcmp(proto, "connect") != 0 && strcmp(proto, "tls-sni") != 0 &&
-	           strcmp(proto, "direct") != 0) {
+	} else if (strcmp(proto, "http") != 0 && strcmp(proto, "https") != 0 && strcmp(proto, "connect") != 0 &&
+	           strcmp(proto, "socks5") != 0 && strcmp(proto, "tls-sni") != 0 && strcmp(proto, "direct") != 0) {
 		return;
 	} else if (port < 1 || port > 65535) {
 		return;

@@ -63,6 +63,17 @@ check_not "learn: nothing was written through the symlink" test -e "$LAB_DIR/els
 check "learn: the policy is in the directory as it was when the run began" test -s "$W/out.moved/learned.json"
 check_eq "learn: ... and names what the run reached" '{"allow":["allowed.test"]}' "$(body "$W/out.moved/learned.json")"
 
+# 1c. A destination reached through the session's SOCKS5 port ($ALL_PROXY, socks5h) is learned like one
+#     reached through the HTTP proxy (its records say protocol "socks5").
+F5=$LAB_DIR/learned-socks.json
+#     (TLS: plain HTTP in a tunnel is handed to the HTTP front, whose records say "http")
+out=$(sb --learn "$F5" --audit-log "$AUDIT" -- sh -c "$GET -k --proxy \"\$ALL_PROXY\" https://registry.test/" \
+	2>"$LAB_DIR/err1c")
+check_eq "learn: a request through SOCKS5 went through" 200 "$(echo $out)"
+check_eq "learn: ... recorded as socks5" 1 \
+	"$(jq -r 'select(.protocol=="socks5" and .host=="registry.test" and .event=="decision") | .session' "$AUDIT" | wc -l)"
+check_eq "learn: ... and its destination is learned" '{"allow":["registry.test"]}' "$(body "$F5")"
+
 # 2. Enforce: the same command with the learned policy succeeds, and nothing is summarised.
 out=$(sb --allow-network --policy "$F" --audit-log "$AUDIT" -- sh -c "$CMD" 2>"$LAB_DIR/err2")
 check_eq "enforce: the command succeeds with --policy FILE" 0 "$?"
