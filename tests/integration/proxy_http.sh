@@ -63,8 +63,10 @@ check_eq "20 MB Content-Length response (splice path): every byte" "$(sha 200000
 got=$("${CURL[@]}" http://allowed.test/chunked/20000001 | sha256sum | cut -d' ' -f1)
 check_eq "20 MB chunked response: every byte, framing removed by curl" "$(sha 20000001)" "$got"
 # Chunk framing the proxy refuses in the middle of a spliced chunked body (after 3 MB in 64 KiB chunks): the
-# client gets the body before it and none of it (not even the CRLF peeked with it), then the close; the
-# audit record says why.
+# client gets the body before it and none of it, then the close; the audit record says why. The CRLF that ends
+# the last good chunk goes too when it arrived in a read of its own (the framer saw it valid and moved it),
+# and stays when it was peeked with the bad line (refused together): the two counts are both right, and no
+# byte of the bad line is in either (a test that expected one of them failed now and then).
 framed=$("$LAB_PYTHON" -c '
 n, s = 3000000, 0
 while n > 0:
@@ -72,12 +74,14 @@ while n > 0:
     s, n = s + len(b"%x\r\n" % c) + c + 2, n - c
 print(s - 2)')
 "${CURL[@]}" --raw -o "$LAB_DIR/bad.out" http://allowed.test/badchunk/3000000 2>/dev/null
-check_eq "bad chunk framing after 3 MB (splice path): every byte before it, none of it" "$framed" \
-	"$(wc -c <"$LAB_DIR/bad.out")"
+got=$(wc -c <"$LAB_DIR/bad.out")
+[ "$got" = $((framed + 2)) ] && [ "$(tail -c 2 "$LAB_DIR/bad.out" | od -An -tx1 | tr -d ' ')" = 0d0a ] && got=$framed
+check_eq "bad chunk framing after 3 MB (splice path): every byte before it, none of it" "$framed" "$got"
 check_eq "bad chunk framing: the client got the chunks' data" "$(sha 3000000)" \
 	"$("$LAB_PYTHON" -c '
 import hashlib, sys
-b, h = open(sys.argv[1], "rb").read() + b"\r\n", hashlib.sha256()
+b, h = open(sys.argv[1], "rb").read(), hashlib.sha256()
+b = b if b.endswith(b"\r\n") else b + b"\r\n"
 while b:
     i = b.index(b"\r\n")
     n = int(b[:i], 16)
