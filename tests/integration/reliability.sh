@@ -32,7 +32,7 @@ coproc TUN { load_gen tunnels "$LOAD_SESSIONS" "$TUNNELS" $LOAD_TARGETS; }
 tun_pid=$TUN_PID
 exec {tun_out}<&"${TUN[0]}" {tun_in}>&"${TUN[1]}" # the coproc's variables go when it ends
 deadline=$(($(_lab_now_ms) + 30000))
-while [ "$(load_fds)" -lt $((base + TUNNELS / 5)) ] && [ "$(_lab_now_ms)" -lt "$deadline" ]; do :; done
+while [ "$(load_fds)" -lt $((base + TUNNELS / 50)) ] && [ "$(_lab_now_ms)" -lt "$deadline" ]; do :; done
 stalled=$(load_fds)
 victims="$LOAD_PID $(lab_pid echo7000) $(descendants "$tun_pid")"
 kill -STOP $victims
@@ -40,7 +40,7 @@ sleep "$STALL"
 kill -CONT $victims
 read -r -t 120 first <&"$tun_out"
 check "the stall came while the tunnels were being set up ($(((stalled - base) / 2)) connections in)" \
-	test "$stalled" -ge $((base + TUNNELS / 5)) -a "$stalled" -lt $((base + 2 * TUNNELS))
+	test "$stalled" -ge $((base + TUNNELS / 50)) -a "$stalled" -lt $((base + 2 * TUNNELS))
 check_eq "$TUNNELS concurrent tunnels across $SESSIONS sessions are set up (echo checked), through a ${STALL} s stall" \
 	"$TUNNELS" "$(json_get "$first" ok)"
 diag "tunnels: $first"
