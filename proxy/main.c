@@ -129,7 +129,7 @@ static int bind_listener(const char *addr, int type, struct sockaddr_storage *ss
 		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on);
 	if (bind(fd, (struct sockaddr *)ss, len) != 0)
 		return -errno;
-	if (type == SOCK_STREAM && listen(fd, 1024) != 0)
+	if (type == SOCK_STREAM && listen(fd, 4096) != 0)
 		return -errno;
 	return steal_fd(&fd);
 }

@@ -17,8 +17,10 @@ addresses it is given. One asyncio process holds thousands of sockets. Results g
                                   answer whose records read differently by RDLENGTH (A 127.0.0.1) and field
                                   by field as ldns reads them (A 9.9.9.9) (dns_smuggle_reply)
   tunnels SESSIONS N TARGET...    opens N CONNECT tunnels (round-robin over the sessions, echo-checked), prints
-                                  {"ok","fail","errors","setup_s"}, then holds them until stdin has a line
-                                  (or closes), checks every one echoes again, prints {"alive"} and closes
+                                  {"ok","fail","errors","failed_at","setup_s"} (errors by "stage: error", the
+                                  stage connect, head or echo; failed_at: [started s, failed after s] of the
+                                  first 20 failures), then holds them until stdin has a line (or closes),
+                                  checks every one echoes again, prints {"alive"} and closes
   abort SESSIONS N TARGET         N connections aborted with a TCP reset at different stages
   latency SESSION N TARGET        N sequential CONNECT + one echo round trip; prints p50/p99/max in ms
   gets SESSION HOST               sequential small GETs of http://HOST/ through the proxy, a new connection each,
@@ -276,27 +278,37 @@ async def refuse_dns(addr, upstream):
 
 async def tunnels(sessions, n, targets):
     sem = asyncio.Semaphore(256)  # setups in flight (the SYN backlog and the proxy's accept loop)
-    held, errors = [], {}
+    held, errors, failed_at = [], {}, []
     fail = 0
 
     async def one(i):
         nonlocal fail
         src, gw = sessions[i % len(sessions)]
+        target = targets[i % len(targets)].encode()
         async with sem:
+            stage, t = "connect", time.monotonic()
             try:
-                r, w, status = await connect_tunnel(src, gw, targets[i % len(targets)])
-                if status != 200:
-                    raise RuntimeError("status %d" % status)
+                r, w = await open_from(src, gw)
+                stage = "head"
+                w.write(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, target))
+                head = await asyncio.wait_for(r.readuntil(b"\r\n\r\n"), 10)
+                if not head.startswith(b"HTTP/1.1 200"):
+                    raise RuntimeError("status %r" % head[9:12].decode("ascii", "replace"))
+                stage = "echo"
                 if not await echo_round(r, w, b"tunnel %08d\n" % i):
                     raise RuntimeError("echo mismatch")
                 held.append((i, r, w))
-            except Exception as e:  # noqa: BLE001 (counted and reported)
+            except Exception as e:  # noqa: BLE001 (counted and reported: stage, error, when, after how long)
                 fail += 1
-                errors[err_name(e)] = errors.get(err_name(e), 0) + 1
+                key = "%s: %s" % (stage, err_name(e) if not isinstance(e, RuntimeError) else e)
+                errors[key] = errors.get(key, 0) + 1
+                if len(failed_at) < 20:
+                    failed_at.append([round(t - t0, 2), round(time.monotonic() - t, 2)])
 
     t0 = time.monotonic()
     await asyncio.gather(*(one(i) for i in range(n)))
-    emit({"ok": len(held), "fail": fail, "errors": errors, "setup_s": round(time.monotonic() - t0, 2)})
+    emit({"ok": len(held), "fail": fail, "errors": errors, "failed_at": failed_at,
+          "setup_s": round(time.monotonic() - t0, 2)})
     # hold until told (a line or EOF on stdin), then check every tunnel still works
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
     sem2 = asyncio.Semaphore(1024)
