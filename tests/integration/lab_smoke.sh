@@ -226,7 +226,7 @@ check_eq "lab_stop: TERM, reaped, exit status 143" "143 gone" \
 t0=$(_lab_now_ms)
 check_not "lab_wait_port fails when nothing listens" lab_wait_port host "$LAB_ALLOWED4" 9 1
 check "lab_wait_port gives up within its bound" test $(($(_lab_now_ms) - t0)) -lt 2500
-check "lab_wait_port: dnsmasq's TCP port" lab_wait_port s1 "$LAB_DNS" 53 2
+check "lab_wait_port: dnsmasq's TCP port" lab_wait_port s1 "$LAB_DNS" 53 10
 
 # ---- residue: labs started from the outer namespaces leave nothing there
 check_eq "this lab changed nothing outside" "$before" "$(snapshot)"
