@@ -158,16 +158,11 @@ static int field_str(char *buf, size_t len, size_t *pos, const char *key, size_t
 
 static int field_num(char *buf, size_t len, size_t *pos, const char *key, size_t klen, uint64_t v)
 {
-	char num[24];
-	size_t i = sizeof num;
+	char num[24], *d = util_u64_dec(num + sizeof num, v);
 
-	do {
-		num[--i] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
 	if (put(buf, len, pos, key, klen))
 		return -ENOSPC;
-	return put(buf, len, pos, num + i, sizeof num - i);
+	return put(buf, len, pos, d, (size_t)(num + sizeof num - d));
 }
 
 /* The flow id as a string of 16 hex digits (JSON numbers above 2^53 lose precision in jq). */

@@ -6,6 +6,8 @@
 
 #include <string.h>
 
+#include "util.h"
+
 static void put_str(void (*put)(void *, const void *, size_t), void *ctx, const char *s)
 {
 	put(ctx, s, strlen(s));
@@ -14,15 +16,10 @@ static void put_str(void (*put)(void *, const void *, size_t), void *ctx, const 
 /* ":port" (snprintf was a tenth of a keep-alive request head's rewriting, issue 16) */
 static void put_port(void (*put)(void *, const void *, size_t), void *ctx, uint16_t port)
 {
-	char num[8];
-	size_t i = sizeof num;
+	char num[8], *d = util_u64_dec(num + sizeof num, port);
 
-	do {
-		num[--i] = (char)('0' + port % 10);
-		port /= 10;
-	} while (port);
-	num[--i] = ':';
-	put(ctx, num + i, sizeof num - i);
+	*--d = ':';
+	put(ctx, d, (size_t)(num + sizeof num - d));
 }
 
 void http_rewrite_head(const struct http_request *req, const struct http_rewrite *rw,
