@@ -93,8 +93,7 @@ lab_dns_wait_query allowed.test 3
 check_not "no refused query reached the upstream" grep -qvxE 'allowed.test' <(lab_dns_queries)
 
 # The audit log.
-sleep 0.2
-r=$(audit_find 'r["protocol"]=="dns" and r["host"]=="evil.test" and r["method"]=="A"')
+r=$(audit_wait 'r["protocol"]=="dns" and r["host"]=="evil.test" and r["method"]=="A"')
 check_eq "audit: denied query logged" deny "$(jget "$r" decision)"
 check_eq "audit: REFUSED status" 5 "$(jget "$r" status)"
 check_eq "audit: session" s1 "$(jget "$r" session)"
@@ -112,7 +111,7 @@ check_eq "upstream down: SERVFAIL" "SERVFAIL id-ok" "$(DNS_WAIT=8 lab_exec s1 "$
 	sed 's/^none$/none (client gave up first)/')"
 t1=$(_lab_now_ms)
 check "upstream down: answered within the relay timeout (4 s) plus a sweep" test $((t1 - t0)) -lt 6000
-r=$(audit_find 'r["protocol"]=="dns" and r["status"]==2')
+r=$(audit_wait 'r["protocol"]=="dns" and r["status"]==2')
 check_match "audit: the timeout is logged with its reason" 'did not answer' "$(jget "$r" error)"
 lab_stop proxy
 check_eq "the proxy exits cleanly" 0 "$LAB_STOP_STATUS"

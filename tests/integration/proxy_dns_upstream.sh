@@ -39,16 +39,19 @@ t0=$(_lab_now_ms)
 check_eq "relay: an answer that reads two ways is refused with SERVFAIL, none of its records sent" \
 	"SERVFAIL id-ok" "$(dns_ask s1 smuggle1.allowed.test A)"
 dt=$(($(_lab_now_ms) - t0))
-check "relay: at once, not after the relay's 4 s timeout (${dt} ms)" test "$dt" -lt 1500
+# (by the wall clock around ip netns exec and python, which a loaded machine stretches: 3 s still tells
+# an answer at once from one after the 4 s timeout)
+check "relay: at once, not after the relay's 4 s timeout (${dt} ms)" test "$dt" -lt 3000
 check_eq "relay: the same over TCP" "SERVFAIL id-ok" "$(dns_ask s1 smuggle2.allowed.test A tcp)"
 body=$("${CURL[@]}" -m 20 -w ' %{http_code}' "http://smuggle3.allowed.test/" 2>/dev/null | tr '\n' ' ')
 check_eq "resolver: a request to the name gets 502" 502 "${body##* }"
 check "resolver: saying the resolver's answer was malformed ($body)" grep -q "answer was malformed" <<<"$body"
 
+# (timed by curl's own clock, from its connect to the proxy: the engine's resolver would wait 2 s for each
+# try it timed out, and the start of ip netns exec and curl, which a loaded machine stretches, is not its)
 for v in one bare2 notimp2 MiXeD3; do
-	t0=$(_lab_now_ms)
-	code=$("${CURL[@]}" -m 20 -o /dev/null -w '%{http_code}' "http://$v.allowed.test/" 2>/dev/null)
-	dt=$(($(_lab_now_ms) - t0))
+	read -r code secs < <("${CURL[@]}" -m 20 -o /dev/null -w '%{http_code} %{time_total}\n' "http://$v.allowed.test/" 2>/dev/null)
+	dt=$(awk -v s="${secs:-99}" 'BEGIN { printf "%d", s * 1000 }')
 	check_eq "resolver: $v.allowed.test (AAAA refused) is served on its A address" 200 "$code"
 	check "resolver: without waiting for a timeout (${dt} ms)" test "$dt" -lt 1500
 done
@@ -69,8 +72,7 @@ check_eq "the upstream was asked in lower case only (resolver and relay; issue 2
 check_not "the engine never gave up on its resolver" grep -qiE 'nameservers? (have|has) failed|nameserver .* is down' \
 	"$(lab_log proxy)"
 
-sleep 0.3
-r=$(audit_find 'r["protocol"]=="dns" and r["host"]=="bare1.allowed.test" and r["method"]=="AAAA"')
+r=$(audit_wait 'r["protocol"]=="dns" and r["host"]=="bare1.allowed.test" and r["method"]=="AAAA"')
 check_eq "audit: the refused AAAA is logged as allowed" allow "$(jget "$r" decision)"
 check_eq "audit: with the upstream's rcode (REFUSED)" 5 "$(jget "$r" status)"
 r=$(audit_find 'r["protocol"]=="dns" and r["host"]=="smuggle1.allowed.test"')

@@ -364,8 +364,7 @@ out=$("${CURL[@]}" -D - http://closed.test:81/ 2>&1)
 check_match "refused connection -> 502 with the reason" 'refused' "$out"
 
 # ---- the audit log, field by field
-sleep 0.3
-r=$(audit_find 'r["protocol"]=="http" and r["host"]=="allowed.test" and r["method"]=="POST" and r["bytes_out"]>3000000')
+r=$(audit_wait 'r["protocol"]=="http" and r["host"]=="allowed.test" and r["method"]=="POST" and r["bytes_out"]>3000000')
 check_match "audit: the 3 MB POST has a line" 'allowed.test' "$r"
 check_eq "audit: session" s1 "$(jget "$r" session)"
 check_eq "audit: uid" 1000 "$(jget "$r" uid)"
@@ -403,10 +402,14 @@ for line in open(sys.argv[1], "rb"):
 # ---- SIGHUP reopens the log
 mv "$PROXY_AUDIT" "$PROXY_AUDIT.1"
 touch "$PROXY_AUDIT" && chmod 0666 "$PROXY_AUDIT"
+# (the request goes once the engine says it reopened the log, and its record is waited for: fixed pauses of
+# 0.2 s let a loaded machine send it before the reopen, or look before the record was written)
+reopened() { grep -c 'SIGHUP: audit log reopened' "$(lab_log proxy)"; }
+hups=$(reopened)
 kill -HUP "$(lab_pid proxy)"
-sleep 0.2
+for _ in $(seq 100); do [ "$(reopened)" -gt "$hups" ] && break; sleep 0.05; done
 "${CURL[@]}" -o /dev/null http://allowed.test/after-hup
-sleep 0.2
+for _ in $(seq 100); do grep -q 'allowed.test' "$PROXY_AUDIT" && break; sleep 0.05; done
 check_match "after SIGHUP new lines go to the new file" 'after-hup|allowed.test' "$(cat "$PROXY_AUDIT")"
 
 out=$("$SLUICE_BUILD_DIR/tools/sluicectl/sluicectl" log verify "$PROXY_AUDIT.1" "$PROXY_AUDIT")

@@ -39,17 +39,20 @@ proxy_start s1 '{"allow": ["allowed.test", "silent.test"]}' \
 CURL=(lab_exec s1 curl -sS -m 10 --noproxy '' -x "$PROXY_URL")
 check_eq "baseline request works" 200 "$("${CURL[@]}" -o /dev/null -w '%{http_code}' http://allowed.test/)"
 
-# slowloris: a head that does not complete within the header timeout
+# slowloris: a head that does not complete within the header timeout. (The clock starts before the first
+# byte goes: the proxy's timer starts when it reads it, so a client that a loaded machine holds between its
+# send and its clock cannot see the timeout short.)
 out=$(lab_exec s1 "$LAB_PYTHON" - "$PROXY_GW" <<'PY'
 import socket, sys, time
 s = socket.create_connection((sys.argv[1], 3128), timeout=5)
+t = time.monotonic()
 s.sendall(b"GET http://allowed.test/ HTTP/1.1\r\nHost: allo")
-t = time.time()
 data = s.recv(4096)
 rest = s.recv(4096)
-print(data.split(b"\r\n")[0].decode(), "closed" if rest == b"" else "open", round(time.time() - t, 1))
+print(data.split(b"\r\n")[0].decode(), "closed" if rest == b"" else "open", round(time.monotonic() - t, 1))
 PY
 )
+diag "slow head: $out"
 check_match "slow head: 408 after the header timeout, then closed" '^HTTP/1.1 408 Request Timeout closed (0\.[89]|1\.[0-9])' "$out"
 
 # per-session cap: three idle connections held, the fourth refused
@@ -70,7 +73,7 @@ check_eq "after the held connections closed, requests work again" 200 \
 out=$(lab_exec s1 "$LAB_PYTHON" - "$PROXY_GW" <<'PY'
 import socket, sys, time
 s = socket.create_connection((sys.argv[1], 3128), timeout=10)
-t = time.time()
+t = time.monotonic()
 s.sendall(b"GET http://allowed.test/slow/8000 HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
 data = b""
 while True:
@@ -80,19 +83,22 @@ while True:
     data += chunk
     if b"\r\n\r\n" in data and b"timeout" in data.split(b"\r\n\r\n", 1)[1]:
         break
-print(round(time.time() - t, 1), data.decode("latin-1").replace("\r\n", " | "))
+print(round(time.monotonic() - t, 1), data.decode("latin-1").replace("\r\n", " | "))
 PY
 )
+diag "origin that never answers: ${out%% *} s"
 check_match "origin that never answers: 504" '^[0-9.]+ HTTP/1.1 504 Gateway Timeout' "$out"
 check_match "the 504 body gives the reason" 'did not respond within the idle timeout' "$out"
 check_match "the 504 comes after the idle timeout (2 s)" '^(1\.[89]|2\.[0-9]|3\.[0-4]) ' "$out"
-# A destination that drops SYNs: the connect timeout (1 s) ends it with a 504 that says so.
-t0=$(_lab_now_ms)
-out=$("${CURL[@]}" -D - http://silent.test/ 2>&1)
-t1=$(_lab_now_ms)
+# A destination that drops SYNs: the connect timeout (1 s) ends it with a 504 that says so. Timed by curl's
+# own clock (from its connect to the proxy, before the proxy's timer starts): the start of ip netns exec and
+# of curl, which a loaded machine stretches, is not the proxy's, and counted it took from the 0.9 s that
+# tell the 1 s timeout from the 2 s one.
+out=$("${CURL[@]}" -D - -w '\ntime_total=%{time_total}\n' http://silent.test/ 2>&1)
+ms=$(awk -v s="$(sed -n 's/^time_total=//p' <<<"$out")" 'BEGIN { printf "%d", (s == "" ? 99 : s) * 1000 }')
 check_match "SYNs dropped: 504" '^HTTP/1.1 504' "$out"
 check_match "the 504 says the connection timed out" 'connecting to silent.test .*timed out' "$out"
-check "the connect timeout ended it (1 s, before the 2 s idle timeout)" test $((t1 - t0)) -ge 900 -a $((t1 - t0)) -lt 1900
+check "the connect timeout ended it (1 s, before the 2 s idle timeout: ${ms} ms)" test "$ms" -ge 900 -a "$ms" -lt 1900
 # A kept-alive client connection with nothing to do is closed after the idle timeout.
 out=$(lab_exec s1 "$LAB_PYTHON" - "$PROXY_GW" <<'PY'
 import socket, sys, time
@@ -105,13 +111,17 @@ head, body = data.split(b"\r\n\r\n", 1)
 n = int([l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0])
 while len(body) < n:
     body += s.recv(4096)
-t = time.time()
+t = time.monotonic()
 rest = s.recv(4096)
-print(head.split(b"\r\n")[0].decode(), "closed" if rest == b"" else "data", round(time.time() - t, 1))
+print(head.split(b"\r\n")[0].decode(), "closed" if rest == b"" else "data", round(time.monotonic() - t, 1))
 PY
 )
+diag "idle keep-alive client connection: $out"
+# (the proxy's idle timer starts when the response has gone, before this client has read it and started its
+# clock: a loaded machine holds the client in between, so its measure can fall short of 2 s by that much;
+# from 1.5 s it still tells the idle timeout from the 1 s header timeout)
 check_match "idle keep-alive client connection: closed after the idle timeout (2 s)" \
-	'^HTTP/1.1 200 OK closed (1\.[89]|2\.[0-9]|3\.[0-4])$' "$out"
+	'^HTTP/1.1 200 OK closed (1\.[5-9]|2\.[0-9]|3\.[0-4])$' "$out"
 
 # sessions are known by their source address and must talk to their own gateway
 check_not "an address that is no session gets no answer" \
@@ -135,14 +145,27 @@ check_eq "audit log full: a DNS query gets no answer (none without its record)" 
 	"$(DNS_WAIT=1 dns_ask s1 denied.test A)"
 sleep 0.3
 check_not "audit log full: the refused request never reached the internet" grep -q 'while-full' "$LAB_DIR/log/http-inet.jsonl"
+again=$(grep -c 'audit log: writable again' "$(lab_log proxy)")
 rm -f "$LAB_DIR/auditfs/filler"
-sleep 1.3
+# the engine tries the log again every second (proxy_audit_failed) and says when a write worked: wait for
+# that, not for a fixed 1.3 s a loaded machine can overrun
+for _ in $(seq 100); do
+	[ "$(grep -c 'audit log: writable again' "$(lab_log proxy)")" -gt "$again" ] && break
+	sleep 0.05
+done
 check_eq "space again: requests work" 200 "$("${CURL[@]}" -o /dev/null -w '%{http_code}' http://allowed.test/after)"
 check_match "space again: DNS queries are answered" '^REFUSED id-ok' "$(dns_ask s1 denied.test A)"
-sleep 0.2
-n=$("$LAB_PYTHON" -c '
+allowed_lines() {
+	"$LAB_PYTHON" -c '
 import json, sys
-print(sum(1 for l in open(sys.argv[1]) if json.loads(l)["protocol"] == "http" and json.loads(l)["status"] == 200))' "$PROXY_AUDIT")
+print(sum(1 for l in open(sys.argv[1]) if json.loads(l)["protocol"] == "http" and json.loads(l)["status"] == 200))' "$PROXY_AUDIT"
+}
+# (the last request's record is written when its exchange ends, which curl may see first: wait for it)
+for _ in $(seq 50); do
+	n=$(allowed_lines)
+	[ "$n" -ge "$((ok + 4))" ] && break
+	sleep 0.1
+done
 # ok + baseline, after-held, /ka (idle keep-alive) and after
 check_eq "no record lost: one allow line per request that went out" "$((ok + 4))" "$n"
 check "no torn line: every audit line is whole JSON" "$LAB_PYTHON" -c '

@@ -103,6 +103,18 @@ audit_find() {
 		print(json.dumps(found) if found else '')
 	PY
 }
+# audit_wait FILTER: like audit_find, but waits (10 s at most) for such a line: a record is written when
+# its exchange ends, which the client may see first (a reset, a close), so a fixed pause before looking
+# was a race a loaded machine could lose
+audit_wait() {
+	local i rec
+	for i in $(seq 100); do
+		rec=$(audit_find "$1")
+		[ -z "$rec" ] || break
+		sleep 0.1
+	done
+	printf '%s\n' "$rec"
+}
 
 # jget JSON KEY: a field of a JSON object.
 jget() {
