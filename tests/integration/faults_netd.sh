@@ -101,7 +101,9 @@ for t in ts: t.join()
 print(res["proxied_ok"], res["proxied_fail"], res["direct_ok"])
 PY
 inflight=$!
-sleep 1
+# the engine dies once the internet has seen some of them through it (a fixed second could end before a
+# loaded machine had started python and sent one, and then no request was served before the death)
+for _ in $(seq 100); do [ "$(grep -c '"target":"/inflight-' "$LAB_DIR/log/http-inet.jsonl")" -ge 10 ] && break; sleep 0.05; done
 kill -9 "$(engine_pid)"
 wait "$inflight"
 read -r pok pfail dok <"$LAB_DIR/state/inflight"

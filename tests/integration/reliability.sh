@@ -51,7 +51,10 @@ check_eq "descriptors back to the baseline after $ABORTS aborted connections" "$
 out=$(load_gen tunnels "$LOAD_SESSIONS" 10 $LOAD_TARGETS </dev/null)
 check_eq "the engine still serves after the aborts" 10 "$(json_get "$(head -n 1 <<<"$out")" ok)"
 
-# N decisions, N lines
+# N decisions, N lines. (Counted from a log at rest: the tunnels above are closed, each with its close
+# record, which is written when the engine closes the connection, after the client has gone; one written
+# after the count began would read as a close without its decision.)
+load_wait_fds "$base" 20 >/dev/null
 sleep 0.5
 before=$(load_audit_lines)
 out=$(load_gen decisions "$LOAD_SESSIONS" 50 6 allowed.test:7002 </dev/null)
@@ -59,19 +62,25 @@ diag "decisions: $out"
 n=$(json_get "$out" decisions)
 check_eq "every request of 50 concurrent clients got its decision" 300 "$n"
 lines=$(load_wait_lines $((before + n)) 10)
-sleep 0.5
 # each decision is one record that decides (event "decision", or "complete" for one refused at once), and
 # each exchange that went on after its decision has one close record with the same flow id
-counts=$("$LAB_PYTHON" - "$LOAD_AUDIT" "$before" <<'PY'
-import json, sys
-recs = [json.loads(l) for l in open(sys.argv[1]).readlines()[int(sys.argv[2]):]]
-decided = [r for r in recs if r.get("event") != "close"]
-opened = {r["flow"] for r in recs if r.get("event") == "decision"}
-closed = {r["flow"] for r in recs if r.get("event") == "close"}
-print(len(decided), len(opened), len(opened & closed), len(closed - opened))
-PY
-)
-read -r decided opened paired strays <<<"$counts"
+audit_counts() {
+	"$LAB_PYTHON" - "$LOAD_AUDIT" "$before" <<-'PY'
+		import json, sys
+		recs = [json.loads(l) for l in open(sys.argv[1]).readlines()[int(sys.argv[2]):]]
+		decided = [r for r in recs if r.get("event") != "close"]
+		opened = {r["flow"] for r in recs if r.get("event") == "decision"}
+		closed = {r["flow"] for r in recs if r.get("event") == "close"}
+		print(len(decided), len(opened), len(opened & closed), len(closed - opened))
+	PY
+}
+# the close records come as the engine closes the exchanges, after the clients have their answers: wait
+# (10 s at most) until every decision that went on has one, rather than a fixed 0.5 s
+for _ in $(seq 100); do
+	read -r decided opened paired strays <<<"$(audit_counts)"
+	[ "$opened" = "$paired" ] && break
+	sleep 0.1
+done
 check_eq "N decisions made, N decision records written" "$n" "$decided"
 check_eq "every decision that went on has its close record" "$opened" "$paired"
 check_eq "... and no close record without its decision" 0 "$strays"

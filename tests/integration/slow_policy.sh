@@ -39,9 +39,14 @@ attach() {
 }
 wait_line() { for _ in $(seq 200); do grep -q "$2" "$1" && return 0; sleep 0.05; done; return 1; }
 
+compiling() { grep -c "compiling a session policy of" "$(lab_log sluiced)"; }
+compiles=$(compiling)
 attach huge "$HUGE" "$LAB_DIR/state/huge.out" raw
 hpid=$!
-sleep 0.1 # sluiced has the huge policy and compiles it
+# sluiced has the huge policy and compiles it (it says so once the worker runs; a fixed 0.1 s could end
+# while a loaded machine still had sluiced reading the 4.5 MB, and then the small session's setup did not
+# run beside the compile at all)
+for _ in $(seq 200); do [ "$(compiling)" -gt "$compiles" ] && break; sleep 0.05; done
 attach small "$POLICY" "$LAB_DIR/state/small.out"
 spid=$!
 wait_line "$LAB_DIR/state/small.out" '^setup_us='

@@ -117,9 +117,13 @@ check "... audited" eventually audit_has '"protocol":"tls-sni".*"decision":"deny
 lab_bg quic -n inet "$LAB_PYTHON" -c '
 import socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("0.0.0.0", 443))
+print("bound", flush=True)
 while True:
     d, a = s.recvfrom(2048); open(sys.argv[1], "a").write("got %d\n" % len(d))' "$LAB_DIR/tmp/quic.got"
-sleep 0.3
+# (it listens before the datagrams go, or "never reaches the internet" below would prove nothing: a fixed
+# 0.3 s could end before a loaded machine had started python)
+for _ in $(seq 100); do grep -q '^bound' "$(lab_log quic)" 2>/dev/null && break; sleep 0.05; done
+check "(test) the internet's UDP 443 listens" grep -q '^bound' "$(lab_log quic)"
 lab_exec t1 "$LAB_PYTHON" -c "
 import socket
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
