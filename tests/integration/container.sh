@@ -112,7 +112,8 @@ rm -f "$LAB_DIR/pid"
 (cd "$P" && reaped env -i PATH=/usr/bin:/bin HOME="$LAB_DIR" CONTAINERS_STORAGE_CONF="$CONTAINERS_STORAGE_CONF" \
 	"$SLUICE" run --sandbox-type container --image "$CTR_IMAGE" --memory 96M --pids 64 -- sleep 30 >/dev/null 2>&1) &
 rpid=$!
-for _ in $(seq 100); do spid=$(pgrep -xf "sleep 30" | head -1); [ -n "$spid" ] && break; sleep 0.1; done
+# (30 s at most: it goes on as soon as the container runs, and podman's start stretches on a loaded machine)
+for _ in $(seq 300); do spid=$(pgrep -xf "sleep 30" | head -1); [ -n "$spid" ] && break; sleep 0.1; done
 lpid=$(cat "$LAB_DIR/pid")
 mcg=$(awk -F: '$2 == "memory" { print $3 }' "/proc/$spid/cgroup" 2>/dev/null)
 pcg=$(awk -F: '$2 == "pids" { print $3 }' "/proc/$spid/cgroup" 2>/dev/null)
@@ -131,7 +132,7 @@ check_eq "... and the next launch removed its session directory" "$base" "$(left
 # 5b. --timeout ends the container too.
 ct --timeout 2 -- sleep 30 >/dev/null 2>&1
 check_eq "--timeout: 124" 124 "$?"
-for _ in $(seq 30); do [ -z "$(leftovers | grep '^process ')" ] && break; sleep 0.1; done
+for _ in $(seq 100); do [ -z "$(leftovers | grep '^process ')" ] && break; sleep 0.1; done
 check_eq "... and nothing is left" "$base" "$(leftovers)"
 
 # 6. Setup failures fail closed.

@@ -32,13 +32,24 @@ check "the session could fork a little (the limit is not zero)" test "${n:-0}" -
 ( bg_exec root "$SLUICE" run --cpu 0.5 --memory 100M --pids 77 --io-read-bps 7:0:1M --io-write-bps 7:0:2M -- sleep 3 ) &
 lpid=$!
 for _ in $(seq 50); do [ -n "$(comm -13 <(echo "$before") <(cg_list))" ] && break; sleep 0.1; done
-sleep 0.3
-new=$(comm -13 <(echo "$before") <(cg_list))
-vals=""
-for d in $new; do
-	for f in memory.limit_in_bytes memory.max pids.max cpu.cfs_quota_us cpu.max blkio.throttle.read_bps_device blkio.throttle.write_bps_device io.max; do
-		[ -f "$d/$f" ] && vals="$vals $f=$(tr '\n' ' ' <"$d/$f")"
+# limit_vals: the limits in the session's cgroups, as "FILE=VALUE ..."
+limit_vals() {
+	local d f
+	for d in $new; do
+		for f in memory.limit_in_bytes memory.max pids.max cpu.cfs_quota_us cpu.max blkio.throttle.read_bps_device blkio.throttle.write_bps_device io.max; do
+			[ -f "$d/$f" ] && printf ' %s=%s' "$f" "$(tr '\n' ' ' <"$d/$f")"
+		done
 	done
+}
+# the launcher writes the limits after it made the cgroups: read them once the last one the checks want is
+# there (or after 3 s), not after a fixed 0.3 s (the session lives 3 s)
+for _ in $(seq 30); do
+	new=$(comm -13 <(echo "$before") <(cg_list))
+	vals=$(limit_vals)
+	grep -Eq 'pids\.max=77' <<<"$vals" && grep -Eq 'memory\.(limit_in_bytes|max)=104857600' <<<"$vals" &&
+		grep -Eq 'cpu\.cfs_quota_us=50000|cpu\.max=50000 100000' <<<"$vals" && grep -Eq '7:0 (rbps=)?1048576' <<<"$vals" &&
+		grep -Eq '7:0 (.*wbps=)?2097152' <<<"$vals" && break
+	sleep 0.1
 done
 check_match "memory limit written (v1 memory.limit_in_bytes or v2 memory.max)" "memory\.(limit_in_bytes|max)=104857600" "$vals"
 check_match "pids limit written" "pids\.max=77" "$vals"

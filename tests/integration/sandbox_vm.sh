@@ -137,7 +137,7 @@ check "nothing was written to the read-only ones" test ! -e "$P/in-project" -a !
 ( cd "$P" && exec env -i HOME="$H" PATH=/usr/bin:/bin SLUICE_VM_CACHE="$CACHE" "$SLUICE" run --quiet \
 	--sandbox-type vm --timeout 4 -- true ) >/dev/null 2>"$LAB_DIR/err-kvm" &
 kpid=$!
-for _ in $(seq 30); do [ -n "$(qemus)" ] && break; sleep 0.1; done
+for _ in $(seq 100); do [ -n "$(qemus)" ] && break; sleep 0.1; done
 sleep 1.5
 check_match "KVM by default: QEMU runs with -accel kvm" ' -accel kvm ' "$(ps -o args= -p "$(qemus | head -1)" 2>/dev/null)"
 wait "$kpid"
