@@ -71,7 +71,10 @@ check_match "the lab resolver is the fake internet's" "^nameserver $LAB_DNS" "$(
 
 before=$(snapshot)
 lab_internet_up
-check "lab_internet_up: under 2 s (${LAB_INTERNET_UP_MS} ms)" test "$LAB_INTERNET_UP_MS" -lt 2000
+# (130-450 ms alone; its start-up is a dozen processes' (python's the most), so a loaded machine stretches
+# it: 0.9 s measured with the test held to a quarter of a core, 1.6-2.8 s to a tenth. 5 s still fails a
+# lab that waits seconds for a service instead of asking whether it is up)
+check "lab_internet_up: under 5 s (${LAB_INTERNET_UP_MS} ms)" test "$LAB_INTERNET_UP_MS" -lt 5000
 lab_lan_up
 check_eq "the session gets the documented addresses" "100.127.1.1 100.127.1.0" "$(lab_session s1)"
 read -r s1_addr4 s1_gw4 s1_addr6 s1_gw6 s1_if < <(lab_session_info s1)
