@@ -27,6 +27,22 @@ uint64_t proxy_mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+struct event_base *proxy_event_base_new(void)
+{
+	struct event_config *cfg = event_config_new();
+	struct event_base *base;
+
+	if (!cfg)
+		return NULL;
+	/* Without the cache each timer is armed from a clock read (the vDSO's, tens of ns). With it, a
+	 * connection accepted after a stall in the middle of an iteration (the listener's accept loop goes on
+	 * where it stopped) had its header timer expire before its client could send a byte. */
+	event_config_set_flag(cfg, EVENT_BASE_FLAG_NO_CACHE_TIME);
+	base = event_base_new_with_config(cfg);
+	event_config_free(cfg);
+	return base;
+}
+
 uint64_t proxy_flow_next(struct proxy_engine *e)
 {
 	return e->flow_next++;
