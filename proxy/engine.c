@@ -2,6 +2,7 @@
  * out of file descriptors), the audit-log health timer, and the public API of engine.h. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <netinet/in.h>
@@ -41,6 +42,25 @@ struct event_base *proxy_event_base_new(void)
 	base = event_base_new_with_config(cfg);
 	event_config_free(cfg);
 	return base;
+}
+
+void proxy_deadline_start(struct proxy_deadline *d, unsigned timeout_ms)
+{
+	d->due_ms = proxy_mono_ms() + timeout_ms;
+	d->spared = false;
+}
+
+bool proxy_deadline_stalled(struct proxy_deadline *d, unsigned timeout_ms, const char *sid, const char *what)
+{
+	uint64_t now = proxy_mono_ms();
+
+	if (!d->due_ms || d->spared || now <= d->due_ms + PROXY_STALL_MS)
+		return false;
+	log_debug("session %s: the engine ran %" PRIu64 " ms late for the timeout of %s; the client gets its time again",
+	          sid, now - d->due_ms, what);
+	d->spared = true;
+	d->due_ms = now + timeout_ms;
+	return true;
 }
 
 uint64_t proxy_flow_next(struct proxy_engine *e)
