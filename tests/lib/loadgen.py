@@ -364,7 +364,7 @@ async def late(sessions, n, targets, socks_port=None):
         break
     ok, errors = 0, {}
 
-    async def send(i, r, w):
+    async def send(i, r, w):  # (all at once: each is connected already)
         nonlocal ok
         try:
             if r is None:
