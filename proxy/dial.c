@@ -243,7 +243,7 @@ static void try_next(struct proxy_dial *d)
 		}
 		bufferevent_setcb(d->bev, NULL, NULL, event_cb, d);
 		bufferevent_set_timeouts(d->bev, NULL, d->engine->tv_connect);
-		proxy_deadline_start(&d->due, d->engine->connect_timeout_ms);
+		proxy_deadline_start(&d->due, proxy_mono_ms(), d->engine->connect_timeout_ms);
 		/* connect() was called: the bufferevent waits until the socket is writable and reports */
 		if (bufferevent_socket_connect(d->bev, NULL, 0) != 0) {
 			d->last_err = errno ? errno : ENETUNREACH;

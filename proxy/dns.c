@@ -854,7 +854,7 @@ static void tcp_read_cb(struct bufferevent *bev, void *arg)
 	struct timeval tv = {TCP_IDLE_MS / 1000, 0};
 
 	event_add(t->idle, &tv);
-	proxy_deadline_start(&t->idle_due, TCP_IDLE_MS);
+	proxy_deadline_start(&t->idle_due, proxy_mono_ms(), TCP_IDLE_MS);
 	while (!t->closing && t->inflight < TCP_MAX_INFLIGHT) {
 		uint8_t hdr[2];
 		size_t mlen;
@@ -965,5 +965,5 @@ void proxy_dns_tcp_accept(struct proxy_session *s, int fd)
 	bufferevent_setwatermark(t->bev, EV_READ, 0, 2 * (DNS_MSG_MAX + 2));
 	bufferevent_enable(t->bev, EV_READ | EV_WRITE);
 	event_add(t->idle, &tv);
-	proxy_deadline_start(&t->idle_due, TCP_IDLE_MS);
+	proxy_deadline_start(&t->idle_due, proxy_mono_ms(), TCP_IDLE_MS);
 }

@@ -44,9 +44,9 @@ struct event_base *proxy_event_base_new(void)
 	return base;
 }
 
-void proxy_deadline_start(struct proxy_deadline *d, unsigned timeout_ms)
+void proxy_deadline_start(struct proxy_deadline *d, uint64_t now_ms, unsigned timeout_ms)
 {
-	d->due_ms = proxy_mono_ms() + timeout_ms;
+	d->due_ms = now_ms + timeout_ms;
 	d->spared = false;
 }
 

@@ -512,6 +512,16 @@ static void client_read_cb(struct bufferevent *bev, void *arg);
  * when the head's first byte came, or when the connection was accepted). */
 static void head_timeout_record(struct http_conn *c, const char *what)
 {
+	if (c->head_rt.tv_sec == 0) { /* no byte yet: the wall clock's time of the accept (head_ms) */
+		uint64_t ago = proxy_mono_ms() - c->head_ms;
+		clock_gettime(CLOCK_REALTIME, &c->head_rt);
+		c->head_rt.tv_sec -= (time_t)(ago / 1000);
+		c->head_rt.tv_nsec -= (long)(ago % 1000) * 1000000L;
+		if (c->head_rt.tv_nsec < 0) {
+			c->head_rt.tv_sec--;
+			c->head_rt.tv_nsec += 1000000000L;
+		}
+	}
 	proxy_relay_begin(&c->r, &c->head_rt, c->head_ms, NULL);
 	if (c->inspect || c->plain_tunnel) { /* (inside a CONNECT: its host) */
 		util_strlcpy(c->r.t.host, c->inspect_host, sizeof c->r.t.host);
@@ -580,7 +590,7 @@ static void head_read(struct http_conn *c)
 		/* First byte of a request: from now on the head must arrive within the header timeout. */
 		clock_gettime(CLOCK_REALTIME, &c->head_rt);
 		c->head_ms = proxy_mono_ms();
-		proxy_deadline_start(&c->head_due, c->r.e->header_timeout_ms);
+		proxy_deadline_start(&c->head_due, c->head_ms, c->r.e->header_timeout_ms);
 		c->head_late = false;
 		http_set_timer(c, c->r.e->tv_header);
 	}
@@ -722,9 +732,8 @@ static bool conn_start(struct http_conn *c, struct proxy_session *s, struct buff
 	/* Bounded memory: never more than a head plus a buffer's worth of unread client bytes. */
 	bufferevent_setwatermark(client, EV_READ, 0, HTTP_HEAD_MAX + 4096);
 	bufferevent_enable(client, EV_READ | EV_WRITE);
-	clock_gettime(CLOCK_REALTIME, &c->head_rt); /* (a record of a connection that sends nothing starts here) */
-	c->head_ms = proxy_mono_ms();
-	proxy_deadline_start(&c->head_due, s->engine->header_timeout_ms);
+	c->head_ms = proxy_mono_ms(); /* (and head_rt 0: a record of a connection that sends nothing starts here) */
+	proxy_deadline_start(&c->head_due, c->head_ms, s->engine->header_timeout_ms);
 	http_set_timer(c, s->engine->tv_header);
 	return true;
 }

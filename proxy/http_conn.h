@@ -31,7 +31,8 @@ struct http_conn {
 	enum http_state state;
 	uint16_t transparent_port; /* 0: forward proxy; else a redirected connection's original port */
 	struct http_scanner scan;
-	struct timespec head_rt; /* when the current head's first byte came (before a first one: the accept) */
+	struct timespec head_rt; /* when the current head's first byte came (0 before a first one) */
+	/* ... and on proxy_mono_ms's clock (before a first byte: the accept) */
 	uint64_t head_ms;
 	/* The header timer's deadline (none while waiting with the idle timeout) and whether it has passed (an
 	 * incomplete head is then answered 408 at once): head_timeout_spared in http.c. */

@@ -169,8 +169,8 @@ struct proxy_deadline {
 	uint64_t due_ms; /* proxy_mono_ms clock; 0: none (no grace after a stall) */
 	bool spared;     /* the grace was given once */
 };
-/* The deadline is timeout_ms from now, with its grace. */
-void proxy_deadline_start(struct proxy_deadline *d, unsigned timeout_ms);
+/* The deadline is timeout_ms from now_ms (proxy_mono_ms(), read by the caller), with its grace. */
+void proxy_deadline_start(struct proxy_deadline *d, uint64_t now_ms, unsigned timeout_ms);
 /* d's timer fired: true when it fired more than PROXY_STALL_MS late and had no grace yet; then the client
  * has timeout_ms again from now (the caller arms its timer again), what (a connection of session sid) is
  * logged at debug level. */

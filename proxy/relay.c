@@ -217,7 +217,7 @@ int proxy_relay_accept_handshake(struct proxy_relay *r, struct proxy_session *s,
 	bufferevent_setcb(client, read_cb, NULL, event_cb, r);
 	bufferevent_setwatermark(client, EV_READ, 0, read_max);
 	bufferevent_enable(client, EV_READ | EV_WRITE);
-	proxy_deadline_start(&r->handshake_due, r->e->header_timeout_ms);
+	proxy_deadline_start(&r->handshake_due, r->start_ms, r->e->header_timeout_ms); /* (begun now) */
 	event_add(r->handshake_timer, r->e->tv_header);
 	return 0;
 }

@@ -68,9 +68,10 @@ import json, sys
 for l in open(sys.argv[1]):
     r = json.loads(l)
     if "header timeout" in (r.get("error") or ""):
-        print(r["protocol"], r["decision"], r.get("status"), r["error"])' "$PROXY_AUDIT")
-check_eq "... each recorded with the reason" "http deny 408 the request head did not complete within the header timeout (1000 ms)
-http deny 0 no request within the header timeout (1000 ms)" "$recs"
+        print(r["protocol"], r["decision"], r.get("status"), 900 <= r["duration_ms"] < 3000, r["error"])' "$PROXY_AUDIT")
+check_eq "... each recorded with the reason (begun at the accept or the head's first byte)" \
+	"http deny 408 True the request head did not complete within the header timeout (1000 ms)
+http deny 0 True no request within the header timeout (1000 ms)" "$recs"
 
 # per-session cap: three idle connections held, the fourth refused
 out=$(lab_exec s1 "$LAB_PYTHON" - "$PROXY_GW" <<'PY'
