@@ -490,6 +490,67 @@ static void test_dns_relay_stall(void **state)
 	unlink(path);
 }
 
+/* SOCKS5 greetings that came before their handshake deadline but wait unread when it passes: after a stall
+ * of the engine, epoll hands the loop 32 ready sockets at first (more once it saw a full batch) and the expired
+ * timers run behind them, so
+ * most greetings are still in their sockets when their timers fire. The timer reads them first: every
+ * client gets its method reply (before: the ones behind the first batch were closed). The stall (400 ms,
+ * the header timeout 300 ms) is too short for the grace after a stall: the read alone does it. */
+static void test_handshake_read_first(void **state)
+{
+	enum { N = 100 };
+	char path[] = "/tmp/sluice-engine-test-XXXXXX";
+	int fd = mkstemp(path), lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), c[N];
+	struct event_base *base = proxy_event_base_new();
+	struct policy *p = json_policy("{\"allow\": [\"cached.test\"]}");
+	struct proxy_engine *e = dns_engine(base, fd, 53, 0, p);
+	struct sockaddr_storage gw, src;
+	socklen_t len = sizeof gw;
+	struct timeval tv = {0, 300000};
+	struct timespec stall = {0, 400000000};
+	int replied = 0;
+	(void)state;
+
+	e->header_timeout_ms = 300;
+	e->tv_header = event_base_init_common_timeout(base, &tv);
+	sin4(&gw, "127.0.0.3", 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&gw, sizeof(struct sockaddr_in)), 0);
+	assert_int_equal(listen(lfd, N), 0);
+	assert_int_equal(getsockname(lfd, (struct sockaddr *)&gw, &len), 0);
+	assert_int_equal(proxy_engine_add_listener(e, lfd, PROXY_LISTEN_SOCKS5), 0);
+	sin4(&src, "127.0.0.2", 0);
+	for (int i = 0; i < N; i++) {
+		/* a few at a time: the loop never sees more than 32 ready sockets before the stall, so its batch
+		 * stays at libevent's first size */
+		c[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		assert_int_equal(bind(c[i], (struct sockaddr *)&src, sizeof(struct sockaddr_in)), 0);
+		assert_int_equal(connect(c[i], (struct sockaddr *)&gw, sizeof(struct sockaddr_in)), 0);
+		if (i % 8 == 7)
+			for (int k = 0; k < 3; k++)
+				event_base_loop(base, EVLOOP_NONBLOCK);
+	}
+	for (int i = 0; i < 5; i++)
+		event_base_loop(base, EVLOOP_NONBLOCK); /* all accepted, their deadlines running */
+	for (int i = 0; i < N; i++)
+		assert_int_equal(send(c[i], "\x05\x01\x00", 3, 0), 3);
+	nanosleep(&stall, NULL); /* the greetings came in time; the engine did not run */
+	for (int i = 0; i < 20; i++)
+		event_base_loop(base, EVLOOP_NONBLOCK);
+	for (int i = 0; i < N; i++) {
+		struct pollfd pfd = {.fd = c[i], .events = POLLIN};
+		uint8_t m[2];
+		if (poll(&pfd, 1, 100) == 1 && recv(c[i], m, 2, MSG_DONTWAIT) == 2 && m[0] == 5 && m[1] == 0)
+			replied++;
+		close(c[i]);
+	}
+	assert_int_equal(replied, N);
+
+	proxy_engine_free(e);
+	policy_unref(p);
+	event_base_free(base);
+	unlink(path);
+}
+
 static void test_direct_not_opened(void **state)
 {
 	char path[] = "/tmp/sluice-engine-test-XXXXXX";
@@ -764,6 +825,7 @@ int main(void)
 	        cmocka_unit_test(test_api),
 	        cmocka_unit_test(test_dns_cache_policy),
 	        cmocka_unit_test(test_dns_relay_stall),
+	        cmocka_unit_test(test_handshake_read_first),
 	        cmocka_unit_test(test_direct_not_opened),
 	        cmocka_unit_test(test_dns_listener_gateway),
 	        cmocka_unit_test(test_dns_burst),
