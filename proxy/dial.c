@@ -187,7 +187,8 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 		 * watched again; a timer noticed more than PROXY_STALL_MS late gives the attempt its time again,
 		 * once (on a paused machine the handshake could not go on either). */
 		if (established(bufferevent_getfd(bev)) ||
-		    proxy_deadline_stalled(&d->due, d->engine->connect_timeout_ms, d->session->id, "a connection upstream")) {
+		    proxy_deadline_stalled(&d->due, d->engine->connect_timeout_ms, d->session->id,
+		                           "a connection upstream")) {
 			bufferevent_set_timeouts(d->bev, NULL, d->engine->tv_connect);
 			bufferevent_enable(d->bev, EV_WRITE); /* (the timeout disabled it; the connect goes on) */
 			return;

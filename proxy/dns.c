@@ -154,7 +154,8 @@ struct dns_tcp {
 	struct proxy_session *s; /* borrowed */
 	struct bufferevent *bev; /* owned */
 	struct event *idle;      /* owned */
-	struct proxy_deadline idle_due; /* ... its deadline (a grace after a stall of the engine: tcp_idle_cb) */
+	/* ... its deadline (a grace after a stall of the engine: tcp_idle_cb) */
+	struct proxy_deadline idle_due;
 	unsigned inflight;
 	bool closing;
 	TAILQ_HEAD(, dns_job) jobs; /* borrowed: jobs whose answers go here */

@@ -47,7 +47,7 @@ struct dns_relay {
 	struct proxy_engine *e; /* borrowed */
 	struct relay_sock socks[RELAY_SOCKS];
 	unsigned next;
-	struct event *sweep; /* owned */
+	struct event *sweep;   /* owned */
 	uint64_t sweep_due_ms; /* when the sweep should run (proxy_mono_ms): a later run means a stall */
 	TAILQ_HEAD(, dns_relay_query) fifo;
 	/* queries dns_relay_queue() holds until dns_relay_flush() */
@@ -111,7 +111,7 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
 	 * move by as much; and answers that came in time but wait unread (after a stall the expired timers may
 	 * run before every socket was read) are taken before anything expires. */
 	if (now > r->sweep_due_ms + PROXY_STALL_MS)
-		TAILQ_FOREACH(q, &r->fifo, entry)
+		for (q = TAILQ_FIRST(&r->fifo); q; q = TAILQ_NEXT(q, entry))
 			q->deadline_ms += now - r->sweep_due_ms;
 	if ((q = TAILQ_FIRST(&r->fifo)) != NULL && q->deadline_ms <= now)
 		for (unsigned i = 0; i < RELAY_SOCKS; i++)

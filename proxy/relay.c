@@ -181,8 +181,9 @@ static void handshake_timer_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (!r->handshake_late && proxy_bev_read_now(r->client, r->handshake_read_max) > 0) {
 		r->handshake_late = true;
-		event_active(r->handshake_timer, EV_TIMEOUT, 1); /* (a complete handshake deletes it; an end frees it) */
-		bufferevent_trigger(r->client, EV_READ, 0);      /* (may free r) */
+		/* (back here after the read callback, unless a complete handshake deleted it or an end freed it) */
+		event_active(r->handshake_timer, EV_TIMEOUT, 1);
+		bufferevent_trigger(r->client, EV_READ, 0); /* (may free r) */
 		return;
 	}
 	r->handshake_late = false;
