@@ -526,6 +526,8 @@ static void head_timeout_record(struct http_conn *c, const char *what)
 	if (c->inspect || c->plain_tunnel) { /* (inside a CONNECT: its host) */
 		util_strlcpy(c->r.t.host, c->inspect_host, sizeof c->r.t.host);
 		c->r.t.port = c->inspect_port;
+	} else {
+		c->r.t.port = c->transparent_port; /* (transparent mode: the port connected to; else 0) */
 	}
 	snprintf(c->r.error, sizeof c->r.error, "%s within the header timeout (%u ms)", what,
 	         c->r.e->header_timeout_ms);
