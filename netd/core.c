@@ -25,6 +25,7 @@
 #include "audit_ship.h"
 #include "cni_key.h"
 #include "config.h"
+#include "engine.h"
 #include "lease.h"
 #include "netd_metrics.h"
 #include "reaper.h"
@@ -397,7 +398,7 @@ int netd_new(struct netd **out, const struct netd_config *cfg, bool reconcile, c
 	if (d->cfg.v6 && 128 - cfg->len6 < 32 && d->slot_last > (1u << (128 - cfg->len6)) - 2)
 		d->slot_last = (1u << (128 - cfg->len6)) - 2;
 	d->slot_hint = d->slot_first;
-	d->base = event_base_new();
+	d->base = proxy_event_base_new(); /* (timers armed from a clock read: engine.h) */
 	if (!d->base) {
 		r = -ENOMEM;
 		snprintf(err, errlen, "cannot create the event loop");

@@ -570,7 +570,7 @@ int netd_engine_child_main(int sock)
 	for (int i = 0; i < CHILD_MAX_LISTENERS; i++)
 		c.lfd[i] = -1;
 	log_init("sluiced-engine", log_get_level());
-	c.base = event_base_new();
+	c.base = proxy_event_base_new();
 	if (!c.base)
 		goto out;
 	if (child_init(&c) < 0)

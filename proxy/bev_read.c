@@ -74,6 +74,27 @@ static void readcb(evutil_socket_t fd, short what, void *arg)
 	bufferevent_trigger_event(bev, ev, 0);
 }
 
+ssize_t proxy_bev_read_now(struct bufferevent *bev, size_t max)
+{
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t have = evbuffer_get_length(in), room = max > have ? max - have : 0;
+	struct evbuffer_iovec v;
+	ssize_t n = -1;
+
+	if (room == 0)
+		return 0;
+	evbuffer_unfreeze(in, 0); /* (a socket bufferevent keeps its input's end frozen but while it reads) */
+	if (evbuffer_reserve_space(in, (ev_ssize_t)room, &v, 1) == 1) {
+		n = recv(bufferevent_getfd(bev), v.iov_base, v.iov_len < room ? v.iov_len : room, MSG_DONTWAIT);
+		if (n > 0) {
+			v.iov_len = (size_t)n;
+			evbuffer_commit_space(in, &v, 1);
+		}
+	}
+	evbuffer_freeze(in, 0);
+	return n > 0 ? n : 0;
+}
+
 void proxy_bev_fast_read(struct bufferevent *bev)
 {
 	struct event *ev = &bev->ev_read;

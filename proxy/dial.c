@@ -42,6 +42,7 @@ struct proxy_dial {
 	struct proxy_dial_result res;
 	int last_err;
 	bool timed_out;
+	struct proxy_deadline due;         /* the connect timeout of the attempt (a grace after a stall: event_cb) */
 	const struct proxy_parent *parent; /* borrowed from the engine: go through it, or NULL */
 	bool tunnel;                       /* with a parent: ask it for a CONNECT tunnel */
 };
@@ -159,6 +160,18 @@ static void connected(struct proxy_dial *d)
 	done(d);
 }
 
+/* A non-blocking connect to a nearby host (a namespace on this machine, the loopback) has often
+ * completed by the time connect() returns EINPROGRESS: the handshake ran in the kernel meanwhile. Then
+ * the connection is used at once rather than after a round through the event loop. */
+static bool established(int fd)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof ti;
+
+	return getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
+	       len >= offsetof(struct tcp_info, tcpi_ca_state) && ti.tcpi_state == TCP_ESTABLISHED;
+}
+
 static void event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct proxy_dial *d = arg;
@@ -168,6 +181,18 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	if (what & BEV_EVENT_TIMEOUT) {
+		/* The timeout measures the upstream, not the engine: a connection that completed while the engine
+		 * was not running (after a stall epoll hands the loop a batch of ready sockets at a time, and the
+		 * expired timers run behind the first) is reported by libevent as connected once its socket is
+		 * watched again; a timer noticed more than PROXY_STALL_MS late gives the attempt its time again,
+		 * once (on a paused machine the handshake could not go on either). */
+		if (established(bufferevent_getfd(bev)) ||
+		    proxy_deadline_stalled(&d->due, d->engine->connect_timeout_ms, d->session->id,
+		                           "a connection upstream")) {
+			bufferevent_set_timeouts(d->bev, NULL, d->engine->tv_connect);
+			bufferevent_enable(d->bev, EV_WRITE); /* (the timeout disabled it; the connect goes on) */
+			return;
+		}
 		d->timed_out = true;
 		d->last_err = ETIMEDOUT;
 	} else {
@@ -179,18 +204,6 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 	bufferevent_free(d->bev);
 	d->bev = NULL;
 	try_next(d);
-}
-
-/* A non-blocking connect to a nearby host (a namespace on this machine, the loopback) has often
- * completed by the time connect() returns EINPROGRESS: the handshake ran in the kernel meanwhile. Then
- * the connection is used at once rather than after a round through the event loop. */
-static bool established(int fd)
-{
-	struct tcp_info ti;
-	socklen_t len = sizeof ti;
-
-	return getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
-	       len >= offsetof(struct tcp_info, tcpi_ca_state) && ti.tcpi_state == TCP_ESTABLISHED;
 }
 
 static void try_next(struct proxy_dial *d)
@@ -231,6 +244,7 @@ static void try_next(struct proxy_dial *d)
 		}
 		bufferevent_setcb(d->bev, NULL, NULL, event_cb, d);
 		bufferevent_set_timeouts(d->bev, NULL, d->engine->tv_connect);
+		proxy_deadline_start(&d->due, proxy_mono_ms(), d->engine->connect_timeout_ms);
 		/* connect() was called: the bufferevent waits until the socket is writable and reports */
 		if (bufferevent_socket_connect(d->bev, NULL, 0) != 0) {
 			d->last_err = errno ? errno : ENETUNREACH;

@@ -154,6 +154,8 @@ struct dns_tcp {
 	struct proxy_session *s; /* borrowed */
 	struct bufferevent *bev; /* owned */
 	struct event *idle;      /* owned */
+	/* ... its deadline (a grace after a stall of the engine: tcp_idle_cb) */
+	struct proxy_deadline idle_due;
 	unsigned inflight;
 	bool closing;
 	TAILQ_HEAD(, dns_job) jobs; /* borrowed: jobs whose answers go here */
@@ -853,6 +855,7 @@ static void tcp_read_cb(struct bufferevent *bev, void *arg)
 	struct timeval tv = {TCP_IDLE_MS / 1000, 0};
 
 	event_add(t->idle, &tv);
+	proxy_deadline_start(&t->idle_due, proxy_mono_ms(), TCP_IDLE_MS);
 	while (!t->closing && t->inflight < TCP_MAX_INFLIGHT) {
 		uint8_t hdr[2];
 		size_t mlen;
@@ -917,11 +920,25 @@ static void tcp_event_cb(struct bufferevent *bev, short what, void *arg)
 	tcp_free(arg);
 }
 
+/* The idle timeout measures the client, not the engine (docs/proxy.md): a query the socket holds is read
+ * (it came in time, unread after a stall), and a timer noticed more than PROXY_STALL_MS late gives the
+ * client its time again, once. */
 static void tcp_idle_cb(evutil_socket_t fd, short what, void *arg)
 {
+	struct dns_tcp *t = arg;
+	struct timeval tv = {TCP_IDLE_MS / 1000, 0};
 	(void)fd;
 	(void)what;
-	tcp_free(arg);
+
+	if (!t->closing && proxy_bev_read_now(t->bev, 2 * (DNS_MSG_MAX + 2)) > 0) {
+		tcp_read_cb(t->bev, t); /* (arms the timer again, or frees t) */
+		return;
+	}
+	if (!t->closing && proxy_deadline_stalled(&t->idle_due, TCP_IDLE_MS, t->s->id, "a DNS-over-TCP connection")) {
+		event_add(t->idle, &tv);
+		return;
+	}
+	tcp_free(t);
 }
 
 void proxy_dns_tcp_accept(struct proxy_session *s, int fd)
@@ -949,4 +966,5 @@ void proxy_dns_tcp_accept(struct proxy_session *s, int fd)
 	bufferevent_setwatermark(t->bev, EV_READ, 0, 2 * (DNS_MSG_MAX + 2));
 	bufferevent_enable(t->bev, EV_READ | EV_WRITE);
 	event_add(t->idle, &tv);
+	proxy_deadline_start(&t->idle_due, proxy_mono_ms(), TCP_IDLE_MS);
 }

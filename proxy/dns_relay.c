@@ -47,7 +47,8 @@ struct dns_relay {
 	struct proxy_engine *e; /* borrowed */
 	struct relay_sock socks[RELAY_SOCKS];
 	unsigned next;
-	struct event *sweep; /* owned */
+	struct event *sweep;   /* owned */
+	uint64_t sweep_due_ms; /* when the sweep should run (proxy_mono_ms): a later run means a stall */
 	TAILQ_HEAD(, dns_relay_query) fifo;
 	/* queries dns_relay_queue() holds until dns_relay_flush() */
 	bool flushing; /* a query made while flushing (by a callback) is sent at once */
@@ -86,12 +87,16 @@ static void query_free(struct dns_relay_query *q)
 	free(q);
 }
 
+static int read_batch(struct relay_sock *rs);
+
 /* The sweep runs only while queries are in flight, so an idle engine does not wake up. */
 static void arm_sweep(struct dns_relay *r)
 {
 	struct timeval tv = {0, RELAY_SWEEP_MS * 1000};
-	if (!event_pending(r->sweep, EV_TIMEOUT, NULL))
+	if (!event_pending(r->sweep, EV_TIMEOUT, NULL)) {
 		event_add(r->sweep, &tv);
+		r->sweep_due_ms = proxy_mono_ms() + RELAY_SWEEP_MS;
+	}
 }
 
 static void sweep_cb(evutil_socket_t fd, short what, void *arg)
@@ -101,6 +106,17 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
 	struct dns_relay_query *q;
 	(void)fd;
 	(void)what;
+	/* The timeout measures the upstream, not the engine: a sweep noticed more than PROXY_STALL_MS late means
+	 * the engine did not run meanwhile (on a paused machine nor did the resolver), so the queries' deadlines
+	 * move by as much; and answers that came in time but wait unread (after a stall the expired timers may
+	 * run before every socket was read) are taken before anything expires. */
+	if (now > r->sweep_due_ms + PROXY_STALL_MS)
+		for (q = TAILQ_FIRST(&r->fifo); q; q = TAILQ_NEXT(q, entry))
+			q->deadline_ms += now - r->sweep_due_ms;
+	if ((q = TAILQ_FIRST(&r->fifo)) != NULL && q->deadline_ms <= now)
+		for (unsigned i = 0; i < RELAY_SOCKS; i++)
+			while (r->socks[i].connected && read_batch(&r->socks[i]) == RELAY_BATCH)
+				;
 	while ((q = TAILQ_FIRST(&r->fifo)) != NULL && q->deadline_ms <= now) {
 		dns_relay_cb cb = q->cb;
 		void *cbarg = q->arg;
@@ -115,14 +131,12 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
 /* Answers are read RELAY_BATCH at a time with one recvmmsg(2). An answer longer than RELAY_ANSWER_MAX
  * (we advertise an EDNS size of DNS_EDNS_SIZE, so a resolver sends at most that, or TC) is ignored and its
  * query times out. */
-static void read_cb(evutil_socket_t fd, short what, void *arg)
+static int read_batch(struct relay_sock *rs)
 {
-	struct relay_sock *rs = arg;
 	static uint8_t buf[RELAY_BATCH][RELAY_ANSWER_MAX];
 	static struct iovec iov[RELAY_BATCH];
 	static struct mmsghdr msgs[RELAY_BATCH];
 	int n;
-	(void)what;
 
 	for (int i = 0; i < RELAY_BATCH; i++) {
 		iov[i].iov_base = buf[i];
@@ -131,11 +145,11 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
 		msgs[i].msg_hdr.msg_iov = &iov[i];
 		msgs[i].msg_hdr.msg_iovlen = 1;
 	}
-	n = recvmmsg(fd, msgs, RELAY_BATCH, MSG_DONTWAIT, NULL);
+	n = recvmmsg(rs->fd, msgs, RELAY_BATCH, MSG_DONTWAIT, NULL);
 	if (n < 0) {
 		if (errno != EAGAIN && errno != EINTR && errno != ECONNREFUSED)
 			log_warn("dns relay: recvmmsg");
-		return;
+		return 0;
 	}
 	for (int i = 0; i < n; i++) {
 		struct dns_relay_query *q;
@@ -148,6 +162,14 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
 			query_free(q);
 	}
 	proxy_dns_udp_flush();
+	return n;
+}
+
+static void read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)read_batch(arg);
 }
 
 /* Connects a relay socket to the upstream and starts reading it. An unconnected UDP socket would

@@ -2,6 +2,7 @@
  * out of file descriptors), the audit-log health timer, and the public API of engine.h. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <netinet/in.h>
@@ -25,6 +26,42 @@ uint64_t proxy_mono_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+struct event_base *proxy_event_base_new(void)
+{
+	struct event_config *cfg = event_config_new();
+	struct event_base *base;
+
+	if (!cfg)
+		return NULL;
+	/* Without the cache each timer is armed from a clock read (the vDSO's, tens of ns). With it, a
+	 * connection accepted after a stall in the middle of an iteration (the listener's accept loop goes on
+	 * where it stopped) had its header timer expire before its client could send a byte. */
+	event_config_set_flag(cfg, EVENT_BASE_FLAG_NO_CACHE_TIME);
+	base = event_base_new_with_config(cfg);
+	event_config_free(cfg);
+	return base;
+}
+
+void proxy_deadline_start(struct proxy_deadline *d, uint64_t now_ms, unsigned timeout_ms)
+{
+	d->due_ms = now_ms + timeout_ms;
+	d->spared = false;
+}
+
+bool proxy_deadline_stalled(struct proxy_deadline *d, unsigned timeout_ms, const char *sid, const char *what)
+{
+	uint64_t now = proxy_mono_ms();
+
+	if (!d->due_ms || d->spared || now <= d->due_ms + PROXY_STALL_MS)
+		return false;
+	log_debug("session %s: the engine ran %" PRIu64
+	          " ms late for the timeout of %s; the client gets its time again",
+	          sid, now - d->due_ms, what);
+	d->spared = true;
+	d->due_ms = now + timeout_ms;
+	return true;
 }
 
 uint64_t proxy_flow_next(struct proxy_engine *e)

@@ -102,6 +102,13 @@ enum proxy_listener_kind {
 	PROXY_LISTEN_SOCKS5,
 };
 
+/* The event loop the engine (and sluiced) runs on, or NULL. Its timers are measured from the moment they are
+ * armed: libevent's cached time (the time its last wait for events returned) is off, because a process
+ * stopped in the middle of a loop iteration (a loaded or paused machine, SIGSTOP) would otherwise arm every
+ * timer of the rest of that iteration from the time before the stall, and they would fire as soon as it
+ * runs again, early by the length of the stall (docs/reliability.md, finding 7). */
+struct event_base *proxy_event_base_new(void);
+
 /* Creates an engine on `base` (borrowed; must outlive the engine). Opens (or adopts) the audit log.
  * Returns NULL with a one-line reason in err on failure; cfg->audit_fd is closed in that case too. */
 struct proxy_engine *proxy_engine_new(struct event_base *base, const struct proxy_config *cfg, char *err,

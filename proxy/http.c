@@ -7,7 +7,6 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,7 +118,7 @@ void http_next_request(struct http_conn *c)
 {
 	proxy_relay_finish(&c->r);
 	c->state = ST_HEAD;
-	c->head_due_ms = 0; /* (the idle timeout: no stall grace, head_timeout_spared) */
+	c->head_due.due_ms = 0; /* (the idle timeout: no stall grace, head_timeout_spared) */
 	http_scanner_init(&c->scan, false);
 	http_bev_enable(c->r.client, EV_READ);
 	http_set_timer(c, c->r.e->tv_idle);
@@ -507,56 +506,60 @@ static void handle_request(struct http_conn *c, const struct http_request *req, 
 	proxy_relay_proceed(&c->r);
 }
 
-/* How late a header timer may fire before the engine counts itself as stalled (head_timeout_spared): far
- * more than a busy loop's lag (tens of ms on a loaded 2-core machine), far less than a timeout. */
-#define HEAD_STALL_MS 500
-
 static void client_read_cb(struct bufferevent *bev, void *arg);
+
+/* The header timeout passed (after head_timeout_spared): one record, which says so (the exchange begun
+ * when the head's first byte came, or when the connection was accepted). */
+static void head_timeout_record(struct http_conn *c, const char *what)
+{
+	if (c->head_rt.tv_sec == 0) { /* no byte yet: the wall clock's time of the accept (head_ms) */
+		uint64_t ago = proxy_mono_ms() - c->head_ms;
+		clock_gettime(CLOCK_REALTIME, &c->head_rt);
+		c->head_rt.tv_sec -= (time_t)(ago / 1000);
+		c->head_rt.tv_nsec -= (long)(ago % 1000) * 1000000L;
+		if (c->head_rt.tv_nsec < 0) {
+			c->head_rt.tv_sec--;
+			c->head_rt.tv_nsec += 1000000000L;
+		}
+	}
+	proxy_relay_begin(&c->r, &c->head_rt, c->head_ms, NULL);
+	if (c->inspect || c->plain_tunnel) { /* (inside a CONNECT: its host) */
+		util_strlcpy(c->r.t.host, c->inspect_host, sizeof c->r.t.host);
+		c->r.t.port = c->inspect_port;
+	} else {
+		c->r.t.port = c->transparent_port; /* (transparent mode: the port connected to; else 0) */
+	}
+	snprintf(c->r.error, sizeof c->r.error, "%s within the header timeout (%u ms)", what,
+	         c->r.e->header_timeout_ms);
+}
 
 /* A head that trickles in too slowly (slowloris): 408, then close. */
 static void head_timed_out(struct http_conn *c)
 {
+	head_timeout_record(c, "the request head did not complete");
+	c->r.status = 408;
 	c->client_keep = false;
 	proxy_http_error(c->r.client, 408, "error",
 	                 "sluice: 408 Request Timeout\nthe request head did not arrive in time\n", true);
 	http_close_after_flush(c);
 }
 
-/* Reads what the client's socket (a plain one, not TLS) holds now into its input (one recv, up to the input's limit),
- * without a round through the event loop; the bytes read, 0 when there were none (end of file or an error stay for the
- * bufferevent to find). */
+/* Reads what the client's socket (a plain one, not TLS) holds now into its input, up to the input's limit. */
 static ssize_t read_now(struct http_conn *c)
 {
-	struct evbuffer *in = bufferevent_get_input(c->r.client);
-	size_t have = evbuffer_get_length(in), room = HTTP_HEAD_MAX + 4096 > have ? HTTP_HEAD_MAX + 4096 - have : 0;
-	struct evbuffer_iovec v;
-	ssize_t n = -1;
-
-	if (room == 0)
-		return 0;
-	evbuffer_unfreeze(in, 0); /* (a socket bufferevent keeps its input's end frozen but while it reads) */
-	if (evbuffer_reserve_space(in, (ev_ssize_t)room, &v, 1) == 1) {
-		n = recv(bufferevent_getfd(c->r.client), v.iov_base, v.iov_len < room ? v.iov_len : room, MSG_DONTWAIT);
-		if (n > 0) {
-			v.iov_len = (size_t)n;
-			evbuffer_commit_space(in, &v, 1);
-		}
-	}
-	evbuffer_freeze(in, 0);
-	return n > 0 ? n : 0;
+	return proxy_bev_read_now(c->r.client, HTTP_HEAD_MAX + 4096);
 }
 
 /* The header timeout measures the client, not the engine. When it fires: (1) what the socket holds is
  * read first: bytes that came while the engine was busy or not running count as in time (after a stall,
  * epoll hands the loop a batch of ready sockets at a time and the expired timers run behind the first
- * batch: their sockets' heads were there, unread); (2) a timer that fires more than HEAD_STALL_MS after it
+ * batch: their sockets' heads were there, unread); (2) a timer that fires more than PROXY_STALL_MS after it
  * was due means the engine did not run meanwhile, and on a loaded or paused machine nor did the client:
  * once per head, the client gets the header timeout again from now. True when the connection goes on (c
  * may have been freed). */
 static bool head_timeout_spared(struct http_conn *c)
 {
 	size_t before = c->scan.total;
-	uint64_t now;
 
 	/* (a TLS client of HTTPS inspection is read by OpenSSL: its socket is not ours to read) */
 	if (!c->inspect && read_now(c) > 0) {
@@ -565,13 +568,7 @@ static bool head_timeout_spared(struct http_conn *c)
 		client_read_cb(c->r.client, c); /* (may free c) */
 		return true;
 	}
-	now = proxy_mono_ms();
-	if (c->head_due_ms && !c->head_spared && now > c->head_due_ms + HEAD_STALL_MS) {
-		log_debug("session %s: the engine ran %" PRIu64
-		          " ms late for a header timeout; the client gets its time again",
-		          c->r.s->id, now - c->head_due_ms);
-		c->head_spared = true;
-		c->head_due_ms = now + c->r.e->header_timeout_ms;
+	if (proxy_deadline_stalled(&c->head_due, c->r.e->header_timeout_ms, c->r.s->id, "a request head")) {
 		http_set_timer(c, c->r.e->tv_header);
 		return true;
 	}
@@ -595,8 +592,8 @@ static void head_read(struct http_conn *c)
 		/* First byte of a request: from now on the head must arrive within the header timeout. */
 		clock_gettime(CLOCK_REALTIME, &c->head_rt);
 		c->head_ms = proxy_mono_ms();
-		c->head_due_ms = c->head_ms + c->r.e->header_timeout_ms;
-		c->head_spared = c->head_late = false;
+		proxy_deadline_start(&c->head_due, c->head_ms, c->r.e->header_timeout_ms);
+		c->head_late = false;
 		http_set_timer(c, c->r.e->tv_header);
 	}
 	sr = http_scan_input(&c->scan, in);
@@ -693,6 +690,11 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 			break;
 		if (c->scan.total > 0) {
 			head_timed_out(c);
+		} else if (c->head_due.due_ms) {
+			/* a new connection that sent nothing: closed without an answer (there is no request to
+			 * answer), but not without a record */
+			head_timeout_record(c, "no request");
+			proxy_relay_end(&c->r);
 		} else {
 			http_park_upstream(c);
 			proxy_relay_end(&c->r); /* idle keep-alive connection */
@@ -732,7 +734,8 @@ static bool conn_start(struct http_conn *c, struct proxy_session *s, struct buff
 	/* Bounded memory: never more than a head plus a buffer's worth of unread client bytes. */
 	bufferevent_setwatermark(client, EV_READ, 0, HTTP_HEAD_MAX + 4096);
 	bufferevent_enable(client, EV_READ | EV_WRITE);
-	c->head_due_ms = proxy_mono_ms() + s->engine->header_timeout_ms;
+	c->head_ms = proxy_mono_ms(); /* (and head_rt 0: a record of a connection that sends nothing starts here) */
+	proxy_deadline_start(&c->head_due, c->head_ms, s->engine->header_timeout_ms);
 	http_set_timer(c, s->engine->tv_header);
 	return true;
 }

@@ -31,13 +31,13 @@ struct http_conn {
 	enum http_state state;
 	uint16_t transparent_port; /* 0: forward proxy; else a redirected connection's original port */
 	struct http_scanner scan;
-	struct timespec head_rt; /* when the current head's first byte came */
+	struct timespec head_rt; /* when the current head's first byte came (0 before a first one) */
+	/* ... and on proxy_mono_ms's clock (before a first byte: the accept) */
 	uint64_t head_ms;
-	/* The header timer's due time (proxy_mono_ms; 0 while waiting with the idle timeout), whether this head
-	 * was given its time again after a stall of the engine, and whether its deadline has passed (an
+	/* The header timer's deadline (none while waiting with the idle timeout) and whether it has passed (an
 	 * incomplete head is then answered 408 at once): head_timeout_spared in http.c. */
-	uint64_t head_due_ms;
-	bool head_spared, head_late;
+	struct proxy_deadline head_due;
+	bool head_late;
 	/* the kept-alive upstream (r.up) */
 	char up_host[POLICY_HOST_MAX + 1];
 	uint16_t up_port;

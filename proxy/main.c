@@ -461,7 +461,7 @@ int main(int argc, char **argv)
 		}
 	}
 
-	g_base = event_base_new();
+	g_base = proxy_event_base_new();
 	if (!g_base) {
 		fprintf(stderr, "sluice-proxy: cannot create the event loop\n");
 		goto out;

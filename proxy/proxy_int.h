@@ -159,6 +159,22 @@ void proxy_session_audit(struct proxy_session *s, struct audit_record *r);
 /* Writes "a.b.c.d:port" / "[v6]:port" (port 0: address only). */
 const char *proxy_addr_str(const struct sockaddr *sa, char buf[PROXY_ADDRSTR_MAX], bool with_port);
 uint64_t proxy_mono_ms(void);
+/* A client's deadline (a request head's or a handshake's header timeout), which measures the client, not
+ * the engine (docs/proxy.md, "The header timeout measures the client"): a timer the engine notices more
+ * than PROXY_STALL_MS after it was due means the engine did not run meanwhile, and on a loaded or paused
+ * machine nor did the client. Far more than a busy loop's lag (tens of ms on a loaded 2-core machine), far
+ * less than a timeout. */
+#define PROXY_STALL_MS 500
+struct proxy_deadline {
+	uint64_t due_ms; /* proxy_mono_ms clock; 0: none (no grace after a stall) */
+	bool spared;     /* the grace was given once */
+};
+/* The deadline is timeout_ms from now_ms (proxy_mono_ms(), read by the caller), with its grace. */
+void proxy_deadline_start(struct proxy_deadline *d, uint64_t now_ms, unsigned timeout_ms);
+/* d's timer fired: true when it fired more than PROXY_STALL_MS late and had no grace yet; then the client
+ * has timeout_ms again from now (the caller arms its timer again), what (a connection of session sid) is
+ * logged at debug level. */
+bool proxy_deadline_stalled(struct proxy_deadline *d, unsigned timeout_ms, const char *sid, const char *what);
 /* A new audit flow id: unique in the log, also across engine restarts (24 random bits per engine, then a
  * counter). */
 uint64_t proxy_flow_next(struct proxy_engine *e);
@@ -177,6 +193,12 @@ void proxy_http_accept_transparent(struct proxy_session *s, int fd, uint16_t ori
 /* bev (a plain socket bufferevent with its final fd) reads without libevent's ioctl(FIONREAD) before
  * each read, otherwise as before (bev_read.c). Other bufferevents (TLS) are left alone. */
 void proxy_bev_fast_read(struct bufferevent *bev);
+/* Reads what bev's socket (a plain socket bufferevent) holds now into its input, one recv without a round
+ * through the event loop, so that the input holds at most max bytes: the bytes read, 0 when there were
+ * none (end of file and errors stay for the bufferevent to find). A timer that fires after a stall reads
+ * first: the bytes may have come in time, unread (after a stall epoll hands the loop a batch of ready
+ * sockets at a time, and the expired timers run behind the first batch). */
+ssize_t proxy_bev_read_now(struct bufferevent *bev, size_t max);
 /* ---- transparent.c ---- */
 /* Serves fd (accepted on the transparent listener at local; taken over) for an admitted session. */
 void proxy_transparent_accept(struct proxy_session *s, int fd, const struct sockaddr_storage *local);

@@ -170,6 +170,30 @@ void proxy_relay_end(struct proxy_relay *r)
 	r->ops->free(r);
 }
 
+/* The handshake's deadline, which measures the client, not the engine (docs/proxy.md): what the socket
+ * holds is read first and goes to the front's read callback (the bytes came in time, unread after a stall);
+ * if the handshake is still not complete, the timer comes back here at once (handshake_late) and the client
+ * gets the header timeout again when the engine noticed the deadline more than PROXY_STALL_MS late (once),
+ * or the front's timeout otherwise. */
+static void handshake_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct proxy_relay *r = arg;
+
+	if (!r->handshake_late && proxy_bev_read_now(r->client, r->handshake_read_max) > 0) {
+		r->handshake_late = true;
+		/* (back here after the read callback, unless a complete handshake deleted it or an end freed it) */
+		event_active(r->handshake_timer, EV_TIMEOUT, 1);
+		bufferevent_trigger(r->client, EV_READ, 0); /* (may free r) */
+		return;
+	}
+	r->handshake_late = false;
+	if (proxy_deadline_stalled(&r->handshake_due, r->e->header_timeout_ms, r->s->id, "a handshake")) {
+		event_add(r->handshake_timer, r->e->tv_header);
+		return;
+	}
+	r->handshake_timeout(fd, what, r);
+}
+
 int proxy_relay_accept_handshake(struct proxy_relay *r, struct proxy_session *s, const struct proxy_relay_ops *ops,
                                  int fd, size_t read_max, void (*read_cb)(struct bufferevent *, void *),
                                  void (*event_cb)(struct bufferevent *, short, void *),
@@ -182,7 +206,9 @@ int proxy_relay_accept_handshake(struct proxy_relay *r, struct proxy_session *s,
 	proxy_relay_init(r, s, ops, client);
 	proxy_relay_begin(r, NULL, 0, NULL);
 	if (client)
-		r->handshake_timer = evtimer_new(s->engine->base, timer_cb, r);
+		r->handshake_timer = evtimer_new(s->engine->base, handshake_timer_cb, r);
+	r->handshake_timeout = timer_cb;
+	r->handshake_read_max = read_max;
 	if (!client || !r->handshake_timer) {
 		snprintf(r->error, sizeof r->error, "out of memory");
 		proxy_relay_end(r);
@@ -192,6 +218,7 @@ int proxy_relay_accept_handshake(struct proxy_relay *r, struct proxy_session *s,
 	bufferevent_setcb(client, read_cb, NULL, event_cb, r);
 	bufferevent_setwatermark(client, EV_READ, 0, read_max);
 	bufferevent_enable(client, EV_READ | EV_WRITE);
+	proxy_deadline_start(&r->handshake_due, r->start_ms, r->e->header_timeout_ms); /* (begun now) */
 	event_add(r->handshake_timer, r->e->tv_header);
 	return 0;
 }

@@ -72,6 +72,12 @@ struct proxy_relay {
 	struct proxy_ask_wait wait;        /* while held for approval */
 	struct tunnel *tunnel;             /* owned once the bytes flow unparsed */
 	struct event *handshake_timer;     /* owned: a handshake front's deadline (proxy_relay_accept_handshake), or NULL */
+	/* ... the deadline (a grace after a stall of the engine), the front's own timeout, the most the client's
+	 * input holds, and whether the timer read the socket and the rest must come now (handshake_timer_cb) */
+	struct proxy_deadline handshake_due;
+	void (*handshake_timeout)(int, short, void *);
+	size_t handshake_read_max;
+	bool handshake_late;
 	bool ending;                       /* proxy_relay_end runs: callbacks must not end it again */
 	bool bad_target;                   /* the destination was not acceptable (400) */
 	bool upstream_tls;                 /* the front speaks TLS to the upstream itself (HTTPS inspection):

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# proxy_limits: sluice-proxy's robustness in the lab: a slow request head gets 408 (slowloris), an origin
+# proxy_limits: sluice-proxy's robustness in the lab: a slow request head gets 408 (slowloris), a connection that
+# sends nothing is closed (both recorded, with the reason), an origin
 # that does not answer and a destination that drops SYNs get 504 (idle and connect timeouts), an idle
 # kept-alive client connection is closed, the per-session connection cap answers 503, connections from an
 # address that is no session (or to another session's gateway) are closed unanswered, and when the audit
@@ -54,6 +55,26 @@ PY
 )
 diag "slow head: $out"
 check_match "slow head: 408 after the header timeout, then closed" '^HTTP/1.1 408 Request Timeout closed (0\.[89]|1\.[0-9])' "$out"
+# a connection that sends nothing: closed after the header timeout without an answer (there is no request to
+# answer), and both it and the slow head have their records, which say why
+out=$(lab_exec s1 "$LAB_PYTHON" - "$PROXY_GW" <<'PY'
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], 3128), timeout=5)
+t = time.time()
+print("closed" if s.recv(4096) == b"" else "answered", round(time.time() - t, 1))
+PY
+)
+check_match "silent connection: closed after the header timeout" '^closed (0\.[89]|1\.[0-9])$' "$out"
+sleep 0.2
+recs=$("$LAB_PYTHON" -c '
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if "header timeout" in (r.get("error") or ""):
+        print(r["protocol"], r["decision"], r.get("status"), 900 <= r["duration_ms"] < 3000, r["error"])' "$PROXY_AUDIT")
+check_eq "... each recorded with the reason (begun at the accept or the head's first byte)" \
+	"http deny 408 True the request head did not complete within the header timeout (1000 ms)
+http deny 0 True no request within the header timeout (1000 ms)" "$recs"
 
 # per-session cap: three idle connections held, the fourth refused
 out=$(lab_exec s1 "$LAB_PYTHON" - "$PROXY_GW" <<'PY'

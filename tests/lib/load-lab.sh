@@ -4,7 +4,7 @@
 #
 # load_up NSESS [LIMITS_JSON]   netns "load" on a veth (host side "loadh"): session i (0..NSESS-1) is the
 #                        address 100.126.(100 + i/250).(i%250 + 1)/16 in "load"; all talk to one gateway,
-#                        100.126.0.1 on the host, where sluice-proxy listens (as under sluiced, whose
+#                        100.126.0.1 on the host, where sluice-proxy listens, HTTP on 3128 and SOCKS5 on 1080 (as under sluiced, whose
 #                        sessions share a gateway and are told apart by source address).
 #                        Each session may CONNECT to allowed.test ports 7001-7004 (an asyncio echo server in
 #                        inet) and GET allowed.test; nothing else. Sets LOAD_PID (the engine), LOAD_AUDIT,
@@ -43,7 +43,7 @@ load_up() {
 	LOAD_AUDIT=$LAB_DIR/load/audit.log
 	LOAD_S1=$(_load_addr 100 0)@100.126.0.1
 	LOAD_S2=$(_load_addr 100 1)@100.126.0.1
-	listen='{"kind": "http", "address": "100.126.0.1:3128"}'
+	listen='{"kind": "http", "address": "100.126.0.1:3128"}, {"kind": "socks5", "address": "100.126.0.1:1080"}'
 	cat >"$cfg" <<-EOF
 		{
 		  "user": "nobody",

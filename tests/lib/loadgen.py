@@ -21,6 +21,12 @@ addresses it is given. One asyncio process holds thousands of sockets. Results g
                                   stage connect, head or echo; failed_at: [started s, failed after s] of the
                                   first 20 failures), then holds them until stdin has a line (or closes),
                                   checks every one echoes again, prints {"alive"} and closes
+  late [--socks5=PORT] SESSIONS N TARGET...
+                                  connections whose client sends nothing until told: each line "connect" on
+                                  stdin opens N more (round-robin over the sessions), prints {"connected"}; a
+                                  line "send" sends a CONNECT on each (TARGETs round-robin; --socks5: a SOCKS5
+                                  greeting and CONNECT to GW:PORT), checks the answer and an echo, prints
+                                  {"ok","fail","errors"} (errors by "stage: error") and closes
   abort SESSIONS N TARGET         N connections aborted with a TCP reset at different stages
   latency SESSION N TARGET        N sequential CONNECT + one echo round trip; prints p50/p99/max in ms
   gets SESSION HOST               sequential small GETs of http://HOST/ through the proxy, a new connection each,
@@ -276,6 +282,106 @@ async def refuse_dns(addr, upstream):
 
 # ------------------------------------------------------------------------------------------------ clients
 
+class Stage(Exception):
+    """An error of tunnel_over with the stage it happened at."""
+
+    def __init__(self, stage, err):
+        super().__init__(stage)
+        self.stage, self.err = stage, err
+
+
+def stage_error(stage, e):
+    """ "stage: error" of a failed tunnel."""
+    if isinstance(e, Stage):
+        stage, e = e.stage, e.err
+    return "%s: %s" % (stage, err_name(e) if not isinstance(e, RuntimeError) else e)
+
+
+async def echo_checked(r, w, i):
+    """One echo round through tunnel i; raises Stage("echo", ...) on failure, returns "echo"."""
+    try:
+        if not await echo_round(r, w, b"tunnel %08d\n" % i):
+            raise RuntimeError("echo mismatch")
+    except Exception as e:  # noqa: BLE001
+        raise Stage("echo", e) from e
+    return "echo"
+
+
+async def tunnel_over(r, w, target, i):
+    """Sends CONNECT TARGET (bytes) on a connection to the proxy, checks the 200 and one echo round; raises
+    Stage (head or echo) on failure, returns the stage reached ("echo")."""
+    try:
+        w.write(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, target))
+        head = await asyncio.wait_for(r.readuntil(b"\r\n\r\n"), 10)
+        if not head.startswith(b"HTTP/1.1 200"):
+            raise RuntimeError("status %r" % head[9:12].decode("ascii", "replace"))
+    except Exception as e:  # noqa: BLE001
+        raise Stage("head", e) from e
+    return await echo_checked(r, w, i)
+
+
+async def socks5_over(r, w, target, i):
+    """tunnel_over for the SOCKS5 front: greeting, CONNECT to the name, the success reply, one echo."""
+    host, port = target.rsplit(b":", 1)
+    try:
+        w.write(b"\x05\x01\x00" + b"\x05\x01\x00\x03" + bytes([len(host)]) + host + struct.pack("!H", int(port)))
+        got = await asyncio.wait_for(r.readexactly(12), 10)
+        if got[:2] != b"\x05\x00" or got[2:4] != b"\x05\x00":
+            raise RuntimeError("reply %s" % got[:4].hex())
+    except Exception as e:  # noqa: BLE001
+        raise Stage("head", e) from e
+    return await echo_checked(r, w, i)
+
+
+async def late(sessions, n, targets, socks_port=None):
+    """Connections whose client sends its head only when told: each line "connect" on stdin opens N more
+    (round-robin over the sessions) and prints {"connected"} (all so far); "send" sends a CONNECT on each
+    (with socks_port: to the SOCKS5 front on that port, a SOCKS5 greeting and CONNECT), checks the answer and
+    an echo, prints {"ok","fail","errors"} and closes them all (as does EOF)."""
+    conns, loop = [], asyncio.get_running_loop()
+    sem = asyncio.Semaphore(256)
+    over = socks5_over if socks_port else tunnel_over
+
+    async def one(i):
+        src, gw = sessions[i % len(sessions)]
+        async with sem:
+            try:
+                if socks_port:
+                    r, w = await asyncio.wait_for(asyncio.open_connection(gw, socks_port, local_addr=(src, 0)), 10)
+                else:
+                    r, w = await open_from(src, gw)
+                conns.append((i, r, w))
+            except Exception as e:  # noqa: BLE001
+                conns.append((i, None, e))
+
+    while True:
+        line = (await loop.run_in_executor(None, sys.stdin.readline)).strip()
+        if line == "connect":
+            base = len(conns)
+            await asyncio.gather(*(one(base + k) for k in range(n)))
+            emit({"connected": sum(1 for c in conns if c[1] is not None)})
+            continue
+        break
+    ok, errors = 0, {}
+
+    async def send(i, r, w):  # (all at once: each is connected already)
+        nonlocal ok
+        try:
+            if r is None:
+                raise Stage("connect", w)
+            await over(r, w, targets[i % len(targets)].encode(), i)
+            ok += 1
+        except Exception as e:  # noqa: BLE001
+            key = stage_error("head", e)
+            errors[key] = errors.get(key, 0) + 1
+        if r is not None:
+            w.transport.abort()
+
+    if line == "send":
+        await asyncio.gather(*(send(i, r, w) for i, r, w in conns))
+        emit({"ok": ok, "fail": len(conns) - ok, "errors": errors})
+
+
 async def tunnels(sessions, n, targets):
     sem = asyncio.Semaphore(256)  # setups in flight (the SYN backlog and the proxy's accept loop)
     held, errors, failed_at = [], {}, []
@@ -290,17 +396,11 @@ async def tunnels(sessions, n, targets):
             try:
                 r, w = await open_from(src, gw)
                 stage = "head"
-                w.write(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, target))
-                head = await asyncio.wait_for(r.readuntil(b"\r\n\r\n"), 10)
-                if not head.startswith(b"HTTP/1.1 200"):
-                    raise RuntimeError("status %r" % head[9:12].decode("ascii", "replace"))
-                stage = "echo"
-                if not await echo_round(r, w, b"tunnel %08d\n" % i):
-                    raise RuntimeError("echo mismatch")
+                stage = await tunnel_over(r, w, target, i)
                 held.append((i, r, w))
             except Exception as e:  # noqa: BLE001 (counted and reported: stage, error, when, after how long)
                 fail += 1
-                key = "%s: %s" % (stage, err_name(e) if not isinstance(e, RuntimeError) else e)
+                key = stage_error(stage, e)
                 errors[key] = errors.get(key, 0) + 1
                 if len(failed_at) < 20:
                     failed_at.append([round(t - t0, 2), round(time.monotonic() - t, 2)])
@@ -594,6 +694,9 @@ def main():
         coro = slow_dns(args[0], args[1])
     elif cmd == "tunnels":
         coro = tunnels(read_sessions(args[0]), int(args[1]), args[2:])
+    elif cmd == "late":
+        socks = int(args.pop(0).split("=", 1)[1]) if args[0].startswith("--socks5=") else None
+        coro = late(read_sessions(args[0]), int(args[1]), args[2:], socks)
     elif cmd == "abort":
         coro = abort(read_sessions(args[0]), int(args[1]), args[2])
     elif cmd == "latency":

@@ -242,39 +242,49 @@ static void loop_until(struct event_base *base, int fd)
 	fail_msg("no datagram in 2 s");
 }
 
+static const uint8_t cached_query[] = {0x12, 0x34, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 6, 'c', 'a', 'c', 'h', 'e',
+                                       'd', 4, 't', 'e', 's', 't', 0, 0, 1, 0, 1};
+
+/* The upstream takes the engine's query for cached.test A and answers it: the same question back with two A
+ * records, a public and a private address, TTL 300. */
+static void answer_cached(int upstream)
+{
+	static const uint8_t rrs[] = {0xc0, 12, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4, 198, 18, 1, 7,
+	                              0xc0, 12, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4, 10, 9, 8, 7};
+	uint8_t buf[1500];
+	struct sockaddr_storage from;
+	socklen_t fl = sizeof from;
+	ssize_t n = recvfrom(upstream, buf, sizeof buf, 0, (struct sockaddr *)&from, &fl);
+
+	assert_true(n >= (ssize_t)sizeof cached_query);
+	n = (ssize_t)sizeof cached_query; /* header and question; the OPT is dropped */
+	buf[2] = 0x81;
+	buf[3] = 0x80;
+	buf[7] = 2;                     /* ancount */
+	buf[9] = buf[10] = buf[11] = 0; /* no authority, no additional */
+	memcpy(buf + n, rrs, sizeof rrs);
+	assert_int_equal(sendto(upstream, buf, (size_t)n + sizeof rrs, 0, (struct sockaddr *)&from, fl),
+	                 n + (ssize_t)sizeof rrs);
+}
+
 /* Asks the engine for cached.test A from the session's address; the upstream (when asked) answers with a
  * public and a private address, TTL 300. Returns the answer's rcode and its number of A records; *asked
  * says whether the upstream was asked. */
 static int ask(struct event_base *base, int client, int upstream, const struct sockaddr_storage *gw, unsigned *nrr,
                bool *asked)
 {
-	static const uint8_t query[] = {0x12, 0x34, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 6, 'c', 'a', 'c', 'h', 'e',
-	                                'd', 4, 't', 'e', 's', 't', 0, 0, 1, 0, 1};
 	uint8_t buf[1500];
 	ssize_t n;
 	struct pollfd pfd = {.fd = upstream, .events = POLLIN};
 
 	*asked = false;
-	assert_int_equal(sendto(client, query, sizeof query, 0, (const struct sockaddr *)gw, sizeof(struct sockaddr_in)),
-	                 (ssize_t)sizeof query);
+	assert_int_equal(sendto(client, cached_query, sizeof cached_query, 0, (const struct sockaddr *)gw,
+	                        sizeof(struct sockaddr_in)),
+	                 (ssize_t)sizeof cached_query);
 	for (int i = 0; i < 400; i++) {
 		event_base_loop(base, EVLOOP_NONBLOCK);
 		if (poll(&pfd, 1, 0) == 1) {
-			/* the upstream: the same question back with two A records */
-			static const uint8_t rrs[] = {0xc0, 12, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4, 198, 18, 1, 7,
-			                              0xc0, 12, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4, 10, 9, 8, 7};
-			struct sockaddr_storage from;
-			socklen_t fl = sizeof from;
-			n = recvfrom(upstream, buf, sizeof buf, 0, (struct sockaddr *)&from, &fl);
-			assert_true(n >= (ssize_t)sizeof query);
-			n = 12 + (ssize_t)sizeof query - 12; /* header and question; the OPT is dropped */
-			buf[2] = 0x81;
-			buf[3] = 0x80;
-			buf[7] = 2;                       /* ancount */
-			buf[9] = buf[10] = buf[11] = 0; /* no authority, no additional */
-			memcpy(buf + n, rrs, sizeof rrs);
-			assert_int_equal(sendto(upstream, buf, (size_t)n + sizeof rrs, 0, (struct sockaddr *)&from, fl),
-			                 n + (ssize_t)sizeof rrs);
+			answer_cached(upstream);
 			*asked = true;
 			break;
 		}
@@ -431,6 +441,116 @@ static int direct_fake_notify(const struct proxy_direct_event *ev, void *arg)
 /* A direct grant the parent cannot be told of (netd: sluiced does not read the engine's reports) opens
  * nothing: the engine does not remember it, and the audit records of the grant and of the DNS query say the
  * flows were not opened; once the parent is told again, the grant is remembered and its records are plain. */
+/* A stall of the whole machine longer than the relay's query timeout (4 s), the resolver stalled too: the
+ * engine's sweep, noticed more than 500 ms late, moves the deadlines of the queries in flight, so the answer
+ * the resolver sends once it runs again is relayed (before: SERVFAIL the moment the engine ran). The engine
+ * runs on the event loop sluice-proxy and sluiced use (proxy_event_base_new). */
+static void test_dns_relay_stall(void **state)
+{
+	char path[] = "/tmp/sluice-engine-test-XXXXXX";
+	int fd = mkstemp(path);
+	struct event_base *base = proxy_event_base_new();
+	struct proxy_engine *e;
+	struct policy *p = json_policy("{\"allow\": [\"cached.test\"]}");
+	struct sockaddr_storage gw;
+	uint16_t up_port, gw_port, client_port;
+	int upstream = udp_bound("127.0.0.4", &up_port), listener = udp_bound("127.0.0.3", &gw_port);
+	int client = udp_bound("127.0.0.2", &client_port);
+	struct timespec stall = {4, 600000000};
+	struct pollfd pfd = {.fd = client, .events = POLLIN};
+	uint8_t buf[1500];
+	ssize_t n;
+	(void)state;
+
+	assert_non_null(base);
+	e = dns_engine(base, fd, up_port, 0, p);
+	assert_int_equal(proxy_engine_add_listener(e, listener, PROXY_LISTEN_DNS_UDP), 0);
+	sin4(&gw, "127.0.0.3", gw_port);
+	assert_int_equal(sendto(client, cached_query, sizeof cached_query, 0, (struct sockaddr *)&gw,
+	                        sizeof(struct sockaddr_in)),
+	                 (ssize_t)sizeof cached_query);
+	loop_until(base, upstream); /* relayed; the resolver stalls before it answers */
+	nanosleep(&stall, NULL);    /* ... and so does the engine */
+	for (int i = 0; i < 5; i++)
+		event_base_loop(base, EVLOOP_NONBLOCK); /* the engine runs first: its sweep is late */
+	assert_int_equal(poll(&pfd, 1, 0), 0);          /* no SERVFAIL */
+	answer_cached(upstream);
+	loop_until(base, client);
+	n = recv(client, buf, sizeof buf, 0);
+	assert_true(n >= 12);
+	assert_int_equal(buf[0] << 8 | buf[1], 0x1234);
+	assert_int_equal(buf[3] & 0x0f, 0);        /* NOERROR */
+	assert_int_equal(buf[6] << 8 | buf[7], 1); /* the public address (the policy allows no private range) */
+
+	proxy_engine_free(e);
+	policy_unref(p);
+	event_base_free(base);
+	close(upstream);
+	close(client);
+	unlink(path);
+}
+
+/* SOCKS5 greetings that came before their handshake deadline but wait unread when it passes: after a stall
+ * of the engine, epoll hands the loop 32 ready sockets at first (more once it saw a full batch) and the expired
+ * timers run behind them, so
+ * most greetings are still in their sockets when their timers fire. The timer reads them first: every
+ * client gets its method reply (before: the ones behind the first batch were closed). The stall (400 ms,
+ * the header timeout 300 ms) is too short for the grace after a stall: the read alone does it. */
+static void test_handshake_read_first(void **state)
+{
+	enum { N = 100 };
+	char path[] = "/tmp/sluice-engine-test-XXXXXX";
+	int fd = mkstemp(path), lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), c[N];
+	struct event_base *base = proxy_event_base_new();
+	struct policy *p = json_policy("{\"allow\": [\"cached.test\"]}");
+	struct proxy_engine *e = dns_engine(base, fd, 53, 0, p);
+	struct sockaddr_storage gw, src;
+	socklen_t len = sizeof gw;
+	struct timeval tv = {0, 300000};
+	struct timespec stall = {0, 400000000};
+	int replied = 0;
+	(void)state;
+
+	e->header_timeout_ms = 300;
+	e->tv_header = event_base_init_common_timeout(base, &tv);
+	sin4(&gw, "127.0.0.3", 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&gw, sizeof(struct sockaddr_in)), 0);
+	assert_int_equal(listen(lfd, N), 0);
+	assert_int_equal(getsockname(lfd, (struct sockaddr *)&gw, &len), 0);
+	assert_int_equal(proxy_engine_add_listener(e, lfd, PROXY_LISTEN_SOCKS5), 0);
+	sin4(&src, "127.0.0.2", 0);
+	for (int i = 0; i < N; i++) {
+		/* a few at a time: the loop never sees more than 32 ready sockets before the stall, so its batch
+		 * stays at libevent's first size */
+		c[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		assert_int_equal(bind(c[i], (struct sockaddr *)&src, sizeof(struct sockaddr_in)), 0);
+		assert_int_equal(connect(c[i], (struct sockaddr *)&gw, sizeof(struct sockaddr_in)), 0);
+		if (i % 8 == 7)
+			for (int k = 0; k < 3; k++)
+				event_base_loop(base, EVLOOP_NONBLOCK);
+	}
+	for (int i = 0; i < 5; i++)
+		event_base_loop(base, EVLOOP_NONBLOCK); /* all accepted, their deadlines running */
+	for (int i = 0; i < N; i++)
+		assert_int_equal(send(c[i], "\x05\x01\x00", 3, 0), 3);
+	nanosleep(&stall, NULL); /* the greetings came in time; the engine did not run */
+	for (int i = 0; i < 20; i++)
+		event_base_loop(base, EVLOOP_NONBLOCK);
+	for (int i = 0; i < N; i++) {
+		struct pollfd pfd = {.fd = c[i], .events = POLLIN};
+		uint8_t m[2];
+		if (poll(&pfd, 1, 100) == 1 && recv(c[i], m, 2, MSG_DONTWAIT) == 2 && m[0] == 5 && m[1] == 0)
+			replied++;
+		close(c[i]);
+	}
+	assert_int_equal(replied, N);
+
+	proxy_engine_free(e);
+	policy_unref(p);
+	event_base_free(base);
+	unlink(path);
+}
+
 static void test_direct_not_opened(void **state)
 {
 	char path[] = "/tmp/sluice-engine-test-XXXXXX";
@@ -704,6 +824,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_api),
 	        cmocka_unit_test(test_dns_cache_policy),
+	        cmocka_unit_test(test_dns_relay_stall),
+	        cmocka_unit_test(test_handshake_read_first),
 	        cmocka_unit_test(test_direct_not_opened),
 	        cmocka_unit_test(test_dns_listener_gateway),
 	        cmocka_unit_test(test_dns_burst),
