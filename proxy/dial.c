@@ -42,7 +42,8 @@ struct proxy_dial {
 	struct proxy_dial_result res;
 	int last_err;
 	bool timed_out;
-	struct proxy_deadline due;         /* the connect timeout of the attempt (a grace after a stall: event_cb) */
+	struct proxy_deadline due;         /* the connect timeout of the attempt, then of the parent's answer to
+	                                    * CONNECT (a grace after a stall: event_cb, parent_event_cb) */
 	const struct proxy_parent *parent; /* borrowed from the engine: go through it, or NULL */
 	bool tunnel;                       /* with a parent: ask it for a CONNECT tunnel */
 };
@@ -90,6 +91,8 @@ static void parent_read_cb(struct bufferevent *bev, void *arg)
 	if (end.pos < 0) {
 		if (evbuffer_get_length(in) >= PARENT_HEAD_MAX)
 			parent_failed(d, 502, "sent an answer head over 16 KiB to CONNECT");
+		else /* (the read timeout runs again from each read: so does the deadline) */
+			proxy_deadline_start(&d->due, proxy_mono_ms(), d->engine->connect_timeout_ms);
 		return;
 	}
 	len = (size_t)end.pos + 4;
@@ -119,10 +122,25 @@ static void parent_read_cb(struct bufferevent *bev, void *arg)
 	done(d);
 }
 
+/* The timeout measures the parent, not the engine (docs/proxy.md): what the socket holds is read first and
+ * goes to parent_read_cb (an answer that came in time, unread after a stall); with nothing there, a timer
+ * noticed more than PROXY_STALL_MS late gives the parent its time again, once (on a paused machine it could
+ * not answer either). */
 static void parent_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct proxy_dial *d = arg;
-	(void)bev;
+	bool got = false;
+
+	if ((what & BEV_EVENT_TIMEOUT) &&
+	    ((got = proxy_bev_read_now(bev, PARENT_HEAD_MAX) > 0) ||
+	     proxy_deadline_stalled(&d->due, d->engine->connect_timeout_ms, d->session->id,
+	                            "a parent proxy's answer to CONNECT"))) {
+		bufferevent_set_timeouts(bev, d->engine->tv_connect, NULL);
+		bufferevent_enable(bev, EV_READ); /* (the timeout disabled it) */
+		if (got)
+			bufferevent_trigger(bev, EV_READ, 0); /* parent_read_cb (may free d) */
+		return;
+	}
 	parent_failed(d, (what & BEV_EVENT_TIMEOUT) ? 504 : 502,
 	              (what & BEV_EVENT_TIMEOUT) ? "did not answer CONNECT in time" :
 	                                           "closed the connection before answering CONNECT");
@@ -141,6 +159,7 @@ static void parent_connect(struct proxy_dial *d)
 	evbuffer_add(o, "\r\n", 2);
 	bufferevent_setcb(d->bev, parent_read_cb, NULL, parent_event_cb, d);
 	bufferevent_set_timeouts(d->bev, d->engine->tv_connect, NULL);
+	proxy_deadline_start(&d->due, proxy_mono_ms(), d->engine->connect_timeout_ms);
 	bufferevent_setwatermark(d->bev, EV_READ, 0, PARENT_HEAD_MAX);
 	bufferevent_enable(d->bev, EV_READ | EV_WRITE);
 }

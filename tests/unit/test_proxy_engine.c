@@ -8,6 +8,7 @@
  * due and after the iteration's audit batch is written, and not when cancelled. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <fcntl.h>
 #include <json-c/json.h>
@@ -27,6 +28,7 @@
 #include <cmocka.h>
 
 #include "engine.h"
+#include "parent.h"
 #include "policy.h"
 #include "proxy_int.h"
 
@@ -551,6 +553,97 @@ static void test_handshake_read_first(void **state)
 	unlink(path);
 }
 
+struct parent_dial_seen {
+	int n;
+	int status;
+	char reason[512];
+	struct bufferevent *bev;
+};
+
+static void parent_dial_cb(struct bufferevent *bev, const struct proxy_dial_result *res, void *arg)
+{
+	struct parent_dial_seen *seen = arg;
+	seen->n++;
+	seen->status = res->status;
+	snprintf(seen->reason, sizeof seen->reason, "%s", res->reason);
+	seen->bev = bev;
+}
+
+/* A parent proxy's answer to CONNECT, after a stall of the whole machine longer than the connect timeout
+ * (300 ms here) plus 500 ms, the parent stalled too: the timer the engine notices late gives the parent its
+ * time again, so the answer the parent sends once it runs is used (before: 504 the moment the engine ran);
+ * a parent that stays silent still fails the dial with 504 after that grace. */
+static void test_parent_connect_stall(void **state)
+{
+	char path[] = "/tmp/sluice-engine-test-XXXXXX";
+	int fd = mkstemp(path), lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), pc[2];
+	struct event_base *base = proxy_event_base_new();
+	struct policy *p = json_policy("{\"allow\": [\"cached.test\"]}");
+	struct proxy_engine *e = dns_engine(base, fd, 53, 0, p);
+	struct proxy_parent *parent = calloc(1, sizeof *parent);
+	struct proxy_session *s = proxy_session_by_id(e, "s1");
+	struct proxy_target t;
+	struct parent_dial_seen seen[2];
+	struct timeval tv = {0, 300000};
+	struct timespec stall = {0, 900000000};
+	char buf[512];
+	(void)state;
+
+	assert_non_null(parent);
+	assert_non_null(s);
+	memset(seen, 0, sizeof seen);
+	e->connect_timeout_ms = 300;
+	e->tv_connect = event_base_init_common_timeout(base, &tv);
+	sin4(&parent->addr, "127.0.0.4", 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&parent->addr, sizeof(struct sockaddr_in)), 0);
+	assert_int_equal(listen(lfd, 4), 0);
+	parent->addrlen = sizeof(struct sockaddr_in);
+	assert_int_equal(getsockname(lfd, (struct sockaddr *)&parent->addr, &parent->addrlen), 0);
+	snprintf(parent->where, sizeof parent->where, "127.0.0.4:%u",
+	         ntohs(((struct sockaddr_in *)&parent->addr)->sin_port));
+	e->parent = parent; /* (the engine frees it) */
+	memset(&t, 0, sizeof t);
+	snprintf(t.host, sizeof t.host, "192.0.2.1");
+	t.port = 443;
+	t.literal = true;
+	sin4(&t.addr, "192.0.2.1", 443);
+	for (int i = 0; i < 2; i++) {
+		assert_non_null(proxy_dial_start(s, &t, true, parent_dial_cb, &seen[i]));
+		loop_until(base, lfd);
+		pc[i] = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		assert_true(pc[i] >= 0);
+		loop_until(base, pc[i]); /* connected: the CONNECT came */
+		assert_true(recv(pc[i], buf, sizeof buf, 0) > 0);
+		assert_memory_equal(buf, "CONNECT 192.0.2.1:443 ", 22);
+	}
+	nanosleep(&stall, NULL); /* the parent did not run, nor did the engine */
+	for (int i = 0; i < 5; i++)
+		event_base_loop(base, EVLOOP_NONBLOCK); /* the engine runs first: its timers are late */
+	assert_int_equal(seen[0].n, 0); /* no 504 */
+	assert_int_equal(seen[1].n, 0);
+	assert_int_equal(send(pc[0], "HTTP/1.1 200 OK\r\n\r\n", 19, 0), 19);
+	for (int i = 0; i < 400 && (!seen[0].n || !seen[1].n); i++) {
+		event_base_loop(base, EVLOOP_NONBLOCK);
+		nanosleep(&(struct timespec){0, 5000000}, NULL);
+	}
+	assert_int_equal(seen[0].n, 1);
+	assert_int_equal(seen[0].status, 0);
+	assert_non_null(seen[0].bev);
+	bufferevent_free(seen[0].bev);
+	/* the one that stays silent: once only */
+	assert_int_equal(seen[1].n, 1);
+	assert_int_equal(seen[1].status, 504);
+	assert_non_null(strstr(seen[1].reason, "did not answer CONNECT in time"));
+
+	close(pc[0]);
+	close(pc[1]);
+	close(lfd);
+	proxy_engine_free(e);
+	policy_unref(p);
+	event_base_free(base);
+	unlink(path);
+}
+
 static void test_direct_not_opened(void **state)
 {
 	char path[] = "/tmp/sluice-engine-test-XXXXXX";
@@ -826,6 +919,7 @@ int main(void)
 	        cmocka_unit_test(test_dns_cache_policy),
 	        cmocka_unit_test(test_dns_relay_stall),
 	        cmocka_unit_test(test_handshake_read_first),
+	        cmocka_unit_test(test_parent_connect_stall),
 	        cmocka_unit_test(test_direct_not_opened),
 	        cmocka_unit_test(test_dns_listener_gateway),
 	        cmocka_unit_test(test_dns_burst),
