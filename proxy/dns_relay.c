@@ -114,9 +114,7 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
 		for (q = TAILQ_FIRST(&r->fifo); q; q = TAILQ_NEXT(q, entry))
 			q->deadline_ms += now - r->sweep_due_ms;
 	if ((q = TAILQ_FIRST(&r->fifo)) != NULL && q->deadline_ms <= now)
-		for (unsigned i = 0; i < RELAY_SOCKS; i++)
-			while (r->socks[i].connected && read_batch(&r->socks[i]) == RELAY_BATCH)
-				;
+		dns_relay_read_now(r);
 	while ((q = TAILQ_FIRST(&r->fifo)) != NULL && q->deadline_ms <= now) {
 		dns_relay_cb cb = q->cb;
 		void *cbarg = q->arg;
@@ -163,6 +161,13 @@ static int read_batch(struct relay_sock *rs)
 	}
 	proxy_dns_udp_flush();
 	return n;
+}
+
+void dns_relay_read_now(struct dns_relay *r)
+{
+	for (unsigned i = 0; i < RELAY_SOCKS; i++)
+		while (r->socks[i].connected && read_batch(&r->socks[i]) == RELAY_BATCH)
+			;
 }
 
 static void read_cb(evutil_socket_t fd, short what, void *arg)

@@ -421,6 +421,9 @@ void dns_relay_flush(struct dns_relay *r);
 /* The same over a TCP connection of its own (for answers that came back truncated over UDP). */
 struct dns_relay_query *dns_relay_send_tcp(struct dns_relay *r, uint8_t *wire, size_t len, dns_relay_cb cb, void *arg);
 void dns_relay_cancel(struct dns_relay_query *q); /* NULL no-op */
+/* Reads the answers waiting in the relay's UDP sockets now and hands them to their queries' callbacks (a
+ * timer about to give up on a query looks first: the answer may have come in time, unread after a stall). */
+void dns_relay_read_now(struct dns_relay *r);
 
 /* ---- dns_msg.c, dns_answer.c, dns_wire.c: DNS message checks and rewriting (pure, fuzzable); dns_cache.c ---- */
 #include "dns_cache.h"

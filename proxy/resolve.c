@@ -36,6 +36,8 @@ struct proxy_resolve {
 	void *arg;
 	struct event *timer; /* owned: the retry, then the deadline */
 	bool retried;
+	bool reading;              /* in the deadline's read of the relay: maybe_finish waits for timer_cb */
+	struct proxy_deadline due; /* the deadline, from the retry (a grace after a stall: timer_cb) */
 	struct resolve_family fam[2]; /* A, AAAA */
 };
 
@@ -83,7 +85,7 @@ static void maybe_finish(struct proxy_resolve *r)
 	int err = 0;
 	uint32_t ttl = UINT32_MAX;
 
-	if (!f4->done || !f6->done)
+	if (!f4->done || !f6->done || r->reading)
 		return;
 	for (int i = 0; i < 2; i++) {
 		for (size_t k = 0; k < r->fam[i].n; k++)
@@ -182,9 +184,26 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 	struct proxy_resolve *r = arg;
 	struct timeval tv = {(RESOLVE_DEADLINE_MS - RESOLVE_RETRY_MS) / 1000,
 	                     (RESOLVE_DEADLINE_MS - RESOLVE_RETRY_MS) % 1000 * 1000};
+	bool waiting = false;
 	(void)fd;
 	(void)what;
 
+	if (r->retried) {
+		/* The deadline measures the resolver, not the engine: the answers waiting unread in the relay's
+		 * sockets are taken first (they came in time; after a stall the expired timers may run before every
+		 * socket was read), and a deadline noticed more than PROXY_STALL_MS late gives the questions still
+		 * open their time again, once (on a paused machine the resolver could not answer either). */
+		r->reading = true;
+		dns_relay_read_now(r->e->relay);
+		r->reading = false;
+		for (int i = 0; i < 2; i++)
+			waiting |= !r->fam[i].done && !r->fam[i].via_tcp;
+		if (waiting &&
+		    proxy_deadline_stalled(&r->due, RESOLVE_DEADLINE_MS - RESOLVE_RETRY_MS, "-", "an upstream DNS lookup")) {
+			event_add(r->timer, &tv);
+			return;
+		}
+	}
 	for (int i = 0; i < 2; i++) {
 		struct resolve_family *f = &r->fam[i];
 		if (f->done || f->via_tcp)
@@ -198,6 +217,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	if (!r->retried) {
 		r->retried = true;
+		proxy_deadline_start(&r->due, proxy_mono_ms(), RESOLVE_DEADLINE_MS - RESOLVE_RETRY_MS);
 		event_add(r->timer, &tv);
 	}
 	/* a family still waiting over TCP has the relay's own timeout */
