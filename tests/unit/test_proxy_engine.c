@@ -492,6 +492,70 @@ static void test_dns_relay_stall(void **state)
 	unlink(path);
 }
 
+struct resolved {
+	bool done;
+	int err;
+	size_t n;
+};
+
+static void resolved_cb(int err, const struct sockaddr_storage *addrs, size_t n, uint32_t ttl, void *arg)
+{
+	struct resolved *res = arg;
+	(void)addrs;
+	(void)ttl;
+
+	res->done = true;
+	res->err = err;
+	res->n = n;
+}
+
+/* The engine's resolver (an HTTP or CONNECT destination) asks, asks once more at 2 s, and gives up at 4 s;
+ * when the whole machine stalls past that deadline (the resolver stalled too), the deadline noticed more than
+ * 500 ms late gives the questions their time again, once, and the answer the resolver sends once it runs is
+ * used (before: PROXY_RESOLVE_TIMEOUT the moment the engine ran). About 4.7 s. */
+static void test_resolve_stall(void **state)
+{
+	char path[] = "/tmp/sluice-engine-test-XXXXXX";
+	int fd = mkstemp(path);
+	struct event_base *base = proxy_event_base_new();
+	struct proxy_engine *e;
+	struct policy *p = json_policy("{\"allow\": [\"cached.test\"]}");
+	uint16_t up_port;
+	int upstream = udp_bound("127.0.0.4", &up_port);
+	struct timeval past_retry = {2, 200000};
+	struct timespec stall = {2, 600000000};
+	struct pollfd pfd = {.fd = upstream, .events = POLLIN};
+	struct resolved res = {0};
+	(void)state;
+
+	assert_non_null(base);
+	e = dns_engine(base, fd, up_port, 0, p);
+	assert_non_null(proxy_resolve_start(e, "cached.test", resolved_cb, &res));
+	loop_until(base, upstream); /* asked; the resolver stalls before it answers */
+	event_base_loopexit(base, &past_retry);
+	event_base_dispatch(base); /* the retry at 2 s asks again */
+	assert_false(res.done);
+	nanosleep(&stall, NULL); /* past the 4 s deadline by 0.8 s: the engine did not run, nor did the resolver */
+	for (int i = 0; i < 5; i++)
+		event_base_loop(base, EVLOOP_NONBLOCK); /* the engine runs first: its deadline is late */
+	assert_false(res.done);                         /* no timeout */
+	while (poll(&pfd, 1, 0) == 1)
+		answer_cached(upstream); /* every question asked (the first ones are no longer waited for) */
+	for (int i = 0; i < 400 && !res.done; i++) {
+		event_base_loop(base, EVLOOP_NONBLOCK);
+		nanosleep(&(struct timespec){0, 5000000}, NULL);
+	}
+	assert_true(res.done);
+	assert_int_equal(res.err, 0);
+	assert_true(res.n >= 1);
+
+	proxy_engine_free(e);
+	policy_unref(p);
+	event_base_free(base);
+	close(upstream);
+	unlink(path);
+}
+
 /* SOCKS5 greetings that came before their handshake deadline but wait unread when it passes: after a stall
  * of the engine, epoll hands the loop 32 ready sockets at first (more once it saw a full batch) and the expired
  * timers run behind them, so
@@ -920,6 +984,7 @@ int main(void)
 	        cmocka_unit_test(test_dns_relay_stall),
 	        cmocka_unit_test(test_handshake_read_first),
 	        cmocka_unit_test(test_parent_connect_stall),
+	        cmocka_unit_test(test_resolve_stall),
 	        cmocka_unit_test(test_direct_not_opened),
 	        cmocka_unit_test(test_dns_listener_gateway),
 	        cmocka_unit_test(test_dns_burst),
