@@ -43,11 +43,13 @@ exec {late_in}>"$LAB_DIR/late.in" {late_out}<"$LAB_DIR/late.out"
 engine_state() { local s; read -r s <"/proc/$LOAD_PID/stat"; s=${s##*) }; echo "${s%% *}"; }
 stop_wait() { kill -STOP "$@"; while [ "$(engine_state)" != T ]; do :; done; }
 listen_queue() { ss -Hltn "sport = :${1:-3128}" | awk '{ n += $2 } END { print n + 0 }'; }
-case $(uname -m) in # accept4's number, and epoll's waits', as /proc/PID/syscall gives them
-x86_64) ACCEPT4=288 EPOLL_WAITS=" 232 281 441 " ;;
-aarch64) ACCEPT4=242 EPOLL_WAITS=" 22 441 " ;;
-*) lab_bail "reliability: accept4's system call number on $(uname -m) is not known here (see ACCEPT4)" ;;
-esac
+# accept4's number, and epoll's waits', as /proc/PID/syscall gives them: this machine's, from the C library's
+# headers (the compiler that built sluice; epoll_wait is not on every architecture, pwait and pwait2 are)
+read -r ACCEPT4 EPOLL_WAITS < <(printf '#include <sys/syscall.h>\nSYS_accept4 SYS_epoll_wait SYS_epoll_pwait SYS_epoll_pwait2\n' |
+	${CC:-cc} -E -P - 2>/dev/null | tail -n 1)
+EPOLL_WAITS=" $(for n in $EPOLL_WAITS; do [[ $n =~ ^[0-9]+$ ]] && printf '%s ' "$n"; done)" # (a name the headers lack is left out)
+[[ $ACCEPT4 =~ ^[0-9]+$ && $EPOLL_WAITS == *[0-9]* ]] ||
+	lab_bail "reliability: no system call numbers for accept4 and the epoll waits from ${CC:-cc} -E <sys/syscall.h>"
 coproc TUN { load_gen tunnels "$LOAD_SESSIONS" "$TUNNELS" $LOAD_TARGETS; }
 tun_pid=$TUN_PID
 exec {tun_out}<&"${TUN[0]}" {tun_in}>&"${TUN[1]}" # the coproc's variables go when it ends
