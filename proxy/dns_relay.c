@@ -34,6 +34,7 @@ struct dns_relay_query {
 	TAILQ_ENTRY(dns_relay_query) entry; /* in the relay's FIFO (UDP) */
 	int out_slot;                       /* index in the relay's send queue while queued, else -1 */
 	struct bufferevent *bev;            /* owned: the TCP connection (TCP queries only) */
+	struct proxy_deadline due;          /* TCP: when its timeout (from the last read) is due */
 };
 
 struct relay_sock {
@@ -375,6 +376,7 @@ static void tcp_read_cb(struct bufferevent *bev, void *arg)
 	size_t n;
 	uint8_t *msg;
 
+	proxy_deadline_start(&q->due, proxy_mono_ms(), RELAY_TIMEOUT_MS); /* (libevent's timer runs from a read) */
 	if (evbuffer_copyout(in, hdr, 2) != 2)
 		return;
 	n = (size_t)hdr[0] << 8 | hdr[1];
@@ -393,10 +395,30 @@ static void tcp_read_cb(struct bufferevent *bev, void *arg)
 	proxy_dns_udp_flush();
 }
 
+/* A TCP query's timeout measures the upstream, not the engine, as the UDP sweep's does: an answer waiting
+ * unread in the socket (it came in time; after a stall the expired timers may run before every socket was
+ * read) is read first, and a timeout noticed more than PROXY_STALL_MS late gives the upstream its time
+ * again, once (on a paused machine it could not answer either). libevent took the timed-out direction's
+ * event off; it goes back on. True when the query goes on (q may be gone: answered). */
+static bool tcp_spared(struct dns_relay_query *q, short what)
+{
+	struct bufferevent *bev = q->bev;
+
+	if ((what & BEV_EVENT_READING) && proxy_bev_read_now(bev, DNS_MSG_MAX + 2) > 0) {
+		bufferevent_enable(bev, EV_READ);
+		tcp_read_cb(bev, q);
+		return true;
+	}
+	if (!proxy_deadline_stalled(&q->due, RELAY_TIMEOUT_MS, "-", "an upstream DNS query over TCP"))
+		return false;
+	bufferevent_enable(bev, (what & BEV_EVENT_READING) ? EV_READ : EV_WRITE);
+	return true;
+}
+
 static void tcp_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	(void)bev;
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
+	if ((what & BEV_EVENT_TIMEOUT) ? !tcp_spared(arg, what) : (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) != 0)
 		tcp_fail(arg);
 	proxy_dns_udp_flush();
 }
@@ -429,6 +451,7 @@ struct dns_relay_query *dns_relay_send_tcp(struct dns_relay *r, uint8_t *wire, s
 	}
 	bufferevent_setcb(q->bev, tcp_read_cb, NULL, tcp_event_cb, q);
 	bufferevent_set_timeouts(q->bev, &tv, &tv);
+	proxy_deadline_start(&q->due, proxy_mono_ms(), RELAY_TIMEOUT_MS);
 	bufferevent_setwatermark(q->bev, EV_READ, 0, DNS_MSG_MAX + 2);
 	bufferevent_write(q->bev, hdr, 2);
 	bufferevent_write(q->bev, wire, len);

@@ -247,26 +247,41 @@ static void loop_until(struct event_base *base, int fd)
 static const uint8_t cached_query[] = {0x12, 0x34, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 6, 'c', 'a', 'c', 'h', 'e',
                                        'd', 4, 't', 'e', 's', 't', 0, 0, 1, 0, 1};
 
-/* The upstream takes the engine's query for cached.test A and answers it: the same question back with two A
- * records, a public and a private address, TTL 300. */
-static void answer_cached(int upstream)
+/* The engine's query for cached.test (n bytes in buf, which has room for 1500) becomes the upstream's answer
+ * in place: the same question back with two A records, a public and a private address, TTL 300; or, when
+ * truncated, none and the TC bit (the whole answer is then asked for over TCP). Returns its length. */
+static size_t cached_answer(uint8_t *buf, ssize_t n, bool truncated)
 {
 	static const uint8_t rrs[] = {0xc0, 12, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4, 198, 18, 1, 7,
 	                              0xc0, 12, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4, 10, 9, 8, 7};
+
+	assert_true(n >= (ssize_t)sizeof cached_query);
+	buf[2] = truncated ? 0x83 : 0x81;
+	buf[3] = 0x80;
+	buf[6] = 0;
+	buf[7] = truncated ? 0 : 2;     /* ancount */
+	buf[9] = buf[10] = buf[11] = 0; /* no authority, no additional (the OPT is dropped) */
+	if (truncated)
+		return sizeof cached_query;
+	memcpy(buf + sizeof cached_query, rrs, sizeof rrs);
+	return sizeof cached_query + sizeof rrs;
+}
+
+/* The upstream takes the engine's query for cached.test A and answers it (cached_answer). */
+static void answer_cached_as(int upstream, bool truncated)
+{
 	uint8_t buf[1500];
 	struct sockaddr_storage from;
 	socklen_t fl = sizeof from;
 	ssize_t n = recvfrom(upstream, buf, sizeof buf, 0, (struct sockaddr *)&from, &fl);
+	size_t len = cached_answer(buf, n, truncated);
 
-	assert_true(n >= (ssize_t)sizeof cached_query);
-	n = (ssize_t)sizeof cached_query; /* header and question; the OPT is dropped */
-	buf[2] = 0x81;
-	buf[3] = 0x80;
-	buf[7] = 2;                     /* ancount */
-	buf[9] = buf[10] = buf[11] = 0; /* no authority, no additional */
-	memcpy(buf + n, rrs, sizeof rrs);
-	assert_int_equal(sendto(upstream, buf, (size_t)n + sizeof rrs, 0, (struct sockaddr *)&from, fl),
-	                 n + (ssize_t)sizeof rrs);
+	assert_int_equal(sendto(upstream, buf, len, 0, (struct sockaddr *)&from, fl), (ssize_t)len);
+}
+
+static void answer_cached(int upstream)
+{
+	answer_cached_as(upstream, false);
 }
 
 /* Asks the engine for cached.test A from the session's address; the upstream (when asked) answers with a
@@ -509,6 +524,18 @@ static void resolved_cb(int err, const struct sockaddr_storage *addrs, size_t n,
 	res->n = n;
 }
 
+/* Runs the loop until the lookup ends (at most 2 s), which must have found an address. */
+static void resolved_ok(struct event_base *base, const struct resolved *res)
+{
+	for (int i = 0; i < 400 && !res->done; i++) {
+		event_base_loop(base, EVLOOP_NONBLOCK);
+		nanosleep(&(struct timespec){0, 5000000}, NULL);
+	}
+	assert_true(res->done);
+	assert_int_equal(res->err, 0);
+	assert_true(res->n >= 1);
+}
+
 /* The engine's resolver (an HTTP or CONNECT destination) asks, asks once more at 2 s, and gives up at 4 s;
  * when the whole machine stalls past that deadline (the resolver stalled too), the deadline noticed more than
  * 500 ms late gives the questions their time again, once, and the answer the resolver sends once it runs is
@@ -541,17 +568,80 @@ static void test_resolve_stall(void **state)
 	assert_false(res.done);                         /* no timeout */
 	while (poll(&pfd, 1, 0) == 1)
 		answer_cached(upstream); /* every question asked (the first ones are no longer waited for) */
-	for (int i = 0; i < 400 && !res.done; i++) {
-		event_base_loop(base, EVLOOP_NONBLOCK);
-		nanosleep(&(struct timespec){0, 5000000}, NULL);
-	}
-	assert_true(res.done);
-	assert_int_equal(res.err, 0);
-	assert_true(res.n >= 1);
+	resolved_ok(base, &res);
 
 	proxy_engine_free(e);
 	policy_unref(p);
 	event_base_free(base);
+	close(upstream);
+	unlink(path);
+}
+
+/* An answer too large for UDP is asked for again over TCP (the upstream's UDP answer is truncated), where the
+ * relay's query has a 4 s timeout of its own. When the whole machine stalls past it (the upstream stalled
+ * too), the timeout noticed more than 500 ms late gives the query its time again, once, and the answer the
+ * upstream sends once it runs is used (before: the lookup failed the moment the engine ran). About 4.7 s. */
+static void test_resolve_tcp_stall(void **state)
+{
+	char path[] = "/tmp/sluice-engine-test-XXXXXX";
+	int fd = mkstemp(path);
+	struct event_base *base = proxy_event_base_new();
+	struct proxy_engine *e;
+	struct policy *p = json_policy("{\"allow\": [\"cached.test\"]}");
+	struct sockaddr_storage up;
+	uint16_t up_port;
+	int upstream = udp_bound("127.0.0.4", &up_port);
+	int tcp_up = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), conns[2];
+	struct timespec stall = {4, 600000000};
+	struct resolved res = {0};
+	uint8_t ans[2][1500];
+	size_t len[2];
+	(void)state;
+
+	assert_non_null(base);
+	assert_true(tcp_up >= 0);
+	sin4(&up, "127.0.0.4", up_port);
+	assert_int_equal(bind(tcp_up, (struct sockaddr *)&up, sizeof(struct sockaddr_in)), 0);
+	assert_int_equal(listen(tcp_up, 4), 0);
+	e = dns_engine(base, fd, up_port, 0, p);
+	assert_non_null(proxy_resolve_start(e, "cached.test", resolved_cb, &res));
+	for (int i = 0; i < 2; i++) { /* A and AAAA: each answered truncated, each asked again over TCP */
+		loop_until(base, upstream);
+		answer_cached_as(upstream, true);
+	}
+	for (int i = 0; i < 2; i++) {
+		loop_until(base, tcp_up);
+		conns[i] = accept4(tcp_up, NULL, NULL, SOCK_CLOEXEC);
+		assert_true(conns[i] >= 0);
+	}
+	for (int i = 0; i < 2; i++) { /* each connection's query, read whole, and its answer made ready */
+		ssize_t n = 0, r;
+		while (n < 2 || n < 2 + (ans[i][0] << 8 | ans[i][1])) {
+			loop_until(base, conns[i]);
+			r = recv(conns[i], ans[i] + n, sizeof ans[i] - (size_t)n, 0);
+			assert_true(r > 0);
+			n += r;
+		}
+		memmove(ans[i], ans[i] + 2, (size_t)n - 2);
+		len[i] = cached_answer(ans[i], n - 2, false);
+		memmove(ans[i] + 2, ans[i], len[i]);
+		ans[i][0] = (uint8_t)(len[i] >> 8);
+		ans[i][1] = (uint8_t)len[i];
+	}
+	nanosleep(&stall, NULL); /* past the 4 s timeout by 0.6 s: the engine did not run, nor did the upstream */
+	for (int i = 0; i < 5; i++)
+		event_base_loop(base, EVLOOP_NONBLOCK); /* the engine runs first: its timeouts are late */
+	assert_false(res.done);                         /* the lookup did not fail */
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(send(conns[i], ans[i], len[i] + 2, MSG_NOSIGNAL), (ssize_t)len[i] + 2);
+	resolved_ok(base, &res);
+
+	proxy_engine_free(e);
+	policy_unref(p);
+	event_base_free(base);
+	for (int i = 0; i < 2; i++)
+		close(conns[i]);
+	close(tcp_up);
 	close(upstream);
 	unlink(path);
 }
@@ -985,6 +1075,7 @@ int main(void)
 	        cmocka_unit_test(test_handshake_read_first),
 	        cmocka_unit_test(test_parent_connect_stall),
 	        cmocka_unit_test(test_resolve_stall),
+	        cmocka_unit_test(test_resolve_tcp_stall),
 	        cmocka_unit_test(test_direct_not_opened),
 	        cmocka_unit_test(test_dns_listener_gateway),
 	        cmocka_unit_test(test_dns_burst),
