@@ -36,6 +36,37 @@ int sb_strv_add(struct sb_strv *s, const char *str)
 	return 0;
 }
 
+int sb_sh_quote(const char *w, char **acc)
+{
+	size_t n = *acc ? strlen(*acc) : 0, add = 3;
+	bool bare = *w != '\0';
+
+	for (const char *p = w; *p; p++) {
+		add += *p == '\'' ? 4 : 1;
+		bare = bare && (isalnum((unsigned char)*p) || strchr("_-+=%@:,./", *p));
+	}
+	char *x = realloc(*acc, n + add + 1);
+	if (!x)
+		return -ENOMEM;
+	*acc = x;
+	if (n)
+		x[n++] = ' ';
+	if (!bare)
+		x[n++] = '\'';
+	for (const char *p = w; *p; p++) {
+		if (*p == '\'') {
+			memcpy(x + n, "'\\''", 4);
+			n += 4;
+		} else {
+			x[n++] = *p;
+		}
+	}
+	if (!bare)
+		x[n++] = '\'';
+	x[n] = '\0';
+	return 0;
+}
+
 bool sb_strv_contains(const struct sb_strv *s, const char *str)
 {
 	for (size_t i = 0; i < s->n; i++)

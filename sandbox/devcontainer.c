@@ -388,32 +388,6 @@ static int parse_mount(const struct devc *d, json_object *m, const char *base)
 	return sb_strv_add(&d->c->ctr.mounts, spec);
 }
 
-/* Appends one word to *acc (malloced) quoted for sh (single quotes), space-separated. */
-static int sh_quote(const char *w, char **acc)
-{
-	size_t n = strlen(*acc), add = 3;
-	for (const char *p = w; *p; p++)
-		add += *p == '\'' ? 4 : 1;
-	char *x = realloc(*acc, n + add + 1);
-	if (!x)
-		return -ENOMEM;
-	*acc = x;
-	if (n)
-		x[n++] = ' ';
-	x[n++] = '\'';
-	for (const char *p = w; *p; p++) {
-		if (*p == '\'') {
-			memcpy(x + n, "'\\''", 4);
-			n += 4;
-		} else {
-			x[n++] = *p;
-		}
-	}
-	x[n++] = '\'';
-	x[n] = '\0';
-	return 0;
-}
-
 static int parse_post_create(const struct devc *d, json_object *v)
 {
 	const char *key = "postCreateCommand";
@@ -426,7 +400,7 @@ static int parse_post_create(const struct devc *d, json_object *v)
 			return -ENOMEM;
 		for (size_t i = 0; i < json_object_array_length(v); i++) {
 			cleanup_free char *w = get_str(d, key, json_object_array_get_idx(v, i));
-			if (!w || sh_quote(w, &acc) < 0) {
+			if (!w || sb_sh_quote(w, &acc) < 0) {
 				free(acc);
 				return -EINVAL;
 			}

@@ -113,19 +113,22 @@ void sb_discard_summary(const struct sb_session *s)
 	walk(ufd, lfd, &c, 0);
 	if (c.changed + c.added + c.removed == 0)
 		return;
+	/* the same command with --save, quoted for sh (a control byte shows as '?': not sent to the terminal) */
+	cleanup_free char *again = NULL;
+	bool ok = sb_sh_quote("sluice", &again) == 0 && sb_sh_quote("run", &again) == 0;
+	for (size_t i = 0; ok && i < cfg->run_nopts; i++)
+		ok = sb_sh_quote(cfg->run_opts[i], &again) == 0;
+	ok = ok && sb_sh_quote("--save", &again) == 0 && sb_sh_quote("--", &again) == 0;
+	for (size_t i = 0; ok && s->argv && s->argv[i]; i++)
+		ok = sb_sh_quote(s->argv[i], &again) == 0;
+	for (char *p = ok ? again : NULL; p && *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
 	fprintf(stderr,
 	        "sluice: discarding this session's changes to %s: %lu file%s changed, %lu added, %lu removed\n"
 	        "sluice: to keep them, run it again with --save (then `sluicectl session save ID` applies them)"
-	        " or --apply:\n"
-	        "sluice:   sluice run --save",
-	        cfg->project_dir, c.changed, c.changed == 1 ? "" : "s", c.added, c.removed);
-	if (cfg->fs_mode == SB_FS_ASK)
-		fputs(" --fs ask", stderr);
-	fputs(" --", stderr);
-	for (size_t i = 0; s->argv && s->argv[i]; i++) {
-		fputc(' ', stderr);
-		for (const char *p = s->argv[i]; *p; p++)
-			fputc((unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p, stderr);
-	}
-	fputc('\n', stderr);
+	        " or --apply%s\n",
+	        cfg->project_dir, c.changed, c.changed == 1 ? "" : "s", c.added, c.removed, ok ? ":" : ".");
+	if (ok)
+		fprintf(stderr, "sluice:   %s\n", again);
 }

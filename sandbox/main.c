@@ -551,6 +551,8 @@ static int cmd_run(int argc, char **argv)
 		default: usage(stderr); goto out;
 		}
 	}
+	c.run_opts = argv + 1; /* as given, for the exit note's command (discard.c); no "--" */
+	c.run_nopts = (size_t)optind - 1 - (optind > 1 && strcmp(argv[optind - 1], "--") == 0);
 	if (c.quiet && c.verbose) {
 		fail("--quiet and --verbose contradict each other");
 		goto out;

@@ -81,6 +81,9 @@ struct sb_strv {
 };
 
 int sb_strv_add(struct sb_strv *s, const char *str);
+/* Appends word w to *acc (malloced, or NULL), space-separated, quoted for sh: as it is when it is made of
+ * letters, digits and _-+=%@:,./ only, else in single quotes (a ' as '\''). */
+int sb_sh_quote(const char *w, char **acc);
 bool sb_strv_contains(const struct sb_strv *s, const char *str);
 void sb_strv_clear(struct sb_strv *s);
 
@@ -162,6 +165,8 @@ struct sb_config {
 	char *hostname; /* owned; default "sluice" */
 	int verbose;
 	bool quiet;                /* --quiet: no messages of the launcher's own but errors */
+	char *const *run_opts;     /* borrowed: `sluice run`'s options as given (run_nopts of them) */
+	size_t run_nopts;
 	enum sb_sandbox_type type; /* --sandbox-type */
 	struct sb_ctr_spec ctr;    /* container and devcontainer types */
 	bool allow_containers;     /* --allow-containers: rootless Podman inside the local sandbox (nest.c) */

@@ -203,7 +203,10 @@ for _ in range(3000):
 	# --- exit note of discarded overlay changes (relaxed and ask alike) ---
 	o=$(sb "$m" --fs relaxed -- sh -c 'echo x >new.txt; echo y >>keep.txt; rm doomed.txt' 2>&1)
 	check_match "$m: exit note: counts" "1 file changed, 1 added, 1 removed" "$o"
-	check_match "$m: exit note: the command that keeps them" "sluice run --save -- sh -c" "$o"
+	# the command that keeps them: the same options and command with --save, quoted for sh (read back by shlex)
+	check_eq "$m: exit note: the command that keeps them, pasteable" \
+		"sluice|run|--fs|relaxed|--save|--|sh|-c|echo x >new.txt; echo y >>keep.txt; rm doomed.txt" \
+		"$(sed -n 's/^sluice:   //p' <<<"$o" | python3 -c 'import shlex, sys; print("|".join(shlex.split(sys.stdin.read())))')"
 	check_not "$m: no note with --save" grep -q discarding <<<"$(sb "$m" --save -- sh -c 'echo x >new2.txt' 2>&1)"
 	check_eq "$m: no session directory is left behind (but the --save one)" 1 "$(session_dirs "$m")"
 	rm -rf "$(if [ "$m" = root ]; then echo "$ROOT_RT/sluice"; else echo "/var/tmp/sluice-$TU_UID"; fi)"/*

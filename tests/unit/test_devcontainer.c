@@ -53,7 +53,7 @@ static void test_full(void **state)
 	assert_int_equal(c.ctr.mounts.n, 2);
 	assert_string_equal(c.ctr.mounts.v[0], "type=volume,source=cache,destination=/cache");
 	assert_string_equal(c.ctr.mounts.v[1], "type=tmpfs,destination=/t");
-	assert_string_equal(c.ctr.post_create, "'echo' 'it'\\''s'");
+	assert_string_equal(c.ctr.post_create, "echo 'it'\\''s'");
 	assert_null(c.ctr.user);
 	assert_string_equal(c.ctr.source, NAME);
 	sb_config_clear(&c);
