@@ -119,6 +119,7 @@ void http_next_request(struct http_conn *c)
 	proxy_relay_finish(&c->r);
 	c->state = ST_HEAD;
 	c->head_due.due_ms = 0; /* (the idle timeout: no stall grace, head_timeout_spared) */
+	c->tls_reads_first = 0;
 	http_scanner_init(&c->scan, false);
 	http_bev_enable(c->r.client, EV_READ);
 	http_set_timer(c, c->r.e->tv_idle);
@@ -561,7 +562,10 @@ static bool head_timeout_spared(struct http_conn *c)
 {
 	size_t before = c->scan.total;
 
-	/* (a TLS client of HTTPS inspection is read by OpenSSL: its socket is not ours to read) */
+	/* (a TLS client of HTTPS inspection is read by OpenSSL, not here: its read event takes the bytes later in
+	 * this iteration, and the timer looks again in the next) */
+	if (c->inspect && http_inspect_read_first(c))
+		return true;
 	if (!c->inspect && read_now(c) > 0) {
 		if (before > 0)
 			c->head_late = true;    /* its deadline passed: complete now, or 408 */
@@ -594,6 +598,7 @@ static void head_read(struct http_conn *c)
 		c->head_ms = proxy_mono_ms();
 		proxy_deadline_start(&c->head_due, c->head_ms, c->r.e->header_timeout_ms);
 		c->head_late = false;
+		c->tls_reads_first = 0;
 		http_set_timer(c, c->r.e->tv_header);
 	}
 	sr = http_scan_input(&c->scan, in);

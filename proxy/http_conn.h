@@ -42,6 +42,11 @@ struct http_conn {
 	char up_host[POLICY_HOST_MAX + 1];
 	uint16_t up_port;
 	bool up_reused;
+	/* inspected: the upstream's TLS handshake's deadline, and whether its timer read the socket first and
+	 * how much OpenSSL had read from it then (inspect.c, up_handshake_spared) */
+	struct proxy_deadline up_tls_due;
+	bool up_tls_read_first;
+	uint64_t up_tls_read;
 	bool up_plain;                          /* inspected: r.up is the CONNECT's connection, TLS not started yet */
 	char up_address[PROXY_ADDRSTR_MAX];     /* where r.up is connected (the audit records of reuses) */
 	struct sockaddr_storage up_sa;          /* ... as an address (plain HTTP: checked again at each reuse) */
@@ -67,6 +72,9 @@ struct http_conn {
 	/* HTTPS inspection (inspect.c): r.client and r.up are TLS bufferevents (no splice, no direct writes) */
 	bool inspect;
 	bool tls_ok;       /* the client finished its TLS handshake */
+	/* times the header timer had OpenSSL read the client's socket first since the deadline began (at most
+	 * INSPECT_READS_FIRST: the rest of the handshake, then a request) */
+	uint8_t tls_reads_first;
 	bool plain_tunnel; /* plain HTTP inside a CONNECT tunnel (connect.c): its requests must name its host */
 	char inspect_host[POLICY_HOST_MAX + 1]; /* inspect or plain_tunnel: the tunnel's host, every request's */
 	uint16_t inspect_port;
@@ -98,6 +106,12 @@ void http_inspect_upstream(struct http_conn *c);
 /* send_now for a TLS bufferevent: data (up to a record's worth) as one SSL_write, made now when nothing
  * is queued on bev; what was not written stays in data for the caller to queue. */
 void http_inspect_send_now(struct bufferevent *bev, struct evbuffer *data);
+/* The header timer of an inspected connection fired (head_timeout_spared): when the client's socket is
+ * readable, OpenSSL takes what it holds first (the TLS bufferevent's read, later in this iteration: the
+ * handshake's rest, then a request), and the timer fires again right after it (a head the read began is
+ * then 408 unless complete, head_late); at most INSPECT_READS_FIRST times a deadline. True when it will. */
+#define INSPECT_READS_FIRST 3
+bool http_inspect_read_first(struct http_conn *c);
 
 /* ---- http_forward.c ---- */
 /* What http_send_later left for the end of the iteration, sent now (the start of every callback of the

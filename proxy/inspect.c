@@ -10,6 +10,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
+#include <event2/bufferevent_struct.h>
 #include <event2/event.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -21,6 +22,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -152,6 +154,8 @@ static SSL_CTX *up_ctx(struct proxy_engine *e, char *err, size_t errlen)
 
 	if (e->tls_up)
 		return e->tls_up;
+	/* (the reasons of a failed handshake, for its 502 and record) */
+	OPENSSL_init_ssl(OPENSSL_INIT_LOAD_SSL_STRINGS | OPENSSL_INIT_LOAD_CRYPTO_STRINGS, NULL);
 	if (up_ctx_idx < 0)
 		up_ctx_idx = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, NULL);
 	if (up_ssl_idx < 0)
@@ -369,12 +373,77 @@ void proxy_inspect_begin(struct proxy_relay *r)
 	proxy_http_accept_inspected(s, tls, host, port, up, address);
 }
 
+/* ---- the late-timer rule for TLS (docs/proxy.md, "Limits and timeouts") ----
+ *
+ * A timeout of a TLS bufferevent's handshake (upstream) or of the header timer over an inspected client
+ * measures the peer, not the engine. After a stall, epoll hands the loop a batch of ready sockets at a time
+ * and the expired timers run behind the first batch, so the peer's bytes may be waiting unread when the
+ * timer fires. They are OpenSSL's to read, not ours (proxy_bev_read_now is for plain sockets): when the
+ * socket is readable (bytes, or the peer's close or reset), the bufferevent's own read event is made active,
+ * so that its handshake or read step takes them later in this same iteration (no callback of the connection
+ * runs from inside the timer's; the struct of a bufferevent is public, bufferevent_struct.h, as bev_read.c
+ * uses it). poll, not a peek: a close or a reset is something to read too (the handshake then says what
+ * happened). Only the kernel's side counts: bytes that are part of a record go into OpenSSL's buffer, and
+ * the handshake's read timer runs from that read, as from any (libevent arms it again at each step); the
+ * rest of the record is the peer's to send, in its time. True when the read event was made active. */
+static bool tls_read_first(struct bufferevent *bev)
+{
+	struct pollfd p = {.fd = bufferevent_getfd(bev), .events = POLLIN};
+
+	if (p.fd < 0 || poll(&p, 1, 0) != 1)
+		return false;
+	event_active(&bev->ev_read, EV_READ, 1);
+	return true;
+}
+
+bool http_inspect_read_first(struct http_conn *c)
+{
+	static const struct timeval now = {0, 0};
+
+	if (c->tls_reads_first >= INSPECT_READS_FIRST || !tls_read_first(c->r.client))
+		return false;
+	c->tls_reads_first++;
+	if (c->scan.total > 0)
+		c->head_late = true; /* its deadline passed: complete with what was there, or 408 */
+	http_set_timer(c, &now);     /* (after the read: the next iteration) */
+	return true;
+}
+
 /* ---- upstream side ---- */
+
+/* The upstream's handshake timed out: libevent reports it from the read event's timer, also when the socket
+ * holds the upstream's answer, unseen (after a stall it was not in the loop's first batch). (1) What the
+ * socket holds goes to the handshake first (tls_read_first); again at a later timeout only when OpenSSL took
+ * bytes from the socket since (bytes a handshake blocked on a write does not take are not read first
+ * forever). (2) With nothing there, a timer noticed more than PROXY_STALL_MS late gives the upstream its
+ * time again, once, when the handshake has read nothing from the upstream yet: the timer was armed when the
+ * handshake started or wrote its ClientHello, and up_tls_due says when it was due (after a read libevent
+ * armed it again from that read, a time not known here: no grace). got is what OpenSSL read from the
+ * upstream's socket (the SSL's read BIO is the socket BIO libevent made on it: BIO_number_read counts the
+ * bytes its reads returned). The timer then runs from now. True when the handshake goes on. */
+static bool up_handshake_spared(struct http_conn *c, struct bufferevent *bev, SSL *ssl)
+{
+	BIO *rbio = ssl ? SSL_get_rbio(ssl) : NULL;
+	uint64_t got = rbio ? BIO_number_read(rbio) : 0;
+
+	if ((!c->up_tls_read_first || got != c->up_tls_read) && tls_read_first(bev)) {
+		c->up_tls_read_first = true;
+		c->up_tls_read = got;
+		bufferevent_set_timeouts(bev, c->r.e->tv_connect, c->r.e->tv_connect);
+		return true;
+	}
+	if (got > 0 || !proxy_deadline_stalled(&c->up_tls_due, c->r.e->connect_timeout_ms, c->r.s->id,
+	                                       "the upstream's TLS handshake"))
+		return false;
+	bufferevent_set_timeouts(bev, c->r.e->tv_connect, c->r.e->tv_connect);
+	return true;
+}
 
 static void up_handshake_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct http_conn *c = arg;
 	SSL *ssl = bufferevent_openssl_get_ssl(bev);
+	int err = errno; /* (a socket error: libevent's event callbacks find it in errno) */
 	char why[600];
 
 	if (what & BEV_EVENT_CONNECTED) {
@@ -384,17 +453,29 @@ static void up_handshake_cb(struct bufferevent *bev, short what, void *arg)
 		http_forward_start(c);
 		return;
 	}
+	if ((what & BEV_EVENT_TIMEOUT) && up_handshake_spared(c, bev, ssl))
+		return;
+	/* what happened, said as it was: timed out, not trusted, a TLS failure, closed, or a socket error */
 	long vr = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
-	unsigned long e = bufferevent_get_openssl_error(bev);
-	if (vr != X509_V_OK)
+	unsigned long e = 0, q;
+	while ((q = bufferevent_get_openssl_error(bev)))
+		if (!e && ERR_GET_LIB(q)) /* (libevent queues SSL_get_error's code too: not a reason) */
+			e = q;
+	if (what & BEV_EVENT_TIMEOUT)
+		snprintf(why, sizeof why, "the TLS handshake with the upstream %s timed out (no answer within %u ms)",
+		         c->r.t.host, c->r.e->connect_timeout_ms);
+	else if (vr != X509_V_OK)
 		snprintf(why, sizeof why, "the upstream's TLS certificate for %s is not trusted: %s", c->r.t.host,
 		         X509_verify_cert_error_string(vr));
-	else if (e)
-		snprintf(why, sizeof why, "TLS with the upstream %s failed: %s", c->r.t.host, ERR_reason_error_string(e));
+	else if (e && ERR_GET_REASON(e) != SSL_R_UNEXPECTED_EOF_WHILE_READING)
+		snprintf(why, sizeof why, "TLS with the upstream %s failed: %s", c->r.t.host,
+		         ERR_reason_error_string(e) ? ERR_reason_error_string(e) : "an error of OpenSSL");
+	else if (!e && (what & BEV_EVENT_ERROR) && err)
+		snprintf(why, sizeof why, "the connection to the upstream %s failed during the TLS handshake: %s",
+		         c->r.t.host, strerror(err));
 	else
-		snprintf(why, sizeof why, "the upstream %s closed the connection during the TLS handshake", c->r.t.host);
-	while (bufferevent_get_openssl_error(bev))
-		;
+		snprintf(why, sizeof why, "the upstream %s closed the connection during the TLS handshake",
+		         c->r.t.host);
 	proxy_relay_drop_upstream(&c->r);
 	http_fail(c, 502, why);
 }
@@ -436,6 +517,8 @@ void http_inspect_upstream(struct http_conn *c)
 	bufferevent_openssl_set_allow_dirty_shutdown(tls, 1);
 	bufferevent_setcb(tls, NULL, NULL, up_handshake_cb, c);
 	bufferevent_set_timeouts(tls, c->r.e->tv_connect, c->r.e->tv_connect);
+	proxy_deadline_start(&c->up_tls_due, proxy_mono_ms(), c->r.e->connect_timeout_ms);
+	c->up_tls_read_first = false;
 	bufferevent_enable(tls, EV_READ | EV_WRITE);
 }
 
