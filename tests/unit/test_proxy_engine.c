@@ -5,7 +5,9 @@
  * session's policy replaced while its filtered answer is cached; test_direct_not_opened: a direct grant the
  * parent could not be told of is not kept, and its records say so. test_later: work left for the end of a
  * loop iteration (proxy_later_add, the HTTP front's deferred sends) runs once, after the callbacks already
- * due and after the iteration's audit batch is written, and not when cancelled. */
+ * due and after the iteration's audit batch is written, and not when cancelled. test_inspect_*: HTTPS
+ * inspection through the engine, the client, the parent proxy and the upstream's TLS server played by the test
+ * on loopback (tls_rig): the timeouts of both TLS handshakes after stalls. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/bufferevent.h>
@@ -1131,9 +1133,11 @@ static void test_inspect_upstream_stall(void **state)
 	for (int k = 0; k < 3; k++) {
 		flow_open(&g, &f[k]);
 		flow_client_tls(&g, &f[k]);
-		flow_send(&f[k], "GET /ok HTTP/1.1\r\nHost: cached.test\r\n\r\n");
-		loop_until(g.base, f[k].u);
 	}
+	for (int k = 0; k < 3; k++) /* (their upstream handshakes, and timers, start together) */
+		flow_send(&f[k], "GET /ok HTTP/1.1\r\nHost: cached.test\r\n\r\n");
+	for (int k = 0; k < 3; k++)
+		loop_until(g.base, f[k].u);
 	nanosleep(&(struct timespec){1, 0}, NULL); /* nobody ran */
 	for (int i = 0; i < 5; i++)
 		event_base_loop(g.base, EVLOOP_NONBLOCK); /* the engine first: its timers are late */
