@@ -57,7 +57,7 @@ bool proxy_deadline_stalled(struct proxy_deadline *d, unsigned timeout_ms, const
 	if (!d->due_ms || d->spared || now <= d->due_ms + PROXY_STALL_MS)
 		return false;
 	log_debug("session %s: the engine ran %" PRIu64
-	          " ms late for the timeout of %s; the client gets its time again",
+	          " ms late for the timeout of %s; the peer gets its time again",
 	          sid, now - d->due_ms, what);
 	d->spared = true;
 	d->due_ms = now + timeout_ms;
