@@ -91,7 +91,8 @@ struct http_request {
 int http_parse_request(const char *buf, size_t len, unsigned flags, struct http_request *req, const char **why);
 
 /* Whether the first len bytes of a stream begin an HTTP request line (after any empty lines, a token and a
- * blank, then "HTTP/" in any case before the end of the line): 1 they do, 0 they cannot, -1 not known yet
+ * blank, then "HTTP/" in any case before the end of the line; or "GET" and a blank, HTTP/0.9 included): 1
+ * they do, 0 they cannot, -1 not known yet
  * (every byte so far fits one). A CONNECT tunnel's first bytes are read
  * with it: HTTP in a tunnel is decided request by request (connect.c). */
 int http_request_line_prefix(const char *buf, size_t len);
