@@ -611,6 +611,7 @@ static void head_read(struct http_conn *c)
 	proxy_relay_begin(&c->r, &c->head_rt, c->head_ms, NULL);
 	c->client_keep = false;
 	c->req_body = HTTP_BODY_NONE;
+	c->resp_started = false; /* (the last exchange's: http_fail would close without its answer) */
 	if (sr == HTTP_SCAN_ERROR) {
 		proxy_relay_deny(&c->r, c->scan.status, c->scan.error);
 		return;
@@ -629,6 +630,13 @@ static void head_read(struct http_conn *c)
 	c->r.method[mlen] = '\0';
 	if (st != 0) {
 		proxy_relay_deny(&c->r, st, why);
+		return;
+	}
+	/* Fail closed, as for a new connection: a request of a connection kept alive from before a write of
+	 * the audit log failed is not decided (its record, and the requests after it, would wait in memory,
+	 * and past AUDIT_PENDING_MAX be lost while the requests still went out) */
+	if (!proxy_audit_writable(c->r.e)) {
+		http_fail(c, 503, "the audit log cannot be written; requests are refused until it can");
 		return;
 	}
 	handle_request(c, req, c->scan.total);
