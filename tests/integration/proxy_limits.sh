@@ -75,6 +75,21 @@ for l in open(sys.argv[1]):
 check_eq "... each recorded with the reason (begun at the accept or the head's first byte)" \
 	"http deny 408 True the request head did not complete within the header timeout (1000 ms)
 http deny 0 True no request within the header timeout (1000 ms)" "$recs"
+# a new connection's head must be whole within the header timeout of its accept, as documented: a first byte
+# sent late in it earned a second header timeout (the seventh review: closed 1.7 s after the connect, not 1)
+out=$(lab_exec s1 "$LAB_PYTHON" - "$PROXY_GW" <<'PY'
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], 3128), timeout=5)
+t = time.monotonic()
+time.sleep(0.7)
+s.sendall(b"GET http://allowed.test/ HTTP/1.1\r\nHost: allo")
+data = s.recv(4096)
+rest = s.recv(4096)
+print(data.split(b"\r\n")[0].decode(), "closed" if rest == b"" else "open", round(time.monotonic() - t, 1))
+PY
+)
+check_match "a first byte 0.7 s after the connect: 408 at the header timeout of the accept (1 s)" \
+	'^HTTP/1.1 408 Request Timeout closed (0\.[89]|1\.[0-4])$' "$out"
 
 # per-session cap: three idle connections held, the fourth refused
 out=$(lab_exec s1 "$LAB_PYTHON" - "$PROXY_GW" <<'PY'
