@@ -550,8 +550,9 @@ int http_request_line_prefix(const char *buf, size_t len)
 		return 0;
 	/* "GET" and a blank: an HTTP/0.9 request line ("GET target", no version) when no "HTTP/" follows, which
 	 * servers still answer (nginx, Python's http.server), and an absolute-form target picks the virtual
-	 * host by its name (nginx: "GET http://evil.test/x" is served as evil.test). The front refuses it. */
-	if (i - m == 3 && strncasecmp(buf + m, "GET", 3) == 0)
+	 * host by its name (nginx: "GET http://evil.test/x" is served as evil.test). The front refuses it.
+	 * (Upper case, as those servers want it: memcached's "get key" still passes.) */
+	if (i - m == 3 && memcmp(buf + m, "GET", 3) == 0)
 		return 1;
 	/* the rest of the line holds "HTTP/" in any case and spacing (lenient servers take runs of blanks,
 	 * "http/1.1"): read as a request line, which is the stricter reading; without it the line ends as

@@ -347,7 +347,8 @@ static void test_request_line_prefix(void **state)
 	/* HTTP/0.9 (no version): nginx serves "GET http://evil.test/x" as evil.test */
 	assert_int_equal(line_prefix("GET http://evil.test/x\r\n"), 1);
 	assert_int_equal(line_prefix("GET /\r\n"), 1);
-	assert_int_equal(line_prefix("\r\nget\t/"), 1);
+	assert_int_equal(line_prefix("\r\nGET\t/"), 1);
+	assert_int_equal(line_prefix("get key\r\n"), 0); /* memcached */
 	assert_int_equal(line_prefix("GETS /x\r\n"), 0);
 	assert_int_equal(line_prefix("GE /x\r\n"), 0);
 	assert_int_equal(line_prefix("\x16\x03\x01"), 0);
