@@ -312,6 +312,12 @@ check_match "... the refused request in the tunnel is audited (protocol http, de
 code=$(tunnel_statuses 'CONNECT allowed.test:80 HTTP/1.1\r\nHost: allowed.test:80\r\n\r\nGET http://evil.test/tunnel-http09\r\n\r\n')
 check_eq "CONNECT allowed.test:80, then an HTTP/0.9 request line (GET http://evil.test/...): 400" "200 400" "$code"
 check_not "... it never reached the internet" grep -q 'tunnel-http09' <(lab_http_requests)
+# Python's http.server (the lab's internet) splits a request line on any white space: VT, a bare CR
+code=$(tunnel_statuses 'CONNECT allowed.test:80 HTTP/1.1\r\nHost: allowed.test:80\r\n\r\nGET\x0b/tunnel-vt\x0bHTTP/1.1\r\nHost: evil.test\r\n\r\n')
+check_eq "CONNECT allowed.test:80, then GET<VT>/x<VT>HTTP/1.1 with Host: evil.test: 400" "200 400" "$code"
+code=$(tunnel_statuses 'CONNECT allowed.test:80 HTTP/1.1\r\nHost: allowed.test:80\r\n\r\n POST\r/tunnel-cr\rHTTP/1.1\r\nHost: evil.test\r\nContent-Length: 0\r\n\r\n')
+check_eq "CONNECT allowed.test:80, then ' POST<CR>/x<CR>HTTP/1.1' with Host: evil.test: 400" "200 400" "$code"
+check_not "... neither reached the internet" grep -q 'tunnel-vt\|tunnel-cr' <(lab_http_requests)
 
 # ---- malformed requests: 400 / 414 / 431 / 501 / 505
 declare -A bad=(

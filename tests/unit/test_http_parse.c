@@ -352,7 +352,15 @@ static void test_request_line_prefix(void **state)
 	assert_int_equal(line_prefix("GETS /x\r\n"), 0);
 	assert_int_equal(line_prefix("GE /x\r\n"), 0);
 	assert_int_equal(line_prefix("\x16\x03\x01"), 0);
-	assert_int_equal(line_prefix(" GET / HTTP/1.1"), 0);
+	/* Python's http.server splits a request line on any white space and skips it before the method */
+	assert_int_equal(line_prefix(" GET / HTTP/1.1"), 1);
+	assert_int_equal(line_prefix("GET\x0b/\x0bHTTP/1.1\r\n"), 1);
+	assert_int_equal(line_prefix("GET\r/\rHTTP/1.1\r\n"), 1);
+	assert_int_equal(line_prefix("POST\r/\rHTTP/1.1\r\n"), 1);
+	assert_int_equal(line_prefix("POST\xa0/\xa0HTTP/1.1\r\n"), 1);
+	assert_int_equal(line_prefix("\x1c\x0cPOST /x HTTP/1.1\r\n"), 1);
+	assert_int_equal(line_prefix("GET\n"), 0);
+	assert_int_equal(http_request_line_prefix("\0\0\0\x08\x04\xd2\x16\x2f", 8), 0); /* PostgreSQL's SSLRequest */
 	assert_int_equal(line_prefix("{\"jsonrpc\": 1}\n"), 0);
 	/* not known yet */
 	assert_int_equal(line_prefix(""), -1);
@@ -362,6 +370,8 @@ static void test_request_line_prefix(void **state)
 	assert_int_equal(line_prefix("POST /a"), -1);
 	assert_int_equal(line_prefix("POST /a HTT"), -1);
 	assert_int_equal(line_prefix("hello world"), -1);
+	assert_int_equal(line_prefix("hello world\r"), -1); /* (a bare CR does not end the line) */
+	assert_int_equal(line_prefix(" \x0b"), -1);
 }
 
 struct sink {
