@@ -787,10 +787,8 @@ static int udp_read_batch(struct proxy_listener *l, int fd)
 		                       have_local ? (struct sockaddr *)&local : NULL);
 		if (!s)
 			continue;
-		if (!audit_log_healthy(l->engine->audit) && !audit_log_flush(l->engine->audit)) {
-			proxy_audit_failed(l->engine);
+		if (!proxy_audit_writable(l->engine))
 			continue; /* fail closed: no answer without a record */
-		}
 		j = &scratch;
 		job_start(j, s, &now_rt, now_ms);
 		j->udp_fd = fd;
@@ -875,8 +873,7 @@ static void tcp_read_cb(struct bufferevent *bev, void *arg)
 		msg = evbuffer_pullup(in, (ev_ssize_t)mlen + 2);
 		if (!msg)
 			break;
-		if (!audit_log_healthy(t->s->engine->audit) && !audit_log_flush(t->s->engine->audit)) {
-			proxy_audit_failed(t->s->engine);
+		if (!proxy_audit_writable(t->s->engine)) {
 			t->closing = true;
 			break;
 		}

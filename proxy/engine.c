@@ -154,6 +154,14 @@ void proxy_later_cancel(struct proxy_later *l)
 	l->pprev = NULL;
 }
 
+bool proxy_audit_writable(struct proxy_engine *e)
+{
+	if (audit_log_healthy(e->audit) || audit_log_flush(e->audit))
+		return true;
+	proxy_audit_failed(e);
+	return false;
+}
+
 void proxy_audit_failed(struct proxy_engine *e)
 {
 	struct timeval tv = {1, 0};

@@ -120,6 +120,7 @@ void http_next_request(struct http_conn *c)
 	c->state = ST_HEAD;
 	c->head_due.due_ms = 0; /* (the idle timeout: no stall grace, head_timeout_spared) */
 	c->tls_reads_first = 0;
+	c->accept_ms = 0;
 	http_scanner_init(&c->scan, false);
 	http_bev_enable(c->r.client, EV_READ);
 	http_set_timer(c, c->r.e->tv_idle);
@@ -510,9 +511,13 @@ static void handle_request(struct http_conn *c, const struct http_request *req, 
 static void client_read_cb(struct bufferevent *bev, void *arg);
 
 /* The header timeout passed (after head_timeout_spared): one record, which says so (the exchange begun
- * when the head's first byte came, or when the connection was accepted). */
+ * when a kept-alive connection's head's first byte came, or when a new connection was accepted). */
 static void head_timeout_record(struct http_conn *c, const char *what)
 {
+	if (c->accept_ms) { /* (a new connection's head: its time ran from the accept) */
+		c->head_ms = c->accept_ms;
+		c->head_rt.tv_sec = 0;
+	}
 	if (c->head_rt.tv_sec == 0) { /* no byte yet: the wall clock's time of the accept (head_ms) */
 		uint64_t ago = proxy_mono_ms() - c->head_ms;
 		clock_gettime(CLOCK_REALTIME, &c->head_rt);
@@ -567,8 +572,16 @@ static bool head_timeout_spared(struct http_conn *c)
 	if (c->inspect && http_inspect_read_first(c))
 		return true;
 	if (!c->inspect && read_now(c) > 0) {
+		/* A head's deadline passed (begun by its first byte, or a new connection's, begun by its accept):
+		 * complete now, or 408; after a stall a new connection's first bytes get its grace instead. Else
+		 * this was the idle timeout of a kept-alive connection: its next head begins. */
 		if (before > 0)
-			c->head_late = true;    /* its deadline passed: complete now, or 408 */
+			c->head_late = true;
+		else if (c->head_due.due_ms &&
+		         !proxy_deadline_stalled(&c->head_due, c->r.e->header_timeout_ms, c->r.s->id, "a request head"))
+			c->head_late = true;
+		else if (c->head_due.due_ms)
+			http_set_timer(c, c->r.e->tv_header);
 		client_read_cb(c->r.client, c); /* (may free c) */
 		return true;
 	}
@@ -593,13 +606,17 @@ static void head_read(struct http_conn *c)
 	if (avail == 0)
 		return;
 	if (c->scan.total == 0) {
-		/* First byte of a request: from now on the head must arrive within the header timeout. */
+		/* First byte of a request: its exchange begins. A kept-alive connection's head must arrive within
+		 * the header timeout from now; a new connection's deadline runs from its accept (conn_start), so
+		 * a first byte late in it earns no second header timeout. */
 		clock_gettime(CLOCK_REALTIME, &c->head_rt);
 		c->head_ms = proxy_mono_ms();
-		proxy_deadline_start(&c->head_due, c->head_ms, c->r.e->header_timeout_ms);
-		c->head_late = false;
-		c->tls_reads_first = 0;
-		http_set_timer(c, c->r.e->tv_header);
+		if (!c->head_due.due_ms) {
+			proxy_deadline_start(&c->head_due, c->head_ms, c->r.e->header_timeout_ms);
+			c->head_late = false;
+			c->tls_reads_first = 0;
+			http_set_timer(c, c->r.e->tv_header);
+		}
 	}
 	sr = http_scan_input(&c->scan, in);
 	if (sr == HTTP_SCAN_MORE) {
@@ -611,6 +628,7 @@ static void head_read(struct http_conn *c)
 	proxy_relay_begin(&c->r, &c->head_rt, c->head_ms, NULL);
 	c->client_keep = false;
 	c->req_body = HTTP_BODY_NONE;
+	c->resp_started = false; /* (the last exchange's: http_fail would close without its answer) */
 	if (sr == HTTP_SCAN_ERROR) {
 		proxy_relay_deny(&c->r, c->scan.status, c->scan.error);
 		return;
@@ -629,6 +647,13 @@ static void head_read(struct http_conn *c)
 	c->r.method[mlen] = '\0';
 	if (st != 0) {
 		proxy_relay_deny(&c->r, st, why);
+		return;
+	}
+	/* Fail closed, as for a new connection: a request of a connection kept alive from before a write of
+	 * the audit log failed is not decided (its record, and the requests after it, would wait in memory,
+	 * and past AUDIT_PENDING_MAX be lost while the requests still went out) */
+	if (!proxy_audit_writable(c->r.e)) {
+		http_fail(c, 503, "the audit log cannot be written; requests are refused until it can");
 		return;
 	}
 	handle_request(c, req, c->scan.total);
@@ -739,7 +764,8 @@ static bool conn_start(struct http_conn *c, struct proxy_session *s, struct buff
 	/* Bounded memory: never more than a head plus a buffer's worth of unread client bytes. */
 	bufferevent_setwatermark(client, EV_READ, 0, HTTP_HEAD_MAX + 4096);
 	bufferevent_enable(client, EV_READ | EV_WRITE);
-	c->head_ms = proxy_mono_ms(); /* (and head_rt 0: a record of a connection that sends nothing starts here) */
+	c->head_ms = c->accept_ms = proxy_mono_ms(); /* (and head_rt 0: a record of a connection that sends nothing
+	                                               * starts here) */
 	proxy_deadline_start(&c->head_due, c->head_ms, s->engine->header_timeout_ms);
 	http_set_timer(c, s->engine->tv_header);
 	return true;

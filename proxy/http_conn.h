@@ -34,6 +34,9 @@ struct http_conn {
 	struct timespec head_rt; /* when the current head's first byte came (0 before a first one) */
 	/* ... and on proxy_mono_ms's clock (before a first byte: the accept) */
 	uint64_t head_ms;
+	/* A new connection's accept on that clock, until its first exchange ends (0 then): its first head's
+	 * deadline runs from it, and so does the record of that head's timeout. */
+	uint64_t accept_ms;
 	/* The header timer's deadline (none while waiting with the idle timeout) and whether it has passed (an
 	 * incomplete head is then answered 408 at once): head_timeout_spared in http.c. */
 	struct proxy_deadline head_due;

@@ -535,23 +535,38 @@ static int parse_target(const char *t, size_t n, bool is_connect, unsigned flags
 	return 400;
 }
 
+/* A byte some server reads as a blank in a request line: Python's http.server splits the line (up to its LF,
+ * read as Latin-1) on whatever str.split() takes for white space, CR, VT, FF, 0x1c-0x1f, NEL and NBSP
+ * included, and skips it before the method; Apache's "HttpProtocolOptions Unsafe" takes isspace(). */
+static bool line_blank(unsigned char c)
+{
+	return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f) || c == 0x85 || c == 0xa0;
+}
+
 int http_request_line_prefix(const char *buf, size_t len)
 {
 	size_t i = 0, m;
 
-	/* servers skip empty lines before a request line (RFC 9112 2.2; nginx, Node and Go skip any) */
-	while (i < len && (buf[i] == '\r' || buf[i] == '\n'))
+	/* servers skip empty lines before a request line (RFC 9112 2.2; nginx, Node and Go skip any), and
+	 * Python's skips blanks before the method */
+	while (i < len && line_blank((unsigned char)buf[i]))
 		i++;
 	for (m = i; i < len && is_tchar((unsigned char)buf[i]); i++)
 		;
 	if (i == len)
 		return -1;
-	if (i == m || (buf[i] != ' ' && buf[i] != '\t'))
+	if (i == m || buf[i] == '\n' || !line_blank((unsigned char)buf[i]))
 		return 0;
-	/* the rest of the line holds "HTTP/" in any case and spacing (lenient servers take runs of blanks,
-	 * "http/1.1"): read as a request line, which is the stricter reading; without it the line ends as
-	 * no request line (an SSH banner, HTTP/0.9's "GET /", which names no host) */
-	for (; i < len && buf[i] != '\r' && buf[i] != '\n'; i++)
+	/* "GET" and a blank: an HTTP/0.9 request line ("GET target", no version) when no "HTTP/" follows, which
+	 * servers still answer (nginx, Python's http.server), and an absolute-form target picks the virtual
+	 * host by its name (nginx: "GET http://evil.test/x" is served as evil.test). The front refuses it.
+	 * (Upper case, as those servers want it: memcached's "get key" still passes.) */
+	if (i - m == 3 && memcmp(buf + m, "GET", 3) == 0)
+		return 1;
+	/* the rest of the line, to its LF (Python's reads a bare CR as a blank), holds "HTTP/" in any case
+	 * (lenient servers take runs of blanks, "http/1.1"): read as a request line, which is the stricter
+	 * reading; without it the line ends as no request line (an SSH banner) */
+	for (; i < len && buf[i] != '\n'; i++)
 		if (len - i >= 5 && strncasecmp(buf + i, "HTTP/", 5) == 0)
 			return 1;
 	return i == len ? -1 : 0;

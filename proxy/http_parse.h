@@ -90,8 +90,10 @@ struct http_request {
 #define HTTP_PARSE_ORIGIN_OK 1u
 int http_parse_request(const char *buf, size_t len, unsigned flags, struct http_request *req, const char **why);
 
-/* Whether the first len bytes of a stream begin an HTTP request line (after any empty lines, a token and a
- * blank, then "HTTP/" in any case before the end of the line): 1 they do, 0 they cannot, -1 not known yet
+/* Whether the first len bytes of a stream begin an HTTP request line (after any blanks and empty lines, a
+ * token and a blank, then "HTTP/" in any case before the line's LF; or "GET" and a blank, HTTP/0.9
+ * included; a blank as lenient servers read one, a bare CR, VT, FF and NBSP included): 1
+ * they do, 0 they cannot, -1 not known yet
  * (every byte so far fits one). A CONNECT tunnel's first bytes are read
  * with it: HTTP in a tunnel is decided request by request (connect.c). */
 int http_request_line_prefix(const char *buf, size_t len);

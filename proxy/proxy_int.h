@@ -179,6 +179,10 @@ bool proxy_deadline_stalled(struct proxy_deadline *d, unsigned timeout_ms, const
  * counter). */
 uint64_t proxy_flow_next(struct proxy_engine *e);
 void proxy_audit_failed(struct proxy_engine *e);   /* arms the retry timer */
+/* Whether the audit log takes records now (healthy, or what waits was written): every new decision asks
+ * first, fail closed (a new connection, a request of a kept-alive one, a DNS query). False: the retry is
+ * armed. */
+bool proxy_audit_writable(struct proxy_engine *e);
 void proxy_audit_schedule(struct proxy_engine *e); /* flush the batch once this iteration ends */
 /* l->run(l) once this iteration ends (before the audit batch is written); queued once however often
  * added. proxy_later_cancel takes it out (when it has run or was never queued: nothing). */

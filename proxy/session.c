@@ -272,10 +272,8 @@ struct proxy_session *proxy_session_find(struct proxy_engine *e, const struct so
 int proxy_session_admit(struct proxy_session *s)
 {
 	struct proxy_engine *e = s->engine;
-	if (!audit_log_healthy(e->audit) && !audit_log_flush(e->audit)) {
-		proxy_audit_failed(e);
+	if (!proxy_audit_writable(e))
 		return -EIO;
-	}
 	if (s->nconns >= e->max_conns)
 		return -EMFILE;
 	return 0;

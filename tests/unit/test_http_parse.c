@@ -344,17 +344,34 @@ static void test_request_line_prefix(void **state)
 	assert_int_equal(line_prefix("\r\n\r\nget  /x\thttp/1.0"), 1); /* empty lines, blanks, case */
 	assert_int_equal(line_prefix("PRI * HTTP/2.0\r\n"), 1);
 	assert_int_equal(line_prefix("SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n"), 0);
-	assert_int_equal(line_prefix("GET /\r\n"), 0); /* HTTP/0.9: no Host */
+	/* HTTP/0.9 (no version): nginx serves "GET http://evil.test/x" as evil.test */
+	assert_int_equal(line_prefix("GET http://evil.test/x\r\n"), 1);
+	assert_int_equal(line_prefix("GET /\r\n"), 1);
+	assert_int_equal(line_prefix("\r\nGET\t/"), 1);
+	assert_int_equal(line_prefix("get key\r\n"), 0); /* memcached */
+	assert_int_equal(line_prefix("GETS /x\r\n"), 0);
+	assert_int_equal(line_prefix("GE /x\r\n"), 0);
 	assert_int_equal(line_prefix("\x16\x03\x01"), 0);
-	assert_int_equal(line_prefix(" GET / HTTP/1.1"), 0);
+	/* Python's http.server splits a request line on any white space and skips it before the method */
+	assert_int_equal(line_prefix(" GET / HTTP/1.1"), 1);
+	assert_int_equal(line_prefix("GET\x0b/\x0bHTTP/1.1\r\n"), 1);
+	assert_int_equal(line_prefix("GET\r/\rHTTP/1.1\r\n"), 1);
+	assert_int_equal(line_prefix("POST\r/\rHTTP/1.1\r\n"), 1);
+	assert_int_equal(line_prefix("POST\xa0/\xa0HTTP/1.1\r\n"), 1);
+	assert_int_equal(line_prefix("\x1c\x0cPOST /x HTTP/1.1\r\n"), 1);
+	assert_int_equal(line_prefix("GET\n"), 0);
+	assert_int_equal(http_request_line_prefix("\0\0\0\x08\x04\xd2\x16\x2f", 8), 0); /* PostgreSQL's SSLRequest */
 	assert_int_equal(line_prefix("{\"jsonrpc\": 1}\n"), 0);
 	/* not known yet */
 	assert_int_equal(line_prefix(""), -1);
 	assert_int_equal(line_prefix("\r\n"), -1);
 	assert_int_equal(line_prefix("GET"), -1);
-	assert_int_equal(line_prefix("GET /a"), -1);
-	assert_int_equal(line_prefix("GET /a HTT"), -1);
+	assert_int_equal(line_prefix("GE"), -1);
+	assert_int_equal(line_prefix("POST /a"), -1);
+	assert_int_equal(line_prefix("POST /a HTT"), -1);
 	assert_int_equal(line_prefix("hello world"), -1);
+	assert_int_equal(line_prefix("hello world\r"), -1); /* (a bare CR does not end the line) */
+	assert_int_equal(line_prefix(" \x0b"), -1);
 }
 
 struct sink {
