@@ -63,7 +63,7 @@ t_stop=$(_lab_now_ms)
 tries=0 queued=0 connected=0 sc= more=1
 # (bounded by 1.8 s: a late client accepted while the engine ran in between must not see its 2 s header
 # timer fire in a later run of it, before the stall; stopped, the engine lets the timer be late, and spared)
-while [ "$tries" -lt 300 ] && [ "$(_lab_now_ms)" -lt $((t_stop + 1800)) ]; do
+while [ "$tries" -lt 1000 ] && [ "$(_lab_now_ms)" -lt $((t_stop + 1800)) ]; do
 	tries=$((tries + 1))
 	if [ "$more" -eq 1 ] && [ "$connected" -lt 2000 ]; then # (more late clients in the queue)
 		kill -CONT $late_procs
