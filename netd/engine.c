@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine_bounds.h"
 #include "log.h"
 #include "netd_metrics.h"
 #include "outq_ev.h"
@@ -66,11 +67,7 @@ struct netd_engine {
 	bool poll_sent;              /* that poll is in the socket (else it is tried again every second) */
 };
 
-/* The bounds of the outgoing queue (docs/netd.md, "Engine protocol"). A healthy engine empties it within
- * milliseconds; these only ever matter for a stopped or stuck one. */
-#define ENGINE_STALL_MS 2000         /* no message taken for this long: new sessions are refused */
-#define ENGINE_STUCK_MS 10000        /* ... for this long: the engine is killed and restarted */
-#define ENGINE_QUEUE_MAX (4u << 20)  /* bytes queued over which new sessions are refused at once */
+/* The bounds of the outgoing queue: ENGINE_STALL_MS, ENGINE_STUCK_MS, ENGINE_QUEUE_MAX (engine_bounds.h). */
 
 static int engine_spawn(struct netd *d, char *err, size_t errlen);
 static void engine_died(struct netd *d, const char *why);
@@ -167,7 +164,7 @@ static int engine_send(struct netd *d, struct ipc_buf *b)
 		log_debug("engine: its socket is full%s; messages queued",
 			  e->out.q.retry_ms ? " (the kernel is short of memory)" : "");
 	}
-	if (e->out.q.bytes > ENGINE_QUEUE_MAX && !e->stalled)
+	if (netd_engine_queue_over(e->out.q.bytes) && !e->stalled)
 		engine_behind(e);
 	return 0;
 }
@@ -201,7 +198,7 @@ static void engine_write_cb(void *arg, int r)
 	}
 	if (e->out.q.n == 0)
 		engine_watch(e);
-	if (e->stalled && r > 0 && e->out.q.bytes <= ENGINE_QUEUE_MAX) {
+	if (e->stalled && r > 0 && !netd_engine_queue_over(e->out.q.bytes)) {
 		e->stalled = e->timed_out = false;
 		log_info("proxy engine %d takes messages again (%zu still queued)", (int)e->pid, e->out.q.n);
 	}
@@ -282,7 +279,7 @@ static void engine_answered(struct netd_engine *e)
 
 	e->poll_at = 0;
 	e->poll_sent = false;
-	if (e->stalled && e->out.q.bytes <= ENGINE_QUEUE_MAX && engine_idle_ms(e, &unanswered) < ENGINE_STALL_MS) {
+	if (e->stalled && !netd_engine_queue_over(e->out.q.bytes) && engine_idle_ms(e, &unanswered) < ENGINE_STALL_MS) {
 		e->stalled = e->timed_out = false;
 		log_info("proxy engine %d answers again", (int)e->pid);
 	}
