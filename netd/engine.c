@@ -717,12 +717,15 @@ static void engine_died(struct netd *d, const char *why)
 	/* (netd_conn_records_ready does not close sessions, so the list stays valid) */
 	for (struct netd_sess *s = d->sessions; s; s = s->next) {
 		s->engine_seq = 0;
+		s->direct_orphaned |= s->direct_granted; /* (its grants died with it: netd_direct_end_orphans) */
 		if (s->records_seq) { /* what the engine wrote before it died is all there is */
 			s->records_seq = 0;
 			netd_conn_records_ready(d, s);
 		}
 		if (s->policy_seq) { /* the restarted engine gets the new policy with the session */
 			s->policy_seq = 0;
+			/* the change's revocations (sent before its RESULT) may have died with the engine */
+			netd_direct_end_orphans(d, s);
 			netd_conn_policy_done(d, s, 0, NULL);
 		}
 	}

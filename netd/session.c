@@ -527,8 +527,12 @@ int netd_sess_apply_policy(struct netd *d, struct netd_sess *s, struct netd_comp
 	s->policy = steal_pointer(&c->policy);
 	netd_compiled_clear(c);
 	/* every direct-mode element goes (what the new policy still allows, the engine offers again and we
-	 * check against the new policy); from here on the engine's grants are checked against it */
-	if ((r = netd_nft_direct_flush(d->nft, s->ifname, err, errlen)) < 0) {
+	 * check against the new policy); from here on the engine's grants are checked against it. The flows
+	 * the engine revokes are those it granted: those of an engine that died since end here, all of them,
+	 * after the flush (a packet of a flow ended meets no element) */
+	r = netd_nft_direct_flush(d->nft, s->ifname, err, errlen);
+	netd_direct_end_orphans(d, s);
+	if (r < 0) {
 		/* the engine must still get the new policy: both sides decide by it from now on */
 		log_warnx("session %s: %s", s->id, err);
 		netd_engine_session_policy(d, s);
