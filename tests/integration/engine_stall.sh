@@ -334,6 +334,8 @@ check "... and sluiced ends DR's direct flows, which no engine could revoke" \
 touch "$P/live1.go"
 wait "$LIVE"
 check_eq "the flow the dead engine's grant opened is over" timeout "$(cat "$P/live1.out")"
+check "... its packets since are dropped and audited" eventually grep -q \
+	"\"session\":\"$DR\".*\"protocol\":\"drop\",\"host\":\"$LAB_OTHER4\",\"port\":22" "$AUDIT"
 # the engine dies while it applies a narrowing: the revocations it would send after it die with it
 check_eq "DR's policy is widened again (other.test:22)" "policy=replaced" "$("$CLIENT" policy "$DR" "$P/d.json" 2>&1)"
 open_flow live2
