@@ -10,8 +10,8 @@
 #include <stddef.h>
 
 /* ---- sluiced towards its engine (engine.c) ---- */
-#define ENGINE_STALL_MS 2000        /* no message taken for this long: new sessions are refused */
-#define ENGINE_STUCK_MS 10000       /* ... for this long: the engine is killed and restarted */
+#define ENGINE_STALL_MS  2000       /* no message taken for this long: new sessions are refused */
+#define ENGINE_STUCK_MS  10000      /* ... for this long: the engine is killed and restarted */
 #define ENGINE_QUEUE_MAX (4u << 20) /* record bytes queued over which new sessions are refused at once */
 
 /* Whether sluiced's queue of `bytes` record bytes (ipc_outq.bytes) is over ENGINE_QUEUE_MAX: new sessions
@@ -22,9 +22,9 @@ static inline bool netd_engine_queue_over(size_t bytes)
 }
 
 /* ---- the engine towards sluiced (engine_child_out.c) ---- */
-#define CHILD_OUT_SOFT (1u << 20)   /* record bytes queued from which messages that open something are refused */
-#define CHILD_OUT_STALL_MS 2000     /* ... or when the queue has not moved for this long */
-#define CHILD_OUT_MAX (16u << 20)   /* record bytes queued from which the engine gives up and exits */
+#define CHILD_OUT_SOFT     (1u << 20)  /* record bytes queued from which messages that open something are refused */
+#define CHILD_OUT_STALL_MS 2000        /* ... or when the queue has not moved for this long */
+#define CHILD_OUT_MAX      (16u << 20) /* record bytes queued from which the engine gives up and exits */
 
 enum netd_child_out_verdict {
 	NETD_CHILD_OUT_SEND,    /* sent or queued: sluiced keeps up */
@@ -37,8 +37,7 @@ enum netd_child_out_verdict {
  * not moved for idle_ms. refusable: a message that asks sluiced to open something (ASK, DIRECT_ADD),
  * which fails closed when refused; the others (RESULT, ASK_END, DIRECT_REVOKE, METRICS_DATA) are each
  * bounded by what sluiced sent or opened and queue up to CHILD_OUT_MAX. */
-static inline enum netd_child_out_verdict netd_child_out_judge(size_t n, size_t bytes, double idle_ms,
-                                                               bool refusable)
+static inline enum netd_child_out_verdict netd_child_out_judge(size_t n, size_t bytes, double idle_ms, bool refusable)
 {
 	if (n == 0 || (bytes < CHILD_OUT_SOFT && idle_ms < CHILD_OUT_STALL_MS))
 		return NETD_CHILD_OUT_SEND;

@@ -67,7 +67,8 @@ int netd_child_out_send(struct netd_child_out *o, struct ipc_buf *b, bool refusa
 		return -ENOBUFS;
 	if (v == NETD_CHILD_OUT_GIVE_UP) {
 		log_warnx("engine: %zu KiB of reports wait for sluiced: giving up (the engine exits; its sessions "
-		          "fail closed until sluiced restarts it)", o->q.q.bytes / 1024);
+		          "fail closed until sluiced restarts it)",
+		          o->q.q.bytes / 1024);
 		o->gave_up = true;
 		event_base_loopbreak(o->base);
 		return -ENOBUFS;
