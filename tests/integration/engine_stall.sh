@@ -322,11 +322,19 @@ open_flow() {
 	check "... and a direct flow from DR to other.test:22 is up" eventually test -e "$P/$1.up"
 }
 open_flow live1
+live_flow dr "$LAB_OTHER4" 22 "$P/live0" # a second flow, through the same grant
+LIVE0=$!
+check "... and a second one" eventually test -e "$P/live0.up"
 EPID=$(pgrep -P "$(lab_pid sluiced)" | head -n 1)
 n7=$(lines)
 kill -KILL "$EPID"
 check "the engine that granted it is killed and a new one runs" eventually logged "$n7" 'proxy engine [0-9]+ running'
 check "... which is given DR again" eventually logged "$n7" "session $DR added"
+kill -HUP "$(lab_pid sluiced)" # every session's policy applied again: the same for DR, nothing narrows
+check "a SIGHUP applies every session's policy again" eventually logged "$n7" 'organisation policy reloaded from'
+touch "$P/live0.go"
+wait "$LIVE0"
+check_eq "... which leaves DR's direct flows alone (its policy is the same)" echo "$(cat "$P/live0.out")"
 check_eq "DR's policy is narrowed (other.test without port 22)" "policy=replaced" \
 	"$("$CLIENT" policy "$DR" "$P/d2.json" 2>&1)"
 check "... and sluiced ends DR's direct flows, which no engine could revoke" \
