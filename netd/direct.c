@@ -364,6 +364,8 @@ void netd_direct_end_orphans(struct netd *d, struct netd_sess *s)
 		log_info("session %s: its policy changed after the engine that granted its direct flows died: all its "
 		         "direct flows ended (%d), those still allowed open again with the next DNS answer",
 		         s->id, n + r);
+	if (r > 0 || n > 0) /* the engine audits them with the session's next SESSION_POLICY or SESSION_ADD */
+		s->direct_ended += (uint32_t)(n + (r > 0 ? r : 0));
 }
 
 /* the protocol travels as its IP protocol number, which nftables and conntrack key on */

@@ -357,6 +357,8 @@ static void engine_send_add(struct netd *d, struct netd_sess *s)
 	}
 	ipc_buf_put_text(&b, NETD_A_POLICY, NETD_A_POLICY_FD, s->policy_json); /* a long one in a memfd */
 	ipc_buf_put_u32(&b, NETD_A_POLICY_VERSION, s->policy_version);
+	if (s->direct_ended)
+		ipc_buf_put_u32(&b, NETD_A_DIRECT_ENDED, s->direct_ended);
 	if (s->ca_key_pem && s->ca_cert_pem) {
 		ipc_buf_put_str(&b, NETD_A_CA_CERT, s->ca_cert_pem);
 		ipc_buf_put_str(&b, NETD_A_CA_KEY, s->ca_key_pem);
@@ -365,6 +367,8 @@ static void engine_send_add(struct netd *d, struct netd_sess *s)
 	ipc_buf_release(&b);
 	if (r < 0)
 		log_warnx("engine: sending session %s: %s", s->id, strerror(-r));
+	else
+		s->direct_ended = 0; /* (the engine audits them) */
 	/* the verdicts operators gave in the session so far: a restarted engine knows them again (the child
 	 * handles messages in order, so the session exists by then) */
 	for (unsigned i = 0; r == 0 && i < s->ngrants; i++) {
@@ -537,8 +541,12 @@ int netd_engine_session_policy(struct netd *d, struct netd_sess *s)
 	ipc_buf_put_u32(&b, NETD_A_UID, (uint32_t)s->uid); /* (its compile is kept per user: engine_queue.c) */
 	ipc_buf_put_text(&b, NETD_A_POLICY, NETD_A_POLICY_FD, s->policy_json); /* a long one in a memfd */
 	ipc_buf_put_u32(&b, NETD_A_POLICY_VERSION, s->policy_version);
+	if (s->direct_ended)
+		ipc_buf_put_u32(&b, NETD_A_DIRECT_ENDED, s->direct_ended);
 	r = engine_send(d, &b);
 	ipc_buf_release(&b);
+	if (r == 0)
+		s->direct_ended = 0; /* (the engine audits them) */
 	if (r < 0) {
 		s->policy_seq = 0;
 		log_warnx("engine: sending the new policy of session %s: %s", s->id, strerror(-r));

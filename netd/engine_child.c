@@ -291,13 +291,14 @@ static void dispatch(struct child *c, struct ipc_msg *m, struct policy *p, int r
 	}
 	switch (m->type) {
 	case NETD_ENG_SESSION_ADD:
-		if (p)
-			r = handle_session_add(c, m, p, err, sizeof err);
-		send_result(c, NETD_ENG_RESULT, m->seq, r, r < 0 ? (p ? err : perr) : NULL);
-		break;
 	case NETD_ENG_SESSION_POLICY:
 		if (p)
-			r = handle_session_policy(c, m, p, err, sizeof err);
+			r = m->type == NETD_ENG_SESSION_ADD ? handle_session_add(c, m, p, err, sizeof err)
+			                                    : handle_session_policy(c, m, p, err, sizeof err);
+		/* the direct flows sluiced ended itself, their engine dead: audited on the session's behalf */
+		if (r == 0 && ipc_get_u32(m, NETD_A_DIRECT_ENDED, 0) &&
+		    proxy_engine_direct_ended(c->engine, ipc_get_str(m, NETD_A_ID), ipc_get_u32(m, NETD_A_DIRECT_ENDED, 0)) < 0)
+			log_warnx("engine: the direct flows sluiced ended were not audited");
 		send_result(c, NETD_ENG_RESULT, m->seq, r, r < 0 ? (p ? err : perr) : NULL);
 		break;
 	case NETD_ENG_SESSION_REMOVE:

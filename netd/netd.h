@@ -124,6 +124,8 @@ struct netd_sess {
 	double wired_at;          /* netd_metrics_now() when its link was wired (the engine's answer may follow) */
 	bool direct_granted;      /* direct mode: elements were put in place for it (since its flows last all ended) */
 	bool direct_orphaned;     /* ... by an engine that died since: its flows end at the next policy change */
+	uint32_t direct_ended;    /* flows netd_direct_end_orphans ended that the engine has not audited yet (sent
+	                           * with the session's next SESSION_POLICY or SESSION_ADD) */
 	time_t direct_window;     /* direct mode: grants accepted in the current second, for the rate cap */
 	unsigned direct_in_window;
 };

@@ -342,6 +342,10 @@ check "... and sluiced ends DR's direct flows, which no engine could revoke" \
 touch "$P/live1.go"
 wait "$LIVE"
 check_eq "the flow the dead engine's grant opened is over" timeout "$(cat "$P/live1.out")"
+ended_re="\"session\":\"$DR\".*\"protocol\":\"direct\",.*\"decision\":\"deny\",.*engine that granted the session's"
+ended_re+=" direct flows died.*all [1-9][0-9]* of them were ended"
+check "... and the audit log says so (a direct deny record of DR's: all its direct flows were ended)" \
+	eventually grep -Eq "$ended_re" "$AUDIT"
 check "... its packets since are dropped and audited" eventually grep -q \
 	"\"session\":\"$DR\".*\"protocol\":\"drop\",\"host\":\"$LAB_OTHER4\",\"port\":22" "$AUDIT"
 # the engine dies while it applies a narrowing: the revocations it would send after it die with it
@@ -362,6 +366,7 @@ check "... and sluiced ends DR's direct flows, whose revocations died with the e
 touch "$P/live2.go"
 wait "$LIVE"
 check_eq "the flow is over" timeout "$(cat "$P/live2.out")"
+check_eq "... audited by the new engine" 2 "$(grep -Ec "$ended_re" "$AUDIT")"
 
 diag "a policy change of G went to the engine in ${policy_ms} ms; Z, started on its address, set up in $(setup_ms z) ms"
 diag "sluiced stopped for ${stop_ms} ms: the engine served and denied the held request in ${ms} ms"
