@@ -32,7 +32,7 @@
 
 #define IPC_MSG_MAX (128u * 1024u) /* whole message, header included; fits default socket buffers */
 #define IPC_MAX_FDS 4
-#define IPC_ATTR_MAX 63 /* attribute types per protocol (netd uses 1..37) */
+#define IPC_ATTR_MAX 63 /* attribute types per protocol (netd uses 1..51) */
 #define IPC_TEXT_INLINE_MAX (32u * 1024u - 1u) /* longest text ipc_buf_put_text() sends inline */
 #define IPC_TEXT_MAX (64u << 20) /* longest text any message carries (in a memfd): 64 MiB */
 

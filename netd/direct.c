@@ -10,7 +10,11 @@
  * another public address, never other ports, protocols, names or ranges.
  *
  * DIRECT_REVOKE (a policy change) only narrows: the session's conntrack entries towards that address,
- * protocol and port are deleted, so the next packet of such a flow is a new flow and meets the (flushed) set. */
+ * protocol and port are deleted, so the next packet of such a flow is a new flow and meets the (flushed) set.
+ * Only the engine that made a grant can revoke it: once that engine died (a restarted one knows none of its
+ * grants, and revocations it had not sent yet died with it), the session's next policy change ends all
+ * its direct flows instead (netd_direct_end_orphans), and those still allowed open again with the next
+ * DNS answer. */
 #include "netd.h"
 
 #include <arpa/inet.h>
@@ -112,11 +116,13 @@ void netd_direct_add(struct netd *d, const struct ipc_msg *m)
 	netd_test_direct_delay();
 	r = netd_nft_direct_add(d->nft, s->ifname, (struct sockaddr *)&ss, proto, ports, nports,
 				(uint64_t)ttl * 1000, err, sizeof err);
-	if (r < 0)
+	if (r < 0) {
 		log_warnx("session %s: direct-mode grant %s for %s: %s", s->id, dst, host, err);
-	else
-		log_debug("session %s: direct %s flows to %s (%s), %zu port(s), %u s", s->id,
-			  policy_proto_name((enum policy_proto)proto), dst, host, nports, ttl);
+		return;
+	}
+	s->direct_granted = true;
+	log_debug("session %s: direct %s flows to %s (%s), %zu port(s), %u s", s->id,
+		  policy_proto_name((enum policy_proto)proto), dst, host, nports, ttl);
 }
 
 /* ---- conntrack: end a session's flows to one address and port ---- */
@@ -126,6 +132,7 @@ struct ct_tuple {
 	uint8_t src[16], dst[16];
 	uint8_t proto;
 	uint16_t dport; /* network order */
+	bool all_but_dst; /* every flow from src (any protocol and port) but those to dst: proto, dport unused */
 };
 
 struct ct_dump {
@@ -190,13 +197,17 @@ static int ct_msg_cb(const struct nlmsghdr *nlh, void *data)
 	    mnl_attr_parse_nested(tup[CTA_TUPLE_PROTO], ct_proto_cb, pr) < 0)
 		return MNL_CB_OK;
 	if (!ip[sa] || !ip[da] || mnl_attr_get_payload_len(ip[sa]) != alen || mnl_attr_get_payload_len(ip[da]) != alen ||
-	    !pr[CTA_PROTO_NUM] || !pr[CTA_PROTO_DST_PORT] || mnl_attr_get_payload_len(pr[CTA_PROTO_NUM]) < 1 ||
-	    mnl_attr_get_payload_len(pr[CTA_PROTO_DST_PORT]) < 2)
+	    memcmp(mnl_attr_get_payload(ip[sa]), w->src, alen) != 0)
 		return MNL_CB_OK;
-	if (memcmp(mnl_attr_get_payload(ip[sa]), w->src, alen) != 0 ||
-	    memcmp(mnl_attr_get_payload(ip[da]), w->dst, alen) != 0 || mnl_attr_get_u8(pr[CTA_PROTO_NUM]) != w->proto ||
-	    mnl_attr_get_u16(pr[CTA_PROTO_DST_PORT]) != w->dport)
+	if (w->all_but_dst) {
+		if (memcmp(mnl_attr_get_payload(ip[da]), w->dst, alen) == 0)
+			return MNL_CB_OK;
+	} else if (!pr[CTA_PROTO_NUM] || !pr[CTA_PROTO_DST_PORT] || mnl_attr_get_payload_len(pr[CTA_PROTO_NUM]) < 1 ||
+	           mnl_attr_get_payload_len(pr[CTA_PROTO_DST_PORT]) < 2 ||
+	           memcmp(mnl_attr_get_payload(ip[da]), w->dst, alen) != 0 ||
+	           mnl_attr_get_u8(pr[CTA_PROTO_NUM]) != w->proto || mnl_attr_get_u16(pr[CTA_PROTO_DST_PORT]) != w->dport) {
 		return MNL_CB_OK;
+	}
 	if (top[0]->nla_len > 512)
 		return MNL_CB_OK;
 	if (st->n == st->cap) {
@@ -217,7 +228,8 @@ static int ct_msg_cb(const struct nlmsghdr *nlh, void *data)
 	return MNL_CB_OK;
 }
 
-/* Deletes the conntrack entries whose original tuple is w (any source port). Returns how many. */
+/* Deletes the conntrack entries whose original tuple is w (any source port; with all_but_dst, every one from
+ * w's source but those to its dst). Returns how many. */
 static int ct_kill(const struct ct_tuple *w, char *err, size_t errlen)
 {
 	struct mnl_socket *nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC);
@@ -322,6 +334,38 @@ void netd_direct_revoke(struct netd *d, const struct ipc_msg *m)
 	else
 		log_info("session %s: direct flows to %s %s port %u no longer allowed: %d ended", s->id, dst,
 			 proto == IPPROTO_UDP ? "udp" : "tcp", ntohs(w.dport), r);
+}
+
+void netd_direct_end_orphans(struct netd *d, struct netd_sess *s)
+{
+	struct ct_tuple w = {.all_but_dst = true};
+	char err[256];
+	int r, n = 0;
+
+	if (!s->direct_orphaned)
+		return;
+	s->direct_orphaned = s->direct_granted = false;
+	w.family = AF_INET;
+	memcpy(w.src, &s->addr4, 4);
+	memcpy(w.dst, &d->gw4, 4);
+	r = ct_kill(&w, err, sizeof err);
+	if (r >= 0 && d->cfg.v6) {
+		n = r;
+		memset(&w, 0, sizeof w);
+		w.all_but_dst = true;
+		w.family = AF_INET6;
+		memcpy(w.src, &s->addr6, 16);
+		memcpy(w.dst, &d->gw6, 16);
+		r = ct_kill(&w, err, sizeof err);
+	}
+	if (r < 0)
+		log_warnx("session %s: ending the direct flows that no engine can revoke: %s", s->id, err);
+	else
+		log_info("session %s: its policy changed after the engine that granted its direct flows died: all its "
+		         "direct flows ended (%d), those still allowed open again with the next DNS answer",
+		         s->id, n + r);
+	if (r > 0 || n > 0) /* the engine audits them with the session's next SESSION_POLICY or SESSION_ADD */
+		s->direct_ended += (uint32_t)(n + (r > 0 ? r : 0));
 }
 
 /* the protocol travels as its IP protocol number, which nftables and conntrack key on */

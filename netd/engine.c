@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine_bounds.h"
 #include "log.h"
 #include "netd_metrics.h"
 #include "outq_ev.h"
@@ -66,11 +67,7 @@ struct netd_engine {
 	bool poll_sent;              /* that poll is in the socket (else it is tried again every second) */
 };
 
-/* The bounds of the outgoing queue (docs/netd.md, "Engine protocol"). A healthy engine empties it within
- * milliseconds; these only ever matter for a stopped or stuck one. */
-#define ENGINE_STALL_MS 2000         /* no message taken for this long: new sessions are refused */
-#define ENGINE_STUCK_MS 10000        /* ... for this long: the engine is killed and restarted */
-#define ENGINE_QUEUE_MAX (4u << 20)  /* bytes queued over which new sessions are refused at once */
+/* The bounds of the outgoing queue: ENGINE_STALL_MS, ENGINE_STUCK_MS, ENGINE_QUEUE_MAX (engine_bounds.h). */
 
 static int engine_spawn(struct netd *d, char *err, size_t errlen);
 static void engine_died(struct netd *d, const char *why);
@@ -167,7 +164,7 @@ static int engine_send(struct netd *d, struct ipc_buf *b)
 		log_debug("engine: its socket is full%s; messages queued",
 			  e->out.q.retry_ms ? " (the kernel is short of memory)" : "");
 	}
-	if (e->out.q.bytes > ENGINE_QUEUE_MAX && !e->stalled)
+	if (netd_engine_queue_over(e->out.q.bytes) && !e->stalled)
 		engine_behind(e);
 	return 0;
 }
@@ -201,7 +198,7 @@ static void engine_write_cb(void *arg, int r)
 	}
 	if (e->out.q.n == 0)
 		engine_watch(e);
-	if (e->stalled && r > 0 && e->out.q.bytes <= ENGINE_QUEUE_MAX) {
+	if (e->stalled && r > 0 && !netd_engine_queue_over(e->out.q.bytes)) {
 		e->stalled = e->timed_out = false;
 		log_info("proxy engine %d takes messages again (%zu still queued)", (int)e->pid, e->out.q.n);
 	}
@@ -282,7 +279,7 @@ static void engine_answered(struct netd_engine *e)
 
 	e->poll_at = 0;
 	e->poll_sent = false;
-	if (e->stalled && e->out.q.bytes <= ENGINE_QUEUE_MAX && engine_idle_ms(e, &unanswered) < ENGINE_STALL_MS) {
+	if (e->stalled && !netd_engine_queue_over(e->out.q.bytes) && engine_idle_ms(e, &unanswered) < ENGINE_STALL_MS) {
 		e->stalled = e->timed_out = false;
 		log_info("proxy engine %d answers again", (int)e->pid);
 	}
@@ -360,6 +357,8 @@ static void engine_send_add(struct netd *d, struct netd_sess *s)
 	}
 	ipc_buf_put_text(&b, NETD_A_POLICY, NETD_A_POLICY_FD, s->policy_json); /* a long one in a memfd */
 	ipc_buf_put_u32(&b, NETD_A_POLICY_VERSION, s->policy_version);
+	if (s->direct_ended)
+		ipc_buf_put_u32(&b, NETD_A_DIRECT_ENDED, s->direct_ended);
 	if (s->ca_key_pem && s->ca_cert_pem) {
 		ipc_buf_put_str(&b, NETD_A_CA_CERT, s->ca_cert_pem);
 		ipc_buf_put_str(&b, NETD_A_CA_KEY, s->ca_key_pem);
@@ -368,6 +367,8 @@ static void engine_send_add(struct netd *d, struct netd_sess *s)
 	ipc_buf_release(&b);
 	if (r < 0)
 		log_warnx("engine: sending session %s: %s", s->id, strerror(-r));
+	else
+		s->direct_ended = 0; /* (the engine audits them) */
 	/* the verdicts operators gave in the session so far: a restarted engine knows them again (the child
 	 * handles messages in order, so the session exists by then) */
 	for (unsigned i = 0; r == 0 && i < s->ngrants; i++) {
@@ -540,8 +541,12 @@ int netd_engine_session_policy(struct netd *d, struct netd_sess *s)
 	ipc_buf_put_u32(&b, NETD_A_UID, (uint32_t)s->uid); /* (its compile is kept per user: engine_queue.c) */
 	ipc_buf_put_text(&b, NETD_A_POLICY, NETD_A_POLICY_FD, s->policy_json); /* a long one in a memfd */
 	ipc_buf_put_u32(&b, NETD_A_POLICY_VERSION, s->policy_version);
+	if (s->direct_ended)
+		ipc_buf_put_u32(&b, NETD_A_DIRECT_ENDED, s->direct_ended);
 	r = engine_send(d, &b);
 	ipc_buf_release(&b);
+	if (r == 0)
+		s->direct_ended = 0; /* (the engine audits them) */
 	if (r < 0) {
 		s->policy_seq = 0;
 		log_warnx("engine: sending the new policy of session %s: %s", s->id, strerror(-r));
@@ -720,12 +725,15 @@ static void engine_died(struct netd *d, const char *why)
 	/* (netd_conn_records_ready does not close sessions, so the list stays valid) */
 	for (struct netd_sess *s = d->sessions; s; s = s->next) {
 		s->engine_seq = 0;
+		s->direct_orphaned |= s->direct_granted; /* (its grants died with it: netd_direct_end_orphans) */
 		if (s->records_seq) { /* what the engine wrote before it died is all there is */
 			s->records_seq = 0;
 			netd_conn_records_ready(d, s);
 		}
 		if (s->policy_seq) { /* the restarted engine gets the new policy with the session */
 			s->policy_seq = 0;
+			/* the change's revocations (sent before its RESULT) may have died with the engine */
+			netd_direct_end_orphans(d, s);
 			netd_conn_policy_done(d, s, 0, NULL);
 		}
 	}

@@ -14,12 +14,11 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "engine.h"
+#include "engine_child_out.h"
 #include "engine_queue.h"
-#include "outq_ev.h"
 #include "metrics.h"
 #include "log.h"
 #include "parent.h"
@@ -50,78 +49,22 @@ struct child {
 	pid_t parent;                 /* sluiced */
 	struct proxy_parent *upstream; /* owned until the engine takes it: the parent proxy, or NULL */
 	struct netd_engine_queue *held; /* owned: messages waiting for a policy compile (engine_queue.c) */
-	struct netd_outq_ev out;      /* owned: what sluiced's end did not take yet, in order (RUN state) */
-	struct timespec moved_at;     /* when out last became non-empty or sent a message */
-	bool behind_logged;           /* "sluiced does not read" was logged for this stall */
+	struct netd_child_out out;    /* owned: the reports sluiced's end did not take yet (RUN state) */
+	bool running;                 /* RUN state: out is set up (stays true after it is released) */
 };
 
 /* What the engine sends sluiced never waits (docs/netd.md, "Engine protocol"): a sluiced that stops reading
- * must not freeze this loop, which serves every session's traffic. What its socket does not take joins an
- * ordered queue (outq_ev.c, as on sluiced's side). Messages that ask sluiced to open something (an ASK: a
- * request held for an operator; a DIRECT_ADD: direct flows to open) are refused once the queue holds
- * CHILD_OUT_SOFT bytes or has not moved for CHILD_OUT_STALL_MS, and fail closed: the request is denied at
- * once, the flows stay shut (the DNS answer goes after its hold, PROXY_DIRECT_HOLD_MS). Every other message
- * (a RESULT sluiced waits for, ASK_END, DIRECT_REVOKE, METRICS_DATA: each bounded by what sluiced sent or
- * opened) always queues; past CHILD_OUT_MAX bytes the engine gives up and exits, its sessions fail closed,
- * and sluiced restarts it when it reads again. */
-#define CHILD_OUT_SOFT (1u << 20)
-#define CHILD_OUT_STALL_MS 2000
-#define CHILD_OUT_MAX (16u << 20)
-
-static double ms_since(const struct timespec *t)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (double)(now.tv_sec - t->tv_sec) * 1000 + (double)(now.tv_nsec - t->tv_nsec) / 1e6;
-}
-
-/* sluiced took r queued messages (outq_ev.c), or the socket failed (r < 0: sluiced is gone; the read side
- * sees the end of file and stops the loop) */
-static void child_out_moved(void *arg, int r)
-{
-	struct child *c = arg;
-
-	if (r > 0) {
-		clock_gettime(CLOCK_MONOTONIC, &c->moved_at);
-		if (c->behind_logged && c->out.q.n == 0) {
-			log_info("engine: sluiced reads its reports again");
-			c->behind_logged = false;
-		}
-	} else if (r < 0) {
-		event_base_loopbreak(c->base);
-	}
-}
-
-/* Sends b to sluiced without waiting (queued when its socket is full). refusable: a message that may be
- * refused when sluiced does not read (see above), -ENOBUFS then. */
+ * must not freeze this loop, which serves every session's traffic. The RUN state's reports go through
+ * engine_child_out.c, whose bounds (engine_bounds.h) fail closed: a message that asks sluiced to open
+ * something (an ASK: a request held for an operator; a DIRECT_ADD: direct flows to open) is refused once
+ * sluiced is behind (the request is denied at once, the flows stay shut: the DNS answer goes after its
+ * hold, PROXY_DIRECT_HOLD_MS), and past CHILD_OUT_MAX bytes the engine gives up and exits, its sessions
+ * fail closed, and sluiced restarts it when it reads again. refusable: such a message (-ENOBUFS then). */
 static int child_send(struct child *c, struct ipc_buf *b, bool refusable)
 {
-	size_t queued = c->out.q.n;
-	int r;
-
-	if (!c->out.wev) /* INIT (nothing runs yet, sluiced waits for READY): a plain send */
+	if (!c->running) /* INIT (nothing runs yet, sluiced waits for READY): a plain send */
 		return ipc_send(c->sock, b);
-	if (queued && (c->out.q.bytes >= CHILD_OUT_SOFT || ms_since(&c->moved_at) >= CHILD_OUT_STALL_MS)) {
-		if (!c->behind_logged) {
-			log_warnx("engine: sluiced has taken none of its reports for %.1f s (%zu waiting, %zu KiB): held "
-			          "requests are denied and direct flows not opened until it does",
-			          ms_since(&c->moved_at) / 1000, c->out.q.n, c->out.q.bytes / 1024);
-			c->behind_logged = true;
-		}
-		if (refusable)
-			return -ENOBUFS;
-		if (c->out.q.bytes >= CHILD_OUT_MAX) {
-			log_warnx("engine: %zu KiB of reports wait for sluiced: giving up (the engine exits; its sessions "
-			          "fail closed until sluiced restarts it)", c->out.q.bytes / 1024);
-			event_base_loopbreak(c->base);
-			return -ENOBUFS;
-		}
-	}
-	r = netd_outq_ev_send(&c->out, b);
-	if (r == 0 && !queued && c->out.q.n)
-		clock_gettime(CLOCK_MONOTONIC, &c->moved_at);
-	return r;
+	return netd_child_out_send(&c->out, b, refusable);
 }
 
 /* "addr", "addr#port" or "[v6]:port" style is not accepted: one spelling, addr[#port] */
@@ -348,13 +291,14 @@ static void dispatch(struct child *c, struct ipc_msg *m, struct policy *p, int r
 	}
 	switch (m->type) {
 	case NETD_ENG_SESSION_ADD:
-		if (p)
-			r = handle_session_add(c, m, p, err, sizeof err);
-		send_result(c, NETD_ENG_RESULT, m->seq, r, r < 0 ? (p ? err : perr) : NULL);
-		break;
 	case NETD_ENG_SESSION_POLICY:
 		if (p)
-			r = handle_session_policy(c, m, p, err, sizeof err);
+			r = m->type == NETD_ENG_SESSION_ADD ? handle_session_add(c, m, p, err, sizeof err)
+			                                    : handle_session_policy(c, m, p, err, sizeof err);
+		/* the direct flows sluiced ended itself, their engine dead: audited on the session's behalf */
+		if (r == 0 && ipc_get_u32(m, NETD_A_DIRECT_ENDED, 0) &&
+		    proxy_engine_direct_ended(c->engine, ipc_get_str(m, NETD_A_ID), ipc_get_u32(m, NETD_A_DIRECT_ENDED, 0)) < 0)
+			log_warnx("engine: the direct flows sluiced ended were not audited");
 		send_result(c, NETD_ENG_RESULT, m->seq, r, r < 0 ? (p ? err : perr) : NULL);
 		break;
 	case NETD_ENG_SESSION_REMOVE:
@@ -576,8 +520,9 @@ int netd_engine_child_main(int sock)
 	if (child_init(&c) < 0)
 		goto out;
 	if (!(c.held = netd_engine_queue_new(c.base, held_cb, &c)) ||
-	    netd_outq_ev_init(&c.out, c.base, sock, child_out_moved, &c) < 0)
+	    netd_child_out_init(&c.out, c.base, sock) < 0)
 		goto out;
+	c.running = true;
 	c.ev = event_new(c.base, sock, EV_READ | EV_PERSIST, run_cb, &c);
 	if (!c.ev || event_add(c.ev, NULL) < 0)
 		goto out;
@@ -586,7 +531,10 @@ int netd_engine_child_main(int sock)
 out:
 	if (c.ev)
 		event_free(c.ev);
-	netd_outq_ev_release(&c.out); /* (what sluiced did not take goes: it is stopping us, or gone) */
+	/* what sluiced did not take goes (it is stopping us, is gone, or we gave up): the engine's last
+	 * reports while it frees its sessions below (ASK_END) fail at once, never a blocking send on a full
+	 * socket that a stopped sluiced would hold the exit on */
+	netd_child_out_release(&c.out);
 	netd_engine_queue_free(c.held);
 	proxy_engine_free(c.engine);
 	for (unsigned i = 0; i < c.nl; i++)

@@ -122,6 +122,10 @@ struct netd_sess {
 	uint32_t records_reply_seq;
 	double setup_start;       /* netd_metrics_now() when the request arrived (setup latency) */
 	double wired_at;          /* netd_metrics_now() when its link was wired (the engine's answer may follow) */
+	bool direct_granted;      /* direct mode: elements were put in place for it (since its flows last all ended) */
+	bool direct_orphaned;     /* ... by an engine that died since: its flows end at the next policy change */
+	uint32_t direct_ended;    /* flows netd_direct_end_orphans ended that the engine has not audited yet (sent
+	                           * with the session's next SESSION_POLICY or SESSION_ADD) */
 	time_t direct_window;     /* direct mode: grants accepted in the current second, for the rate cap */
 	unsigned direct_in_window;
 };
@@ -286,6 +290,10 @@ void netd_sess_grant(struct netd_sess *s, const char *host, uint16_t port, bool 
 struct ipc_msg;
 void netd_direct_add(struct netd *d, const struct ipc_msg *m);
 void netd_direct_revoke(struct netd *d, const struct ipc_msg *m);
+/* When s->direct_orphaned (the engine that granted its direct flows died, so nobody can revoke them one by
+ * one): ends every flow of the session's addresses but those to the gateway (conntrack), logged. Called
+ * when its policy changes (not when the same policy is applied again). */
+void netd_direct_end_orphans(struct netd *d, struct netd_sess *s);
 #define NETD_DIRECT_RATE 256 /* direct-mode grants accepted per session per second */
 
 /* The addresses of a pool slot (core.c): the gateway's and each session's. */

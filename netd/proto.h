@@ -114,6 +114,7 @@ enum netd_attr {
 	NETD_A_DROPS_OVER_RATE = 48, /* u32: dropped packets over NFLOG's audit rate (DROP_SUMMARY) */
 	NETD_A_DROPS_LOST = 49,      /* u32: NFLOG messages the kernel lost (a gap in their sequence numbers) */
 	NETD_A_DROPS_UNSENT = 50,    /* u32: drops the engine's socket did not take */
+	NETD_A_DIRECT_ENDED = 51,    /* u32: direct flows sluiced ended itself, their engine being dead (audited) */
 };
 
 extern const struct ipc_proto netd_control_proto;

@@ -501,6 +501,7 @@ void netd_sess_grant(struct netd_sess *s, const char *host, uint16_t port, bool 
 
 int netd_sess_apply_policy(struct netd *d, struct netd_sess *s, struct netd_compiled *c, char *err, size_t errlen)
 {
+	bool same; /* the same policy again (a SIGHUP with the organisation layer unchanged): nothing narrows */
 	int r;
 
 	if (s->policy_seq) {
@@ -513,6 +514,7 @@ int netd_sess_apply_policy(struct netd *d, struct netd_sess *s, struct netd_comp
 		snprintf(err, errlen, "the transparent option cannot change on a live session (start a new one)");
 		return -EINVAL;
 	}
+	same = s->policy_json && c->json && strcmp(s->policy_json, c->json) == 0;
 	free(s->policy_json);
 	s->policy_json = steal_pointer(&c->json);
 	if (c->client) {
@@ -527,8 +529,13 @@ int netd_sess_apply_policy(struct netd *d, struct netd_sess *s, struct netd_comp
 	s->policy = steal_pointer(&c->policy);
 	netd_compiled_clear(c);
 	/* every direct-mode element goes (what the new policy still allows, the engine offers again and we
-	 * check against the new policy); from here on the engine's grants are checked against it */
-	if ((r = netd_nft_direct_flush(d->nft, s->ifname, err, errlen)) < 0) {
+	 * check against the new policy); from here on the engine's grants are checked against it. The flows
+	 * the engine revokes are those it granted: those of an engine that died since end here, all of them,
+	 * after the flush (a packet of a flow ended meets no element), unless the policy is the same */
+	r = netd_nft_direct_flush(d->nft, s->ifname, err, errlen);
+	if (!same)
+		netd_direct_end_orphans(d, s);
+	if (r < 0) {
 		/* the engine must still get the new policy: both sides decide by it from now on */
 		log_warnx("session %s: %s", s->id, err);
 		netd_engine_session_policy(d, s);

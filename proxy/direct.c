@@ -258,6 +258,29 @@ void proxy_direct_policy_changed(struct proxy_session *s)
 	s->ndirect = w;
 }
 
+int proxy_engine_direct_ended(struct proxy_engine *e, const char *id, uint32_t n)
+{
+	struct proxy_session *s = proxy_session_by_id(e, id);
+	struct audit_record r;
+	char reason[256];
+
+	if (!s)
+		return -ENOENT;
+	if (!n)
+		return -EINVAL;
+	memset(&r, 0, sizeof r);
+	clock_gettime(CLOCK_REALTIME, &r.start);
+	r.protocol = "direct";
+	r.decision = "deny";
+	snprintf(reason, sizeof reason,
+	         "direct mode: the engine that granted the session's direct flows died and its policy changed since: "
+	         "all %u of them were ended (those still allowed open again with the next DNS answer)",
+	         n);
+	r.reason = reason;
+	proxy_session_audit(s, &r);
+	return 0;
+}
+
 void proxy_direct_session_free(struct proxy_session *s)
 {
 	for (size_t i = 0; i < s->ndirect; i++)

@@ -162,6 +162,9 @@ int proxy_engine_audit_drop(struct proxy_engine *e, const struct sockaddr *src, 
  * "drop-summary" (docs/audit-log.md), of session id (the one whose interface they came in on) or, id NULL
  * or unknown, of none. 0, -EINVAL when all are 0, or audit_log_write's -errno (the record is queued, or
  * lost and counted, as any other). */
+/* Direct mode: the parent ended n direct flows of session id itself (the engine that granted them died, and
+ * the session's policy changed since): one `direct` deny record says so. 0, -ENOENT, -EINVAL (n 0). */
+int proxy_engine_direct_ended(struct proxy_engine *e, const char *id, uint32_t n);
 int proxy_engine_audit_drop_summary(struct proxy_engine *e, const char *id, uint32_t over_rate, uint32_t lost,
                                     uint32_t unsent);
 

@@ -15,7 +15,9 @@
 # stopped, the engine's own reports to it (a DNS flood's direct grants) queue without holding its loop,
 # which serves on; a request that would wait for an operator is denied at once (nobody would hear of it), a
 # DNS answer's direct grant is not sent and its audit records say the flows were not opened, and when
-# sluiced runs again it gets the reports that waited.
+# sluiced runs again it gets the reports that waited. Last, direct flows whose grants died with an engine: a
+# restarted engine knows none of its predecessor's grants, so a later narrowing (or one in flight when it
+# died) has sluiced end the session's direct flows itself.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/lib/tap.sh"
 . "$SLUICE_SOURCE_DIR/tests/lib/lab.sh"
@@ -303,6 +305,69 @@ check_eq "... and Z is served by its own policy" 200 "$(code z http://other.test
 wait "$bpid"
 check_match "the policy change of G, which ended first, is answered: it never took effect" \
 	'session ended before its new policy took effect' "$(cat "$P/big.out")"
+# ---- an engine that dies takes its direct grants with it: a later narrowing still ends their flows ----
+# (an engine revokes the flows of the grants it made when the policy narrows; a restarted one knows none of
+# its predecessor's, so sluiced ends the session's direct flows itself: before, such a flow ran on)
+lab_forward on # (direct flows are routed; only sluice's rules stand between a session and the internet)
+echo '{"allow": ["other.test"], "options": {"direct": true}}' >"$P/d2.json" # other.test, not port 22
+chmod 0644 "$P/d2.json"
+# open_flow NAME: a fresh DNS answer opens other.test:22 for DR for its whole TTL, and a flow goes through it
+# (live_flow: $LIVE, $P/NAME.*)
+open_flow() {
+	dns_flood dr 1
+	check "other.test:22 is open for DR" \
+		eventually sh -c "nft list set inet sluice direct4 | grep -q '\"sl-$DR\" . $LAB_OTHER4 . tcp . 22'"
+	live_flow dr "$LAB_OTHER4" 22 "$P/$1"
+	LIVE=$!
+	check "... and a direct flow from DR to other.test:22 is up" eventually test -e "$P/$1.up"
+}
+open_flow live1
+live_flow dr "$LAB_OTHER4" 22 "$P/live0" # a second flow, through the same grant
+LIVE0=$!
+check "... and a second one" eventually test -e "$P/live0.up"
+EPID=$(pgrep -P "$(lab_pid sluiced)" | head -n 1)
+n7=$(lines)
+kill -KILL "$EPID"
+check "the engine that granted it is killed and a new one runs" eventually logged "$n7" 'proxy engine [0-9]+ running'
+check "... which is given DR again" eventually logged "$n7" "session $DR added"
+kill -HUP "$(lab_pid sluiced)" # every session's policy applied again: the same for DR, nothing narrows
+check "a SIGHUP applies every session's policy again" eventually logged "$n7" 'organisation policy reloaded from'
+touch "$P/live0.go"
+wait "$LIVE0"
+check_eq "... which leaves DR's direct flows alone (its policy is the same)" echo "$(cat "$P/live0.out")"
+check_eq "DR's policy is narrowed (other.test without port 22)" "policy=replaced" \
+	"$("$CLIENT" policy "$DR" "$P/d2.json" 2>&1)"
+check "... and sluiced ends DR's direct flows, which no engine could revoke" \
+	eventually logged "$n7" "session $DR: .*direct flows ended"
+touch "$P/live1.go"
+wait "$LIVE"
+check_eq "the flow the dead engine's grant opened is over" timeout "$(cat "$P/live1.out")"
+ended_re="\"session\":\"$DR\".*\"protocol\":\"direct\",.*\"decision\":\"deny\",.*engine that granted the session's"
+ended_re+=" direct flows died.*all [1-9][0-9]* of them were ended"
+check "... and the audit log says so (a direct deny record of DR's: all its direct flows were ended)" \
+	eventually grep -Eq "$ended_re" "$AUDIT"
+check "... its packets since are dropped and audited" eventually grep -q \
+	"\"session\":\"$DR\".*\"protocol\":\"drop\",\"host\":\"$LAB_OTHER4\",\"port\":22" "$AUDIT"
+# the engine dies while it applies a narrowing: the revocations it would send after it die with it
+check_eq "DR's policy is widened again (other.test:22)" "policy=replaced" "$("$CLIENT" policy "$DR" "$P/d.json" 2>&1)"
+open_flow live2
+EPID=$(pgrep -P "$(lab_pid sluiced)" | head -n 1)
+n8=$(lines)
+kill -STOP "$EPID"
+"$CLIENT" policy "$DR" "$P/d2.json" >"$P/d2.out" 2>&1 & # sent; the engine never answers it
+cpid=$!
+check "a narrowing of DR goes to the stopped engine" eventually logged "$n8" "session $DR: policy replaced \("
+kill -KILL "$EPID"
+wait "$cpid"
+check_eq "the engine killed meanwhile, the narrowing is answered (the new engine gets it)" "policy=replaced" \
+	"$(cat "$P/d2.out")"
+check "... and sluiced ends DR's direct flows, whose revocations died with the engine" \
+	eventually logged "$n8" "session $DR: .*direct flows ended"
+touch "$P/live2.go"
+wait "$LIVE"
+check_eq "the flow is over" timeout "$(cat "$P/live2.out")"
+check_eq "... audited by the new engine" 2 "$(grep -Ec "$ended_re" "$AUDIT")"
+
 diag "a policy change of G went to the engine in ${policy_ms} ms; Z, started on its address, set up in $(setup_ms z) ms"
 diag "sluiced stopped for ${stop_ms} ms: the engine served and denied the held request in ${ms} ms"
 diag "stalled engine: a waiting setup refused after ${el} ms, a new one in $(setup_ms e) ms; a session ended in ${end_ms} ms; a hung engine with nothing queued: a setup refused after ${el4} ms"

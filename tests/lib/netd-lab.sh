@@ -1,7 +1,7 @@
 # sluiced in a lab (sourced after lab.sh): starting it and waiting until it serves, waiting for a
 # condition, sessions driven through netd-testclient ($CLIENT is the client, $POLICY the default
-# policy file), and the addresses the session's gateway answers for a name. One copy for every lab test
-# that runs sluiced.
+# policy file), the addresses the session's gateway answers for a name, and a TCP flow held open
+# (live_flow). One copy for every lab test that runs sluiced.
 
 # start_sluiced [VAR=VALUE...] [-- ARG...]: starts sluiced in the lab (lab_bg name "sluiced", its pid in
 # LAB_BG_PID) with VAR=VALUE in its environment: run directory $RUN (default $SLUICE_RUN_DIR, else
@@ -34,6 +34,23 @@ eventually() {
 	local i
 	for i in $(seq 200); do "$@" && return 0; sleep 0.05; done
 	return 1
+}
+
+# live_flow NS ADDR PORT FILE: in the background ($! is its pid), a TCP flow from NS to ADDR:PORT (the lab's
+# echo) that exchanges a line, creates FILE.up, waits for FILE.go, tries one more exchange and writes in
+# FILE.out how it went: echo, closed, timeout (no answer within 3 s: the flow was cut) or the error's name
+live_flow() {
+	lab_exec "$1" "$LAB_PYTHON" - "$2" "$3" "$4" >"$4.out" 2>&1 <<-'PY' &
+		import os, socket, sys, time
+		s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)
+		s.sendall(b"SSH-2.0-before\r\n"); s.recv(64)
+		open(sys.argv[3] + ".up", "w").close()
+		while not os.path.exists(sys.argv[3] + ".go"): time.sleep(0.05)
+		try:
+		    s.sendall(b"SSH-2.0-after\r\n"); r = s.recv(64); print("echo" if r else "closed")
+		except socket.timeout: print("timeout")
+		except OSError as e: print(type(e).__name__)
+	PY
 }
 
 declare -A HOLD
