@@ -20,6 +20,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <libmnl/libmnl.h>
+#include <linux/netfilter/nf_conntrack_common.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter/nfnetlink_conntrack.h>
 #include <netinet/in.h>
@@ -178,13 +179,15 @@ static int ct_top_cb(const struct nlattr *a, void *data)
 
 	if (mnl_attr_get_type(a) == CTA_TUPLE_ORIG)
 		tb[0] = a;
+	else if (mnl_attr_get_type(a) == CTA_STATUS)
+		tb[1] = a;
 	return MNL_CB_OK;
 }
 
 static int ct_msg_cb(const struct nlmsghdr *nlh, void *data)
 {
 	struct ct_dump *st = data;
-	const struct nlattr *top[1] = {NULL}, *tup[CTA_TUPLE_PROTO + 1] = {NULL};
+	const struct nlattr *top[2] = {NULL}, *tup[CTA_TUPLE_PROTO + 1] = {NULL};
 	const struct nlattr *ip[CTA_IP_V6_DST + 1] = {NULL}, *pr[CTA_PROTO_DST_PORT + 1] = {NULL};
 	const struct ct_tuple *w = st->want;
 	size_t alen = w->family == AF_INET6 ? 16 : 4;
@@ -200,7 +203,9 @@ static int ct_msg_cb(const struct nlmsghdr *nlh, void *data)
 	    memcmp(mnl_attr_get_payload(ip[sa]), w->src, alen) != 0)
 		return MNL_CB_OK;
 	if (w->all_but_dst) {
-		if (memcmp(mnl_attr_get_payload(ip[da]), w->dst, alen) == 0)
+		/* (a flow redirected to the engine, transparent mode, is the engine's, not a direct one) */
+		if (memcmp(mnl_attr_get_payload(ip[da]), w->dst, alen) == 0 ||
+		    (top[1] && mnl_attr_get_payload_len(top[1]) >= 4 && (ntohl(mnl_attr_get_u32(top[1])) & IPS_DST_NAT)))
 			return MNL_CB_OK;
 	} else if (!pr[CTA_PROTO_NUM] || !pr[CTA_PROTO_DST_PORT] || mnl_attr_get_payload_len(pr[CTA_PROTO_NUM]) < 1 ||
 	           mnl_attr_get_payload_len(pr[CTA_PROTO_DST_PORT]) < 2 ||
@@ -229,7 +234,7 @@ static int ct_msg_cb(const struct nlmsghdr *nlh, void *data)
 }
 
 /* Deletes the conntrack entries whose original tuple is w (any source port; with all_but_dst, every one from
- * w's source but those to its dst). Returns how many. */
+ * w's source but those to its dst and those redirected to the engine). Returns how many. */
 static int ct_kill(const struct ct_tuple *w, char *err, size_t errlen)
 {
 	struct mnl_socket *nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC);

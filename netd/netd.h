@@ -291,7 +291,8 @@ struct ipc_msg;
 void netd_direct_add(struct netd *d, const struct ipc_msg *m);
 void netd_direct_revoke(struct netd *d, const struct ipc_msg *m);
 /* When s->direct_orphaned (the engine that granted its direct flows died, so nobody can revoke them one by
- * one): ends every flow of the session's addresses but those to the gateway (conntrack), logged. Called
+ * one): ends every flow of the session's addresses but those to the gateway and those redirected to the
+ * engine (transparent mode; conntrack), logged. Called
  * when its policy changes (not when the same policy is applied again). */
 void netd_direct_end_orphans(struct netd *d, struct netd_sess *s);
 #define NETD_DIRECT_RATE 256 /* direct-mode grants accepted per session per second */

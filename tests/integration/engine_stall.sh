@@ -38,7 +38,8 @@ echo '{"allow": ["allowed.test", "other.test"]}' >"$P/c.json" # C, narrowed twic
 echo '{"allow": ["other.test"]}' >"$P/c2.json"
 echo '{"allow": ["evil.test"]}' >"$P/c3.json"
 echo '{"allow": ["allowed.test"], "options": {"ask": true, "ask_timeout": 60}}' >"$P/h.json" # H: other.test is held
-echo '{"allow": ["other.test:22"], "options": {"direct": true}}' >"$P/d.json" # direct: each answer is a report
+# direct: each answer is a report; transparent: its TCP 80 and 443 go to the engine (a flow that is not direct)
+echo '{"allow": ["other.test:22", "other.test:80"], "options": {"direct": true, "transparent": true}}' >"$P/d.json"
 chmod 0644 "$P"/*.json
 . "$SLUICE_SOURCE_DIR/tests/lib/netd-lab.sh" # start_sluiced, eventually, session, reply
 
@@ -309,7 +310,7 @@ check_match "the policy change of G, which ended first, is answered: it never to
 # (an engine revokes the flows of the grants it made when the policy narrows; a restarted one knows none of
 # its predecessor's, so sluiced ends the session's direct flows itself: before, such a flow ran on)
 lab_forward on # (direct flows are routed; only sluice's rules stand between a session and the internet)
-echo '{"allow": ["other.test"], "options": {"direct": true}}' >"$P/d2.json" # other.test, not port 22
+echo '{"allow": ["other.test"], "options": {"direct": true, "transparent": true}}' >"$P/d2.json" # not port 22
 chmod 0644 "$P/d2.json"
 # open_flow NAME: a fresh DNS answer opens other.test:22 for DR for its whole TTL, and a flow goes through it
 # (live_flow: $LIVE, $P/NAME.*)
@@ -330,6 +331,32 @@ n7=$(lines)
 kill -KILL "$EPID"
 check "the engine that granted it is killed and a new one runs" eventually logged "$n7" 'proxy engine [0-9]+ running'
 check "... which is given DR again" eventually logged "$n7" "session $DR added"
+# a transparent-mode connection of DR's to other.test:80, served by the new engine (redirected, not direct),
+# which sluiced must leave alone: with the kernel's loose pick-up of TCP connections off (this lab's
+# namespace only), a deleted conntrack entry would end it (with it on, its next packet is redirected again)
+sysctl -qw net.netfilter.nf_conntrack_tcp_loose=0
+lab_exec dr "$LAB_PYTHON" - "$LAB_OTHER4" "$P/tp" >"$P/tp.out" 2>&1 <<-'PY' &
+	import os, socket, sys, time
+	s = socket.create_connection((sys.argv[1], 80), timeout=5)
+	def get(path):  # one request, its whole response (Content-Length); its status line
+	    s.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: other.test\r\n\r\n")
+	    r = b""
+	    while b"\r\n\r\n" not in r:
+	        b = s.recv(65536)
+	        if not b: return "closed"
+	        r += b
+	    head, body = r.split(b"\r\n\r\n", 1)
+	    n = int([l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0])
+	    while len(body) < n: body += s.recv(65536)
+	    return head.split(b"\r\n")[0].decode()
+	first = get(b"/bytes/10")
+	open(sys.argv[2] + ".up", "w").close()
+	while not os.path.exists(sys.argv[2] + ".go"): time.sleep(0.05)
+	try: print(first, "|", get(b"/bytes/10"))
+	except OSError as e: print(first, "|", type(e).__name__)
+	PY
+TP=$!
+check "a transparent connection of DR's to other.test:80 is up" eventually test -e "$P/tp.up"
 kill -HUP "$(lab_pid sluiced)" # every session's policy applied again: the same for DR, nothing narrows
 check "a SIGHUP applies every session's policy again" eventually logged "$n7" 'organisation policy reloaded from'
 touch "$P/live0.go"
@@ -342,6 +369,11 @@ check "... and sluiced ends DR's direct flows, which no engine could revoke" \
 touch "$P/live1.go"
 wait "$LIVE"
 check_eq "the flow the dead engine's grant opened is over" timeout "$(cat "$P/live1.out")"
+touch "$P/tp.go"
+wait "$TP"
+check_eq "... but not the transparent connection the new engine serves (not a direct flow)" \
+	"HTTP/1.1 200 OK | HTTP/1.1 200 OK" "$(cat "$P/tp.out")"
+sysctl -qw net.netfilter.nf_conntrack_tcp_loose=1
 ended_re="\"session\":\"$DR\".*\"protocol\":\"direct\",.*\"decision\":\"deny\",.*engine that granted the session's"
 ended_re+=" direct flows died.*all [1-9][0-9]* of them were ended"
 check "... and the audit log says so (a direct deny record of DR's: all its direct flows were ended)" \
