@@ -362,6 +362,8 @@ static int cmd_run(int argc, char **argv)
 	sb_config_init(&c);
 	c.home = resolve_home();
 	optind = 1;
+	static char prog[] = "sluice run";
+	argv[0] = prog; /* getopt's own messages name it: "sluice run: unrecognized option" */
 	while ((opt = getopt_long(argc, argv, "+vqh", sb_options, NULL)) != -1) {
 		uint64_t v;
 		unsigned maj, min;
@@ -548,7 +550,9 @@ static int cmd_run(int argc, char **argv)
 			printf("sluice %s\n", SLUICE_VERSION);
 			rc = 0;
 			goto out;
-		default: usage(stderr); goto out;
+		default: /* getopt said what; the whole usage would bury that line */
+			fprintf(stderr, "sluice run: the options are in `sluice run --help` and sluice(1)\n");
+			goto out;
 		}
 	}
 	c.run_opts = argv + 1; /* as given, for the exit note's command (discard.c); no "--" */

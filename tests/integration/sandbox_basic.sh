@@ -13,6 +13,11 @@ for m in $MODES; do
 	check_eq "$m: not executable -> 126" 126 "$(rc sb "$m" -- /etc/passwd)"
 	check_eq "$m: bad option -> 125" 125 "$(rc sb "$m" --profile bogus -- true)"
 	check_eq "$m: no command -> 125" 125 "$(rc sb "$m")"
+	# a mistyped option: getopt's line and where the options are, not the 56-line usage burying it
+	check_eq "$m: unknown option -> 125" 125 "$(rc sb "$m" --memroy 1G -- true)"
+	check_eq "$m: unknown option: named, then where the options are" \
+		"sluice run: unrecognized option '--memroy'|sluice run: the options are in \`sluice run --help\` and sluice(1)" \
+		"$(sb "$m" --memroy 1G -- true 2>&1 | paste -sd'|')"
 	out=$(sb "$m" -- sh -c 'hostname; id -u; echo $$; set -- /proc/[0-9]*; echo $#' 2>&1)
 	# pid 1 (init) and the shell itself: nothing of the host
 	check_eq "$m: hostname, uid, pid 2, only the session's processes" \
