@@ -173,9 +173,14 @@ int policy_parse_pattern(struct policy_builder *b, const char *text, struct poli
 		}
 		memcpy(ports, colon + 1, (size_t)(slash - colon - 1));
 		ports[slash - colon - 1] = '\0';
-	} else if (slash) {
-		snprintf(why, whylen, "\"%s\" is an address range or a path where a host name was expected; "
+	} else if (slash && slash[1] && strspn(slash + 1, "0123456789") == strlen(slash + 1)) {
+		snprintf(why, whylen, "\"%s\" is an address range where a host name was expected; "
 			 "write ranges as {\"cidr\": \"%s\"}", text, text);
+		return -EINVAL;
+	} else if (slash) {
+		/* "github.com/org": rules never see a path (HTTPS hides it), so name the host alone */
+		snprintf(why, whylen, "\"%s\" has a path where a host name was expected: a rule names a host "
+			 "(and ports, methods), never a path; write \"%.*s\"", text, (int)(slash - text), text);
 		return -EINVAL;
 	} else if (colon) {
 		snprintf(ports, sizeof ports, "%s", colon + 1);

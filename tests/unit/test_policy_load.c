@@ -636,7 +636,10 @@ static void test_udp_parse_errors(void **state)
 	expect_error("{\"allow\": [\"a.example.org:7000-7100/udp\"]}", 1, 12, "single ports");
 	expect_error("{\"allow\": [\"a.example.org:*/udp\"]}", 1, 12, "single ports");
 	expect_error("{\"allow\": [\"a.example.org:7/quic\"]}", 1, 12, "unknown protocol \"quic\"");
-	expect_error("{\"allow\": [\"a.example.org:7/udp/x\"]}", 1, 12, "address range or a path");
+	expect_error("{\"allow\": [\"a.example.org:7/udp/x\"]}", 1, 12, "has a path where a host name was expected");
+	/* a path gets the host alone as its fix, a range the cidr form (not the other way round) */
+	expect_error("{\"allow\": [\"github.com/org\"]}", 1, 12, "never a path; write \"github.com\"");
+	expect_error("{\"allow\": [\"10.0.0.0/8\"]}", 1, 12, "write ranges as {\"cidr\": \"10.0.0.0/8\"}");
 	expect_error("{\"allow\": [{\"host\": \"a.example.org\", \"ports\": [7], \"methods\": [\"GET\"], "
 		     "\"protocol\": \"udp\"}]}", 1, 12, "cannot have \"methods\"");
 	expect_error("{\"allow\": [{\"host\": \"a.example.org\", \"ports\": [\"7/udp\"]}]}", 1, 48, "bad port list");
