@@ -348,6 +348,15 @@ void proxy_relay_client_gone_cb(struct bufferevent *bev, short what, void *arg)
 
 static void go_on(struct proxy_relay *r)
 {
+	/* Fail closed: nothing goes out unless its decision record can reach the log. New connections are
+	 * refused at their accept (proxy_session_admit); this is for one admitted before a write failed and
+	 * decided after it (a SOCKS5 or TLS handshake, a held ask, a kept-alive connection's CONNECT), whose
+	 * record would otherwise wait in memory while its bytes went out. */
+	if (!proxy_audit_writable(r->e)) {
+		r->decision = "deny";
+		refuse_error(r, 503, "the audit log cannot be written; connections are refused until it can");
+		return;
+	}
 	proxy_relay_log_decision(r); /* before anything is resolved or sent */
 	if (r->ops->allowed)
 		r->ops->allowed(r);

@@ -18,10 +18,12 @@ lab_session s1 >/dev/null
 lab_session s2 >/dev/null
 lab_session s3 >/dev/null
 read -r s2a s2g _ < <(lab_session_info s2)
+read -r _ s1g _ < <(lab_session_info s1)
 # The audit log lives on a tiny file system of its own, so the test can fill it.
 mkdir -p "$LAB_DIR/auditfs"
 mount -n -t tmpfs -o size=64k,mode=0755 lab-audit "$LAB_DIR/auditfs" || lab_bail "cannot mount a tmpfs"
 PROXY_AUDIT=$LAB_DIR/auditfs/audit.log
+PROXY_EXTRA_LISTEN=",{\"kind\": \"socks5\", \"address\": \"$s1g:1080\"}"
 PROXY_EXTRA_SESSIONS=",{\"id\": \"s2\", \"addr4\": \"$s2a\", \"gw4\": \"$s2g\", \"policy\": {\"allow\": [\"allowed.test\"]}}"
 # silent.test: the lab internet has its address but drops the SYNs to its port 80 (an nft rule in the
 # inet namespace), so a connect there can only time out.
@@ -36,7 +38,7 @@ table inet lab_silent {
 }
 EOF
 proxy_start s1 '{"allow": ["allowed.test", "silent.test"]}' \
-	'{"header_timeout_ms": 1000, "max_conns_per_session": 3, "idle_timeout_ms": 2000, "connect_timeout_ms": 1000}'
+	'{"header_timeout_ms": 1000, "max_conns_per_session": 4, "idle_timeout_ms": 2000, "connect_timeout_ms": 1000}'
 CURL=(lab_exec s1 curl -sS -m 10 --noproxy '' -x "$PROXY_URL")
 check_eq "baseline request works" 200 "$("${CURL[@]}" -o /dev/null -w '%{http_code}' http://allowed.test/)"
 
@@ -91,15 +93,15 @@ PY
 check_match "a first byte 0.7 s after the connect: 408 at the header timeout of the accept (1 s)" \
 	'^HTTP/1.1 408 Request Timeout closed (0\.[89]|1\.[0-4])$' "$out"
 
-# per-session cap: three idle connections held, the fourth refused
+# per-session cap: four idle connections held, the fifth refused
 out=$(lab_exec s1 "$LAB_PYTHON" - "$PROXY_GW" <<'PY'
 import socket, sys
-held = [socket.create_connection((sys.argv[1], 3128), timeout=5) for _ in range(3)]
+held = [socket.create_connection((sys.argv[1], 3128), timeout=5) for _ in range(4)]
 s = socket.create_connection((sys.argv[1], 3128), timeout=5)
 print(s.recv(4096).split(b"\r\n")[0].decode())
 PY
 )
-check_eq "connection cap: the 4th connection gets 503" "HTTP/1.1 503 Service Unavailable" "$out"
+check_eq "connection cap: the 5th connection gets 503" "HTTP/1.1 503 Service Unavailable" "$out"
 sleep 0.2
 check_eq "after the held connections closed, requests work again" 200 \
 	"$("${CURL[@]}" -o /dev/null -w '%{http_code}' http://allowed.test/)"
@@ -169,8 +171,10 @@ check_not "a session talking to another session's gateway gets no answer" \
 # out; the record that could not be written is kept and written (whole) when space is back. A connection
 # kept alive from before gets 503 for its next request too (the seventh review: it was decided and sent,
 # and past 1 MiB of records waiting they were lost while its requests still went out). (One script: the
-# kept-alive connection must not idle 2 s.)
-read -r ka_before ok code ka_full < <(lab_exec s1 "$LAB_PYTHON" - "$PROXY_GW" "$LAB_DIR/auditfs/filler" <<'PY'
+# kept-alive connection must not idle 2 s.) The same for a SOCKS5 connection accepted before (its greeting
+# done) whose request comes after: general failure (1), nothing dialled (it was decided and connected, and a TLS
+# stream through it went out).
+read -r ka_before ok code ka_full socks_rep < <(lab_exec s1 "$LAB_PYTHON" - "$PROXY_GW" "$LAB_DIR/auditfs/filler" <<'PY'
 import socket, sys
 def exchange(s, path):
     s.sendall(b"GET http://allowed.test/%s HTTP/1.1\r\nHost: allowed.test\r\n\r\n" % path.encode())
@@ -190,6 +194,10 @@ def exchange(s, path):
     return head.split(b" ")[1].decode()
 ka = socket.create_connection((sys.argv[1], 3128), timeout=10)
 before = exchange(ka, "ka-before-full")
+# (the greeting and the request must come within the header timeout, 1 s, of the accept: the fill is fast)
+so = socket.create_connection((sys.argv[1], 1080), timeout=10)
+so.sendall(b"\x05\x01\x00")
+assert so.recv(2) == b"\x05\x00"
 try:
     with open(sys.argv[2], "wb") as f:
         f.write(bytes(256 * 1024))
@@ -203,11 +211,16 @@ for i in range(80):
     if code != "200":
         break
     ok += 1
-print(before, ok, code, exchange(ka, "ka-while-full"))
+name = b"allowed.test"
+so.sendall(b"\x05\x01\x00\x03" + bytes([len(name)]) + name + (80).to_bytes(2, "big"))
+rep = so.recv(10)
+socks = str(rep[1]) if len(rep) >= 2 else "closed"
+print(before, ok, code, exchange(ka, "ka-while-full"), socks)
 PY
 )
 check_eq "audit log full: new connections get 503" 503 "$code"
 check_eq "audit log full: a connection kept alive from before gets 503 too" "200 503" "$ka_before $ka_full"
+check_eq "audit log full: a SOCKS5 request on a connection accepted before gets general failure (1)" 1 "$socks_rep"
 out=$("${CURL[@]}" -D - -o /dev/null http://allowed.test/while-full 2>&1)
 check_match "503 says why" 'X-Sluice-Decision: error' "$out"
 check_eq "audit log full: a DNS query gets no answer (none without its record)" none \
