@@ -164,10 +164,16 @@ static int read_batch(struct relay_sock *rs)
 	return n;
 }
 
+/* Bounded: a socket holds answers to at most 65536 open queries (one per id), so this many full batches
+ * take every answer that can match; a resolver flooding its socket faster than it is read cannot hold
+ * the engine here (the rest is read by the socket's event). */
+#define RELAY_READ_NOW_BATCHES (65536 / RELAY_BATCH + 1)
+
 void dns_relay_read_now(struct dns_relay *r)
 {
 	for (unsigned i = 0; i < RELAY_SOCKS; i++)
-		while (r->socks[i].connected && read_batch(&r->socks[i]) == RELAY_BATCH)
+		for (unsigned b = 0;
+		     b < RELAY_READ_NOW_BATCHES && r->socks[i].connected && read_batch(&r->socks[i]) == RELAY_BATCH; b++)
 			;
 }
 

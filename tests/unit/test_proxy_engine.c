@@ -6,7 +6,7 @@
  * parent could not be told of is not kept, and its records say so. test_later: work left for the end of a
  * loop iteration (proxy_later_add, the HTTP front's deferred sends) runs once, after the callbacks already
  * due and after the iteration's audit batch is written, and not when cancelled. HTTPS inspection's: in
- * test_proxy_inspect.c. */
+ * test_proxy_inspect.c. test_relay_read_bounded wraps recvmmsg(2) to keep the DNS relay's socket full. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/bufferevent.h>
@@ -615,6 +615,59 @@ static void test_resolve_tcp_stall(void **state)
 	unlink(path);
 }
 
+/* recvmmsg(2) wrapped: while flood_calls is set, every call "receives" a full batch of empty datagrams
+ * (shorter than a DNS header: ignored), as a resolver flooding the relay's socket would keep it full;
+ * after FLOOD_STOP calls it reports the socket empty, so a reader without a bound still returns. */
+#define FLOOD_STOP 100000
+static unsigned flood_calls;
+static bool flooding;
+int __real_recvmmsg(int fd, struct mmsghdr *msgs, unsigned vlen, int flags, struct timespec *timeout);
+int __wrap_recvmmsg(int fd, struct mmsghdr *msgs, unsigned vlen, int flags, struct timespec *timeout);
+int __wrap_recvmmsg(int fd, struct mmsghdr *msgs, unsigned vlen, int flags, struct timespec *timeout)
+{
+	if (!flooding)
+		return __real_recvmmsg(fd, msgs, vlen, flags, timeout);
+	if (++flood_calls > FLOOD_STOP) {
+		errno = EAGAIN;
+		return -1;
+	}
+	for (unsigned i = 0; i < vlen; i++)
+		msgs[i].msg_len = 0;
+	return (int)vlen;
+}
+
+/* Reading the answers that wait in the relay's sockets before a lookup's deadline decides (the resolver's
+ * late timer) is bounded: a resolver that keeps its socket full cannot hold the engine there. At most
+ * 65536 / 32 + 1 full batches a socket (every open query's answer), 4 sockets. */
+static void test_relay_read_bounded(void **state)
+{
+	char path[] = "/tmp/sluice-engine-test-XXXXXX";
+	int fd = mkstemp(path);
+	struct event_base *base = proxy_event_base_new();
+	struct policy *p = json_policy("{\"allow\": [\"cached.test\"]}");
+	struct proxy_engine *e;
+	uint16_t up_port;
+	int upstream = udp_bound("127.0.0.4", &up_port);
+	struct resolved res = {0};
+	(void)state;
+
+	assert_non_null(base);
+	e = dns_engine(base, fd, up_port, 0, p);
+	assert_non_null(proxy_resolve_start(e, "cached.test", resolved_cb, &res));
+	loop_until(base, upstream); /* a relay socket is connected: its query went out */
+	flooding = true;
+	flood_calls = 0;
+	dns_relay_read_now(e->relay);
+	flooding = false;
+	assert_in_range(flood_calls, 1, 4 * (65536 / 32 + 1) + 4);
+
+	proxy_engine_free(e);
+	policy_unref(p);
+	event_base_free(base);
+	close(upstream);
+	unlink(path);
+}
+
 /* SOCKS5 greetings that came before their handshake deadline but wait unread when it passes: after a stall
  * of the engine, epoll hands the loop 32 ready sockets at first (more once it saw a full batch) and the expired
  * timers run behind them, so
@@ -1045,6 +1098,7 @@ int main(void)
 	        cmocka_unit_test(test_parent_connect_stall),
 	        cmocka_unit_test(test_resolve_stall),
 	        cmocka_unit_test(test_resolve_tcp_stall),
+	        cmocka_unit_test(test_relay_read_bounded),
 	        cmocka_unit_test(test_direct_not_opened),
 	        cmocka_unit_test(test_dns_listener_gateway),
 	        cmocka_unit_test(test_dns_burst),
