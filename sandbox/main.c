@@ -364,9 +364,18 @@ static int cmd_run(int argc, char **argv)
 	optind = 1;
 	static char prog[] = "sluice run";
 	argv[0] = prog; /* getopt's own messages name it: "sluice run: unrecognized option" */
-	while ((opt = getopt_long(argc, argv, "+vqh", sb_options, NULL)) != -1) {
+	int li = -1;
+	while ((opt = getopt_long(argc, argv, "+vqh", sb_options, &li)) != -1) {
 		uint64_t v;
 		unsigned maj, min;
+		/* "--env -- cmd": getopt took the "--" that ends the options as the value, and the command's
+		 * first word would become an option's or the command */
+		if (optarg && strcmp(optarg, "--") == 0 && li >= 0) {
+			fail("--%s wants a value, and \"--\" ends the options: write --%s %s ... -- COMMAND",
+			     sb_options[li].name, sb_options[li].name, opt == OPT_ENV ? "NAME[=VALUE]" : "VALUE");
+			goto out;
+		}
+		li = -1;
 		switch (opt) {
 		case OPT_PROFILE: profile = optarg; break;
 		case OPT_PROJECT: project = optarg; break;

@@ -18,6 +18,13 @@ for m in $MODES; do
 	check_eq "$m: unknown option: named, then where the options are" \
 		"sluice run: unrecognized option '--memroy'|sluice run: the options are in \`sluice run --help\` and sluice(1)" \
 		"$(sb "$m" --memroy 1G -- true 2>&1 | paste -sd'|')"
+	# an option's value left out before "--": getopt would take "--" as the value (and the command's name as
+	# the next option's or as the command)
+	check_eq "$m: --env -- cmd: refused, 125" 125 "$(rc sb "$m" --env -- true)"
+	check_eq "$m: --env -- cmd: says the value is missing" \
+		'sluice: --env wants a value, and "--" ends the options: write --env NAME[=VALUE] ... -- COMMAND' \
+		"$(sb "$m" --env -- true 2>&1)"
+	check_match "$m: --allow -- cmd too" '^sluice: --allow wants a value' "$(sb "$m" --allow-network --allow -- true 2>&1)"
 	out=$(sb "$m" -- sh -c 'hostname; id -u; echo $$; set -- /proc/[0-9]*; echo $#' 2>&1)
 	# pid 1 (init) and the shell itself: nothing of the host
 	check_eq "$m: hostname, uid, pid 2, only the session's processes" \
