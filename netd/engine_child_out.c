@@ -58,9 +58,16 @@ int netd_child_out_send(struct netd_child_out *o, struct ipc_buf *b, bool refusa
 		return -ENOBUFS;
 	v = netd_child_out_judge(queued, o->q.q.bytes, idle_ms, refusable);
 	if (v != NETD_CHILD_OUT_SEND && !o->behind_logged) {
-		log_warnx("engine: sluiced has taken none of its reports for %.1f s (%zu waiting, %zu KiB): held "
-		          "requests are denied and direct flows not opened until it does",
-		          idle_ms / 1000, queued, o->q.q.bytes / 1024);
+		/* said as it is: a queue that stopped moving, or one that grew past its bound in a burst (a time
+		 * of "0.0 s" would say nothing) */
+		if (idle_ms >= CHILD_OUT_STALL_MS)
+			log_warnx("engine: sluiced has taken none of its reports for %.1f s (%zu waiting, %zu KiB): held "
+			          "requests are denied and direct flows not opened until it does",
+			          idle_ms / 1000, queued, o->q.q.bytes / 1024);
+		else
+			log_warnx("engine: sluiced is behind: %zu reports wait for it (%zu KiB, the bound is %u KiB): "
+			          "held requests are denied and direct flows not opened until it takes them",
+			          queued, o->q.q.bytes / 1024, CHILD_OUT_SOFT / 1024);
 		o->behind_logged = true;
 	}
 	if (v == NETD_CHILD_OUT_REFUSE)

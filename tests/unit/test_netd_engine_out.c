@@ -11,6 +11,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -137,11 +138,35 @@ static void test_bounds(void **state)
 	assert_int_equal(ENGINE_STUCK_MS, 10000);
 }
 
+/* Runs send_len with stderr (the log) going to a file, whose first 511 bytes land in out. */
+static int send_logged(struct netd_child_out *o, size_t len, bool refusable, char out[512])
+{
+	FILE *f = tmpfile();
+	int saved = dup(STDERR_FILENO), r;
+	size_t n;
+
+	assert_non_null(f);
+	assert_true(saved >= 0);
+	fflush(stderr);
+	assert_true(dup2(fileno(f), STDERR_FILENO) >= 0);
+	r = send_len(o, len, refusable);
+	fflush(stderr);
+	assert_true(dup2(saved, STDERR_FILENO) >= 0);
+	close(saved);
+	rewind(f);
+	n = fread(out, 1, 511, f);
+	out[n] = '\0';
+	fclose(f);
+	return r;
+}
+
 /* From exactly 1 MiB queued, a refusable report is refused (not queued), the others queue; once sluiced
- * reads again, a refusable report goes. */
+ * reads again, a refusable report goes. The log says the queue is over its bound (it grew in a burst:
+ * no "for 0.0 s"). */
 static void test_soft(void **state)
 {
 	struct netd_child_out o;
+	char line[512];
 	size_t n;
 
 	(void)state;
@@ -152,7 +177,10 @@ static void test_soft(void **state)
 	assert_int_equal(o.q.q.bytes, MIB);
 	assert_false(o.behind_logged);
 	n = o.q.q.n;
-	assert_int_equal(send_len(&o, 20, true), -ENOBUFS); /* at 1 MiB: refused, fails closed */
+	assert_int_equal(send_logged(&o, 20, true, line), -ENOBUFS); /* at 1 MiB: refused, fails closed */
+	assert_non_null(strstr(line, "sluiced is behind: "));
+	assert_non_null(strstr(line, " reports wait for it (1024 KiB, the bound is 1024 KiB)"));
+	assert_null(strstr(line, "0.0 s"));
 	assert_int_equal(o.q.q.n, n);
 	assert_int_equal(o.q.q.bytes, MIB);
 	assert_true(o.behind_logged);
@@ -171,6 +199,7 @@ static void test_soft(void **state)
 static void test_stall(void **state)
 {
 	struct netd_child_out o;
+	char line[512];
 
 	(void)state;
 	assert_int_equal(netd_child_out_init(&o, base, sv[0]), 0);
@@ -179,7 +208,8 @@ static void test_stall(void **state)
 	set_idle(&o, 1500);
 	assert_int_equal(send_len(&o, 20, true), 0);
 	set_idle(&o, 2000);
-	assert_int_equal(send_len(&o, 20, true), -ENOBUFS);
+	assert_int_equal(send_logged(&o, 20, true, line), -ENOBUFS);
+	assert_non_null(strstr(line, "sluiced has taken none of its reports for 2.0 s"));
 	assert_int_equal(send_len(&o, 20, false), 0);
 	assert_false(event_base_got_break(base));
 	netd_child_out_release(&o);
