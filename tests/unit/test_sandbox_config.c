@@ -3,7 +3,9 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -247,6 +249,73 @@ static void test_fs_keys(void **state)
 	sb_config_clear(&c);
 }
 
+/* ---- sb_sh_quote: the exit note's pasteable command (discard.c) and devcontainer's postCreateCommand ----
+ * Differential: the quoted line is read back word by word as POSIX sh and as fish read it (the shells a
+ * user pastes the note into), and both must give back every word as it was. The readers take what the
+ * quoter may emit: blanks between words, bare bytes, '...' segments and a backslash escape outside them.
+ * fish reads \' and \\ inside single quotes as escapes (fish-shell.com, "Quotes"); sh reads nothing there. */
+#define QWORDS_MAX 16
+
+static size_t read_words(const char *line, bool fish, char out[][64])
+{
+	size_t n = 0, o = 0;
+	bool in_word = false;
+
+	for (const char *p = line; *p; p++) {
+		if (*p == ' ') {
+			if (in_word)
+				out[n++][o] = '\0';
+			in_word = false;
+			o = 0;
+			continue;
+		}
+		in_word = true;
+		if (*p == '\\' && p[1]) { /* outside quotes: the next byte as it is, in both */
+			out[n][o++] = *++p;
+		} else if (*p == '\'') {
+			for (p++; *p && *p != '\''; p++) {
+				if (fish && *p == '\\' && (p[1] == '\'' || p[1] == '\\'))
+					p++;
+				out[n][o++] = *p;
+			}
+			if (!*p)
+				return SIZE_MAX; /* an open quote: the shell waits for more (a paste goes on with it) */
+		} else {
+			out[n][o++] = *p;
+		}
+	}
+	if (in_word)
+		out[n++][o] = '\0';
+	return n;
+}
+
+static void test_sh_quote(void **state)
+{
+	/* a word ending in a backslash, then one that would be commands once a quote is left open */
+	static const char *const words[] = {"sluice", "run", "--", "x\\", "; id >/tmp/pwned #", "a'b", "\\'",
+	                                    "", "it's\\\\", "=ls", "plain-word_1.0/x:y,z@h+%=v"};
+	const size_t nw = sizeof words / sizeof *words;
+	char out[QWORDS_MAX][64];
+	char *line = NULL;
+	(void)state;
+
+	for (size_t i = 0; i < nw; i++)
+		assert_int_equal(sb_sh_quote(words[i], &line), 0);
+	for (int fish = 0; fish < 2; fish++) {
+		size_t n = read_words(line, fish, out);
+		if (n != nw)
+			fail_msg("%s reads %zu words in <%s>, not %zu", fish ? "fish" : "sh", n, line, nw);
+		for (size_t i = 0; i < nw; i++)
+			if (strcmp(out[i], words[i]) != 0)
+				fail_msg("%s reads word %zu of <%s> as <%s>, not <%s>", fish ? "fish" : "sh", i, line,
+				         out[i], words[i]);
+	}
+	/* plain words stay bare; a word zsh would expand (=ls is the path of ls there) is quoted */
+	assert_non_null(strstr(line, " plain-word_1.0/x:y,z@h+%=v"));
+	assert_non_null(strstr(line, " '=ls' "));
+	free(line);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -257,6 +326,7 @@ int main(void)
 	        cmocka_unit_test(test_bad_input),
 	        cmocka_unit_test(test_masks_and_disk),
 	        cmocka_unit_test(test_fs_keys),
+	        cmocka_unit_test(test_sh_quote),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
