@@ -1,5 +1,6 @@
 /* Unit tests for sandbox/config.c: the "sandbox" object of the layered config files, the
- * organisation's caps, what a project file may not do, and the value parsers. */
+ * organisation's caps, what a project file may not do, and the value parsers; and the exit note of
+ * discarded changes (its sh quoting, config.c; discard.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,6 +8,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -316,6 +321,70 @@ static void test_sh_quote(void **state)
 	free(line);
 }
 
+/* The exit note (discard.c) shows the project directory: its name is whoever made the directory's (an
+ * unpacked archive's top directory, a clone's), and reaches the terminal with no escape sequence; nor
+ * does a C1 control of the command's words. */
+static void test_exit_note_project_name(void **state)
+{
+	char base[] = "/tmp/sluice-note-XXXXXX", proj[256], sess[256], path[300], out[4096];
+	static char cmd[] = "true", arg[] = "\xc2\x9b" "8m"; /* U+009B: CSI in UTF-8 */
+	char *const argv[] = {cmd, arg, NULL};
+	struct sb_config c;
+	struct sb_session s;
+	int fd, saved;
+	ssize_t n;
+	FILE *f;
+	(void)state;
+
+	assert_non_null(mkdtemp(base));
+	/* an escape sequence that hides what follows it (conceal), and a title (OSC) */
+	snprintf(proj, sizeof proj, "%s/proj\x1b]0;t\x07\x1b[8m", base);
+	snprintf(sess, sizeof sess, "%s/sess", base);
+	snprintf(path, sizeof path, "%s/upper", sess);
+	assert_int_equal(mkdir(proj, 0700), 0);
+	assert_int_equal(mkdir(sess, 0700), 0);
+	assert_int_equal(mkdir(path, 0700), 0);
+	snprintf(path, sizeof path, "%s/upper/new.txt", sess);
+	assert_non_null(f = fopen(path, "w"));
+	fclose(f);
+	sb_config_init(&c);
+	c.project_dir = strdup(proj);
+	c.project_mode = SB_PROJECT_OVERLAY;
+	memset(&s, 0, sizeof s);
+	s.cfg = &c;
+	s.dir = sess;
+	s.scratch_fd = -1;
+	s.argv = argv;
+
+	snprintf(path, sizeof path, "%s/stderr", base);
+	fflush(stderr);
+	assert_true((fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) >= 0);
+	assert_true((saved = dup(2)) >= 0);
+	dup2(fd, 2);
+	sb_discard_summary(&s);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	n = pread(fd, out, sizeof out - 1, 0);
+	close(fd);
+	assert_true(n > 0);
+	out[n] = '\0';
+	assert_non_null(strstr(out, "0 files changed, 1 added, 0 removed"));
+	assert_null(strstr(out, "\xc2\x9b"));
+	for (ssize_t i = 0; i < n; i++)
+		if ((unsigned char)out[i] < 0x20 && out[i] != '\n')
+			fail_msg("control byte 0x%02x at %zd of the note: %s", (unsigned char)out[i], i, out);
+	sb_config_clear(&c);
+	unlink(path);
+	snprintf(path, sizeof path, "%s/upper/new.txt", sess);
+	unlink(path);
+	snprintf(path, sizeof path, "%s/upper", sess);
+	rmdir(path);
+	rmdir(sess);
+	rmdir(proj);
+	rmdir(base);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -327,6 +396,7 @@ int main(void)
 	        cmocka_unit_test(test_masks_and_disk),
 	        cmocka_unit_test(test_fs_keys),
 	        cmocka_unit_test(test_sh_quote),
+	        cmocka_unit_test(test_exit_note_project_name),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
