@@ -39,10 +39,11 @@ int sb_strv_add(struct sb_strv *s, const char *str)
 int sb_sh_quote(const char *w, char **acc)
 {
 	size_t n = *acc ? strlen(*acc) : 0, add = 3;
-	bool bare = *w != '\0';
+	/* (zsh reads a bare word that begins with '=' as the path of a command: "=ls" is /usr/bin/ls) */
+	bool bare = *w != '\0' && *w != '=';
 
 	for (const char *p = w; *p; p++) {
-		add += *p == '\'' ? 4 : 1;
+		add += *p == '\'' || *p == '\\' ? 4 : 1;
 		bare = bare && (isalnum((unsigned char)*p) || strchr("_-+=%@:,./", *p));
 	}
 	char *x = realloc(*acc, n + add + 1);
@@ -53,9 +54,13 @@ int sb_sh_quote(const char *w, char **acc)
 		x[n++] = ' ';
 	if (!bare)
 		x[n++] = '\'';
+	/* A ' or a \ goes between two quoted runs, escaped: fish reads \' and \\ inside single quotes as
+	 * escapes (sh reads nothing there), so a word ending in \ would leave fish's quote open, and the
+	 * next word's ; would end the command there, outside any sandbox. '\'' and '\\' read the same in
+	 * sh, bash, zsh and fish. */
 	for (const char *p = w; *p; p++) {
-		if (*p == '\'') {
-			memcpy(x + n, "'\\''", 4);
+		if (*p == '\'' || *p == '\\') {
+			memcpy(x + n, *p == '\'' ? "'\\''" : "'\\\\'", 4);
 			n += 4;
 		} else {
 			x[n++] = *p;

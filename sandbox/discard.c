@@ -98,7 +98,7 @@ void sb_discard_summary(const struct sb_session *s)
 {
 	const struct sb_config *cfg = s->cfg;
 	struct counts c = {0, 0, 0};
-	char upper[4096];
+	char upper[4096], shown[4096];
 
 	if (cfg->quiet || cfg->project_mode != SB_PROJECT_OVERLAY || cfg->save != SB_SAVE_NONE ||
 	    !cfg->project_dir || (s->scratch_fd < 0 && !s->dir))
@@ -113,7 +113,8 @@ void sb_discard_summary(const struct sb_session *s)
 	walk(ufd, lfd, &c, 0);
 	if (c.changed + c.added + c.removed == 0)
 		return;
-	/* the same command with --save, quoted for sh (a control byte shows as '?': not sent to the terminal) */
+	/* the same command with --save, quoted for sh (a control byte shows as '?', a C1 control in UTF-8 as
+	 * '??': not sent to the terminal; other bytes stay, so that the words can be pasted) */
 	cleanup_free char *again = NULL;
 	bool ok = sb_sh_quote("sluice", &again) == 0 && sb_sh_quote("run", &again) == 0;
 	for (size_t i = 0; ok && i < cfg->run_nopts; i++)
@@ -121,14 +122,19 @@ void sb_discard_summary(const struct sb_session *s)
 	ok = ok && sb_sh_quote("--save", &again) == 0 && sb_sh_quote("--", &again) == 0;
 	for (size_t i = 0; ok && s->argv && s->argv[i]; i++)
 		ok = sb_sh_quote(s->argv[i], &again) == 0;
-	for (char *p = ok ? again : NULL; p && *p; p++)
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+	for (unsigned char *p = ok ? (unsigned char *)again : NULL; p && *p; p++)
+		if (*p < 0x20 || *p == 0x7f)
 			*p = '?';
+		else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+			p[0] = p[1] = '?';
 	fprintf(stderr,
 	        "sluice: discarding this session's changes to %s: %lu file%s changed, %lu added, %lu removed\n"
 	        "sluice: to keep them, run it again with --save (then `sluicectl session save ID` applies them)"
 	        " or --apply%s\n",
-	        cfg->project_dir, c.changed, c.changed == 1 ? "" : "s", c.added, c.removed, ok ? ":" : ".");
+	        /* the directory's name is whoever made it (an unpacked archive's, a clone's): an escape sequence
+	         * in it could hide or fake the command below */
+	        util_printable(shown, sizeof shown, cfg->project_dir), c.changed, c.changed == 1 ? "" : "s", c.added,
+	        c.removed, ok ? ":" : ".");
 	if (ok)
 		fprintf(stderr, "sluice:   %s\n", again);
 }

@@ -81,8 +81,9 @@ struct sb_strv {
 };
 
 int sb_strv_add(struct sb_strv *s, const char *str);
-/* Appends word w to *acc (malloced, or NULL), space-separated, quoted for sh: as it is when it is made of
- * letters, digits and _-+=%@:,./ only, else in single quotes (a ' as '\''). */
+/* Appends word w to *acc (malloced, or NULL), space-separated, quoted so that sh, bash, zsh and fish read it
+ * back as w: as it is when it is made of letters, digits and _-+=%@:,./ only and does not begin with =,
+ * else in single quotes (a ' as '\'', a \ as '\\', never inside the quotes: fish reads them there). */
 int sb_sh_quote(const char *w, char **acc);
 bool sb_strv_contains(const struct sb_strv *s, const char *str);
 void sb_strv_clear(struct sb_strv *s);

@@ -1,10 +1,17 @@
 /* Unit tests for sandbox/config.c: the "sandbox" object of the layered config files, the
- * organisation's caps, what a project file may not do, and the value parsers. */
+ * organisation's caps, what a project file may not do, and the value parsers; and the exit note of
+ * discarded changes (its sh quoting, config.c; discard.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -247,6 +254,137 @@ static void test_fs_keys(void **state)
 	sb_config_clear(&c);
 }
 
+/* ---- sb_sh_quote: the exit note's pasteable command (discard.c) and devcontainer's postCreateCommand ----
+ * Differential: the quoted line is read back word by word as POSIX sh and as fish read it (the shells a
+ * user pastes the note into), and both must give back every word as it was. The readers take what the
+ * quoter may emit: blanks between words, bare bytes, '...' segments and a backslash escape outside them.
+ * fish reads \' and \\ inside single quotes as escapes (fish-shell.com, "Quotes"); sh reads nothing there. */
+#define QWORDS_MAX 16
+
+static size_t read_words(const char *line, bool fish, char out[][64])
+{
+	size_t n = 0, o = 0;
+	bool in_word = false;
+
+	for (const char *p = line; *p; p++) {
+		if (*p == ' ') {
+			if (in_word)
+				out[n++][o] = '\0';
+			in_word = false;
+			o = 0;
+			continue;
+		}
+		in_word = true;
+		if (*p == '\\' && p[1]) { /* outside quotes: the next byte as it is, in both */
+			out[n][o++] = *++p;
+		} else if (*p == '\'') {
+			for (p++; *p && *p != '\''; p++) {
+				if (fish && *p == '\\' && (p[1] == '\'' || p[1] == '\\'))
+					p++;
+				out[n][o++] = *p;
+			}
+			if (!*p)
+				return SIZE_MAX; /* an open quote: the shell waits for more (a paste goes on with it) */
+		} else {
+			out[n][o++] = *p;
+		}
+	}
+	if (in_word)
+		out[n++][o] = '\0';
+	return n;
+}
+
+static void test_sh_quote(void **state)
+{
+	/* a word ending in a backslash, then one that would be commands once a quote is left open */
+	static const char *const words[] = {"sluice", "run", "--", "x\\", "; id >/tmp/pwned #", "a'b", "\\'",
+	                                    "", "it's\\\\", "=ls", "plain-word_1.0/x:y,z@h+%=v"};
+	const size_t nw = sizeof words / sizeof *words;
+	char out[QWORDS_MAX][64];
+	char *line = NULL;
+	(void)state;
+
+	for (size_t i = 0; i < nw; i++)
+		assert_int_equal(sb_sh_quote(words[i], &line), 0);
+	for (int fish = 0; fish < 2; fish++) {
+		size_t n = read_words(line, fish, out);
+		if (n != nw)
+			fail_msg("%s reads %zu words in <%s>, not %zu", fish ? "fish" : "sh", n, line, nw);
+		for (size_t i = 0; i < nw; i++)
+			if (strcmp(out[i], words[i]) != 0)
+				fail_msg("%s reads word %zu of <%s> as <%s>, not <%s>", fish ? "fish" : "sh", i, line,
+				         out[i], words[i]);
+	}
+	/* plain words stay bare; a word zsh would expand (=ls is the path of ls there) is quoted */
+	assert_non_null(strstr(line, " plain-word_1.0/x:y,z@h+%=v"));
+	assert_non_null(strstr(line, " '=ls' "));
+	free(line);
+}
+
+/* The exit note (discard.c) shows the project directory: its name is whoever made the directory's (an
+ * unpacked archive's top directory, a clone's), and reaches the terminal with no escape sequence; nor
+ * does a C1 control of the command's words. */
+static void test_exit_note_project_name(void **state)
+{
+	char base[] = "/tmp/sluice-note-XXXXXX", proj[256], sess[256], path[300], out[4096];
+	static char cmd[] = "true", arg[] = "\xc2\x9b" "8m"; /* U+009B: CSI in UTF-8 */
+	char *const argv[] = {cmd, arg, NULL};
+	struct sb_config c;
+	struct sb_session s;
+	int fd, saved;
+	ssize_t n;
+	FILE *f;
+	(void)state;
+
+	assert_non_null(mkdtemp(base));
+	/* an escape sequence that hides what follows it (conceal), and a title (OSC) */
+	snprintf(proj, sizeof proj, "%s/proj\x1b]0;t\x07\x1b[8m", base);
+	snprintf(sess, sizeof sess, "%s/sess", base);
+	snprintf(path, sizeof path, "%s/upper", sess);
+	assert_int_equal(mkdir(proj, 0700), 0);
+	assert_int_equal(mkdir(sess, 0700), 0);
+	assert_int_equal(mkdir(path, 0700), 0);
+	snprintf(path, sizeof path, "%s/upper/new.txt", sess);
+	assert_non_null(f = fopen(path, "w"));
+	fclose(f);
+	sb_config_init(&c);
+	c.project_dir = strdup(proj);
+	c.project_mode = SB_PROJECT_OVERLAY;
+	memset(&s, 0, sizeof s);
+	s.cfg = &c;
+	s.dir = sess;
+	s.scratch_fd = -1;
+	s.argv = argv;
+
+	snprintf(path, sizeof path, "%s/stderr", base);
+	fflush(stderr);
+	assert_true((fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) >= 0);
+	assert_true((saved = dup(2)) >= 0);
+	dup2(fd, 2);
+	sb_discard_summary(&s);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	n = pread(fd, out, sizeof out - 1, 0);
+	close(fd);
+	assert_true(n > 0);
+	out[n] = '\0';
+	assert_non_null(strstr(out, "0 files changed, 1 added, 0 removed"));
+	assert_null(strstr(out, "\xc2\x9b"));
+	for (ssize_t i = 0; i < n; i++)
+		if ((unsigned char)out[i] < 0x20 && out[i] != '\n')
+			fail_msg("control byte 0x%02x at %zd of the note: %s", (unsigned char)out[i], i, out);
+	sb_config_clear(&c);
+	unlink(path);
+	snprintf(path, sizeof path, "%s/upper/new.txt", sess);
+	unlink(path);
+	snprintf(path, sizeof path, "%s/upper", sess);
+	rmdir(path);
+	rmdir(sess);
+	rmdir(proj);
+	rmdir(base);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -257,6 +395,8 @@ int main(void)
 	        cmocka_unit_test(test_bad_input),
 	        cmocka_unit_test(test_masks_and_disk),
 	        cmocka_unit_test(test_fs_keys),
+	        cmocka_unit_test(test_sh_quote),
+	        cmocka_unit_test(test_exit_note_project_name),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
