@@ -31,10 +31,22 @@ int sb_kvm_check(const struct sb_config *c, const char *who, char *err, size_t e
 		              who, SB_KVM_PATH, strerror(errno));
 	if (!S_ISCHR(st.st_mode))
 		return sb_errc(err, errlen, ENODEV, "%s: %s is not a character device", who, SB_KVM_PATH);
-	/* A root launch makes its own node (below); a user's session can only use the host's. */
-	if (geteuid() != 0 && access(SB_KVM_PATH, R_OK | W_OK) < 0)
-		return sb_err(err, errlen, "%s: uid %u cannot open %s: %s (add the user to the group that owns it, usually kvm)",
-		              who, (unsigned)c->uid, SB_KVM_PATH, strerror(errno));
+	/* Opened, not only looked at: a node whose driver is gone (ENXIO, ENODEV) or that a container
+	 * runtime's device rules refuse (EPERM, even to root) is no KVM, and says so here rather than as a
+	 * failure inside the sandbox. A root launch then makes its own node (below); a user's session can
+	 * only use the host's, so a user needs the right to open it. */
+	cleanup_fd int fd = open(SB_KVM_PATH, O_RDWR | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		int e = errno;
+		if (geteuid() != 0 && e == EACCES)
+			return sb_errc(err, errlen, e,
+			               "%s: uid %u cannot open %s: %s (add the user to the group that owns it, usually kvm)",
+			               who, (unsigned)c->uid, SB_KVM_PATH, strerror(e));
+		return sb_errc(err, errlen, e,
+		               "%s: cannot open %s: %s (the kvm module is not loaded, or this machine's device rules, "
+		               "a container's for instance, refuse it)",
+		               who, SB_KVM_PATH, strerror(e));
+	}
 	return 0;
 }
 

@@ -133,16 +133,26 @@ check_eq "--bind: a file the guest writes reaches the host" "from-guest" "$(cat 
 check "nothing was written to the read-only ones" test ! -e "$P/in-project" -a ! -e "$RO/g"
 
 # The default accelerator, KVM: QEMU starts with -accel kvm and keeps running (the guest cannot finish
-# booting on this machine, see above); --timeout ends the session (124) and takes QEMU with it.
-( cd "$P" && exec env -i HOME="$H" PATH=/usr/bin:/bin SLUICE_VM_CACHE="$CACHE" "$SLUICE" run --quiet \
-	--sandbox-type vm --timeout 4 -- true ) >/dev/null 2>"$LAB_DIR/err-kvm" &
-kpid=$!
-for _ in $(seq 100); do [ -n "$(qemus)" ] && break; sleep 0.1; done
-sleep 1.5
-check_match "KVM by default: QEMU runs with -accel kvm" ' -accel kvm ' "$(ps -o args= -p "$(qemus | head -1)" 2>/dev/null)"
-wait "$kpid"
-check_eq "... until --timeout ends the session (124)" 124 "$?"
-check "... and QEMU with it" eventually gone
+# booting on this machine, see above); --timeout ends the session (124) and takes QEMU with it. On a
+# machine without KVM the default fails closed instead: refused before anything starts, naming the way out.
+if nokvm=$(kvm_usable); then
+	( cd "$P" && exec env -i HOME="$H" PATH=/usr/bin:/bin SLUICE_VM_CACHE="$CACHE" "$SLUICE" run --quiet \
+		--sandbox-type vm --timeout 4 -- true ) >/dev/null 2>"$LAB_DIR/err-kvm" &
+	kpid=$!
+	for _ in $(seq 100); do [ -n "$(qemus)" ] && break; sleep 0.1; done
+	sleep 1.5
+	check_match "KVM by default: QEMU runs with -accel kvm" ' -accel kvm ' "$(ps -o args= -p "$(qemus | head -1)" 2>/dev/null)"
+	wait "$kpid"
+	check_eq "... until --timeout ends the session (124)" 124 "$?"
+	check "... and QEMU with it" eventually gone
+else
+	diag "no KVM here: $nokvm"
+	out=$(cd "$P" && env -i HOME="$H" PATH=/usr/bin:/bin SLUICE_VM_CACHE="$CACHE" "$SLUICE" run --quiet \
+		--sandbox-type vm --timeout 4 -- true 2>&1); r=$?
+	check_eq "KVM by default, on a machine without it: refused (125), nothing emulated behind the user's back" 125 "$r"
+	check_match "... naming /dev/kvm and the way out" '--sandbox-type vm: .*/dev/kvm: .*--vm-accel tcg' "$out"
+	check "... and no QEMU started" gone
+fi
 
 # kill -9 of the launcher while the VM runs: the sandbox's pid 1 dies with it, and QEMU with the pid
 # namespace; the embedded netd notices its launcher is gone and removes the session's network.
