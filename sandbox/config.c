@@ -135,6 +135,7 @@ void sb_config_clear(struct sb_config *c)
 	if (c->learn_dirfd >= 0)
 		close(c->learn_dirfd);
 	free(c->hostname);
+	free(c->run_opt_secret);
 	free(c->vm_kernel);
 	free(c->vm_initrd);
 	sb_strv_clear(&c->writable_paths);

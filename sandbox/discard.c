@@ -117,8 +117,24 @@ void sb_discard_summary(const struct sb_session *s)
 	 * '??': not sent to the terminal; other bytes stay, so that the words can be pasted) */
 	cleanup_free char *again = NULL;
 	bool ok = sb_sh_quote("sluice", &again) == 0 && sb_sh_quote("run", &again) == 0;
-	for (size_t i = 0; ok && i < cfg->run_nopts; i++)
-		ok = sb_sh_quote(cfg->run_opts[i], &again) == 0;
+	bool secrets = false;
+	for (size_t i = 0; ok && i < cfg->run_nopts; i++) {
+		const char *w = cfg->run_opts[i], *eq;
+		char hidden[512];
+		/* an --env VALUE is left out ("NAME=..."): a token a CI script passed would reach its log */
+		if (cfg->run_opt_secret && cfg->run_opt_secret[i]) {
+			/* "NAME=VALUE", or "--env=NAME=VALUE": NAME begins after the option's '=' */
+			const char *name = w[0] == '-' ? strchr(w, '=') : w;
+			eq = name ? strchr(name + (w[0] == '-'), '=') : NULL;
+			if (eq && eq - w < 400)
+				snprintf(hidden, sizeof hidden, "%.*s...", (int)(eq - w + 1), w);
+			else
+				snprintf(hidden, sizeof hidden, "...");
+			w = hidden;
+			secrets = true;
+		}
+		ok = sb_sh_quote(w, &again) == 0;
+	}
 	ok = ok && sb_sh_quote("--save", &again) == 0 && sb_sh_quote("--", &again) == 0;
 	for (size_t i = 0; ok && s->argv && s->argv[i]; i++)
 		ok = sb_sh_quote(s->argv[i], &again) == 0;
@@ -130,11 +146,12 @@ void sb_discard_summary(const struct sb_session *s)
 	fprintf(stderr,
 	        "sluice: discarding this session's changes to %s: %lu file%s changed, %lu added, %lu removed\n"
 	        "sluice: to keep them, run it again with --save (then `sluicectl session save ID` applies them)"
-	        " or --apply%s\n",
+	        " or --apply%s%s\n",
 	        /* the directory's name is whoever made it (an unpacked archive's, a clone's): an escape sequence
 	         * in it could hide or fake the command below */
 	        util_printable(shown, sizeof shown, cfg->project_dir), c.changed, c.changed == 1 ? "" : "s", c.added,
-	        c.removed, ok ? ":" : ".");
+	        c.removed, ok && secrets ? " (the values given to --env are left out: write them again)" : "",
+	        ok ? ":" : ".");
 	if (ok)
 		fprintf(stderr, "sluice:   %s\n", again);
 }

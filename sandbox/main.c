@@ -398,6 +398,14 @@ static int cmd_run(int argc, char **argv)
 			}
 			if (sb_strv_add(optarg[nl] ? &c.env_set : &c.env_keep, optarg) < 0)
 				goto out;
+			/* the word that holds the VALUE (argv[optind - 1], "--env=NAME=VALUE" too): the exit
+			 * note repeats the options but not it (`--env TOKEN="$TOKEN"` in a CI script) */
+			if (optarg[nl] && !c.run_opt_secret && !(c.run_opt_secret = calloc((size_t)argc, sizeof(bool)))) {
+				fail("out of memory");
+				goto out;
+			}
+			if (optarg[nl])
+				c.run_opt_secret[optind - 2] = true;
 			break;
 		}
 		case OPT_ALLOW_NETWORK: c.allow_network = true; break;

@@ -168,6 +168,7 @@ struct sb_config {
 	bool quiet;                /* --quiet: no messages of the launcher's own but errors */
 	char *const *run_opts;     /* borrowed: `sluice run`'s options as given (run_nopts of them) */
 	size_t run_nopts;
+	bool *run_opt_secret;      /* owned, run_nopts of them or NULL: the word holds an --env VALUE (discard.c) */
 	enum sb_sandbox_type type; /* --sandbox-type */
 	struct sb_ctr_spec ctr;    /* container and devcontainer types */
 	bool allow_containers;     /* --allow-containers: rootless Podman inside the local sandbox (nest.c) */

@@ -207,6 +207,14 @@ for _ in range(3000):
 	check_eq "$m: exit note: the command that keeps them, pasteable" \
 		"sluice|run|--fs|relaxed|--save|--|sh|-c|echo x >new.txt; echo y >>keep.txt; rm doomed.txt" \
 		"$(sed -n 's/^sluice:   //p' <<<"$o" | python3 -c 'import shlex, sys; print("|".join(shlex.split(sys.stdin.read())))')"
+	# an --env VALUE is not repeated (a CI script's --env TOKEN="$TOKEN" would put the token in its log);
+	# a name passed through, and the other options, are
+	o=$(sb "$m" --fs relaxed --env TOKEN=tok-s3cret --env=KEY=key-s3cret --env HOME --hostname x -- sh -c 'echo x >new3.txt' 2>&1)
+	check_eq "$m: exit note with --env NAME=VALUE: the values left out, the rest as given" \
+		"sluice|run|--fs|relaxed|--env|TOKEN=...|--env=KEY=...|--env|HOME|--hostname|x|--save|--|sh|-c|echo x >new3.txt" \
+		"$(sed -n 's/^sluice:   //p' <<<"$o" | python3 -c 'import shlex, sys; print("|".join(shlex.split(sys.stdin.read())))')"
+	check_not "$m: ... no value anywhere in what it printed" grep -q s3cret <<<"$o"
+	check_match "$m: ... and it says so" "the values given to --env are left out: write them again" "$o"
 	check_not "$m: no note with --save" grep -q discarding <<<"$(sb "$m" --save -- sh -c 'echo x >new2.txt' 2>&1)"
 	check_eq "$m: no session directory is left behind (but the --save one)" 1 "$(session_dirs "$m")"
 	rm -rf "$(if [ "$m" = root ]; then echo "$ROOT_RT/sluice"; else echo "/var/tmp/sluice-$TU_UID"; fi)"/*
