@@ -51,7 +51,7 @@ check_eq "user without access to the host's /dev/kvm: --allow-kvm refused (125)"
 if [ -z "$nokvm" ]; then
 	check_match "... with a line that says what to do" "cannot open /dev/kvm.*group" "$out"
 else
-	check_match "... with a line that says what is wrong" "--allow-kvm: .*/dev/kvm: .+ \((add the user|the kvm module)" "$out"
+	check_match "... with a line that says what is wrong" "--allow-kvm: .*/dev/kvm: .+ \((add the user|the kvm module|KVM is there)" "$out"
 fi
 
 # ---- qemu -accel kvm inside the sandbox. The guest is a tiny multiboot image made here (32-bit code
